@@ -1,0 +1,48 @@
+# The two commands: `make dev` runs the product, `make test` runs the tests.
+# Both install what they need (npm ci; Debian packages through apt-get when missing).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NPM_STAMP := node_modules/.relayctl-ci-stamp
+
+help:
+	@echo "make dev          run control plane + a local agent (SQLite, in-process bus)"
+	@echo "make test         lint, proto-check, build and run every test (real NATS + MariaDB)"
+	@echo "make bench        run the benchmarks under bench/ (not part of make test)"
+	@echo "make proto        regenerate proto/gen from proto/agent/v1/agent.proto"
+	@echo "make proto-check  fail when proto/gen is stale"
+
+# npm ci only when the lockfile changed since the last install.
+$(NPM_STAMP): package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $(NPM_STAMP)
+
+node-deps: $(NPM_STAMP)
+
+# Debian packages the test harness runs as throwaway servers.
+system-deps:
+	@bash scripts/system-deps.sh nats-server mariadb-server
+
+build: node-deps
+	npx tsc -b
+
+proto: node-deps
+	cd proto && rm -rf gen && ../node_modules/.bin/buf generate
+	npx biome format --write proto/gen >/dev/null
+
+proto-check: node-deps
+	@bash scripts/proto-check.sh
+
+lint: node-deps
+	npx biome check .
+
+dev: node-deps build
+	node scripts/dev.mjs
+
+test: system-deps node-deps proto-check lint build
+	npx ava
+
+bench: system-deps node-deps build
+	@bash scripts/system-deps.sh openssh-server openssh-client
+	node bench/exec-latency.mjs
+
+.PHONY: help node-deps system-deps build proto proto-check lint dev test bench
