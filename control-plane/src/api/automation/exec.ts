@@ -1,0 +1,92 @@
+// POST /api/automation/v1/exec — run a shell command on a server.
+// 200 with the result when it finishes within timeout_seconds, else 202 running;
+// 409 when the server's agent is not connected (the operation is recorded failed).
+import type { FastifyPluginAsync } from "fastify";
+import { RcError } from "../../errors.js";
+import { dispatchAndWait } from "../../operations/dispatch.js";
+import { createOperation } from "../../operations/store.js";
+import type { ApiContext } from "../context.js";
+import { LIMITS, envBytes, envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
+import { findServer } from "./servers.js";
+
+interface ExecBody {
+  server_id: string;
+  command: string;
+  working_directory?: string;
+  env?: Record<string, string>;
+  timeout_seconds?: number;
+  run_id?: string;
+  run_context?: Record<string, string>;
+}
+
+const bodySchema = {
+  type: "object",
+  required: ["server_id", "command"],
+  additionalProperties: false,
+  properties: {
+    server_id: uuidSchema,
+    command: { type: "string", minLength: 1, maxLength: LIMITS.commandChars },
+    working_directory: { type: "string", minLength: 1, maxLength: 4096 },
+    env: envSchema,
+    timeout_seconds: { type: "integer", minimum: LIMITS.timeoutMin, maximum: LIMITS.timeoutMax },
+    run_id: runIdSchema,
+    run_context: runContextSchema,
+  },
+} as const;
+
+export const execRoute =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    app.post<{ Body: ExecBody }>("/exec", { schema: { body: bodySchema } }, async (req, reply) => {
+      const body = req.body;
+      const size = envBytes(body.env);
+      if (size > LIMITS.envBytes) {
+        throw new RcError(
+          "RC_ERR_VALIDATION",
+          `env: total size ${size} bytes exceeds ${LIMITS.envBytes} bytes`,
+        );
+      }
+      const server = await findServer(ctx.db, req.principal, body.server_id);
+      const timeoutSeconds = body.timeout_seconds ?? LIMITS.timeoutDefault;
+      const { id } = await createOperation(ctx.db, {
+        tenantId: req.principal.tenantId,
+        serverId: server.id,
+        operationType: "exec",
+        keyId: req.principal.keyId,
+        runId: body.run_id ?? null,
+        leaseMs: ctx.config.leaseMs,
+        deadlineAt: Date.now() + ctx.config.execCeilingSeconds * 1000,
+        audit: {
+          command: body.command,
+          server_id: server.id,
+          server_name: server.name,
+          key_id: req.principal.keyId,
+          key_name: req.principal.keyName,
+          working_directory: body.working_directory ?? null,
+          env_keys: Object.keys(body.env ?? {}).sort(),
+          timeout_seconds: timeoutSeconds,
+          run_id: body.run_id ?? null,
+          run_context: body.run_context ?? null,
+          ip: req.ip,
+        },
+      });
+      const outcome = await dispatchAndWait(
+        ctx.db,
+        ctx.bus,
+        { operationId: id, server },
+        {
+          operation_id: id,
+          exec: {
+            command: body.command,
+            working_directory: body.working_directory ?? "",
+            env: body.env ?? {},
+            deadline_seconds: ctx.config.execCeilingSeconds,
+          },
+        },
+        timeoutSeconds * 1000,
+      );
+      if (outcome.state === "running") return reply.status(202).send({ operation_id: id, status: "running" });
+      const result = outcome.event.result ?? (await ctx.readResult(id));
+      return reply.status(200).send({ operation_id: id, status: outcome.event.status, ...result });
+    });
+  };

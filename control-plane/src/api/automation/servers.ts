@@ -1,0 +1,25 @@
+// Server lookup for Automation calls: scoped by tenant (another tenant's id is a
+// 404, never a 403) and by the key's server scope (403).
+import type { Knex } from "knex";
+import type { AutomationPrincipal } from "../../auth/automation-key.js";
+import { RcError } from "../../errors.js";
+
+export interface ServerRef {
+  id: string;
+  name: string;
+}
+
+export async function findServer(
+  db: Knex,
+  principal: AutomationPrincipal,
+  serverId: string,
+): Promise<ServerRef> {
+  const row = await db("servers")
+    .where({ id: serverId.toLowerCase(), tenant_id: principal.tenantId })
+    .first<ServerRef | undefined>("id", "name");
+  if (!row) throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
+  if (principal.servers.length > 0 && !principal.servers.includes(row.id)) {
+    throw new RcError("RC_ERR_FORBIDDEN", `server '${row.name}' is outside this key's server scope`);
+  }
+  return row;
+}

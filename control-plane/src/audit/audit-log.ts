@@ -1,0 +1,68 @@
+// The tamper-evident audit trail. Each event carries the hash of the previous
+// event of its tenant: hash = sha256(prev_hash + "\n" + canonical JSON of the
+// event). Appends lock the tenant row, so the chain stays linear with several
+// control-plane instances writing at once.
+import { createHash } from "node:crypto";
+import type { Knex } from "knex";
+
+export interface AuditEventInput {
+  tenantId: string;
+  eventType: string;
+  operationId?: string | null;
+  keyId?: string | null;
+  serverId?: string | null;
+  runId?: string | null;
+  /** Never put a secret or an env value in here: key names only. */
+  payload: Record<string, unknown>;
+}
+
+/** JSON with object keys sorted at every level, so the hash is reproducible. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+export interface ChainedFields {
+  seq: number;
+  event_type: string;
+  operation_id: string | null;
+  key_id: string | null;
+  server_id: string | null;
+  run_id: string | null;
+  payload: string;
+  created_at: number;
+}
+
+export function eventHash(prevHash: string | null, fields: ChainedFields): string {
+  return createHash("sha256")
+    .update(`${prevHash ?? ""}\n${canonicalJson(fields)}`)
+    .digest("hex");
+}
+
+/** Appends one event inside the caller's transaction. */
+export async function appendAuditEvent(trx: Knex.Transaction, e: AuditEventInput): Promise<void> {
+  const tenant = await trx("tenants")
+    .where({ id: e.tenantId })
+    .forUpdate()
+    .first<{ audit_head: string | null; audit_seq: number }>("audit_head", "audit_seq");
+  if (!tenant) throw new Error(`audit: tenant ${e.tenantId} not found`);
+  const fields: ChainedFields = {
+    seq: Number(tenant.audit_seq) + 1,
+    event_type: e.eventType,
+    operation_id: e.operationId ?? null,
+    key_id: e.keyId ?? null,
+    server_id: e.serverId ?? null,
+    run_id: e.runId ?? null,
+    payload: canonicalJson(e.payload),
+    created_at: Date.now(),
+  };
+  const hash = eventHash(tenant.audit_head, fields);
+  await trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: tenant.audit_head, hash });
+  await trx("tenants").where({ id: e.tenantId }).update({ audit_head: hash, audit_seq: fields.seq });
+}

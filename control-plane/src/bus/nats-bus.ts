@@ -1,0 +1,121 @@
+// JobBus over core NATS: request/reply for dispatch (the reply is the gateway's
+// ack; "no responders" means no gateway holds the agent), pub/sub for completions
+// and takeovers. The client reconnects forever and restores subscriptions, so a
+// NATS restart needs no restart of ours.
+import type { Logger } from "pino";
+import { type NatsConnection, type Subscription, JSONCodec, connect, ErrorCode as NatsErrorCode } from "nats";
+import { RcError } from "../errors.js";
+import {
+  type DispatchOutcome,
+  type DoneEvent,
+  type DoneWaiter,
+  type JobBus,
+  type JobEnvelope,
+  type JobHandler,
+  subjects,
+} from "./job-bus.js";
+
+const codec = JSONCodec<unknown>();
+const DISPATCH_ACK_TIMEOUT_MS = 5000;
+
+export async function connectNatsBus(servers: string[], log: Logger, name: string): Promise<JobBus> {
+  const nc = await connect({
+    servers,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    reconnectJitter: 100,
+    pingInterval: 5000,
+    waitOnFirstConnect: true,
+  });
+  (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === "disconnect" || s.type === "reconnect") log.warn({ nats: s.type }, `nats ${s.type}`);
+    }
+  })().catch(() => {});
+  return new NatsBus(nc, log);
+}
+
+class NatsBus implements JobBus {
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly log: Logger,
+  ) {}
+
+  async dispatch(serverId: string, job: JobEnvelope): Promise<DispatchOutcome> {
+    try {
+      const reply = await this.nc.request(subjects.job(serverId), codec.encode(job), {
+        timeout: DISPATCH_ACK_TIMEOUT_MS,
+      });
+      return (codec.decode(reply.data) as { ok?: boolean }).ok ? "acked" : "not_connected";
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (code === NatsErrorCode.NoResponders) return "not_connected";
+      if (code === NatsErrorCode.Timeout) return "not_connected";
+      throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
+    }
+  }
+
+  async awaitDone(operationId: string): Promise<DoneWaiter> {
+    let sub: Subscription;
+    try {
+      sub = this.nc.subscribe(subjects.done(operationId), { max: 1 });
+      // Make sure the server has the SUB before the job can possibly finish.
+      await this.nc.flush();
+    } catch (err) {
+      throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
+    }
+    const done = (async () => {
+      for await (const m of sub) return codec.decode(m.data) as DoneEvent;
+      throw new Error("done subscription closed");
+    })();
+    done.catch(() => {});
+    return { done, cancel: () => sub.unsubscribe() };
+  }
+
+  serveServer(serverId: string, handler: JobHandler): () => void {
+    const sub = this.nc.subscribe(subjects.job(serverId), {
+      callback: (err, msg) => {
+        if (err) return;
+        handler(codec.decode(msg.data) as JobEnvelope).then(
+          (ok) => msg.respond(codec.encode({ ok })),
+          (e) => {
+            this.log.error({ err: e, server_id: serverId }, "job handler failed");
+            msg.respond(codec.encode({ ok: false }));
+          },
+        );
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  publishDone(event: DoneEvent): void {
+    this.publish(subjects.done(event.operation_id), event);
+  }
+
+  publishTakeover(serverId: string, connectionId: string): void {
+    this.publish(subjects.takeover(serverId), { connection_id: connectionId });
+  }
+
+  onTakeover(serverId: string, handler: (connectionId: string) => void): () => void {
+    const sub = this.nc.subscribe(subjects.takeover(serverId), {
+      callback: (err, msg) => {
+        if (!err) handler((codec.decode(msg.data) as { connection_id: string }).connection_id);
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  private publish(subject: string, payload: unknown): void {
+    try {
+      this.nc.publish(subject, codec.encode(payload));
+    } catch (err) {
+      // While disconnected the client buffers; only a closed connection throws.
+      this.log.warn({ err, subject }, "nats publish failed");
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.nc.drain().catch(() => this.nc.close());
+  }
+}

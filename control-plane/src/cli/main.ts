@@ -1,0 +1,87 @@
+#!/usr/bin/env node
+// relayctl-server: `serve`, `migrate` and the operator's `admin` commands.
+import { Command } from "commander";
+import { ConfigError, loadConfig, loadDatabaseUrl } from "../config.js";
+import { migrateWithRetry, openDb } from "../db/knex.js";
+import { serve } from "../serve.js";
+import {
+  AdminError,
+  createAutomationKey,
+  createJoinToken,
+  createTenant,
+  revokeAutomationKey,
+} from "./admin.js";
+
+const program = new Command()
+  .name("relayctl-server")
+  .description("relayctl control plane (api and gateway roles) and operator commands");
+
+program
+  .command("serve")
+  .description("run the control plane (roles from RELAYCTL_ROLE); migrates the database first")
+  .action(async () => {
+    const config = loadConfig();
+    const running = await serve(config);
+    let stopping = false;
+    const stop = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      process.stdout.write(`${JSON.stringify({ level: 30, msg: "stopping", signal })}\n`);
+      await running.stop();
+      process.exit(0);
+    };
+    process.on("SIGINT", () => void stop("SIGINT"));
+    process.on("SIGTERM", () => void stop("SIGTERM"));
+  });
+
+program
+  .command("migrate")
+  .description("run database migrations and exit")
+  .action(() => withDb(async () => ({ migrated: true })));
+
+const admin = program.command("admin").description("operator commands (read RELAYCTL_DATABASE_URL)");
+
+admin
+  .command("create-tenant")
+  .requiredOption("--name <name>", "tenant name")
+  .action((o: { name: string }) => withDb((db) => createTenant(db, o.name)));
+
+admin
+  .command("create-automation-key")
+  .requiredOption("--tenant <id|name>", "tenant id or name")
+  .requiredOption("--name <name>", "a name for the key")
+  .option("--expires-at <iso>", "expiry date (ISO 8601)")
+  .action((o: { tenant: string; name: string; expiresAt?: string }) =>
+    withDb((db) => createAutomationKey(db, o)),
+  );
+
+admin
+  .command("revoke-automation-key")
+  .requiredOption("--key-id <id>", "automation key id")
+  .action((o: { keyId: string }) => withDb((db) => revokeAutomationKey(db, o.keyId)));
+
+admin
+  .command("create-join-token")
+  .requiredOption("--tenant <id|name>", "tenant id or name")
+  .requiredOption("--server-name <name>", "name the enrolled server gets")
+  .option("--ttl-minutes <n>", "minutes the token stays valid", "60")
+  .action((o: { tenant: string; serverName: string; ttlMinutes: string }) =>
+    withDb((db) => createJoinToken(db, { ...o, ttlMinutes: Number(o.ttlMinutes) })),
+  );
+
+async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
+  const db = openDb(loadDatabaseUrl());
+  try {
+    await migrateWithRetry(db, { warn: () => {} });
+    process.stdout.write(`${JSON.stringify(await fn(db))}\n`);
+  } finally {
+    await db.destroy();
+  }
+}
+
+program.parseAsync().catch((err: unknown) => {
+  if (err instanceof ConfigError) process.stderr.write(`relayctl-server: config: ${err.message}\n`);
+  else if (err instanceof AdminError) process.stderr.write(`relayctl-server: ${err.message}\n`);
+  else process.stderr.write(`relayctl-server: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(err instanceof ConfigError ? 2 : 1);
+});

@@ -1,0 +1,158 @@
+// Control-plane configuration: read once at boot from the environment (and
+// optionally a JSON file), validated with one schema. Every variable is documented
+// here with its default; docs/process-interfaces.md and the README mirror this.
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+
+const hostPort = z
+  .string()
+  .regex(/^(\[[0-9a-fA-F:]+\]|[^:\s]+):\d{1,5}$/, "must be host:port (port 0 = any free port)");
+
+const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const schema = z
+  .object({
+    /** `api`, `gateway` or `all` (both roles in one process). @default all */
+    RELAYCTL_ROLE: z.enum(["api", "gateway", "all"]).default("all"),
+    /** `mysql://user:pass@host:port/db` or `sqlite:///abs/path.db` (sqlite is for dev). */
+    RELAYCTL_DATABASE_URL: z.string().regex(/^(mysql|sqlite):\/\//, "must start with mysql:// or sqlite://"),
+    /** Job bus between the roles: `nats`, or `memory` (in-process, role `all` only). @default nats */
+    RELAYCTL_BUS: z.enum(["nats", "memory"]).default("nats"),
+    /** Comma-separated NATS server URLs. @default nats://127.0.0.1:4222 */
+    RELAYCTL_NATS_URL: z.string().default("nats://127.0.0.1:4222"),
+    /** HTTP API listen address. @default 127.0.0.1:8080 */
+    RELAYCTL_API_LISTEN: hostPort.default("127.0.0.1:8080"),
+    /** gRPC gateway listen address. @default 127.0.0.1:8443 */
+    RELAYCTL_GATEWAY_LISTEN: hostPort.default("127.0.0.1:8443"),
+    /** Gateway URLs handed to agents at enrollment. @default grpc://<gateway listen> */
+    RELAYCTL_PUBLIC_GATEWAY_URLS: z.string().optional(),
+    /** PEM files for gateway TLS. Without them the gateway is plaintext. */
+    RELAYCTL_TLS_CERT_FILE: z.string().optional(),
+    RELAYCTL_TLS_KEY_FILE: z.string().optional(),
+    /** Allow a plaintext gateway on a non-loopback address. @default false */
+    RELAYCTL_ALLOW_PLAINTEXT: bool.default(false),
+    /** Hard deadline of an exec command (seconds). @default 3600 */
+    RELAYCTL_EXEC_CEILING_SECONDS: int(1, 7 * 24 * 3600).default(3600),
+    /** Heartbeat interval told to agents (ms). @default 5000 */
+    RELAYCTL_HEARTBEAT_INTERVAL_MS: int(50, 600_000).default(5000),
+    /** Without a heartbeat for this long, a running operation ends failed (ms). @default 30000 */
+    RELAYCTL_LEASE_MS: int(200, 3_600_000).default(30_000),
+    /** How often the gateway role sweeps expired leases and deadlines (ms). @default 1000 */
+    RELAYCTL_SWEEP_INTERVAL_MS: int(50, 600_000).default(1000),
+    /** Trust X-Forwarded-For from a proxy in front of the api. @default false */
+    RELAYCTL_TRUST_PROXY: bool.default(false),
+    /** pino log level. @default info */
+    RELAYCTL_LOG_LEVEL: z
+      .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
+      .default("info"),
+  })
+  .refine((c) => c.RELAYCTL_BUS !== "memory" || c.RELAYCTL_ROLE === "all", {
+    message: "RELAYCTL_BUS=memory needs RELAYCTL_ROLE=all (the roles share the bus in one process)",
+    path: ["RELAYCTL_BUS"],
+  })
+  .refine((c) => Boolean(c.RELAYCTL_TLS_CERT_FILE) === Boolean(c.RELAYCTL_TLS_KEY_FILE), {
+    message: "set both RELAYCTL_TLS_CERT_FILE and RELAYCTL_TLS_KEY_FILE, or neither",
+    path: ["RELAYCTL_TLS_CERT_FILE"],
+  });
+
+type Raw = z.infer<typeof schema>;
+
+export interface Config {
+  role: Raw["RELAYCTL_ROLE"];
+  runsApi: boolean;
+  runsGateway: boolean;
+  databaseUrl: string;
+  bus: Raw["RELAYCTL_BUS"];
+  natsServers: string[];
+  apiListen: { host: string; port: number };
+  gatewayListen: { host: string; port: number };
+  publicGatewayUrls: string[] | undefined;
+  tls: { certFile: string; keyFile: string } | undefined;
+  allowPlaintext: boolean;
+  execCeilingSeconds: number;
+  heartbeatIntervalMs: number;
+  leaseMs: number;
+  sweepIntervalMs: number;
+  trustProxy: boolean;
+  logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+}
+
+export class ConfigError extends Error {}
+
+function splitHostPort(v: string): { host: string; port: number } {
+  const i = v.lastIndexOf(":");
+  return { host: v.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(v.slice(i + 1)) };
+}
+
+const list = (v: string | undefined) =>
+  v
+    ?.split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+
+/** Parses the environment (and RELAYCTL_CONFIG_FILE, whose keys env overrides). */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let fromFile: Record<string, string> = {};
+  if (env.RELAYCTL_CONFIG_FILE) {
+    try {
+      fromFile = JSON.parse(readFileSync(env.RELAYCTL_CONFIG_FILE, "utf8"));
+    } catch (err) {
+      throw new ConfigError(`RELAYCTL_CONFIG_FILE: cannot read ${env.RELAYCTL_CONFIG_FILE}: ${String(err)}`);
+    }
+  }
+  const merged = { ...fromFile, ...pickRelayctl(env) };
+  const parsed = schema.safeParse(merged);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ConfigError(`${issue.path.join(".") || "config"}: ${issue.message}`);
+  }
+  const c = parsed.data;
+  const natsServers = list(c.RELAYCTL_NATS_URL) ?? [];
+  if (c.RELAYCTL_BUS === "nats" && natsServers.length === 0)
+    throw new ConfigError("RELAYCTL_NATS_URL: empty");
+  return {
+    role: c.RELAYCTL_ROLE,
+    runsApi: c.RELAYCTL_ROLE !== "gateway",
+    runsGateway: c.RELAYCTL_ROLE !== "api",
+    databaseUrl: c.RELAYCTL_DATABASE_URL,
+    bus: c.RELAYCTL_BUS,
+    natsServers,
+    apiListen: splitHostPort(c.RELAYCTL_API_LISTEN),
+    gatewayListen: splitHostPort(c.RELAYCTL_GATEWAY_LISTEN),
+    publicGatewayUrls: list(c.RELAYCTL_PUBLIC_GATEWAY_URLS),
+    tls: c.RELAYCTL_TLS_CERT_FILE
+      ? { certFile: c.RELAYCTL_TLS_CERT_FILE, keyFile: c.RELAYCTL_TLS_KEY_FILE! }
+      : undefined,
+    allowPlaintext: c.RELAYCTL_ALLOW_PLAINTEXT,
+    execCeilingSeconds: c.RELAYCTL_EXEC_CEILING_SECONDS,
+    heartbeatIntervalMs: c.RELAYCTL_HEARTBEAT_INTERVAL_MS,
+    leaseMs: c.RELAYCTL_LEASE_MS,
+    sweepIntervalMs: c.RELAYCTL_SWEEP_INTERVAL_MS,
+    trustProxy: c.RELAYCTL_TRUST_PROXY,
+    logLevel: c.RELAYCTL_LOG_LEVEL,
+  };
+}
+
+function pickRelayctl(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) if (k.startsWith("RELAYCTL_") && v !== undefined) out[k] = v;
+  return out;
+}
+
+/** Only the database is needed by admin commands and migrations. */
+export function loadDatabaseUrl(env: NodeJS.ProcessEnv = process.env): string {
+  const url = env.RELAYCTL_DATABASE_URL;
+  if (!url || !/^(mysql|sqlite):\/\//.test(url)) {
+    throw new ConfigError(
+      "RELAYCTL_DATABASE_URL: required, mysql://user:pass@host:port/db or sqlite:///path",
+    );
+  }
+  return url;
+}

@@ -1,0 +1,82 @@
+// Database connection: MySQL/MariaDB through mysql2 in production and tests,
+// SQLite through better-sqlite3 for `make dev` only.
+import knexFactory, { type Knex } from "knex";
+import { migrationSource } from "./migrations/index.js";
+
+export type Db = Knex;
+
+export function openDb(url: string): Db {
+  if (url.startsWith("sqlite://")) {
+    const filename = url.slice("sqlite://".length);
+    return knexFactory({
+      client: "better-sqlite3",
+      connection: { filename },
+      useNullAsDefault: true,
+      pool: {
+        min: 1,
+        max: 1,
+        // WAL + a busy timeout keep the admin CLI and a running server from
+        // tripping over each other's locks.
+        afterCreate: (conn: { pragma(s: string): void }, done: (err: Error | null) => void) => {
+          conn.pragma("journal_mode = WAL");
+          conn.pragma("busy_timeout = 5000");
+          conn.pragma("foreign_keys = ON");
+          done(null);
+        },
+      },
+    });
+  }
+  const u = new URL(url);
+  return knexFactory({
+    client: "mysql2",
+    connection: {
+      host: u.hostname,
+      port: Number(u.port || 3306),
+      user: decodeURIComponent(u.username),
+      password: decodeURIComponent(u.password),
+      database: u.pathname.replace(/^\//, ""),
+      charset: "utf8mb4",
+      supportBigNumbers: true,
+      bigNumberStrings: false,
+      // Fail fast when the database is down instead of queueing requests.
+      connectTimeout: 5000,
+    },
+    pool: { min: 1, max: 10 },
+    acquireConnectionTimeout: 5000,
+  });
+}
+
+export async function migrate(db: Db): Promise<void> {
+  await db.migrate.latest({ migrationSource });
+}
+
+export const isSqlite = (db: Db): boolean => db.client.config.client === "better-sqlite3";
+
+/**
+ * Several instances may start at once; knex's migration lock makes all but one
+ * fail with MigrationLocked, so wait and retry until the winner is done.
+ */
+export async function migrateWithRetry(
+  db: Db,
+  log: { warn(o: object, m: string): void },
+  deadlineMs = 60_000,
+): Promise<void> {
+  const until = Date.now() + deadlineMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await migrate(db);
+      return;
+    } catch (err) {
+      const locked = (err as { name?: string }).name === "MigrationLocked";
+      const unreachable = ["ECONNREFUSED", "ETIMEDOUT", "PROTOCOL_CONNECTION_LOST"].includes(
+        (err as { code?: string }).code ?? "",
+      );
+      if ((!locked && !unreachable) || Date.now() > until) throw err;
+      log.warn(
+        { attempt, reason: locked ? "migration lock held" : "database unreachable" },
+        "migrate: retrying",
+      );
+      await new Promise((r) => setTimeout(r, Math.min(200 * attempt, 2000)));
+    }
+  }
+}

@@ -1,0 +1,54 @@
+// The control plane's one error catalogue: a stable code per failure, its HTTP
+// status and a human detail. Handlers throw RcError; the api's error handler turns
+// it into `{"detail": ...}` with the status. Never match on messages.
+
+export const ERRORS = {
+  RC_ERR_UNAUTHENTICATED: { status: 401, detail: "missing or invalid credentials" },
+  RC_ERR_KEY_RETIRED: {
+    status: 401,
+    detail: "Tenant Integration Keys (rk_t_) are retired: use an rca_ Automation key or OAuth",
+  },
+  RC_ERR_KEY_REVOKED: { status: 401, detail: "automation key has been revoked" },
+  RC_ERR_KEY_EXPIRED: { status: 401, detail: "automation key has expired" },
+  RC_ERR_JOIN_TOKEN_INVALID: { status: 401, detail: "join token is invalid, already used or expired" },
+  RC_ERR_FORBIDDEN: { status: 403, detail: "not allowed for this key" },
+  RC_ERR_SERVER_NOT_FOUND: { status: 404, detail: "server not found" },
+  RC_ERR_OPERATION_NOT_FOUND: { status: 404, detail: "operation not found" },
+  RC_ERR_ROUTE_NOT_FOUND: { status: 404, detail: "route not found" },
+  RC_ERR_SERVER_NOT_CONNECTED: { status: 409, detail: "server is not connected" },
+  RC_ERR_VALIDATION: { status: 422, detail: "validation error" },
+  RC_ERR_BAD_REQUEST: { status: 400, detail: "bad request" },
+  RC_ERR_PAYLOAD_TOO_LARGE: { status: 413, detail: "request body too large" },
+  RC_ERR_UNSUPPORTED_MEDIA_TYPE: { status: 415, detail: "unsupported content type: send application/json" },
+  RC_ERR_BUS_UNAVAILABLE: { status: 503, detail: "job bus unavailable, retry later" },
+  RC_ERR_STORE_UNAVAILABLE: { status: 503, detail: "database unavailable: nothing was run, retry later" },
+  RC_ERR_INTERNAL: { status: 500, detail: "internal error" },
+} as const satisfies Record<string, { status: number; detail: string }>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export class RcError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly detail: string;
+  /** Extra fields of the error body, e.g. `operation_id` of a 409. */
+  readonly extra: Record<string, unknown>;
+
+  constructor(
+    code: ErrorCode,
+    detail?: string,
+    opts: { cause?: unknown; extra?: Record<string, unknown> } = {},
+  ) {
+    const entry = ERRORS[code];
+    super(detail ?? entry.detail, { cause: opts.cause });
+    this.name = "RcError";
+    this.code = code;
+    this.status = entry.status;
+    this.detail = detail ?? entry.detail;
+    this.extra = opts.extra ?? {};
+  }
+
+  body(): Record<string, unknown> {
+    return { detail: this.detail, ...this.extra };
+  }
+}

@@ -1,0 +1,181 @@
+// One agent's bidirectional stream: authenticate the rag_ credential, take the
+// Hello, register with the StreamRegistry, then handle acks, heartbeats and
+// results. A result is stored before it is acked to the agent and announced on
+// the bus, so nothing reported is ever lost between the two.
+import { randomUUID } from "node:crypto";
+import { type ServerDuplexStream, status as GrpcStatus } from "@grpc/grpc-js";
+import type { AgentMessage, GatewayMessage, Hello, JobResult } from "@relayctl/proto";
+import type { Knex } from "knex";
+import type { Logger } from "pino";
+import type { DoneEvent, JobBus } from "../bus/job-bus.js";
+import { sha256Hex } from "../lib/secrets.js";
+import { finishOperation, markDelivery, renewLeases } from "../operations/store.js";
+import { finalResult, jobMessage } from "./convert.js";
+import type { StreamRegistry } from "./registry.js";
+
+export interface GatewayDeps {
+  db: Knex;
+  bus: JobBus;
+  registry: StreamRegistry;
+  log: Logger;
+  heartbeatIntervalMs: number;
+  leaseMs: number;
+}
+
+type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
+
+const HELLO_TIMEOUT_MS = 10_000;
+/** Results this small ride on the done event, saving the api a read. */
+const INLINE_RESULT_BYTES = 256 * 1024;
+
+interface ServerRow {
+  id: string;
+  tenant_id: string;
+  name: string;
+}
+
+export function handleConnect(deps: GatewayDeps, call: Call): void {
+  const fail = (code: GrpcStatus, details: string): void => {
+    call.emit("error", { code, details });
+  };
+  const header = String(call.metadata.get("authorization")[0] ?? "");
+  const token = /^Bearer\s+(rag_\S+)$/i.exec(header)?.[1];
+  if (!token)
+    return fail(GrpcStatus.UNAUTHENTICATED, "missing agent credential (authorization: Bearer rag_...)");
+  deps
+    .db("servers")
+    .where({ agent_credential_hash: sha256Hex(token) })
+    .first<ServerRow | undefined>("id", "tenant_id", "name")
+    .then(
+      (server) => {
+        if (server) new AgentStream(deps, call, server).start();
+        else fail(GrpcStatus.UNAUTHENTICATED, "unknown or revoked agent credential");
+      },
+      (err) => {
+        deps.log.error({ err }, "credential lookup failed");
+        fail(GrpcStatus.UNAVAILABLE, "control plane database unavailable");
+      },
+    );
+}
+
+class AgentStream {
+  readonly connectionId = randomUUID();
+  readonly serverId: string;
+  private readonly log: Logger;
+  private closed = false;
+  private hello = false;
+
+  constructor(
+    private readonly deps: GatewayDeps,
+    private readonly call: Call,
+    private readonly server: ServerRow,
+  ) {
+    this.serverId = server.id;
+    this.log = deps.log.child({ server_id: server.id, connection_id: this.connectionId });
+  }
+
+  start(): void {
+    const helloTimer = setTimeout(() => {
+      if (!this.hello) this.close("no Hello within 10 s");
+    }, HELLO_TIMEOUT_MS);
+    this.call.on("data", (m: AgentMessage) => this.onMessage(m));
+    this.call.on("end", () => this.deps.registry.detach(this, "agent ended the stream"));
+    this.call.on("error", () => this.deps.registry.detach(this, "stream error"));
+    this.call.on("close", () => {
+      clearTimeout(helloTimer);
+      this.deps.registry.detach(this, "stream closed");
+    });
+  }
+
+  sendJob(job: Parameters<typeof jobMessage>[0]): boolean {
+    if (this.closed) return false;
+    this.call.write(jobMessage(job));
+    return true;
+  }
+
+  close(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.log.info({ reason }, "agent stream closed");
+    try {
+      this.call.end();
+    } catch {
+      // already gone
+    }
+  }
+
+  private onMessage(m: AgentMessage): void {
+    const msg = m.msg;
+    if (!msg) return;
+    const work =
+      msg.$case === "hello"
+        ? this.onHello(msg.hello)
+        : msg.$case === "jobAck"
+          ? this.onAck(msg.jobAck.operationId)
+          : msg.$case === "heartbeat"
+            ? renewLeases(this.deps.db, this.serverId, msg.heartbeat.runningOperationIds, this.deps.leaseMs)
+            : this.onResult(msg.jobResult);
+    work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
+  }
+
+  private async onHello(h: Hello): Promise<void> {
+    if (this.hello) return;
+    this.hello = true;
+    await this.deps
+      .db("servers")
+      .where({ id: this.serverId })
+      .update({
+        boot_id: h.bootId.slice(0, 64),
+        hostname: h.hostname.slice(0, 255),
+        agent_version: h.agentVersion.slice(0, 64),
+        last_seen_at: Date.now(),
+      });
+    await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);
+    if (this.closed) return;
+    this.call.write({
+      msg: {
+        $case: "welcome",
+        welcome: {
+          serverId: this.serverId,
+          serverName: this.server.name,
+          heartbeatIntervalMs: this.deps.heartbeatIntervalMs,
+        },
+      },
+    });
+    this.deps.registry.attach(this);
+    this.log.info({ boot_id: h.bootId, running: h.runningOperationIds.length }, "agent connected");
+  }
+
+  private async onAck(operationId: string): Promise<void> {
+    this.deps.registry.acked(this.serverId, operationId);
+    await markDelivery(this.deps.db, [operationId], "acked");
+  }
+
+  private async onResult(r: JobResult): Promise<void> {
+    const result = finalResult(r);
+    let stored: boolean;
+    try {
+      // Only this server's own running operations can be finished by it.
+      stored = await finishOperation(this.deps.db, r.operationId, result, this.serverId);
+    } catch (err) {
+      // Not acked: drop the stream so the agent reconnects and re-sends it.
+      this.log.error({ err, operation_id: r.operationId }, "storing result failed; dropping stream");
+      this.call.emit("error", { code: GrpcStatus.UNAVAILABLE, details: "result not stored, retry" });
+      return;
+    }
+    this.deps.registry.acked(this.serverId, r.operationId);
+    if (!this.closed)
+      this.call.write({ msg: { $case: "resultAck", resultAck: { operationId: r.operationId } } });
+    if (!stored) return;
+    const event: DoneEvent = { operation_id: r.operationId, status: result.status };
+    if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
+      event.result = {
+        exit_code: result.exit_code,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        duration_ms: result.duration_ms,
+      };
+    }
+    this.deps.bus.publishDone(event);
+  }
+}

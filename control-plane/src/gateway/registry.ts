@@ -1,0 +1,87 @@
+// Which agent streams this gateway holds. For each connected server it serves the
+// server's job subject on the bus and listens for takeovers: the newest stream of
+// a server wins, here or on another gateway. Jobs not yet acked by the agent are
+// kept (in memory only: they may hold env values) and re-sent on its next stream.
+import type { Logger } from "pino";
+import type { JobBus, JobEnvelope, Unsubscribe } from "../bus/job-bus.js";
+
+export interface StreamHandle {
+  readonly connectionId: string;
+  readonly serverId: string;
+  /** Puts the job on the stream; false when the stream is gone. */
+  sendJob(job: JobEnvelope): boolean;
+  close(reason: string): void;
+}
+
+interface Held {
+  stream: StreamHandle;
+  unsubscribe: Unsubscribe[];
+}
+
+const UNACKED_TTL_MS = 10 * 60 * 1000;
+
+export class StreamRegistry {
+  private readonly held = new Map<string, Held>();
+  private readonly unacked = new Map<string, Map<string, { job: JobEnvelope; at: number }>>();
+
+  constructor(
+    private readonly bus: JobBus,
+    private readonly log: Logger,
+  ) {}
+
+  get size(): number {
+    return this.held.size;
+  }
+
+  attach(stream: StreamHandle): void {
+    const previous = this.held.get(stream.serverId);
+    if (previous) this.detach(previous.stream, "replaced by a newer stream of the same agent");
+    const unsubscribe = [
+      this.bus.serveServer(stream.serverId, async (job) => this.deliver(stream.serverId, job)),
+      this.bus.onTakeover(stream.serverId, (connectionId) => {
+        if (connectionId !== stream.connectionId) this.detach(stream, "agent connected to another gateway");
+      }),
+    ];
+    this.held.set(stream.serverId, { stream, unsubscribe });
+    this.bus.publishTakeover(stream.serverId, stream.connectionId);
+    for (const { job } of this.pendingFor(stream.serverId)) stream.sendJob(job);
+  }
+
+  /** Forgets the stream (if it is still the current one) and closes it. */
+  detach(stream: StreamHandle, reason: string): void {
+    const current = this.held.get(stream.serverId);
+    if (current?.stream === stream) {
+      this.held.delete(stream.serverId);
+      for (const u of current.unsubscribe) u();
+    }
+    stream.close(reason);
+  }
+
+  acked(serverId: string, operationId: string): void {
+    this.unacked.get(serverId)?.delete(operationId);
+  }
+
+  closeAll(reason: string): void {
+    for (const { stream } of [...this.held.values()]) this.detach(stream, reason);
+  }
+
+  private deliver(serverId: string, job: JobEnvelope): boolean {
+    const current = this.held.get(serverId);
+    if (!current) return false;
+    const pending = this.unacked.get(serverId) ?? new Map();
+    this.unacked.set(serverId, pending);
+    pending.set(job.operation_id, { job, at: Date.now() });
+    const sent = current.stream.sendJob(job);
+    if (!sent)
+      this.log.warn({ server_id: serverId, operation_id: job.operation_id }, "stream gone; job kept");
+    return sent;
+  }
+
+  private pendingFor(serverId: string): { job: JobEnvelope }[] {
+    const pending = this.unacked.get(serverId);
+    if (!pending) return [];
+    const cutoff = Date.now() - UNACKED_TTL_MS;
+    for (const [id, p] of pending) if (p.at < cutoff) pending.delete(id);
+    return [...pending.values()];
+  }
+}

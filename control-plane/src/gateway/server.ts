@@ -1,0 +1,68 @@
+// The gRPC gateway: AgentGateway.Connect for agents, plus the standard health
+// service (load balancers) and server reflection (grpcurl and friends).
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { Server, ServerCredentials } from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { ReflectionService } from "@grpc/reflection";
+import { AgentGatewayService } from "@relayctl/proto";
+import { HealthImplementation } from "grpc-health-check";
+import { type GatewayDeps, handleConnect } from "./agent-stream.js";
+
+export interface GatewayServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
+export async function startGateway(
+  deps: GatewayDeps,
+  listen: { host: string; port: number },
+  tls: { certFile: string; keyFile: string } | undefined,
+  allowPlaintext: boolean,
+): Promise<GatewayServer> {
+  if (!tls && !allowPlaintext && !LOOPBACK.has(listen.host)) {
+    throw new Error(
+      `gateway: plaintext on ${listen.host} refused: set RELAYCTL_TLS_CERT_FILE/KEY_FILE or RELAYCTL_ALLOW_PLAINTEXT=true`,
+    );
+  }
+  const server = new Server({
+    "grpc.keepalive_time_ms": 20_000,
+    "grpc.keepalive_timeout_ms": 10_000,
+    "grpc.keepalive_permit_without_calls": 1,
+    "grpc.http2.min_ping_interval_without_data_ms": 5_000,
+    "grpc.max_receive_message_length": 8 * 1024 * 1024,
+  });
+  server.addService(AgentGatewayService, {
+    connect: (call: Parameters<typeof handleConnect>[1]) => handleConnect(deps, call),
+  });
+  new HealthImplementation({ "": "SERVING", "relayctl.agent.v1.AgentGateway": "SERVING" }).addToServer(
+    server,
+  );
+  const protoRoot = dirname(require.resolve("@relayctl/proto/package.json"));
+  new ReflectionService(
+    loadSync(join(protoRoot, "agent/v1/agent.proto"), { includeDirs: [protoRoot] }),
+  ).addToServer(server);
+  const creds = tls
+    ? ServerCredentials.createSsl(null, [
+        { cert_chain: readFileSync(tls.certFile), private_key: readFileSync(tls.keyFile) },
+      ])
+    : ServerCredentials.createInsecure();
+  const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${host}:${listen.port}`, creds, (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return {
+    url: `${tls ? "grpcs" : "grpc"}://${host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        deps.registry.closeAll("gateway shutting down");
+        const force = setTimeout(() => server.forceShutdown(), 2000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      }),
+  };
+}

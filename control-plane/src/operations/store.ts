@@ -1,0 +1,174 @@
+// The operations table: the record of every operation and the durable state of
+// its delivery. A row and its audit event are written in one transaction before
+// anything is dispatched; results land here before anyone is told.
+import { randomUUID } from "node:crypto";
+import type { Knex } from "knex";
+import { type AuditEventInput, appendAuditEvent } from "../audit/audit-log.js";
+import { RcError } from "../errors.js";
+import { iso } from "../lib/time.js";
+
+export type OperationStatus = "running" | "completed" | "failed" | "timeout";
+export type FinalStatus = Exclude<OperationStatus, "running">;
+
+export interface NewOperation {
+  tenantId: string;
+  serverId: string;
+  operationType: string;
+  keyId: string | null;
+  runId: string | null;
+  leaseMs: number;
+  deadlineAt: number;
+  audit: AuditEventInput["payload"];
+}
+
+export interface FinalResult {
+  status: FinalStatus;
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  duration_ms: number;
+  error?: string | null;
+}
+
+/** Inserts the operation and its audit event atomically; returns the new id. */
+export async function createOperation(
+  db: Knex,
+  op: NewOperation,
+): Promise<{ id: string; startedAt: number }> {
+  const id = randomUUID();
+  const startedAt = Date.now();
+  try {
+    await db.transaction(async (trx) => {
+      await trx("operations").insert({
+        id,
+        tenant_id: op.tenantId,
+        server_id: op.serverId,
+        operation_type: op.operationType,
+        status: "running",
+        delivery: "pending",
+        key_id: op.keyId,
+        run_id: op.runId,
+        lease_expires_at: startedAt + op.leaseMs,
+        deadline_at: op.deadlineAt,
+        started_at: startedAt,
+      });
+      await appendAuditEvent(trx, {
+        tenantId: op.tenantId,
+        eventType: `operation.${op.operationType}`,
+        operationId: id,
+        keyId: op.keyId,
+        serverId: op.serverId,
+        runId: op.runId,
+        payload: { operation_id: id, ...op.audit },
+      });
+    });
+  } catch (err) {
+    // Fail closed: no audited row, nothing runs.
+    throw new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
+  }
+  return { id, startedAt };
+}
+
+/**
+ * Moves a running operation to its final state. Returns false when it was no
+ * longer running (already finished, swept, or a duplicate report).
+ */
+export async function finishOperation(
+  db: Knex,
+  id: string,
+  r: FinalResult,
+  serverId?: string,
+): Promise<boolean> {
+  const n = await db("operations")
+    .where({ id, status: "running", ...(serverId ? { server_id: serverId } : {}) })
+    .update({
+      status: r.status,
+      delivery: "finished",
+      exit_code: r.exit_code,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      duration_ms: r.duration_ms,
+      error: r.error ?? null,
+      completed_at: Date.now(),
+    });
+  return n === 1;
+}
+
+export async function markDelivery(db: Knex, ids: string[], delivery: "dispatched" | "acked"): Promise<void> {
+  if (ids.length === 0) return;
+  await db("operations")
+    .whereIn("id", ids)
+    .whereIn("delivery", delivery === "acked" ? ["pending", "dispatched"] : ["pending"])
+    .update({ delivery });
+}
+
+export async function renewLeases(db: Knex, serverId: string, ids: string[], leaseMs: number): Promise<void> {
+  if (ids.length === 0) return;
+  await db("operations")
+    .where({ server_id: serverId, status: "running" })
+    .whereIn("id", ids)
+    .update({ lease_expires_at: Date.now() + leaseMs });
+}
+
+interface OperationRow {
+  id: string;
+  operation_type: string;
+  server_id: string;
+  server_name: string;
+  status: OperationStatus;
+  run_id: string | null;
+  exit_code: number | null;
+  stdout: string | null;
+  stderr: string | null;
+  duration_ms: number | null;
+  error: string | null;
+  started_at: number;
+  completed_at: number | null;
+}
+
+/** The Operation resource of the contract (plus `error` when the service failed it). */
+export function presentOperation(row: OperationRow) {
+  const finished = row.status !== "running";
+  return {
+    operation_id: row.id,
+    operation_type: row.operation_type,
+    server_id: row.server_id,
+    server_name: row.server_name,
+    status: row.status,
+    result: finished
+      ? {
+          exit_code: row.exit_code ?? -1,
+          stdout: row.stdout ?? "",
+          stderr: row.stderr ?? row.error ?? "",
+          duration_ms: row.duration_ms ?? 0,
+        }
+      : null,
+    run_id: row.run_id,
+    started_at: iso(row.started_at),
+    completed_at: iso(row.completed_at),
+    ...(row.error ? { error: row.error } : {}),
+  };
+}
+
+export async function getOperation(db: Knex, tenantId: string, id: string) {
+  const row = await db("operations as o")
+    .join("servers as s", "s.id", "o.server_id")
+    .where({ "o.id": id, "o.tenant_id": tenantId })
+    .first<OperationRow | undefined>(
+      "o.id",
+      "o.operation_type",
+      "o.server_id",
+      "s.name as server_name",
+      "o.status",
+      "o.run_id",
+      "o.exit_code",
+      "o.stdout",
+      "o.stderr",
+      "o.duration_ms",
+      "o.error",
+      "o.started_at",
+      "o.completed_at",
+    );
+  if (!row) throw new RcError("RC_ERR_OPERATION_NOT_FOUND");
+  return presentOperation(row);
+}
