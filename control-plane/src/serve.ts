@@ -80,15 +80,13 @@ export async function serve(
 }
 
 async function readResult(db: Db, id: string) {
-  const row = await db("operations")
-    .where({ id })
-    .first<{
-      exit_code: number | null;
-      stdout: string | null;
-      stderr: string | null;
-      duration_ms: number | null;
-      error: string | null;
-    }>("exit_code", "stdout", "stderr", "duration_ms", "error");
+  const row = await db("operations").where({ id }).first<{
+    exit_code: number | null;
+    stdout: string | null;
+    stderr: string | null;
+    duration_ms: number | null;
+    error: string | null;
+  }>("exit_code", "stdout", "stderr", "duration_ms", "error");
   return {
     exit_code: row?.exit_code ?? -1,
     stdout: row?.stdout ?? "",

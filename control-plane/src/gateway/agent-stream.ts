@@ -40,8 +40,10 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
   };
   const header = String(call.metadata.get("authorization")[0] ?? "");
   const token = /^Bearer\s+(rag_\S+)$/i.exec(header)?.[1];
-  if (!token)
-    return fail(GrpcStatus.UNAUTHENTICATED, "missing agent credential (authorization: Bearer rag_...)");
+  if (!token) {
+    fail(GrpcStatus.UNAUTHENTICATED, "missing agent credential (authorization: Bearer rag_...)");
+    return;
+  }
   deps
     .db("servers")
     .where({ agent_credential_hash: sha256Hex(token) })
