@@ -1,0 +1,36 @@
+import test from "ava";
+import { ConfigError, loadConfig } from "./config.js";
+
+const base = { RELAYCTL_DATABASE_URL: "mysql://root@127.0.0.1:3306/x" };
+
+test("config - defaults", (t) => {
+  const c = loadConfig(base);
+  t.is(c.role, "all");
+  t.true(c.runsApi && c.runsGateway);
+  t.deepEqual(c.apiListen, { host: "127.0.0.1", port: 8080 });
+  t.is(c.execCeilingSeconds, 3600);
+  t.is(c.leaseMs, 30_000);
+  t.deepEqual(c.natsServers, ["nats://127.0.0.1:4222"]);
+});
+
+test("config - roles apart", (t) => {
+  const c = loadConfig({ ...base, RELAYCTL_ROLE: "gateway" });
+  t.false(c.runsApi);
+  t.true(c.runsGateway);
+});
+
+test("config - bad values stop with one line naming the variable", (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{}, /RELAYCTL_DATABASE_URL/],
+    [{ ...base, RELAYCTL_ROLE: "both" }, /RELAYCTL_ROLE/],
+    [{ ...base, RELAYCTL_LEASE_MS: "soon" }, /RELAYCTL_LEASE_MS: must be a whole number/],
+    [{ ...base, RELAYCTL_API_LISTEN: "8080" }, /RELAYCTL_API_LISTEN: must be host:port/],
+    [{ ...base, RELAYCTL_BUS: "memory", RELAYCTL_ROLE: "api" }, /RELAYCTL_BUS: .*RELAYCTL_ROLE=all/],
+    [{ ...base, RELAYCTL_TLS_CERT_FILE: "/x.pem" }, /both RELAYCTL_TLS_CERT_FILE and RELAYCTL_TLS_KEY_FILE/],
+  ];
+  for (const [env, re] of cases) {
+    const err = t.throws(() => loadConfig(env), { instanceOf: ConfigError });
+    t.regex(err.message, re);
+    t.false(err.message.includes("\n"));
+  }
+});
