@@ -18,6 +18,14 @@ import {
 const codec = JSONCodec<unknown>();
 const DISPATCH_ACK_TIMEOUT_MS = 5000;
 
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from NATS within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+}
+
 export async function connectNatsBus(servers: string[], log: Logger, name: string): Promise<JobBus> {
   const nc = await connect({
     servers,
@@ -28,21 +36,32 @@ export async function connectNatsBus(servers: string[], log: Logger, name: strin
     pingInterval: 5000,
     waitOnFirstConnect: true,
   });
+  const bus = new NatsBus(nc, log);
   (async () => {
     for await (const s of nc.status()) {
-      if (s.type === "disconnect" || s.type === "reconnect") log.warn({ nats: s.type }, `nats ${s.type}`);
+      if (s.type !== "disconnect" && s.type !== "reconnect") continue;
+      bus.connected = s.type === "reconnect";
+      log.warn({ nats: s.type }, `nats ${s.type}`);
     }
   })().catch(() => {});
-  return new NatsBus(nc, log);
+  return bus;
 }
 
 class NatsBus implements JobBus {
+  /** False while the client is reconnecting: callers get a fast 503, not a hang. */
+  connected = true;
+
   constructor(
     private readonly nc: NatsConnection,
     private readonly log: Logger,
   ) {}
 
+  private ensureConnected(): void {
+    if (!this.connected || this.nc.isClosed()) throw new RcError("RC_ERR_BUS_UNAVAILABLE");
+  }
+
   async dispatch(serverId: string, job: JobEnvelope): Promise<DispatchOutcome> {
+    this.ensureConnected();
     try {
       const reply = await this.nc.request(subjects.job(serverId), codec.encode(job), {
         timeout: DISPATCH_ACK_TIMEOUT_MS,
@@ -51,17 +70,20 @@ class NatsBus implements JobBus {
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (code === NatsErrorCode.NoResponders) return "not_connected";
-      if (code === NatsErrorCode.Timeout) return "not_connected";
+      // A timeout while connected: a gateway subscribed but never answered.
+      if (code === NatsErrorCode.Timeout && this.connected) return "not_connected";
       throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
     }
   }
 
   async awaitDone(operationId: string): Promise<DoneWaiter> {
+    this.ensureConnected();
     let sub: Subscription;
     try {
       sub = this.nc.subscribe(subjects.done(operationId), { max: 1 });
-      // Make sure the server has the SUB before the job can possibly finish.
-      await this.nc.flush();
+      // Make sure the server has the SUB before the job can possibly finish. A
+      // flush waits for a reconnect, so bound it.
+      await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
     } catch (err) {
       throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
     }
