@@ -1,7 +1,7 @@
 // The tamper-evident audit trail. Each event carries the hash of the previous
 // event of its tenant: hash = sha256(prev_hash + "\n" + canonical JSON of the
-// event). Appends lock the tenant row, so the chain stays linear with several
-// control-plane instances writing at once.
+// event). Appends lock the tenant's chain head, so the chain stays linear with
+// several control-plane instances writing at once.
 import { createHash } from "node:crypto";
 import type { Knex } from "knex";
 
@@ -47,13 +47,13 @@ export function eventHash(prevHash: string | null, fields: ChainedFields): strin
 
 /** Appends one event inside the caller's transaction. */
 export async function appendAuditEvent(trx: Knex.Transaction, e: AuditEventInput): Promise<void> {
-  const tenant = await trx("tenants")
-    .where({ id: e.tenantId })
+  const chain = await trx("audit_chain_heads")
+    .where({ tenant_id: e.tenantId })
     .forUpdate()
-    .first<{ audit_head: string | null; audit_seq: number }>("audit_head", "audit_seq");
-  if (!tenant) throw new Error(`audit: tenant ${e.tenantId} not found`);
+    .first<{ head: string | null; seq: number }>("head", "seq");
+  if (!chain) throw new Error(`audit: tenant ${e.tenantId} has no audit chain`);
   const fields: ChainedFields = {
-    seq: Number(tenant.audit_seq) + 1,
+    seq: Number(chain.seq) + 1,
     event_type: e.eventType,
     operation_id: e.operationId ?? null,
     key_id: e.keyId ?? null,
@@ -62,7 +62,7 @@ export async function appendAuditEvent(trx: Knex.Transaction, e: AuditEventInput
     payload: canonicalJson(e.payload),
     created_at: Date.now(),
   };
-  const hash = eventHash(tenant.audit_head, fields);
-  await trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: tenant.audit_head, hash });
-  await trx("tenants").where({ id: e.tenantId }).update({ audit_head: hash, audit_seq: fields.seq });
+  const hash = eventHash(chain.head, fields);
+  await trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: chain.head, hash });
+  await trx("audit_chain_heads").where({ tenant_id: e.tenantId }).update({ head: hash, seq: fields.seq });
 }

@@ -26,7 +26,10 @@ export async function createTenant(db: Knex, name: string) {
   }
   if (await db("tenants").where({ name }).first()) throw new AdminError(`tenant '${name}' already exists`);
   const id = randomUUID();
-  await db("tenants").insert({ id, name, audit_seq: 0, created_at: Date.now() });
+  await db.transaction(async (trx) => {
+    await trx("tenants").insert({ id, name, created_at: Date.now() });
+    await trx("audit_chain_heads").insert({ tenant_id: id, head: null, seq: 0 });
+  });
   return { tenant_id: id, name };
 }
 

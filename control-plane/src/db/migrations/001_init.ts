@@ -9,10 +9,17 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable("tenants", (t) => {
     uuid(t, "id").primary();
     t.string("name", 128).notNullable().unique();
-    // Head of the tenant's audit hash chain; locked while an event is appended.
-    t.string("audit_head", 64).nullable();
-    t.bigInteger("audit_seq").notNullable().defaultTo(0);
     t.bigInteger("created_at").notNullable();
+  });
+
+  // Head of each tenant's audit hash chain, locked while an event is appended.
+  // A table of its own, not columns of tenants: inserting any row with a foreign
+  // key to tenants takes a shared lock on the tenant row, and upgrading that to
+  // the exclusive lock of the append deadlocks concurrent transactions.
+  await knex.schema.createTable("audit_chain_heads", (t) => {
+    uuid(t, "tenant_id").primary();
+    t.string("head", 64).nullable();
+    t.bigInteger("seq").notNullable().defaultTo(0);
   });
 
   await knex.schema.createTable("automation_keys", (t) => {

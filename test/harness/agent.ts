@@ -1,0 +1,93 @@
+// relayctl-agent as a process: enroll with a join token, run, wait for "connected", kill.
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { ManagedProcess, cleanEnv } from "./process";
+import { AGENT_MAIN, parseJsonOutput } from "./programs";
+
+const run = promisify(execFile);
+const CONNECT_MS = 30_000;
+
+export interface Enrollment {
+  server_id: string;
+  server_name: string;
+}
+
+function agentEnv(stateDir: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return cleanEnv({
+    RELAYCTL_AGENT_STATE_DIR: stateDir,
+    RELAYCTL_AGENT_KILL_GRACE_MS: "500",
+    RELAYCTL_AGENT_BACKOFF_MIN_MS: "50",
+    RELAYCTL_AGENT_BACKOFF_MAX_MS: "500",
+    RELAYCTL_AGENT_LOG_LEVEL: "debug",
+    ...extra,
+  });
+}
+
+export async function enroll(
+  controlPlaneUrl: string,
+  joinToken: string,
+  stateDir: string,
+): Promise<Enrollment> {
+  try {
+    const { stdout } = await run(
+      process.execPath,
+      [AGENT_MAIN, "enroll", "--url", controlPlaneUrl, "--token", joinToken, "--state-dir", stateDir],
+      { env: agentEnv(stateDir), timeout: 30_000 },
+    );
+    const out = parseJsonOutput(stdout, "agent enroll");
+    return { server_id: String(out.server_id), server_name: String(out.server_name) };
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`agent enroll failed: ${e.message}\n${e.stdout ?? ""}\n${e.stderr ?? ""}`);
+  }
+}
+
+export class Agent {
+  readonly generations: ManagedProcess[] = [];
+
+  constructor(
+    readonly stateDir: string,
+    readonly logDir: string,
+    readonly env: Record<string, string> = {},
+  ) {}
+
+  get proc(): ManagedProcess {
+    return this.generations[this.generations.length - 1]!;
+  }
+
+  /** Spawns `relayctl-agent run` and waits for its first "connected" line. */
+  async start(): Promise<this> {
+    const n = this.generations.length + 1;
+    this.generations.push(
+      new ManagedProcess({
+        name: `agent#${n}`,
+        command: process.execPath,
+        args: [AGENT_MAIN, "run", "--state-dir", this.stateDir],
+        env: agentEnv(this.stateDir, this.env),
+        logFile: join(this.logDir, `agent-${n}.log`),
+      }),
+    );
+    await this.waitForConnected(0);
+    return this;
+  }
+
+  /** Waits for a "connected" line at or after log index `from` (take it with proc.mark()). */
+  async waitForConnected(from: number, timeoutMs = CONNECT_MS): Promise<void> {
+    await this.proc.waitForMsg("connected", { timeoutMs, from });
+  }
+
+  /** Signals the agent process alone, as a crash or an operator would. */
+  kill(signal: NodeJS.Signals): Promise<unknown> {
+    this.proc.signal(signal);
+    return this.proc.exited;
+  }
+
+  async stop(): Promise<void> {
+    if (this.generations.length > 0) await this.proc.stop("SIGTERM");
+  }
+
+  logText(): string {
+    return this.generations.map((p) => p.text()).join("\n");
+  }
+}

@@ -1,0 +1,116 @@
+// A whole relayctl installation for one test: NATS, MariaDB, an api process, a separate gateway
+// process, a tenant, an automation key, and one enrolled, connected agent.
+import { join } from "node:path";
+import { Agent, enroll } from "./agent";
+import { makeTempDir } from "./cleanup";
+import { type ControlPlane, startControlPlane } from "./control-plane";
+import type { ApiTarget } from "./http";
+import { type Database, sharedMariaDb } from "./mariadb";
+import { type Nats, sharedNats, startNats } from "./nats";
+import { freePort } from "./ports";
+
+export interface ClusterOptions {
+  /** Start a NATS server owned by this cluster (for tests that kill it). */
+  ownNats?: boolean;
+  serverEnv?: Record<string, string>;
+  agentEnv?: Record<string, string>;
+}
+
+export interface ServerHandle {
+  serverId: string;
+  serverName: string;
+  stateDir: string;
+  /** Started agent, or undefined when enrolled only. */
+  agent?: Agent;
+}
+
+export interface Cluster extends ApiTarget {
+  baseUrl: string;
+  key: string;
+  keyId: string;
+  tenantId: string;
+  serverId: string;
+  serverName: string;
+  nats: Nats;
+  db: Database;
+  api: ControlPlane;
+  gateway: ControlPlane;
+  agent: Agent;
+  dir: string;
+  admin(args: string[]): Promise<Record<string, unknown>>;
+  /** Creates a join token and enrolls another server; starts its agent when start is true. */
+  addServer(opts: { start: boolean; name?: string }): Promise<ServerHandle>;
+  /** Creates another automation key of the tenant. */
+  createKey(extra?: string[]): Promise<{ key: string; keyId: string }>;
+  /** Log text of every control-plane and agent process of this cluster. */
+  logText(): string;
+  stop(): Promise<void>;
+}
+
+function uniq(prefix: string): string {
+  return `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
+  const dir = makeTempDir("cluster");
+  const [nats, mariadb, gatewayPort] = await Promise.all([
+    opts.ownNats ? startNats() : sharedNats(),
+    sharedMariaDb(),
+    freePort(),
+  ]);
+  const db = await mariadb.createDatabase();
+  const common = { databaseUrl: db.url, natsUrl: nats.url, gatewayPort, dir, env: opts.serverEnv };
+  // api first: it migrates the database, and two processes migrating at once would race.
+  const api = await startControlPlane({ ...common, role: "api" });
+  const gateway = await startControlPlane({ ...common, role: "gateway" });
+  const admin = (args: string[]) => api.admin(args);
+
+  const tenant = await admin(["create-tenant", "--name", uniq("tenant")]);
+  const tenantId = String(tenant.tenant_id);
+  const createKey = async (extra: string[] = []) => {
+    const out = await admin(["create-automation-key", "--tenant", tenantId, "--name", uniq("key"), ...extra]);
+    return { key: String(out.key), keyId: String(out.key_id) };
+  };
+  const agents: Agent[] = [];
+  const addServer = async (o: { start: boolean; name?: string }): Promise<ServerHandle> => {
+    const name = o.name ?? uniq("server");
+    const token = await admin(["create-join-token", "--tenant", tenantId, "--server-name", name]);
+    const stateDir = join(dir, `agent-${name}`);
+    const enrolled = await enroll(api.apiUrl, String(token.join_token), stateDir);
+    const handle: ServerHandle = { serverId: enrolled.server_id, serverName: enrolled.server_name, stateDir };
+    if (o.start) {
+      handle.agent = new Agent(stateDir, dir, opts.agentEnv);
+      agents.push(handle.agent);
+      await handle.agent.start();
+    }
+    return handle;
+  };
+
+  const { key, keyId } = await createKey();
+  const first = await addServer({ start: true });
+  const stop = async () => {
+    for (const a of agents) await a.stop();
+    await gateway.stop();
+    await api.stop();
+    if (opts.ownNats) await nats.stop();
+  };
+  return {
+    baseUrl: api.apiUrl,
+    key,
+    keyId,
+    tenantId,
+    serverId: first.serverId,
+    serverName: first.serverName,
+    nats,
+    db,
+    api,
+    gateway,
+    agent: first.agent!,
+    dir,
+    admin,
+    addServer,
+    createKey,
+    logText: () => [api.logText(), gateway.logText(), ...agents.map((a) => a.logText())].join("\n"),
+    stop,
+  };
+}

@@ -1,0 +1,120 @@
+// relayctl-server as a process: `serve` in role api, gateway or all, and the admin commands.
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { ManagedProcess, cleanEnv } from "./process";
+import { SERVER_MAIN, parseJsonOutput } from "./programs";
+
+const run = promisify(execFile);
+const START_MS = 30_000;
+
+export type Role = "api" | "gateway" | "all";
+
+export interface ControlPlaneOptions {
+  role: Role;
+  databaseUrl: string;
+  /** Required unless bus is memory. */
+  natsUrl?: string;
+  bus?: "nats" | "memory";
+  /** Fixed so a restarted gateway comes back where agents look for it. */
+  gatewayPort: number;
+  /** Directory for log files. */
+  dir: string;
+  /** Extra or overriding RELAYCTL_* variables. */
+  env?: Record<string, string>;
+}
+
+/** Short heartbeats and leases so "agent lost" is observable within seconds. */
+export const TEST_TIMINGS = {
+  RELAYCTL_HEARTBEAT_INTERVAL_MS: "300",
+  RELAYCTL_LEASE_MS: "3000",
+  RELAYCTL_SWEEP_INTERVAL_MS: "250",
+};
+
+function serverEnv(opts: ControlPlaneOptions): NodeJS.ProcessEnv {
+  const gateway = `127.0.0.1:${opts.gatewayPort}`;
+  return cleanEnv({
+    RELAYCTL_ROLE: opts.role,
+    RELAYCTL_DATABASE_URL: opts.databaseUrl,
+    RELAYCTL_BUS: opts.bus ?? "nats",
+    ...(opts.natsUrl ? { RELAYCTL_NATS_URL: opts.natsUrl } : {}),
+    RELAYCTL_API_LISTEN: "127.0.0.1:0",
+    RELAYCTL_GATEWAY_LISTEN: gateway,
+    RELAYCTL_PUBLIC_GATEWAY_URLS: `grpc://${gateway}`,
+    RELAYCTL_LOG_LEVEL: "debug",
+    ...TEST_TIMINGS,
+    ...opts.env,
+  });
+}
+
+export class ControlPlane {
+  /** http://127.0.0.1:P of the api role (roles api and all). */
+  apiUrl = "";
+  /** grpc://127.0.0.1:P of the gateway role (roles gateway and all). */
+  gatewayUrl = "";
+  /** Every process this control plane ran (a restart adds one); logs are searched across all. */
+  readonly generations: ManagedProcess[] = [];
+
+  constructor(readonly opts: ControlPlaneOptions) {}
+
+  get proc(): ManagedProcess {
+    return this.generations[this.generations.length - 1]!;
+  }
+
+  /** Starts `serve` and waits for its "listening" lines. */
+  async start(): Promise<this> {
+    const n = this.generations.length + 1;
+    const proc = new ManagedProcess({
+      name: `server-${this.opts.role}#${n}`,
+      command: process.execPath,
+      args: [SERVER_MAIN, "serve"],
+      env: serverEnv(this.opts),
+      logFile: join(this.opts.dir, `server-${this.opts.role}-${n}.log`),
+    });
+    this.generations.push(proc);
+    if (this.opts.role !== "gateway") {
+      this.apiUrl = String((await proc.waitForMsg("api listening", { timeoutMs: START_MS })).url);
+    }
+    if (this.opts.role !== "api") {
+      this.gatewayUrl = String((await proc.waitForMsg("gateway listening", { timeoutMs: START_MS })).url);
+    }
+    return this;
+  }
+
+  async stop(signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
+    if (this.generations.length > 0) await this.proc.stop(signal);
+  }
+
+  /** Kills the running process and starts a new one with the same config (same gateway port). */
+  async restart(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    await this.stop(signal);
+    await this.start();
+  }
+
+  /** All log lines of all generations, as text. */
+  logText(): string {
+    return this.generations.map((p) => p.text()).join("\n");
+  }
+
+  admin(args: string[]): Promise<Record<string, unknown>> {
+    return admin(this.opts.databaseUrl, args);
+  }
+}
+
+export function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlane> {
+  return new ControlPlane(opts).start();
+}
+
+/** Runs `relayctl-server admin <args>` and returns its JSON answer. */
+export async function admin(databaseUrl: string, args: string[]): Promise<Record<string, unknown>> {
+  try {
+    const { stdout } = await run(process.execPath, [SERVER_MAIN, "admin", ...args], {
+      env: cleanEnv({ RELAYCTL_DATABASE_URL: databaseUrl, RELAYCTL_LOG_LEVEL: "warn" }),
+      timeout: 30_000,
+    });
+    return parseJsonOutput(stdout, `admin ${args[0]}`);
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`admin ${args.join(" ")} failed: ${e.message}\n${e.stdout ?? ""}\n${e.stderr ?? ""}`);
+  }
+}
