@@ -38,11 +38,15 @@ lint: node-deps
 dev: node-deps build
 	node scripts/dev.mjs
 
-test: system-deps node-deps proto-check lint build
+# Test files are not part of the build; type-check them on their own.
+typecheck-tests: node-deps
+	npx tsc -p tsconfig.test.json
+
+test: system-deps node-deps proto-check lint build typecheck-tests
 	npx ava
 
 bench: system-deps node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
 
-.PHONY: help node-deps system-deps build proto proto-check lint dev test bench
+.PHONY: help node-deps system-deps build proto proto-check lint typecheck-tests dev test bench

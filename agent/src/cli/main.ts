@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+// relayctl-agent: `enroll` once, then `run` (as a service). Command line and
+// environment are fixed by docs/process-interfaces.md.
+import { join } from "node:path";
+import { Command } from "commander";
+import { AgentConnection } from "../connection/agent-connection.js";
+import { type AgentConfig, ConfigError, gatewayList, loadConfig } from "../config.js";
+import { readAgentFile } from "../enrollment/agent-file.js";
+import { EnrollError, enroll } from "../enrollment/enroll.js";
+import { Dispatcher } from "../jobs/dispatcher.js";
+import { createLogger } from "../log.js";
+import { PtyRunner } from "../runner/pty-runner.js";
+import { AGENT_VERSION } from "../version.js";
+
+function fail(message: string, code: number): never {
+  process.stderr.write(`relayctl-agent: ${message}\n`);
+  process.exit(code);
+}
+
+function config(): AgentConfig {
+  try {
+    return loadConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`config: ${err.message}`, 2);
+    throw err;
+  }
+}
+
+async function runEnroll(opts: { url: string; token: string; stateDir?: string }): Promise<void> {
+  const stateDir = opts.stateDir ?? config().stateDir;
+  try {
+    const file = await enroll({ url: opts.url, token: opts.token, stateDir, agentVersion: AGENT_VERSION });
+    process.stdout.write(`${JSON.stringify({ server_id: file.server_id, server_name: file.server_name })}\n`);
+  } catch (err) {
+    fail(`enroll: ${(err as Error).message}`, 1);
+  }
+}
+
+async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<void> {
+  const cfg = config();
+  const stateDir = opts.stateDir ?? cfg.stateDir;
+  let gatewayUrls = cfg.gatewayUrls;
+  if (opts.gateway !== undefined) {
+    const parsed = gatewayList.safeParse(opts.gateway);
+    if (!parsed.success) fail(`--gateway: ${parsed.error.issues[0]!.message}`, 2);
+    gatewayUrls = parsed.data;
+  }
+  const enrolled = await readAgentFile(stateDir).catch((err: Error) => fail(err.message, 1));
+
+  const log = createLogger(cfg.logLevel);
+  const runner = new PtyRunner({
+    shell: cfg.shell,
+    outputCapBytes: cfg.outputCapBytes,
+    killGraceMs: cfg.killGraceMs,
+    fifoDir: join(stateDir, "fifo"), // emptied at start: no FIFOs left over from a crashed agent
+  });
+  const dispatcher = await Dispatcher.open({ stateDir, runner, log });
+  const connection = new AgentConnection({
+    gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,
+    credential: enrolled.agent_credential,
+    caFile: cfg.caFile,
+    backoff: cfg.backoff,
+    agentVersion: AGENT_VERSION,
+    dispatcher,
+    log,
+  });
+  log.info({ version: AGENT_VERSION, server_id: enrolled.server_id, state_dir: stateDir }, "agent starting");
+  connection.start();
+
+  // Commands still running die with the pty when we exit; the journal turns them
+  // into "outcome unknown" results on the next start.
+  const shutdown = async (signal: string) => {
+    log.info({ signal }, "agent stopping");
+    await connection.stop();
+    await runner.close();
+    await dispatcher.close();
+    process.exit(0);
+  };
+  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  process.once("SIGINT", () => void shutdown("SIGINT"));
+}
+
+const program = new Command("relayctl-agent")
+  .description("relayctl runner agent: dials out to a gateway and runs jobs")
+  .version(AGENT_VERSION);
+
+program
+  .command("enroll")
+  .description("trade a join token for an agent credential; saves <state-dir>/agent.json")
+  .requiredOption("--url <url>", "control plane base URL")
+  .requiredOption("--token <token>", "join token (rjt_...)")
+  .option(
+    "--state-dir <dir>",
+    "state directory (default: RELAYCTL_AGENT_STATE_DIR or /var/lib/relayctl-agent)",
+  )
+  .action(runEnroll);
+
+program
+  .command("run")
+  .description("connect to a gateway and run jobs until stopped")
+  .option(
+    "--state-dir <dir>",
+    "state directory (default: RELAYCTL_AGENT_STATE_DIR or /var/lib/relayctl-agent)",
+  )
+  .option("--gateway <urls>", "comma list of gateway URLs (overrides RELAYCTL_AGENT_GATEWAYS and agent.json)")
+  .action(runAgent);
+
+program.parseAsync().catch((err: unknown) => {
+  if (err instanceof EnrollError) fail(err.message, 1);
+  fail(err instanceof Error ? err.message : String(err), 1);
+});

@@ -1,0 +1,34 @@
+import test from "ava";
+import { ConfigError, loadConfig } from "./config.js";
+
+test("config - defaults match process-interfaces.md", (t) => {
+  const config = loadConfig({});
+  t.like(config, {
+    stateDir: "/var/lib/relayctl-agent",
+    gatewayUrls: undefined,
+    outputCapBytes: 1_048_576,
+    killGraceMs: 5000,
+    backoff: { minMs: 250, maxMs: 15_000 },
+    logLevel: "info",
+  });
+  t.regex(config.shell, /^\/bin\/(ba)?sh$/);
+});
+
+test("config - gateway list is split and checked", (t) => {
+  const config = loadConfig({ RELAYCTL_AGENT_GATEWAYS: "grpc://a:1, grpcs://b.example:8443" });
+  t.deepEqual(config.gatewayUrls, ["grpc://a:1", "grpcs://b.example:8443"]);
+  const error = t.throws(() => loadConfig({ RELAYCTL_AGENT_GATEWAYS: "http://a:1" }), {
+    instanceOf: ConfigError,
+  });
+  t.regex(error.message, /^RELAYCTL_AGENT_GATEWAYS\.0: each gateway must be grpc:\/\/host:port/);
+});
+
+test("config - a bad number names the variable in one line", (t) => {
+  const error = t.throws(() => loadConfig({ RELAYCTL_AGENT_OUTPUT_CAP_BYTES: "1MB" }), {
+    instanceOf: ConfigError,
+  });
+  t.is(error.message, "RELAYCTL_AGENT_OUTPUT_CAP_BYTES: must be a whole number");
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_BACKOFF_MIN_MS: "900", RELAYCTL_AGENT_BACKOFF_MAX_MS: "100" }), {
+    message: /BACKOFF_MIN_MS: must not be greater/,
+  });
+});

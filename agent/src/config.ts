@@ -1,0 +1,91 @@
+// Agent configuration: read once at boot from the environment and validated with
+// one schema (docs/process-interfaces.md lists the same variables). Command-line
+// flags of `relayctl-agent` override the matching variables.
+import { existsSync } from "node:fs";
+import { z } from "zod";
+
+const int = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const gatewayUrl = z
+  .string()
+  .regex(/^grpcs?:\/\/[^/\s]+:\d{1,5}\/?$/, "each gateway must be grpc://host:port or grpcs://host:port");
+
+/** Comma list → trimmed non-empty entries, each a gateway URL. */
+export const gatewayList = z
+  .string()
+  .transform((s) =>
+    s
+      .split(",")
+      .map((u) => u.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(gatewayUrl).min(1, "needs at least one gateway URL"));
+
+const schema = z
+  .object({
+    /** Credentials, job journal, unreported results. @default /var/lib/relayctl-agent */
+    RELAYCTL_AGENT_STATE_DIR: z.string().min(1).default("/var/lib/relayctl-agent"),
+    /** Comma list overriding the gateway URLs saved at enrollment. @default from agent.json */
+    RELAYCTL_AGENT_GATEWAYS: gatewayList.optional(),
+    /** CA bundle (PEM) for grpcs:// gateways. @default system roots */
+    RELAYCTL_AGENT_CA_FILE: z.string().min(1).optional(),
+    /** Cap of stdout and of stderr each, then a truncation marker. @default 1048576 */
+    RELAYCTL_AGENT_OUTPUT_CAP_BYTES: int(1, 256 * 1024 * 1024).default(1_048_576),
+    /** SIGTERM → SIGKILL grace at a command's hard deadline (ms). @default 5000 */
+    RELAYCTL_AGENT_KILL_GRACE_MS: int(0, 600_000).default(5000),
+    /** Reconnect backoff bounds (ms): exponential, full jitter. @default 250 / 15000 */
+    RELAYCTL_AGENT_BACKOFF_MIN_MS: int(1, 3_600_000).default(250),
+    RELAYCTL_AGENT_BACKOFF_MAX_MS: int(1, 3_600_000).default(15_000),
+    /** Shell that runs commands (POSIX sh compatible). @default /bin/bash, else /bin/sh */
+    RELAYCTL_AGENT_SHELL: z.string().min(1).optional(),
+    /** pino level; logs are JSON lines on stdout. @default info */
+    RELAYCTL_AGENT_LOG_LEVEL: z
+      .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
+      .default("info"),
+  })
+  .refine((c) => c.RELAYCTL_AGENT_BACKOFF_MIN_MS <= c.RELAYCTL_AGENT_BACKOFF_MAX_MS, {
+    message: "must not be greater than RELAYCTL_AGENT_BACKOFF_MAX_MS",
+    path: ["RELAYCTL_AGENT_BACKOFF_MIN_MS"],
+  });
+
+export type LogLevel = z.infer<typeof schema>["RELAYCTL_AGENT_LOG_LEVEL"];
+
+export interface AgentConfig {
+  stateDir: string;
+  gatewayUrls: string[] | undefined;
+  caFile: string | undefined;
+  outputCapBytes: number;
+  killGraceMs: number;
+  backoff: { minMs: number; maxMs: number };
+  shell: string;
+  logLevel: LogLevel;
+}
+
+/** Thrown with a one-line message naming the variable at fault. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const parsed = schema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new ConfigError(`${issue.path.join(".") || "environment"}: ${issue.message}`);
+  }
+  const c = parsed.data;
+  return {
+    stateDir: c.RELAYCTL_AGENT_STATE_DIR,
+    gatewayUrls: c.RELAYCTL_AGENT_GATEWAYS,
+    caFile: c.RELAYCTL_AGENT_CA_FILE,
+    outputCapBytes: c.RELAYCTL_AGENT_OUTPUT_CAP_BYTES,
+    killGraceMs: c.RELAYCTL_AGENT_KILL_GRACE_MS,
+    backoff: { minMs: c.RELAYCTL_AGENT_BACKOFF_MIN_MS, maxMs: c.RELAYCTL_AGENT_BACKOFF_MAX_MS },
+    shell: c.RELAYCTL_AGENT_SHELL ?? (existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh"),
+    logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
+  };
+}

@@ -1,0 +1,174 @@
+// The agent's one stream to a gateway. Dials the gateway URLs in turn (round
+// robin), sends Hello, waits for Welcome, then heartbeats and hands Jobs and
+// ResultAcks to the dispatcher. When the stream ends it backs off (exponential,
+// full jitter; reset by a Welcome) and dials the next gateway. Jobs keep running
+// meanwhile; their results wait on disk.
+import { EventEmitter } from "node:events";
+import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
+import type { AgentMessage, GatewayMessage, Welcome } from "@relayctl/proto";
+import type { Dispatcher } from "../jobs/dispatcher.js";
+import type { Logger } from "../log.js";
+import { Backoff } from "./backoff.js";
+import { createGatewayClient } from "./gateway-client.js";
+import { bootId, hostName } from "./host-info.js";
+
+// A refused connection fails the call at once (grpc-js fails fast when not
+// waitForReady); a black-holed or stuck gateway is given up on when no Welcome
+// came in this long, and the next gateway is tried.
+const WELCOME_TIMEOUT_MS = 15_000;
+const DEFAULT_HEARTBEAT_MS = 5000;
+
+export interface AgentConnectionOptions {
+  gatewayUrls: string[];
+  /** The `rag_...` credential from enrollment. */
+  credential: string;
+  caFile?: string;
+  backoff: { minMs: number; maxMs: number };
+  agentVersion: string;
+  dispatcher: Dispatcher;
+  log: Logger;
+}
+
+export interface AgentConnectionEvents {
+  connected: [welcome: Welcome, gatewayUrl: string];
+  disconnected: [gatewayUrl: string];
+}
+
+export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
+  readonly #backoff: Backoff;
+  readonly #stop = new AbortController();
+  #endSession: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(readonly options: AgentConnectionOptions) {
+    super();
+    this.#backoff = new Backoff(options.backoff.minMs, options.backoff.maxMs);
+  }
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  /** Closes the stream and stops reconnecting. Running jobs are not touched. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    this.#endSession?.();
+    await this.#loop;
+  }
+
+  async #run(): Promise<void> {
+    const { gatewayUrls, log } = this.options;
+    for (let i = 0; !this.#stop.signal.aborted; i++) {
+      const url = gatewayUrls[i % gatewayUrls.length]!;
+      await this.#session(url).catch((err) => log.error({ err, gateway: url }, "stream failed"));
+      if (this.#stop.signal.aborted) break;
+      const delayMs = this.#backoff.next();
+      log.debug({ delay_ms: delayMs }, "reconnecting");
+      await sleep(delayMs, this.#stop.signal);
+    }
+  }
+
+  /** One stream, from dial to end. Resolves when it is over. */
+  async #session(url: string): Promise<void> {
+    const { log, dispatcher } = this.options;
+    const client = createGatewayClient(url, this.options.caFile);
+    const metadata = new Metadata();
+    metadata.set("authorization", `Bearer ${this.options.credential}`);
+    const call = client.connect(metadata);
+    let ended = false;
+    let heartbeat: NodeJS.Timeout | undefined;
+    const send = (message: AgentMessage) => {
+      if (!ended) call.write(message);
+    };
+    const welcomeTimer = setTimeout(() => {
+      log.warn({ gateway: url }, "no Welcome from gateway");
+      call.cancel();
+    }, WELCOME_TIMEOUT_MS);
+
+    await new Promise<void>((resolve) => {
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearTimeout(welcomeTimer);
+        clearInterval(heartbeat);
+        dispatcher.detach();
+        call.cancel();
+        client.close();
+        this.#endSession = undefined;
+        this.emit("disconnected", url);
+        resolve();
+      };
+      this.#endSession = end;
+      if (this.#stop.signal.aborted) return end();
+
+      call.on("data", (message: GatewayMessage) => {
+        const msg = message.msg;
+        switch (msg?.$case) {
+          case "welcome": {
+            clearTimeout(welcomeTimer);
+            this.#backoff.reset();
+            log.info(
+              { server_id: msg.welcome.serverId, server_name: msg.welcome.serverName, gateway: url },
+              "connected",
+            );
+            dispatcher.attach(send);
+            const everyMs = msg.welcome.heartbeatIntervalMs || DEFAULT_HEARTBEAT_MS;
+            heartbeat = setInterval(() => {
+              send({
+                msg: {
+                  $case: "heartbeat",
+                  heartbeat: { runningOperationIds: dispatcher.runningOperationIds() },
+                },
+              });
+            }, everyMs);
+            this.emit("connected", msg.welcome, url);
+            dispatcher.resendUnacked().catch((err) => log.error({ err }, "cannot re-send unacked results"));
+            break;
+          }
+          case "job":
+            dispatcher.handleJob(msg.job).catch((err) => log.error({ err }, "job dispatch failed"));
+            break;
+          case "resultAck":
+            dispatcher
+              .handleResultAck(msg.resultAck.operationId)
+              .catch((err) => log.error({ err }, "result ack failed"));
+            break;
+          default:
+            log.warn("unknown message from gateway ignored");
+        }
+      });
+      call.on("error", (err: ServiceError) => {
+        if (err.code === status.UNAUTHENTICATED)
+          log.error({ gateway: url }, "gateway rejected the agent credential");
+        else if (err.code !== status.CANCELLED) log.warn({ gateway: url, err: err.message }, "stream ended");
+        end();
+      });
+      call.on("end", end);
+
+      send({
+        msg: {
+          $case: "hello",
+          hello: {
+            agentVersion: this.options.agentVersion,
+            bootId: bootId(),
+            hostname: hostName(),
+            runningOperationIds: dispatcher.runningOperationIds(),
+          },
+        },
+      });
+    });
+  }
+}
+
+/** A delay that ends early (without error) when the agent stops. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done);
+  });
+}

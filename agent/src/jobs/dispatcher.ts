@@ -1,0 +1,159 @@
+// Job dispatch: what the agent does with Job and ResultAck messages, whoever
+// carries them. Guarantees (DESIGN.md "Operations"):
+// - an operation id is run at most once, across restarts (journal.ts); a
+//   duplicate delivery is acked again and, if its result is still unacked, the
+//   result is sent again;
+// - a result is on disk before it is sent and stays there until ResultAck
+//   (result-store.ts); all unacked results are re-sent after every Welcome;
+// - a command keeps running while the stream is down; its result goes out on
+//   the next stream.
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
+import type { Logger } from "../log.js";
+import type { CommandRunner } from "../runner/runner.js";
+import { failedResult, runExecJob } from "./exec.js";
+import { Journal } from "./journal.js";
+import { ResultStore } from "./result-store.js";
+
+/** Where messages to the gateway go: the current stream, if any. */
+export type Send = (message: AgentMessage) => void;
+
+// Operation ids are UUIDs; anything else must not become a file name.
+const OPERATION_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+
+export interface DispatcherOptions {
+  stateDir: string;
+  runner: CommandRunner;
+  log: Logger;
+}
+
+export class Dispatcher {
+  readonly #running = new Map<string, Promise<void>>();
+  #send: Send | undefined;
+
+  private constructor(
+    readonly journal: Journal,
+    readonly results: ResultStore,
+    readonly runner: CommandRunner,
+    readonly log: Logger,
+  ) {}
+
+  static async open(options: DispatcherOptions): Promise<Dispatcher> {
+    await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
+    const results = new ResultStore(join(options.stateDir, "results"));
+    await results.init();
+    const journal = await Journal.open(join(options.stateDir, "journal.log"));
+    const dispatcher = new Dispatcher(journal, results, options.runner, options.log);
+    await dispatcher.#recoverInterrupted();
+    return dispatcher;
+  }
+
+  /** Sends go to `send` from now on (a stream is up and welcomed). */
+  attach(send: Send): void {
+    this.#send = send;
+  }
+
+  /** The stream is gone: results wait on disk until the next attach + resendUnacked. */
+  detach(): void {
+    this.#send = undefined;
+  }
+
+  runningOperationIds(): string[] {
+    return [...this.#running.keys()];
+  }
+
+  async handleJob(job: Job): Promise<void> {
+    const id = job.operationId;
+    if (!OPERATION_ID.test(id)) {
+      this.log.warn({ operation_id: id }, "job with an invalid operation id ignored");
+      return;
+    }
+    if (this.journal.has(id)) return this.#duplicate(id);
+    const run = this.#run(job).finally(() => this.#running.delete(id));
+    this.#running.set(id, run);
+    return run;
+  }
+
+  async handleResultAck(operationId: string): Promise<void> {
+    if (!OPERATION_ID.test(operationId)) return;
+    await this.results.remove(operationId);
+  }
+
+  async resendUnacked(): Promise<void> {
+    for (const result of await this.results.list()) this.#emit({ $case: "jobResult", jobResult: result });
+  }
+
+  /** Resolves when every job taken on so far has finished (shutdown, tests). */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.#running.values()]);
+  }
+
+  async close(): Promise<void> {
+    await this.journal.close();
+  }
+
+  async #duplicate(id: string): Promise<void> {
+    this.log.info({ operation_id: id }, "duplicate job acked, not run again");
+    this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
+    if (this.#running.has(id)) return; // its result is sent when it finishes
+    const result = await this.results.load(id);
+    if (result) this.#emit({ $case: "jobResult", jobResult: result });
+  }
+
+  async #run(job: Job): Promise<void> {
+    const id = job.operationId;
+    try {
+      await this.journal.start(id); // durable before the ack: an acked job is never run twice
+    } catch (err) {
+      this.journal.forget(id);
+      this.log.error({ operation_id: id, err }, "cannot journal job; not acked");
+      return;
+    }
+    this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
+    this.log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
+    const result = await this.#execute(job);
+    await this.#finish(result);
+    this.log.info({ operation_id: id, status: result.status, exit_code: result.exitCode }, "job finished");
+  }
+
+  async #execute(job: Job): Promise<JobResult> {
+    try {
+      switch (job.kind?.$case) {
+        case "exec":
+          return await runExecJob(this.runner, job.operationId, job.kind.exec);
+        default:
+          return failedResult(job.operationId, "unsupported job kind (agent too old?)");
+      }
+    } catch (err) {
+      return failedResult(job.operationId, `agent error: ${(err as Error).message}`);
+    }
+  }
+
+  /** Result to disk, then journal `done`, then the wire. */
+  async #finish(result: JobResult): Promise<void> {
+    try {
+      await this.results.save(result);
+      await this.journal.done(result.operationId);
+    } catch (err) {
+      this.log.error({ operation_id: result.operationId, err }, "cannot store result; sending it anyway");
+    }
+    this.#emit({ $case: "jobResult", jobResult: result });
+  }
+
+  /** A job the agent was running when it stopped has no known outcome: report it failed. */
+  async #recoverInterrupted(): Promise<void> {
+    for (const id of this.journal.unfinished()) {
+      if (!(await this.results.load(id))) {
+        await this.results.save(
+          failedResult(id, "the agent stopped while the command was running; outcome unknown"),
+        );
+      }
+      await this.journal.done(id);
+    }
+  }
+
+  #emit(msg: AgentMessage["msg"]): void {
+    this.#send?.({ msg });
+  }
+}

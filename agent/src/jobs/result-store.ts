@@ -1,0 +1,66 @@
+// Results not yet acknowledged by the gateway, one file per operation
+// (<state>/results/<operation_id>.json). A result is written atomically (tmp +
+// fsync + rename + fsync of the directory) before it is sent, and deleted on
+// ResultAck, so a result survives stream drops and agent restarts.
+import { mkdir, open, readFile, readdir, rename, unlink } from "node:fs/promises";
+import { join } from "node:path";
+import { JobResult } from "@relayctl/proto";
+
+export class ResultStore {
+  constructor(readonly dir: string) {}
+
+  async init(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    // A tmp file is a write that never reached its rename: the result is redone from the journal.
+    for (const name of await readdir(this.dir)) if (name.endsWith(".tmp")) await unlink(join(this.dir, name));
+  }
+
+  async save(result: JobResult): Promise<void> {
+    const path = this.#path(result.operationId);
+    const tmp = `${path}.tmp`;
+    const file = await open(tmp, "w", 0o600);
+    try {
+      await file.writeFile(JSON.stringify(JobResult.toJSON(result)));
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await rename(tmp, path);
+    await syncDir(this.dir);
+  }
+
+  async load(operationId: string): Promise<JobResult | undefined> {
+    try {
+      return JobResult.fromJSON(JSON.parse(await readFile(this.#path(operationId), "utf8")));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      throw err;
+    }
+  }
+
+  async list(): Promise<JobResult[]> {
+    const names = (await readdir(this.dir)).filter((n) => n.endsWith(".json"));
+    const results = await Promise.all(names.map((n) => this.load(n.slice(0, -".json".length))));
+    return results.filter((r): r is JobResult => r !== undefined);
+  }
+
+  async remove(operationId: string): Promise<void> {
+    await unlink(this.#path(operationId)).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== "ENOENT") throw err;
+    });
+  }
+
+  #path(operationId: string): string {
+    return join(this.dir, `${operationId}.json`);
+  }
+}
+
+/** Makes a rename durable: the directory entry itself must reach the disk. */
+async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

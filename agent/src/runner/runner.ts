@@ -1,0 +1,34 @@
+// The runner port: what the job layer asks of whatever executes a command. The
+// only adapter today is pty-runner.ts (node-pty); a test or another platform can
+// supply its own without touching jobs/.
+
+export interface RunRequest {
+  /** Shell command line, run by the agent's shell. */
+  command: string;
+  /** Absolute directory to run in; empty means the agent user's home directory. */
+  workingDirectory: string;
+  /** Added on top of the agent's own environment. */
+  env: Record<string, string>;
+  /** Hard deadline in seconds; 0 means none. Past it the whole process tree is killed. */
+  deadlineSeconds: number;
+}
+
+export type RunStatus = "completed" | "failed" | "timeout";
+
+export interface RunOutcome {
+  /** completed: it ran and exited (whatever the code); failed: it could not run; timeout: killed at the deadline. */
+  status: RunStatus;
+  /** Exit code; 128+n when ended by signal n; -1 when it never ran. */
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+  /** Human reason for failed and timeout. */
+  error?: string;
+}
+
+export interface CommandRunner {
+  run(request: RunRequest): Promise<RunOutcome>;
+  /** Releases what the runner holds between runs (temp files); runs in flight are not stopped. */
+  close(): Promise<void>;
+}
