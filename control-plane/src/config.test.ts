@@ -34,3 +34,13 @@ test("config - bad values stop with one line naming the variable", (t) => {
     t.false(err.message.includes("\n"));
   }
 });
+
+test("config - plaintext gateway only on loopback unless allowed", (t) => {
+  const open = { ...base, RELAYCTL_GATEWAY_LISTEN: "0.0.0.0:8443" };
+  t.throws(() => loadConfig(open), { message: /plaintext on 0\.0\.0\.0 refused/ });
+  t.notThrows(() => loadConfig({ ...open, RELAYCTL_ALLOW_PLAINTEXT: "true" }));
+  t.notThrows(() => loadConfig({ ...open, RELAYCTL_ROLE: "api" }));
+  t.notThrows(() =>
+    loadConfig({ ...open, RELAYCTL_TLS_CERT_FILE: "/c.pem", RELAYCTL_TLS_KEY_FILE: "/k.pem" }),
+  );
+});

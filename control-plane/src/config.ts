@@ -86,6 +86,8 @@ export interface Config {
 
 export class ConfigError extends Error {}
 
+const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
+
 function splitHostPort(v: string): { host: string; port: number } {
   const i = v.lastIndexOf(":");
   return { host: v.slice(0, i).replace(/^\[|\]$/g, ""), port: Number(v.slice(i + 1)) };
@@ -114,6 +116,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${issue.path.join(".") || "config"}: ${issue.message}`);
   }
   const c = parsed.data;
+  const gatewayListen = splitHostPort(c.RELAYCTL_GATEWAY_LISTEN);
+  if (
+    c.RELAYCTL_ROLE !== "api" &&
+    !c.RELAYCTL_TLS_CERT_FILE &&
+    !c.RELAYCTL_ALLOW_PLAINTEXT &&
+    !LOOPBACK.has(gatewayListen.host)
+  ) {
+    throw new ConfigError(
+      `RELAYCTL_GATEWAY_LISTEN: plaintext on ${gatewayListen.host} refused: set RELAYCTL_TLS_CERT_FILE/RELAYCTL_TLS_KEY_FILE or RELAYCTL_ALLOW_PLAINTEXT=true`,
+    );
+  }
   const natsServers = list(c.RELAYCTL_NATS_URL) ?? [];
   if (c.RELAYCTL_BUS === "nats" && natsServers.length === 0)
     throw new ConfigError("RELAYCTL_NATS_URL: empty");
@@ -125,7 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     bus: c.RELAYCTL_BUS,
     natsServers,
     apiListen: splitHostPort(c.RELAYCTL_API_LISTEN),
-    gatewayListen: splitHostPort(c.RELAYCTL_GATEWAY_LISTEN),
+    gatewayListen,
     publicGatewayUrls: list(c.RELAYCTL_PUBLIC_GATEWAY_URLS),
     tls: c.RELAYCTL_TLS_CERT_FILE
       ? { certFile: c.RELAYCTL_TLS_CERT_FILE, keyFile: c.RELAYCTL_TLS_KEY_FILE! }

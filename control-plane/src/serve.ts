@@ -29,6 +29,7 @@ export async function serve(
     config.bus === "memory"
       ? new MemoryBus()
       : await connectNatsBus(config.natsServers, log, `relayctl-${config.role}-${process.pid}`);
+  log.info({ bus: config.bus }, "job bus ready");
 
   let gateway: GatewayServer | undefined;
   let stopSweeper = () => {};
@@ -45,7 +46,6 @@ export async function serve(
       },
       config.gatewayListen,
       config.tls,
-      config.allowPlaintext,
     );
     stopSweeper = startSweeper(db, bus, log.child({ component: "sweeper" }), config.sweepIntervalMs);
     log.info({ url: gateway.url }, "gateway listening");

@@ -27,6 +27,7 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 export async function connectNatsBus(servers: string[], log: Logger, name: string): Promise<JobBus> {
+  log.info({ servers }, "connecting to NATS (waits until one answers)");
   const nc = await connect({
     servers,
     name,

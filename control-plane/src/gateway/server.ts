@@ -14,19 +14,12 @@ export interface GatewayServer {
   close(): Promise<void>;
 }
 
-const LOOPBACK = new Set(["127.0.0.1", "::1", "localhost"]);
-
 export async function startGateway(
   deps: GatewayDeps,
   listen: { host: string; port: number },
   tls: { certFile: string; keyFile: string } | undefined,
-  allowPlaintext: boolean,
 ): Promise<GatewayServer> {
-  if (!tls && !allowPlaintext && !LOOPBACK.has(listen.host)) {
-    throw new Error(
-      `gateway: plaintext on ${listen.host} refused: set RELAYCTL_TLS_CERT_FILE/KEY_FILE or RELAYCTL_ALLOW_PLAINTEXT=true`,
-    );
-  }
+  // Whether plaintext is allowed on this address is decided by config (config.ts).
   const server = new Server({
     "grpc.keepalive_time_ms": 20_000,
     "grpc.keepalive_timeout_ms": 10_000,
