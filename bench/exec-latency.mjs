@@ -1,0 +1,370 @@
+#!/usr/bin/env node
+// make bench: latency of one exec round trip through relayctl (HTTP → audit in MariaDB → NATS →
+// a separate gateway process → gRPC → agent pty → back), against the same command spawned in a pty
+// by this bare Node script, and against `ssh 127.0.0.1 true` fresh and multiplexed — in one run,
+// as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
+// removes all of it on exit, also after an error or Ctrl-C. Writes bench/results/exec-latency.json.
+import { spawn } from "node:child_process";
+import { closeSync, openSync, rmSync } from "node:fs";
+import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import http from "node:http";
+import os from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pty from "node-pty";
+import { ProcessGroup, killAllSync, run } from "./lib/processes.mjs";
+import { startRelayctl } from "./lib/relayctl-stack.mjs";
+import { formatTable, ratio, summarize } from "./lib/stats.mjs";
+import { startMariadb, startNats, startSshd } from "./lib/throwaway-servers.mjs";
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const RESULTS_FILE = join(BENCH_DIR, "results", "exec-latency.json");
+
+function intEnv(name, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) {
+    console.error(`exec-latency: ${name} must be a positive integer, got "${raw}"`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const ITERATIONS = intEnv("BENCH_ITERATIONS", 300);
+const WARMUP = intEnv("BENCH_WARMUP", 30);
+const SSH_FRESH_ITERATIONS = intEnv("BENCH_SSH_FRESH_ITERATIONS", Math.min(50, ITERATIONS));
+const SSH_MUX_ITERATIONS = intEnv("BENCH_SSH_MUX_ITERATIONS", ITERATIONS);
+const SECTIONS = new Set((process.env.BENCH_SECTIONS || "pty,api,ssh").split(",").map((s) => s.trim()));
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
+const KEEP_TMP = process.env.BENCH_KEEP_TMP === "1";
+// Automation keys are rate limited per key (default 100 requests/minute): spread the run's
+// requests over enough keys that none passes this many.
+const REQUESTS_PER_KEY = 90;
+
+const GOAL_API_OVER_PTY_MAX = 4;
+const GOAL_SSH_FRESH_OVER_API_MIN = 30;
+
+const log = (msg) => console.log(`[bench] ${msg}`);
+
+/** Runs `once` warmup + n times; `once` resolves with the milliseconds of its timed part. */
+async function measure(label, { n, warmup }, once) {
+  log(`${label}: ${warmup} warmup + ${n} timed`);
+  for (let i = 0; i < warmup; i++) await once();
+  const samples = [];
+  for (let i = 0; i < n; i++) samples.push(await once());
+  return summarize(samples);
+}
+
+// --- b) bare pty -----------------------------------------------------------------------------
+
+function ptyOnce(file, args) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const term = pty.spawn(file, args, {
+      name: "xterm-256color",
+      cols: 80,
+      rows: 24,
+      cwd: os.tmpdir(),
+      env: process.env,
+    });
+    term.onData(() => {});
+    term.onExit(({ exitCode, signal }) => {
+      const ms = performance.now() - t0;
+      if (exitCode === 0) resolve(ms);
+      else reject(new Error(`pty ${file} ${args.join(" ")} exited ${exitCode} (signal ${signal})`));
+    });
+  });
+}
+
+async function benchPty(results) {
+  results.pty_true = await measure("bare node-pty `true`", { n: ITERATIONS, warmup: WARMUP }, () =>
+    ptyOnce("true", []),
+  );
+  results.pty_bash_c_true = await measure(
+    "bare node-pty `bash -c true`",
+    { n: ITERATIONS, warmup: WARMUP },
+    () => ptyOnce("/bin/bash", ["-c", "true"]),
+  );
+}
+
+// --- a) exec through the API -----------------------------------------------------------------
+
+/** POST /exec of `true` over one keep-alive connection; returns the round trip in ms. */
+function makeExecClient(baseUrl, serverId, keys) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const url = new URL("/api/automation/v1/exec", baseUrl);
+  const body = JSON.stringify({ server_id: serverId, command: "true" });
+  // agentMs: the duration_ms the api reports for each operation (the agent's own timing of the
+  // command), to tell runner time from orchestration time.
+  const stats = { requests: 0, newConnections: 0, rateLimited: 0, agentMs: [] };
+  const post = (key) =>
+    new Promise((resolve, reject) => {
+      const t0 = performance.now();
+      const req = http.request(url, {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+        },
+      });
+      req.on("socket", () => {
+        if (!req.reusedSocket) stats.newConnections++;
+      });
+      req.on("response", (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => {
+          const ms = performance.now() - t0;
+          resolve({
+            status: res.statusCode,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString(),
+            ms,
+          });
+        });
+        res.on("error", reject);
+      });
+      req.on("error", reject);
+      req.end(body);
+    });
+  const once = async () => {
+    const key = keys[stats.requests++ % keys.length];
+    for (let attempt = 0; ; attempt++) {
+      const res = await post(key);
+      if (res.status === 429 && attempt < 3) {
+        // Not timed: wait the time the server asks for, then retry.
+        stats.rateLimited++;
+        const seconds = Number(res.headers["retry-after"]) || 1;
+        await new Promise((r) => setTimeout(r, seconds * 1000));
+        continue;
+      }
+      if (res.status !== 200) throw new Error(`POST /exec answered ${res.status}: ${res.text.slice(0, 500)}`);
+      const result = JSON.parse(res.text);
+      if (result.status !== "completed" || result.exit_code !== 0) {
+        throw new Error(
+          `POST /exec of \`true\` did not complete with exit code 0: ${res.text.slice(0, 500)}`,
+        );
+      }
+      stats.agentMs.push(result.duration_ms);
+      return res.ms;
+    }
+  };
+  return { once, stats, close: () => agent.destroy() };
+}
+
+async function benchApi(results, group, tmp) {
+  log("starting nats-server and MariaDB");
+  const [nats, db] = await Promise.all([startNats(group, tmp), startMariadb(group, tmp)]);
+  log(`nats ${nats.url}, mariadb ${db.url}; starting gateway, api and agent`);
+  const keyCount = Math.max(1, Math.ceil((ITERATIONS + WARMUP) / REQUESTS_PER_KEY));
+  const stack = await startRelayctl(group, tmp, {
+    natsUrl: nats.url,
+    databaseUrl: db.url,
+    keyCount,
+    logLevel: LOG_LEVEL,
+  });
+  log(`api ${stack.baseUrl}, gateway ${stack.gatewayUrl}, agent connected as ${stack.serverId}`);
+  const client = makeExecClient(stack.baseUrl, stack.serverId, stack.keys);
+  try {
+    results.api_exec = await measure("POST /exec `true`", { n: ITERATIONS, warmup: WARMUP }, client.once);
+    const timed = client.stats.agentMs.slice(-ITERATIONS).filter(Number.isFinite);
+    if (timed.length) results.api_exec_reported_duration = summarize(timed);
+    results.api_exec.connections = client.stats.newConnections;
+    results.api_exec.rate_limited_retries = client.stats.rateLimited;
+    results.api_exec.automation_keys = keyCount;
+  } finally {
+    client.close();
+  }
+}
+
+// --- c), d) ssh ------------------------------------------------------------------------------
+
+function spawnOnce(cmd, args, { env, stderrFd }) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(cmd, args, { env, stdio: ["ignore", "ignore", stderrFd] });
+    child.on("error", reject);
+    // "exit", not "close": a ControlPersist master keeps inherited descriptors open after its
+    // parent exits.
+    child.on("exit", (code, signal) => {
+      const ms = performance.now() - t0;
+      if (code === 0) resolve(ms);
+      else reject(new Error(`${cmd} ${args.join(" ")} exited ${code ?? signal}`));
+    });
+  });
+}
+
+async function benchSsh(results, group, tmp) {
+  log("starting sshd");
+  const sshd = await startSshd(group, tmp);
+  const { SSH_AUTH_SOCK: _agentSocket, ...env } = process.env;
+  const stderrPath = join(tmp, "ssh-client.log");
+  const stderrFd = openSync(stderrPath, "a");
+  const opts = { env, stderrFd };
+  const fresh = [...sshd.clientArgs, "127.0.0.1", "true"];
+  const mux = [
+    ...sshd.clientArgs,
+    "-o",
+    "ControlMaster=auto",
+    "-o",
+    `ControlPath=${join(sshd.sshDir, "cm-%C")}`,
+    "-o",
+    "ControlPersist=300",
+  ];
+  try {
+    results.ssh_fresh = await measure(
+      "ssh 127.0.0.1 true (fresh)",
+      { n: SSH_FRESH_ITERATIONS, warmup: 2 },
+      () => spawnOnce(sshd.ssh, fresh, opts),
+    );
+    // The first connection becomes the master; the timed ones ride on it.
+    await spawnOnce(sshd.ssh, [...mux, "127.0.0.1", "true"], opts);
+    results.ssh_multiplexed = await measure(
+      "ssh 127.0.0.1 true (multiplexed)",
+      { n: SSH_MUX_ITERATIONS, warmup: 3 },
+      () => spawnOnce(sshd.ssh, [...mux, "127.0.0.1", "true"], opts),
+    );
+  } catch (err) {
+    throw new Error(`${err.message} (ssh client log: ${stderrPath})`, { cause: err });
+  } finally {
+    await run(sshd.ssh, [...mux, "-O", "exit", "127.0.0.1"], { env }).catch(() => {});
+    closeSync(stderrFd);
+  }
+}
+
+// --- report ----------------------------------------------------------------------------------
+
+const ROWS = [
+  ["api_exec", "POST /exec `true` (api → NATS → gateway → agent pty)"],
+  ["api_exec_reported_duration", "  of which duration_ms reported by the api"],
+  ["pty_true", "bare node-pty `true` (baseline)"],
+  ["pty_bash_c_true", "bare node-pty `bash -c true`"],
+  ["ssh_fresh", "ssh 127.0.0.1 true, fresh connection"],
+  ["ssh_multiplexed", "ssh 127.0.0.1 true, multiplexed"],
+];
+
+function goals(results) {
+  const api = results.api_exec?.p50_ms;
+  const apiOverPty = ratio(api, results.pty_true?.p50_ms);
+  const sshOverApi = ratio(results.ssh_fresh?.p50_ms, api);
+  return [
+    {
+      name: `api exec p50 <= ${GOAL_API_OVER_PTY_MAX} x bare pty p50`,
+      value: apiOverPty,
+      limit: GOAL_API_OVER_PTY_MAX,
+      met: apiOverPty == null ? null : apiOverPty <= GOAL_API_OVER_PTY_MAX,
+    },
+    {
+      name: `fresh ssh p50 / api exec p50 >= ${GOAL_SSH_FRESH_OVER_API_MIN}`,
+      value: sshOverApi,
+      limit: GOAL_SSH_FRESH_OVER_API_MIN,
+      met: sshOverApi == null ? null : sshOverApi >= GOAL_SSH_FRESH_OVER_API_MIN,
+    },
+  ];
+}
+
+function report(results) {
+  const base = results.pty_true?.p50_ms;
+  const rows = [["measure", "n", "p50 ms", "p99 ms", "p50 / pty p50"]];
+  const ratios = {};
+  for (const [id, label] of ROWS) {
+    const r = results[id];
+    if (!r) continue;
+    ratios[`${id}_p50_over_pty_p50`] = ratio(r.p50_ms, base);
+    rows.push([
+      label,
+      r.n,
+      r.p50_ms.toFixed(2),
+      r.p99_ms.toFixed(2),
+      ratios[`${id}_p50_over_pty_p50`] ?? "-",
+    ]);
+  }
+  ratios.ssh_fresh_p50_over_api_p50 = ratio(results.ssh_fresh?.p50_ms, results.api_exec?.p50_ms);
+  ratios.ssh_multiplexed_p50_over_api_p50 = ratio(results.ssh_multiplexed?.p50_ms, results.api_exec?.p50_ms);
+  console.log(`\n${formatTable(rows)}\n`);
+  const checks = goals(results);
+  for (const g of checks) {
+    const verdict = g.met == null ? "not measured" : g.met ? "MET" : "NOT MET";
+    console.log(`goal: ${g.name}: ${g.value ?? "-"} → ${verdict}`);
+  }
+  return { ratios, goals: checks };
+}
+
+async function writeResults(results, { ratios, goals: checks }) {
+  const measured = checks.filter((g) => g.met != null);
+  const doc = {
+    bench: "exec-latency",
+    date: new Date().toISOString(),
+    node: process.version,
+    cpu: os.cpus()[0]?.model ?? "unknown",
+    cpus: os.cpus().length,
+    platform: `${os.type()} ${os.release()} ${os.arch()}`,
+    config: {
+      iterations: ITERATIONS,
+      warmup: WARMUP,
+      ssh_fresh_iterations: SSH_FRESH_ITERATIONS,
+      ssh_multiplexed_iterations: SSH_MUX_ITERATIONS,
+      sections: [...SECTIONS],
+      log_level: LOG_LEVEL,
+    },
+    results,
+    ratios,
+    goals: checks,
+    goals_met: measured.length === checks.length && measured.every((g) => g.met),
+  };
+  await mkdir(dirname(RESULTS_FILE), { recursive: true });
+  const tmpFile = `${RESULTS_FILE}.tmp`;
+  await writeFile(tmpFile, `${JSON.stringify(doc, null, 2)}\n`);
+  await rename(tmpFile, RESULTS_FILE);
+  log(`wrote ${RESULTS_FILE}`);
+  return doc;
+}
+
+// --- main ------------------------------------------------------------------------------------
+
+async function main() {
+  const tmp = await mkdtemp(join(os.tmpdir(), "relayctl-bench-"));
+  const group = new ProcessGroup(tmp);
+  let cleaning = null;
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await group.stopAll();
+      if (KEEP_TMP) log(`kept ${tmp}`);
+      else await rm(tmp, { recursive: true, force: true });
+    })();
+    return cleaning;
+  };
+  process.on("exit", () => {
+    killAllSync(group);
+    if (!KEEP_TMP) rmSync(tmp, { recursive: true, force: true });
+  });
+  let interrupted = false;
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+    process.on(sig, () => {
+      interrupted = true;
+      log(`${sig}: stopping everything`);
+      cleanup().finally(() => process.exit(130));
+    });
+  }
+
+  const results = {};
+  try {
+    if (SECTIONS.has("pty")) await benchPty(results);
+    if (SECTIONS.has("api")) await benchApi(results, group, tmp);
+    if (SECTIONS.has("ssh")) await benchSsh(results, group, tmp);
+  } catch (err) {
+    // After Ctrl-C, the processes it stopped make the step in progress fail: not worth a message.
+    if (interrupted) return;
+    console.error(`\nexec-latency: ${err.message}`);
+    await cleanup();
+    process.exit(1);
+  }
+  await cleanup();
+  const doc = await writeResults(results, report(results));
+  if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
+}
+
+await main();

@@ -1,0 +1,103 @@
+// The relayctl side of the exec bench, started the way docs/process-interfaces.md fixes it:
+// migrations and admin commands (tenant, automation keys, join token), then a gateway process and
+// a separate api process on NATS + MariaDB, then one agent enrolled through the api and connected.
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { jsonWithField, run } from "./processes.mjs";
+
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const SERVER_MAIN = join(REPO, "control-plane/dist/cli/main.js");
+const AGENT_MAIN = join(REPO, "agent/dist/cli/main.js");
+
+function requireBuilt() {
+  for (const file of [SERVER_MAIN, AGENT_MAIN]) {
+    if (!existsSync(file)) throw new Error(`${file} is missing: build first (npx tsc -b; make bench does)`);
+  }
+}
+
+const isMsg = (msg) => (_text, json) => json?.msg === msg;
+
+/**
+ * Starts api + gateway + agent. `keyCount` automation keys are created so the bench can spread its
+ * requests over them and stay under the per-key rate limit (default 100 requests per minute).
+ */
+export async function startRelayctl(group, dir, { natsUrl, databaseUrl, keyCount = 1, logLevel = "info" }) {
+  requireBuilt();
+  const node = process.execPath;
+  const base = {
+    ...process.env,
+    RELAYCTL_DATABASE_URL: databaseUrl,
+    RELAYCTL_BUS: "nats",
+    RELAYCTL_NATS_URL: natsUrl,
+    RELAYCTL_LOG_LEVEL: logLevel,
+  };
+  const admin = async (args, field) =>
+    jsonWithField((await run(node, [SERVER_MAIN, ...args], { env: base })).stdout, field);
+
+  await run(node, [SERVER_MAIN, "migrate"], { env: base });
+  const tenant = await admin(["admin", "create-tenant", "--name", "bench"], "tenant_id");
+  const keys = [];
+  for (let i = 0; i < keyCount; i++) {
+    const args = ["admin", "create-automation-key", "--tenant", tenant.tenant_id, "--name", `bench-${i}`];
+    keys.push((await admin(args, "key")).key);
+  }
+  const joinToken = await admin(
+    ["admin", "create-join-token", "--tenant", tenant.tenant_id, "--server-name", "bench-agent"],
+    "join_token",
+  );
+
+  const gateway = group.start("gateway", node, [SERVER_MAIN, "serve"], {
+    env: {
+      ...base,
+      RELAYCTL_ROLE: "gateway",
+      RELAYCTL_GATEWAY_LISTEN: "127.0.0.1:0",
+      RELAYCTL_API_LISTEN: "127.0.0.1:0",
+    },
+  });
+  const gatewayUrl = (await gateway.waitFor(isMsg("gateway listening"), { what: '"gateway listening"' })).json
+    .url;
+
+  const api = group.start("api", node, [SERVER_MAIN, "serve"], {
+    env: {
+      ...base,
+      RELAYCTL_ROLE: "api",
+      RELAYCTL_API_LISTEN: "127.0.0.1:0",
+      RELAYCTL_GATEWAY_LISTEN: "127.0.0.1:0",
+      RELAYCTL_PUBLIC_GATEWAY_URLS: gatewayUrl,
+    },
+  });
+  const baseUrl = (await api.waitFor(isMsg("api listening"), { what: '"api listening"' })).json.url;
+
+  const stateDir = join(dir, "agent");
+  const agentEnv = { ...process.env, RELAYCTL_AGENT_STATE_DIR: stateDir, RELAYCTL_AGENT_LOG_LEVEL: logLevel };
+  const enrollArgs = [
+    AGENT_MAIN,
+    "enroll",
+    "--url",
+    baseUrl,
+    "--token",
+    joinToken.join_token,
+    "--state-dir",
+    stateDir,
+  ];
+  const enrolled = jsonWithField((await run(node, enrollArgs, { env: agentEnv })).stdout, "server_id");
+
+  const agent = group.start(
+    "agent",
+    node,
+    [AGENT_MAIN, "run", "--state-dir", stateDir, "--gateway", gatewayUrl],
+    {
+      env: agentEnv,
+    },
+  );
+  await agent.waitFor(isMsg("connected"), { what: '"connected"' });
+
+  return {
+    baseUrl,
+    gatewayUrl,
+    keys,
+    serverId: enrolled.server_id,
+    procs: { gateway, api, agent },
+  };
+}

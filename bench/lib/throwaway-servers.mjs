@@ -1,0 +1,149 @@
+// Throwaway servers for one bench run, on free loopback ports inside the run's temp dir, started
+// the way shared/DESIGN.md records that they work on these machines: nats-server, MariaDB, sshd.
+import { existsSync } from "node:fs";
+import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { freePort, run } from "./processes.mjs";
+
+/** Fails with one clear line when a program the bench runs is not installed. */
+export function requireProgram(path, hint) {
+  if (!existsSync(path)) throw new Error(`${path} not found: ${hint}`);
+}
+
+function which(name) {
+  for (const dir of (process.env.PATH ?? "").split(":")) {
+    if (dir && existsSync(join(dir, name))) return join(dir, name);
+  }
+  for (const dir of ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]) {
+    if (existsSync(join(dir, name))) return join(dir, name);
+  }
+  return null;
+}
+
+export function requireOnPath(name, hint) {
+  const path = which(name);
+  if (!path) throw new Error(`${name} not found on PATH: ${hint}`);
+  return path;
+}
+
+/** nats-server with JetStream in dir/js; ready when it logs "Server is ready" (~20 ms). */
+export async function startNats(group, dir) {
+  const bin = requireOnPath("nats-server", "install the Debian package nats-server (make bench does)");
+  const port = await freePort();
+  const proc = group.start("nats-server", bin, [
+    "-a",
+    "127.0.0.1",
+    "-p",
+    String(port),
+    "-js",
+    "-sd",
+    join(dir, "js"),
+  ]);
+  await proc.waitFor((text) => text.includes("Server is ready"), {
+    what: '"Server is ready"',
+    timeoutMs: 15_000,
+  });
+  return { url: `nats://127.0.0.1:${port}` };
+}
+
+/** MariaDB in dir/db with root@127.0.0.1 and no password, plus an empty database `relayctl`. */
+export async function startMariadb(group, dir) {
+  const hint = "install the Debian package mariadb-server (make bench does)";
+  const installDb = requireOnPath("mariadb-install-db", hint);
+  const mariadbd = requireOnPath("mariadbd", hint);
+  const client = requireOnPath("mariadb", hint);
+  const dataDir = join(dir, "db");
+  const socket = join(dir, "db.sock");
+  await run(installDb, [
+    "--no-defaults",
+    `--datadir=${dataDir}`,
+    "--user=root",
+    "--auth-root-authentication-method=normal",
+    "--skip-test-db",
+  ]);
+  const port = await freePort();
+  const proc = group.start("mariadb", mariadbd, [
+    "--no-defaults",
+    `--datadir=${dataDir}`,
+    `--port=${port}`,
+    "--bind-address=127.0.0.1",
+    `--socket=${socket}`,
+    `--pid-file=${join(dir, "db.pid")}`,
+    "--user=root",
+    "--skip-log-bin",
+  ]);
+  await proc.waitFor((text) => text.includes("ready for connections"), {
+    what: '"ready for connections"',
+    timeoutMs: 30_000,
+  });
+  await run(client, ["--no-defaults", `--socket=${socket}`, "-uroot", "-e", "CREATE DATABASE relayctl"]);
+  return { url: `mysql://root@127.0.0.1:${port}/relayctl` };
+}
+
+/**
+ * sshd on 127.0.0.1:<free port> with a generated host key, accepting one generated ed25519 client
+ * key for the current user. Returns the argv prefix of an ssh client that logs in without prompts.
+ */
+export async function startSshd(group, dir) {
+  const hint = "install the Debian packages openssh-server and openssh-client (make bench does)";
+  requireProgram("/usr/sbin/sshd", hint);
+  const ssh = requireOnPath("ssh", hint);
+  const keygen = requireOnPath("ssh-keygen", hint);
+  const sshDir = join(dir, "ssh");
+  await mkdir(sshDir, { recursive: true, mode: 0o700 });
+  // sshd refuses to start without its privilege separation directory.
+  if (!existsSync("/run/sshd")) await mkdir("/run/sshd", { recursive: true, mode: 0o755 });
+  const hostKey = join(sshDir, "host_ed25519");
+  const clientKey = join(sshDir, "client_ed25519");
+  await run(keygen, ["-q", "-t", "ed25519", "-N", "", "-C", "relayctl-bench-host", "-f", hostKey]);
+  await run(keygen, ["-q", "-t", "ed25519", "-N", "", "-C", "relayctl-bench-client", "-f", clientKey]);
+  const authorizedKeys = join(sshDir, "authorized_keys");
+  await writeFile(authorizedKeys, await readFile(`${clientKey}.pub`));
+  await chmod(authorizedKeys, 0o600);
+  const port = await freePort();
+  const config = join(sshDir, "sshd_config");
+  await writeFile(
+    config,
+    [
+      "ListenAddress 127.0.0.1",
+      `HostKey ${hostKey}`,
+      `PidFile ${join(sshDir, "sshd.pid")}`,
+      `AuthorizedKeysFile ${authorizedKeys}`,
+      "StrictModes no",
+      "UsePAM no",
+      "PermitRootLogin yes",
+      "PubkeyAuthentication yes",
+      "PasswordAuthentication no",
+      "KbdInteractiveAuthentication no",
+      "UseDNS no",
+      "PrintMotd no",
+      "MaxStartups 100:30:200",
+      "LogLevel INFO",
+      "",
+    ].join("\n"),
+  );
+  const proc = group.start("sshd", "/usr/sbin/sshd", ["-D", "-e", "-f", config, "-p", String(port)]);
+  await proc.waitFor((text) => text.includes("Server listening on"), {
+    what: '"Server listening on"',
+    timeoutMs: 15_000,
+  });
+  const clientArgs = [
+    "-F",
+    "/dev/null",
+    "-o",
+    "StrictHostKeyChecking=no",
+    "-o",
+    "UserKnownHostsFile=/dev/null",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "IdentitiesOnly=yes",
+    "-o",
+    "LogLevel=ERROR",
+    "-i",
+    clientKey,
+    "-p",
+    String(port),
+  ];
+  return { ssh, clientArgs, sshDir };
+}
