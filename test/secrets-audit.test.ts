@@ -39,8 +39,11 @@ function filesUnder(dir: string): string[] {
   const out: string[] = [];
   for (const name of readdirSync(dir)) {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) out.push(...filesUnder(path));
-    else out.push(path);
+    const st = statSync(path);
+    if (st.isDirectory()) out.push(...filesUnder(path));
+    // Regular files only: the agent keeps its stderr FIFOs in its state dir, and
+    // reading a FIFO with no writer blocks forever.
+    else if (st.isFile()) out.push(path);
   }
   return out;
 }

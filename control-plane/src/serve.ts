@@ -9,6 +9,7 @@ import { connectNatsBus } from "./bus/nats-bus.js";
 import type { Config } from "./config.js";
 import { type Db, migrateWithRetry, openDb } from "./db/knex.js";
 import { type GatewayServer, startGateway } from "./gateway/server.js";
+import { AckWriter } from "./gateway/ack-writer.js";
 import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
@@ -32,14 +33,17 @@ export async function serve(
   log.info({ bus: config.bus }, "job bus ready");
 
   let gateway: GatewayServer | undefined;
+  let acks: AckWriter | undefined;
   let stopSweeper = () => {};
   if (config.runsGateway) {
     const registry = new StreamRegistry(bus, log.child({ component: "gateway" }));
+    acks = new AckWriter(db, log.child({ component: "gateway" }));
     gateway = await startGateway(
       {
         db,
         bus,
         registry,
+        acks,
         log: log.child({ component: "gateway" }),
         heartbeatIntervalMs: config.heartbeatIntervalMs,
         leaseMs: config.leaseMs,
@@ -73,6 +77,7 @@ export async function serve(
     stopSweeper();
     await api?.close().catch(() => {});
     await gateway?.close().catch(() => {});
+    await acks?.flush();
     await bus.close().catch(() => {});
     await db.destroy().catch(() => {});
   };

@@ -3,7 +3,7 @@
 // and takeovers. The client reconnects forever and restores subscriptions, so a
 // NATS restart needs no restart of ours.
 import type { Logger } from "pino";
-import { type NatsConnection, type Subscription, JSONCodec, connect, ErrorCode as NatsErrorCode } from "nats";
+import { type NatsConnection, JSONCodec, connect, ErrorCode as NatsErrorCode } from "nats";
 import { RcError } from "../errors.js";
 import {
   type DispatchOutcome,
@@ -51,6 +51,8 @@ export async function connectNatsBus(servers: string[], log: Logger, name: strin
 class NatsBus implements JobBus {
   /** False while the client is reconnecting: callers get a fast 503, not a hang. */
   connected = true;
+  private readonly waiters = new Map<string, (e: DoneEvent) => void>();
+  private doneSubscribed: Promise<void> | undefined;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -79,21 +81,36 @@ class NatsBus implements JobBus {
 
   async awaitDone(operationId: string): Promise<DoneWaiter> {
     this.ensureConnected();
-    let sub: Subscription;
-    try {
-      sub = this.nc.subscribe(subjects.done(operationId), { max: 1 });
-      // Make sure the server has the SUB before the job can possibly finish. A
-      // flush waits for a reconnect, so bound it.
+    await this.subscribeDone();
+    let resolve: (e: DoneEvent) => void = () => {};
+    const done = new Promise<DoneEvent>((r) => {
+      resolve = r;
+    });
+    this.waiters.set(operationId, resolve);
+    return { done, cancel: () => this.waiters.delete(operationId) };
+  }
+
+  /**
+   * One wildcard subscription per process for every completion, routed to the
+   * waiting call in memory: a per-operation SUB would cost a flush (a NATS round
+   * trip) on every synchronous call. Completions nobody here waits for are dropped.
+   */
+  private subscribeDone(): Promise<void> {
+    this.doneSubscribed ??= (async () => {
+      this.nc.subscribe(subjects.done("*"), {
+        callback: (err, msg) => {
+          if (err) return;
+          const event = codec.decode(msg.data) as DoneEvent;
+          this.waiters.get(event.operation_id)?.(event);
+        },
+      });
+      // The SUB must be on the server before the first job can finish.
       await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
-    } catch (err) {
+    })().catch((err) => {
+      this.doneSubscribed = undefined;
       throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
-    }
-    const done = (async () => {
-      for await (const m of sub) return codec.decode(m.data) as DoneEvent;
-      throw new Error("done subscription closed");
-    })();
-    done.catch(() => {});
-    return { done, cancel: () => sub.unsubscribe() };
+    });
+    return this.doneSubscribed;
   }
 
   serveServer(serverId: string, handler: JobHandler): () => void {

@@ -9,7 +9,8 @@ import type { Knex } from "knex";
 import type { Logger } from "pino";
 import type { DoneEvent, JobBus } from "../bus/job-bus.js";
 import { sha256Hex } from "../lib/secrets.js";
-import { finishOperation, markDelivery, renewLeases } from "../operations/store.js";
+import { finishOperation, renewLeases } from "../operations/store.js";
+import type { AckWriter } from "./ack-writer.js";
 import { finalResult, jobMessage } from "./convert.js";
 import type { StreamRegistry } from "./registry.js";
 
@@ -17,6 +18,7 @@ export interface GatewayDeps {
   db: Knex;
   bus: JobBus;
   registry: StreamRegistry;
+  acks: AckWriter;
   log: Logger;
   heartbeatIntervalMs: number;
   leaseMs: number;
@@ -150,7 +152,7 @@ class AgentStream {
 
   private async onAck(operationId: string): Promise<void> {
     this.deps.registry.acked(this.serverId, operationId);
-    await markDelivery(this.deps.db, [operationId], "acked");
+    this.deps.acks.add(operationId);
   }
 
   private async onResult(r: JobResult): Promise<void> {
