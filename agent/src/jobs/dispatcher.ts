@@ -3,7 +3,7 @@
 // - an operation id is run at most once, across restarts (journal.ts); a
 //   duplicate delivery is acked again and, if its result is still unacked, the
 //   result is sent again;
-// - a result is on disk before it is sent and stays there until ResultAck
+// - a result is sent at once and spooled to disk until ResultAck
 //   (result-store.ts); all unacked results are re-sent after every Welcome;
 // - a command keeps running while the stream is down; its result goes out on
 //   the next stream.
@@ -30,6 +30,9 @@ export interface DispatcherOptions {
 
 export class Dispatcher {
   readonly #running = new Map<string, Promise<void>>();
+  readonly #unacked = new Map<string, JobResult>();
+  readonly #saving = new Set<string>();
+  readonly #ackedWhileSaving = new Set<string>();
   #send: Send | undefined;
 
   private constructor(
@@ -77,11 +80,17 @@ export class Dispatcher {
 
   async handleResultAck(operationId: string): Promise<void> {
     if (!OPERATION_ID.test(operationId)) return;
+    this.#unacked.delete(operationId);
+    if (this.#saving.has(operationId)) this.#ackedWhileSaving.add(operationId);
     await this.results.remove(operationId);
   }
 
+  /** After every Welcome: results in memory (maybe still being spooled), then the spool. */
   async resendUnacked(): Promise<void> {
-    for (const result of await this.results.list()) this.#emit({ $case: "jobResult", jobResult: result });
+    for (const result of this.#unacked.values()) this.#emit({ $case: "jobResult", jobResult: result });
+    for (const result of await this.results.list()) {
+      if (!this.#unacked.has(result.operationId)) this.#emit({ $case: "jobResult", jobResult: result });
+    }
   }
 
   /** Resolves when every job taken on so far has finished (shutdown, tests). */
@@ -97,14 +106,14 @@ export class Dispatcher {
     this.log.info({ operation_id: id }, "duplicate job acked, not run again");
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
     if (this.#running.has(id)) return; // its result is sent when it finishes
-    const result = await this.results.load(id);
+    const result = this.#unacked.get(id) ?? (await this.results.load(id));
     if (result) this.#emit({ $case: "jobResult", jobResult: result });
   }
 
   async #run(job: Job): Promise<void> {
     const id = job.operationId;
     try {
-      await this.journal.start(id); // durable before the ack: an acked job is never run twice
+      this.journal.start(id); // durable before the ack: an acked job is never run twice
     } catch (err) {
       this.journal.forget(id);
       this.log.error({ operation_id: id, err }, "cannot journal job; not acked");
@@ -130,15 +139,31 @@ export class Dispatcher {
     }
   }
 
-  /** Result to disk, then journal `done`, then the wire. */
+  /**
+   * The wire first, then the spool: waiting for the disk before sending would put
+   * two fsyncs on the path of every command. The spool still catches every result
+   * the gateway does not ack (stream down, gateway lost it). An agent killed in
+   * the instant between the two reports the job `failed` (outcome unknown) on
+   * restart, unless the gateway already stored the result.
+   */
   async #finish(result: JobResult): Promise<void> {
+    const id = result.operationId;
+    // Kept in memory too until acked: a stream that comes up while the spool
+    // write is in flight must still get it (resendUnacked).
+    this.#unacked.set(id, result);
+    this.#saving.add(id);
+    this.#emit({ $case: "jobResult", jobResult: result });
     try {
       await this.results.save(result);
-      await this.journal.done(result.operationId);
+      await this.journal.done(id);
+      // Acked while it was being written: nothing left to re-send.
+      if (this.#ackedWhileSaving.delete(id)) await this.results.remove(id);
     } catch (err) {
-      this.log.error({ operation_id: result.operationId, err }, "cannot store result; sending it anyway");
+      this.log.error({ operation_id: id, err }, "cannot spool result; it was sent once");
+    } finally {
+      this.#saving.delete(id);
+      this.#ackedWhileSaving.delete(id);
     }
-    this.#emit({ $case: "jobResult", jobResult: result });
   }
 
   /** A job the agent was running when it stopped has no known outcome: report it failed. */
