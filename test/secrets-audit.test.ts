@@ -1,6 +1,6 @@
 // env values are never stored or logged (contract, Authentication 7), and every operation has
 // exactly one audit event carrying its run_id, run_context and the env key names.
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
@@ -188,3 +188,48 @@ test.serial("audit - a refused exec (agent not connected) is audited too", async
   t.is(view.run_id, "r-off");
   t.is(view.command, "echo offline");
 });
+
+/** Sorted-key JSON, written here independently of the control plane's code. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value && typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Row)[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+test.serial(
+  "audit - events form an unbroken hash chain per tenant, concurrent writers included",
+  async (t) => {
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        exec(c, { server_id: c.serverId, command: `echo chain-${i}`, timeout_seconds: 30 }),
+      ),
+    );
+    const rows = await c.db.query("SELECT * FROM audit_events WHERE tenant_id = ? ORDER BY seq", [
+      c.tenantId,
+    ]);
+    t.true(rows.length >= 10);
+    let prev: string | null = null;
+    for (const [i, row] of rows.entries()) {
+      t.is(Number(row.seq), i + 1, "seq has no gaps");
+      t.is(row.prev_hash, prev, `event ${row.seq} links to the previous one`);
+      const fields = {
+        seq: Number(row.seq),
+        event_type: row.event_type,
+        operation_id: row.operation_id,
+        key_id: row.key_id,
+        server_id: row.server_id,
+        run_id: row.run_id,
+        payload: row.payload,
+        created_at: Number(row.created_at),
+      };
+      const expected = createHash("sha256")
+        .update(`${prev ?? ""}\n${canonical(fields)}`)
+        .digest("hex");
+      t.is(row.hash, expected, `event ${row.seq} hash`);
+      prev = String(row.hash);
+    }
+  },
+);

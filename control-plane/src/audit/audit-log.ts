@@ -45,8 +45,17 @@ export function eventHash(prevHash: string | null, fields: ChainedFields): strin
     .digest("hex");
 }
 
-/** Appends one event inside the caller's transaction. */
-export async function appendAuditEvent(trx: Knex.Transaction, e: AuditEventInput): Promise<void> {
+/**
+ * Appends one event inside the caller's transaction. `together` are writes of
+ * the same transaction that go with it (an operation's row): on MySQL they are
+ * sent with the event in one multi-statement round trip, which matters on the
+ * exec hot path (each round trip is ~0.5 ms on the machines measured).
+ */
+export async function appendAuditEvent(
+  trx: Knex.Transaction,
+  e: AuditEventInput,
+  together: Knex.QueryBuilder[] = [],
+): Promise<void> {
   const chain = await trx("audit_chain_heads")
     .where({ tenant_id: e.tenantId })
     .forUpdate()
@@ -63,6 +72,18 @@ export async function appendAuditEvent(trx: Knex.Transaction, e: AuditEventInput
     created_at: Date.now(),
   };
   const hash = eventHash(chain.head, fields);
-  await trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: chain.head, hash });
-  await trx("audit_chain_heads").where({ tenant_id: e.tenantId }).update({ head: hash, seq: fields.seq });
+  const writes = [
+    ...together,
+    trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: chain.head, hash }),
+    trx("audit_chain_heads").where({ tenant_id: e.tenantId }).update({ head: hash, seq: fields.seq }),
+  ];
+  if (trx.client.config.client !== "mysql2") {
+    for (const w of writes) await w;
+    return;
+  }
+  const compiled = writes.map((w) => w.toSQL().toNative());
+  await trx.raw(
+    compiled.map((c) => c.sql).join(";\n"),
+    compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
+  );
 }

@@ -40,6 +40,9 @@ export function openDb(url: string): Db {
       bigNumberStrings: false,
       // Fail fast when the database is down instead of queueing requests.
       connectTimeout: 5000,
+      // The audit append sends its writes in one round trip (audit-log.ts). Every
+      // statement here is built by knex with bound parameters, never from strings.
+      multipleStatements: true,
     },
     pool: { min: 1, max: 10 },
     acquireConnectionTimeout: 5000,

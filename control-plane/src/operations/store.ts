@@ -39,7 +39,7 @@ export async function createOperation(
   const startedAt = Date.now();
   try {
     await db.transaction(async (trx) => {
-      await trx("operations").insert({
+      const insertOperation = trx("operations").insert({
         id,
         tenant_id: op.tenantId,
         server_id: op.serverId,
@@ -52,15 +52,19 @@ export async function createOperation(
         deadline_at: op.deadlineAt,
         started_at: startedAt,
       });
-      await appendAuditEvent(trx, {
-        tenantId: op.tenantId,
-        eventType: `operation.${op.operationType}`,
-        operationId: id,
-        keyId: op.keyId,
-        serverId: op.serverId,
-        runId: op.runId,
-        payload: { operation_id: id, ...op.audit },
-      });
+      await appendAuditEvent(
+        trx,
+        {
+          tenantId: op.tenantId,
+          eventType: `operation.${op.operationType}`,
+          operationId: id,
+          keyId: op.keyId,
+          serverId: op.serverId,
+          runId: op.runId,
+          payload: { operation_id: id, ...op.audit },
+        },
+        [insertOperation],
+      );
     });
   } catch (err) {
     // Fail closed: no audited row, nothing runs.
