@@ -21,7 +21,7 @@ test("config - roles apart", (t) => {
 
 test("config - bad values stop with one line naming the variable", (t) => {
   const cases: [Record<string, string>, RegExp][] = [
-    [{}, /RELAYCTL_DATABASE_URL/],
+    [{}, /RELAYCTL_DATABASE_URL: required: mysql:\/\//],
     [{ ...base, RELAYCTL_ROLE: "both" }, /RELAYCTL_ROLE/],
     [{ ...base, RELAYCTL_LEASE_MS: "soon" }, /RELAYCTL_LEASE_MS: must be a whole number/],
     [{ ...base, RELAYCTL_API_LISTEN: "8080" }, /RELAYCTL_API_LISTEN: must be host:port/],

@@ -22,7 +22,9 @@ const schema = z
     /** `api`, `gateway` or `all` (both roles in one process). @default all */
     RELAYCTL_ROLE: z.enum(["api", "gateway", "all"]).default("all"),
     /** `mysql://user:pass@host:port/db` or `sqlite:///abs/path.db` (sqlite is for dev). */
-    RELAYCTL_DATABASE_URL: z.string().regex(/^(mysql|sqlite):\/\//, "must start with mysql:// or sqlite://"),
+    RELAYCTL_DATABASE_URL: z
+      .string({ error: "required: mysql://user:pass@host:port/db or sqlite:///abs/path.db" })
+      .regex(/^(mysql|sqlite):\/\//, "must start with mysql:// or sqlite://"),
     /** Job bus between the roles: `nats`, or `memory` (in-process, role `all` only). @default nats */
     RELAYCTL_BUS: z.enum(["nats", "memory"]).default("nats"),
     /** Comma-separated NATS server URLs. @default nats://127.0.0.1:4222 */
