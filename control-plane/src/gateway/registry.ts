@@ -72,8 +72,8 @@ export class StreamRegistry {
     this.unacked.set(serverId, pending);
     pending.set(job.operation_id, { job, at: Date.now() });
     const sent = current.stream.sendJob(job);
-    if (!sent)
-      this.log.warn({ server_id: serverId, operation_id: job.operation_id }, "stream gone; job kept");
+    // A refused job is answered "not connected" and recorded failed: never re-send it.
+    if (!sent) pending.delete(job.operation_id);
     return sent;
   }
 
