@@ -5,13 +5,15 @@ import { Agent, enroll } from "./agent";
 import { makeTempDir } from "./cleanup";
 import { type ControlPlane, startControlPlane } from "./control-plane";
 import type { ApiTarget } from "./http";
-import { type Database, sharedMariaDb } from "./mariadb";
+import { type Database, type MariaDbServer, sharedMariaDb } from "./mariadb";
 import { type Nats, sharedNats, startNats } from "./nats";
 import { freePort } from "./ports";
 
 export interface ClusterOptions {
   /** Start a NATS server owned by this cluster (for tests that kill it). */
   ownNats?: boolean;
+  /** A database server to use instead of the file's shared one (for tests that stop it). */
+  mariadb?: MariaDbServer;
   serverEnv?: Record<string, string>;
   agentEnv?: Record<string, string>;
 }
@@ -55,7 +57,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const dir = makeTempDir("cluster");
   const [nats, mariadb, gatewayPort] = await Promise.all([
     opts.ownNats ? startNats() : sharedNats(),
-    sharedMariaDb(),
+    opts.mariadb ?? sharedMariaDb(),
     freePort(),
   ]);
   const db = await mariadb.createDatabase();

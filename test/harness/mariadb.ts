@@ -108,12 +108,34 @@ async function installDb(dataDir: string): Promise<void> {
   }
 }
 
-async function startOwned(): Promise<MariaDbServer> {
+/** A throwaway server this test owns, so it can stop it and start it again on the same port. */
+export interface OwnedMariaDbServer extends MariaDbServer {
+  stop(signal?: NodeJS.Signals): Promise<void>;
+  start(): Promise<void>;
+}
+
+export async function startOwned(): Promise<OwnedMariaDbServer> {
   const dir = makeTempDir("mariadb");
   const dataDir = join(dir, "db");
   await installDb(dataDir);
   const port = await freePort();
-  const proc = new ManagedProcess({
+  let proc: ManagedProcess;
+  const start = async () => {
+    proc = spawnMariaDb(dir, dataDir, port);
+    await waitReady(proc, `mysql://root@127.0.0.1:${port}`);
+  };
+  await start();
+  return {
+    ...serverHandle(`mysql://root@127.0.0.1:${port}`, false),
+    start,
+    stop: async (signal: NodeJS.Signals = "SIGKILL") => {
+      await proc.stop(signal);
+    },
+  };
+}
+
+function spawnMariaDb(dir: string, dataDir: string, port: number): ManagedProcess {
+  return new ManagedProcess({
     name: `mariadb-${port}`,
     command: "mariadbd",
     args: [
@@ -126,9 +148,11 @@ async function startOwned(): Promise<MariaDbServer> {
       "--user=root",
       "--skip-log-bin",
     ],
-    logFile: join(dir, "mariadbd.log"),
+    logFile: join(dir, `mariadbd-${Date.now()}.log`),
   });
-  const url = `mysql://root@127.0.0.1:${port}`;
+}
+
+async function waitReady(proc: ManagedProcess, url: string): Promise<void> {
   await pollUntil(
     async () => {
       if (!proc.running) throw new Error(`mariadbd exited:\n${proc.tail()}`);
@@ -139,7 +163,6 @@ async function startOwned(): Promise<MariaDbServer> {
     },
     { what: "mariadbd to accept connections", timeoutMs: READY_MS, intervalMs: 50 },
   );
-  return serverHandle(url, false);
 }
 
 /** MYSQL_URL's server when set (its path, if any, is ignored), else a throwaway mariadbd. */

@@ -2,6 +2,7 @@
 // `{"detail": string}` body with the right status. Nothing unexpected leaks out:
 // an unknown error is a 500 with a generic detail, and is logged.
 import type { FastifyError, FastifyInstance } from "fastify";
+import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 
 interface AjvError {
@@ -60,6 +61,11 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.status(err.statusCode).send({ detail: err.message });
+    }
+    if (isStoreUnavailable(err)) {
+      const e = new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
+      req.log.error({ err }, e.code);
+      return reply.status(e.status).send(e.body());
     }
     req.log.error({ err }, "unhandled error");
     return reply.status(500).send({ detail: "internal error" });
