@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // relayctl-server: `serve`, `migrate` and the operator's `admin` commands.
 import { Command } from "commander";
+import { verifyTenantChain } from "../audit/verify.js";
 import { ConfigError, loadConfig, loadDatabaseUrl } from "../config.js";
 import { migrateWithRetry, openDb } from "../db/knex.js";
 import { serve } from "../serve.js";
@@ -9,6 +10,7 @@ import {
   createAutomationKey,
   createJoinToken,
   createTenant,
+  resolveTenant,
   revokeAutomationKey,
 } from "./admin.js";
 
@@ -67,6 +69,23 @@ admin
   .option("--ttl-minutes <n>", "minutes the token stays valid", "60")
   .action((o: { tenant: string; serverName: string; ttlMinutes: string }) =>
     withDb((db) => createJoinToken(db, { ...o, ttlMinutes: Number(o.ttlMinutes) })),
+  );
+
+admin
+  .command("audit")
+  .description("audit trail tools")
+  .command("verify")
+  .description("walk each tenant's audit hash chain; exit 1 at the first broken link")
+  .option("--tenant <id|name>", "only this tenant")
+  .action((o: { tenant?: string }) =>
+    withDb(async (db) => {
+      const tenants = o.tenant ? [await resolveTenant(db, o.tenant)] : await db("tenants").select("id");
+      const reports = [];
+      for (const t of tenants) reports.push(await verifyTenantChain(db, t.id));
+      const ok = reports.every((r) => r.ok);
+      if (!ok) process.exitCode = 1;
+      return { ok, tenants: reports };
+    }),
   );
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
