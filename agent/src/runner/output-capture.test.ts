@@ -1,5 +1,6 @@
 import test from "ava";
 import { CappedText, CrlfToLf, MarkerScanner, StreamCapture } from "./output-capture.js";
+import { Scrubber, SecretMatcher } from "./scrubber.js";
 
 const MARKER = "\x1fRCEND-abc-";
 
@@ -46,4 +47,21 @@ test("output capture - cap never splits a multi-byte character", (t) => {
   const capped = new CappedText("stderr", 4);
   capped.push("abc€"); // € is 3 bytes: only "abc" fits
   t.is(capped.text(), "abc\n[relayctl: stderr truncated at 4 bytes]\n");
+});
+
+test("output capture - secrets are scrubbed before the cap, so a cut secret leaves no head", (t) => {
+  const scrubber = new Scrubber(new SecretMatcher(["SECRETVALUE"]));
+  const capture = new StreamCapture("stdout", 10, new MarkerScanner(MARKER, 4), true, scrubber);
+  capture.write(Buffer.from("abcdefgSECR"));
+  capture.write(Buffer.from(`ETVALUE and more${MARKER}000\x1f`));
+  t.is(capture.text(), "abcdefg***\n[relayctl: stdout truncated at 10 bytes]\n");
+});
+
+test("output capture - a secret right before the end marker is scrubbed and the marker still found", (t) => {
+  const scrubber = new Scrubber(new SecretMatcher(["SECRETVALUE", `x${MARKER}`]));
+  const capture = new StreamCapture("stdout", 1000, new MarkerScanner(MARKER, 4), true, scrubber);
+  t.false(capture.write(Buffer.from("out SECRETVALU")));
+  t.true(capture.write(Buffer.from(`E\r\nx${MARKER}007\x1f`)));
+  t.is(capture.marker.suffix, "007\x1f");
+  t.is(capture.text(), "out ***\nx");
 });

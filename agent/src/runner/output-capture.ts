@@ -1,9 +1,10 @@
 // Text capture for one output stream of a run. Bytes are decoded with a
 // StringDecoder (a multi-byte character may be split across chunks), an end marker
-// is looked for across chunk boundaries, and what is kept is capped in bytes so a
-// chatty command cannot grow the agent's memory: past the cap we keep reading (to
-// find the marker) but stop buffering.
+// is looked for across chunk boundaries, the job's secrets are scrubbed, and what
+// is kept is capped in bytes so a chatty command cannot grow the agent's memory:
+// past the cap we keep reading (to find the marker) but stop buffering.
 import { StringDecoder } from "node:string_decoder";
+import type { Scrubber } from "./scrubber.js";
 
 /** Finds `prefix` followed by `suffixLength` more characters in a chunked text stream. */
 export class MarkerScanner {
@@ -70,6 +71,11 @@ export class CappedText {
     readonly capBytes: number,
   ) {}
 
+  /** True once the cap was reached: nothing more is kept. */
+  get full(): boolean {
+    return this.#truncated;
+  }
+
   push(text: string): void {
     if (this.#truncated || text.length === 0) return;
     const size = Buffer.byteLength(text);
@@ -98,7 +104,19 @@ function cutToBytes(text: string, bytes: number): string {
   return buf.toString("utf8", 0, end);
 }
 
-/** bytes → text → (marker scan) → (CRLF fix) → capped text: one output stream of a run. */
+/**
+ * bytes → text → (marker scan) → (CRLF fix) → (scrub) → capped text: one output
+ * stream of a run.
+ *
+ * The order is what makes it safe. The marker is looked for before scrubbing, so a
+ * `***` can never make or break it. Scrubbing comes after the CRLF fix, so a
+ * multi-line secret reads as it was handed to us ("\n", not the pty's "\r\n").
+ * And it comes before the cap: the cap cuts at a byte count, so a secret running
+ * across the cut would be left as a head no form matches any more, and scrubbing
+ * after the cap would leak that head. Scrubbed first, the cut falls in text that
+ * is final, at worst through a `***`. Past the cap nothing is kept, so nothing is
+ * scrubbed either: a huge output costs the scan only for its first cap bytes.
+ */
 export class StreamCapture {
   readonly #decoder = new StringDecoder("utf8");
   readonly #crlf: CrlfToLf | undefined;
@@ -109,6 +127,8 @@ export class StreamCapture {
     capBytes: number,
     readonly marker: MarkerScanner,
     fromPty: boolean,
+    /** Removes the job's secrets; none: the text is kept as it is. */
+    readonly scrubber?: Scrubber,
   ) {
     this.#out = new CappedText(stream, capBytes);
     this.#crlf = fromPty ? new CrlfToLf() : undefined;
@@ -118,15 +138,14 @@ export class StreamCapture {
   write(chunk: Buffer): boolean {
     this.#keep(this.marker.feed(this.#decoder.write(chunk)));
     if (this.marker.suffix === undefined) return false;
-    // A lone "\r" just before the marker is output, not half of a pty "\r\n".
-    if (this.#crlf) this.#out.push(this.#crlf.flush());
+    this.#close();
     return true;
   }
 
   /** The stream ended without a marker: keep everything that was held back. */
   end(): void {
     this.#keep(this.marker.feed(this.#decoder.end()) + this.marker.flush());
-    if (this.#crlf) this.#out.push(this.#crlf.flush());
+    this.#close();
   }
 
   text(): string {
@@ -134,6 +153,16 @@ export class StreamCapture {
   }
 
   #keep(text: string): void {
-    this.#out.push(this.#crlf ? this.#crlf.feed(text) : text);
+    if (this.#out.full) return;
+    const lf = this.#crlf ? this.#crlf.feed(text) : text;
+    this.#out.push(this.scrubber ? this.scrubber.write(lf) : lf);
+  }
+
+  /** Nothing more will come: push what the CRLF fix and the scrubber held back. */
+  #close(): void {
+    if (this.#out.full) return;
+    // A lone "\r" just before the marker is output, not half of a pty "\r\n".
+    const rest = this.#crlf ? this.#crlf.flush() : "";
+    this.#out.push(this.scrubber ? this.scrubber.write(rest) + this.scrubber.end() : rest);
   }
 }

@@ -28,7 +28,11 @@ test("pty runner - non-zero exit code is reported", async (t) => {
 });
 
 test("pty runner - env is added on top of the agent's and TERM is dumb", async (t) => {
-  const out = await run('echo "$GREETING|$TERM|${PATH:+has-path}"', { env: { GREETING: "hi there" } });
+  // secrets: [] — env values are scrubbed by default, and here we want to see one.
+  const out = await run('echo "$GREETING|$TERM|${PATH:+has-path}"', {
+    env: { GREETING: "hi there" },
+    secrets: [],
+  });
   t.is(out.stdout, "hi there|dumb|has-path\n");
 });
 
@@ -123,4 +127,43 @@ test("pty runner - a command reading stdin gets EOF at once instead of hanging",
   });
   t.is(outcome.status, "completed");
   t.is(outcome.stdout, "eof\ntty\n");
+});
+
+test("pty runner - env values are scrubbed from stdout and stderr, also base64-encoded", async (t) => {
+  const token = "tok-3f9a/Zq+Secret value";
+  const out = await run(
+    `printf '%s\\n' "$TOKEN"; printf '%s' "$TOKEN" | base64; echo "$TOKEN" >&2; echo done`,
+    { env: { TOKEN: token, MODE: "on" } },
+  );
+  t.is(out.status, "completed");
+  t.is(out.stdout, "***\n***\ndone\n");
+  t.is(out.stderr, "***\n");
+  const everything = JSON.stringify(out);
+  t.false(everything.includes(token), "the raw value appears nowhere in the result");
+  t.false(everything.includes(Buffer.from(token).toString("base64").slice(0, 12)));
+});
+
+test("pty runner - secrets passed apart from env are scrubbed, short env values are not", async (t) => {
+  const out = await run("echo login with hunter2-password as $MODE; echo hunter2-password >&2", {
+    env: { MODE: "on" },
+    secrets: ["hunter2-password", "on"],
+  });
+  t.is(out.stdout, "login with *** as on\n");
+  t.is(out.stderr, "***\n");
+});
+
+test("pty runner - a secret cut by the output cap is not half-leaked", async (t) => {
+  const small = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 1000, killGraceMs: 300 });
+  t.teardown(() => small.close());
+  const secret = "LongSecretValue-0123456789";
+  const out = await small.run({
+    command: `head -c 998 /dev/zero | tr '\\0' a; echo "$S"; echo "$S" >&2; head -c 2000 /dev/zero >&2`,
+    workingDirectory: "",
+    env: { S: secret },
+    deadlineSeconds: 30,
+  });
+  // Capped first, "Lo" would have been kept; scrubbed first, the cap cuts the `***`.
+  t.is(out.stdout, `${"a".repeat(998)}**\n[relayctl: stdout truncated at 1000 bytes]\n`);
+  t.true(out.stderr.startsWith("***\n"));
+  t.false(JSON.stringify(out).includes(secret.slice(0, 2)));
 });

@@ -7,7 +7,8 @@
 // per-run nonce and the exit code, and blocks on the tty until we write the ack
 // ("\n"). Everything before the marker is the command's stdout; only then does the
 // wrapper exit. stderr goes through a FIFO (see stderr-fifo.ts), drained up to our
-// own sentinel, which we write once the marker has arrived.
+// own sentinel, which we write once the marker has arrived. Both streams are
+// scrubbed of the job's secrets on the way (scrubber.ts), after the marker scan.
 import { randomBytes } from "node:crypto";
 import { statSync } from "node:fs";
 import { homedir } from "node:os";
@@ -16,6 +17,7 @@ import * as pty from "node-pty";
 import { MarkerScanner, StreamCapture } from "./output-capture.js";
 import { killProcessGroup } from "./process-tree.js";
 import type { CommandRunner, RunOutcome, RunRequest } from "./runner.js";
+import { Scrubber, SecretMatcher } from "./scrubber.js";
 import { FifoPool, StderrFifo } from "./stderr-fifo.js";
 
 // $1 command, $2 stderr FIFO, $3 nonce. The subshell keeps an `exit` or `exec` in
@@ -52,7 +54,9 @@ export class PtyRunner implements CommandRunner {
     if (problem) return notRun(problem, started);
 
     const nonce = randomBytes(8).toString("hex");
-    const stderr = new StderrFifo(await this.#fifos.take(), this.options.outputCapBytes, nonce);
+    const secrets = new SecretMatcher(request.secrets ?? Object.values(request.env));
+    const scrubber = () => (secrets.empty ? undefined : new Scrubber(secrets));
+    const stderr = new StderrFifo(await this.#fifos.take(), this.options.outputCapBytes, nonce, scrubber());
     let child: pty.IPty;
     try {
       const env: Record<string, string> = { ...stringEnv(process.env), TERM: "dumb", ...request.env };
@@ -72,7 +76,7 @@ export class PtyRunner implements CommandRunner {
       stderr.abandon();
       return notRun(`cannot start ${this.options.shell}: ${(err as Error).message}`, started);
     }
-    const run = new PtyRun(child, stderr, nonce, request, this.options, started);
+    const run = new PtyRun(child, stderr, nonce, scrubber(), request, this.options, started);
     this.#fifos.refill(); // now, while the command starts up, not on the next run's path
     return run.outcome;
   }
@@ -96,6 +100,7 @@ class PtyRun {
     readonly child: pty.IPty,
     readonly stderr: StderrFifo,
     nonce: string,
+    scrubber: Scrubber | undefined,
     readonly request: RunRequest,
     readonly options: PtyRunnerOptions,
     readonly started: number,
@@ -108,6 +113,7 @@ class PtyRun {
       options.outputCapBytes,
       new MarkerScanner(`\x1fRCEND-${nonce}-`, 4),
       true,
+      scrubber,
     );
     // node-pty types onData as string; with `encoding: null` it hands over Buffers.
     child.onData((data) => this.#onData(data as unknown as Buffer));

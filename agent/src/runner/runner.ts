@@ -11,6 +11,14 @@ export interface RunRequest {
   env: Record<string, string>;
   /** Hard deadline in seconds; 0 means none. Past it the whole process tree is killed. */
   deadlineSeconds: number;
+  /**
+   * Values removed from stdout and stderr, in every form scrubber.ts knows, before
+   * the outcome is returned; values under 4 characters are left alone. A job kind
+   * that hands the command other secrets (a registry password) passes them here,
+   * with the env values it wants scrubbed too.
+   * @default the values of `env`
+   */
+  secrets?: string[];
 }
 
 export type RunStatus = "completed" | "failed" | "timeout";

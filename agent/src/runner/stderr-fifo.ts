@@ -18,6 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { MarkerScanner, StreamCapture } from "./output-capture.js";
+import type { Scrubber } from "./scrubber.js";
 
 const execFileAsync = promisify(execFile);
 
@@ -98,9 +99,12 @@ export class StderrFifo {
     readonly path: string,
     capBytes: number,
     nonce: string,
+    /** Removes the job's secrets (after the sentinel scan, so it cannot touch the sentinel). */
+    scrubber?: Scrubber,
   ) {
     this.#sentinel = `\x1fRCERR-${nonce}\x1f`;
-    this.#capture = new StreamCapture("stderr", capBytes, new MarkerScanner(this.#sentinel, 0), false);
+    const sentinel = new MarkerScanner(this.#sentinel, 0);
+    this.#capture = new StreamCapture("stderr", capBytes, sentinel, false, scrubber);
     const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
     this.#socket = new Socket({ fd, readable: true, writable: true });
     this.#done = new Promise((resolve, reject) => {
