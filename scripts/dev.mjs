@@ -2,7 +2,7 @@
 // make dev: runs the control plane (api + gateway in one process, SQLite, in-process bus) and one
 // local agent enrolled as server "local", forwards both logs, and prints a curl that runs a
 // command through the automation API. State lives in <repo>/.relayctl: dev.db, agent/ and dev.json
-// (base_url, automation_key, server_id, server_name; mode 0600), reused by the next run.
+// (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by the next run.
 //
 //   node scripts/dev.mjs          run until Ctrl-C
 //   node scripts/dev.mjs --once   smoke check: start, exec `echo relayctl-dev-ok`, stop (also RELAYCTL_DEV_SMOKE=1)
@@ -319,13 +319,25 @@ async function createTenantKeyAndJoinToken(env) {
     env,
     "key",
   );
+  const apiKey = await createApiKey(env);
   const token = await runJson(
     "admin create-join-token",
     [SERVER_MAIN, "admin", "create-join-token", "--tenant", tenant.tenant_id, "--server-name", SERVER_NAME],
     env,
     "join_token",
   );
-  return { key: key.key, joinToken: token.join_token };
+  return { key: key.key, apiKey, joinToken: token.join_token };
+}
+
+/** A regular API key (X-API-Key) of the dev tenant, for the management API (/api/...). */
+async function createApiKey(env) {
+  const out = await runJson(
+    "admin create-api-key",
+    [SERVER_MAIN, "admin", "create-api-key", "--tenant", TENANT_NAME, "--name", "dev"],
+    env,
+    "key",
+  );
+  return out.key;
 }
 
 // --- run -------------------------------------------------------------------------------------
@@ -343,7 +355,7 @@ ${paint("32;1", "relayctl is running")}
   API       ${state.base_url}
   gateway   ${gatewayUrl}
   server    ${state.server_name} (${state.server_id})
-  state     ${STATE_DIR} (dev.json holds the automation key)
+  state     ${STATE_DIR} (dev.json holds the automation key and an API key)
 
 Run a command on the local server:
   ${curl}
@@ -411,6 +423,11 @@ async function main() {
   if (!state) {
     await wipeState();
     firstRun = await createTenantKeyAndJoinToken(serverEnv);
+  } else if (!state.api_key) {
+    // dev.json of a build before API keys: add one, keep the rest.
+    state = { ...state, api_key: await createApiKey(serverEnv) };
+    await writeDevJson(state);
+    say(`created an API key for tenant "${TENANT_NAME}"; wrote ${DEV_JSON}`);
   }
 
   const server = startChild("control-plane", [SERVER_MAIN, "serve"], serverEnv, "36");
@@ -428,6 +445,7 @@ async function main() {
     state = {
       base_url: baseUrl,
       automation_key: firstRun.key,
+      api_key: firstRun.apiKey,
       server_id: enrolled.server_id,
       server_name: enrolled.server_name ?? SERVER_NAME,
     };

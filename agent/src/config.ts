@@ -46,6 +46,11 @@ const schema = z
      * to start. Set /bin/bash, or write `bash -c '...'`, for bash syntax.
      */
     RELAYCTL_AGENT_SHELL: z.string().min(1).optional(),
+    /**
+     * Container engine for restart and registry login/logout: docker, podman, or
+     * auto (docker when on PATH, else podman). @default auto
+     */
+    RELAYCTL_AGENT_CONTAINER_ENGINE: z.enum(["docker", "podman", "auto"]).default("auto"),
     /** pino level; logs are JSON lines on stdout. @default info */
     RELAYCTL_AGENT_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -66,6 +71,7 @@ export interface AgentConfig {
   killGraceMs: number;
   backoff: { minMs: number; maxMs: number };
   shell: string;
+  containerEngine: "docker" | "podman" | "auto";
   logLevel: LogLevel;
 }
 
@@ -89,6 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     killGraceMs: c.RELAYCTL_AGENT_KILL_GRACE_MS,
     backoff: { minMs: c.RELAYCTL_AGENT_BACKOFF_MIN_MS, maxMs: c.RELAYCTL_AGENT_BACKOFF_MAX_MS },
     shell: c.RELAYCTL_AGENT_SHELL ?? "/bin/sh",
+    containerEngine: c.RELAYCTL_AGENT_CONTAINER_ENGINE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
   };
 }

@@ -50,6 +50,17 @@ const schema = z
     RELAYCTL_SWEEP_INTERVAL_MS: int(50, 600_000).default(1000),
     /** Trust X-Forwarded-For from a proxy in front of the api. @default false */
     RELAYCTL_TRUST_PROXY: bool.default(false),
+    /**
+     * Base64 of 32 random bytes: the AES-256-GCM key of stored secrets (registry
+     * passwords). Optional; without it the registry credential endpoints and
+     * registry login answer 503 RC_ERR_MASTER_KEY_UNSET. @default unset
+     */
+    RELAYCTL_MASTER_KEY: z
+      .string()
+      .refine((v) => /^[A-Za-z0-9+/]+={0,2}$/.test(v) && Buffer.from(v, "base64").length === 32, {
+        message: "must be the base64 of exactly 32 bytes (openssl rand -base64 32)",
+      })
+      .optional(),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -83,6 +94,8 @@ export interface Config {
   leaseMs: number;
   sweepIntervalMs: number;
   trustProxy: boolean;
+  /** AES-256-GCM key of stored secrets; undefined when RELAYCTL_MASTER_KEY is unset. */
+  masterKey: Buffer | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
 }
 
@@ -151,6 +164,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     leaseMs: c.RELAYCTL_LEASE_MS,
     sweepIntervalMs: c.RELAYCTL_SWEEP_INTERVAL_MS,
     trustProxy: c.RELAYCTL_TRUST_PROXY,
+    masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
     logLevel: c.RELAYCTL_LOG_LEVEL,
   };
 }

@@ -88,7 +88,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     return handle;
   };
 
-  const { key, keyId } = await createKey();
+  // The cluster's own key gets the contract's maximum rate limit: tests drive many
+  // calls through it; rate-limit tests create keys with small limits of their own.
+  const { key, keyId } = await createKey(["--rate-limit", "1000"]);
   const first = await addServer({ start: true });
   const stop = async () => {
     for (const a of agents) await a.stop();

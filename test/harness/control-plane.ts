@@ -42,6 +42,8 @@ function serverEnv(opts: ControlPlaneOptions): NodeJS.ProcessEnv {
     RELAYCTL_GATEWAY_LISTEN: gateway,
     RELAYCTL_PUBLIC_GATEWAY_URLS: `grpc://${gateway}`,
     RELAYCTL_LOG_LEVEL: "debug",
+    // A fixed test-only master key (base64 of 32 bytes) for stored registry credentials.
+    RELAYCTL_MASTER_KEY: "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=",
     ...TEST_TIMINGS,
     ...opts.env,
   });

@@ -54,7 +54,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     killGraceMs: cfg.killGraceMs,
     fifoDir: join(stateDir, "fifo"), // emptied at start: no FIFOs left over from a crashed agent
   });
-  const dispatcher = await Dispatcher.open({ stateDir, runner, log });
+  const dispatcher = await Dispatcher.open({ stateDir, runner, log, containerEngine: cfg.containerEngine });
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,
     credential: enrolled.agent_credential,

@@ -10,8 +10,10 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
+import { type EngineSetting, selectEngine } from "../engine/select.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../runner/runner.js";
+import { runRegistryLoginJob, runRegistryLogoutJob, runRestartJob } from "./container.js";
 import { failedResult, runExecJob } from "./exec.js";
 import { Journal } from "./journal.js";
 import { ResultStore } from "./result-store.js";
@@ -26,6 +28,8 @@ export interface DispatcherOptions {
   stateDir: string;
   runner: CommandRunner;
   log: Logger;
+  /** Container engine for restart and registry jobs. @default auto */
+  containerEngine?: EngineSetting;
 }
 
 export class Dispatcher {
@@ -40,6 +44,7 @@ export class Dispatcher {
     readonly results: ResultStore,
     readonly runner: CommandRunner,
     readonly log: Logger,
+    readonly containerEngine: EngineSetting,
   ) {}
 
   static async open(options: DispatcherOptions): Promise<Dispatcher> {
@@ -47,7 +52,13 @@ export class Dispatcher {
     const results = new ResultStore(join(options.stateDir, "results"));
     await results.init();
     const journal = await Journal.open(join(options.stateDir, "journal.log"));
-    const dispatcher = new Dispatcher(journal, results, options.runner, options.log);
+    const dispatcher = new Dispatcher(
+      journal,
+      results,
+      options.runner,
+      options.log,
+      options.containerEngine ?? "auto",
+    );
     await dispatcher.#recoverInterrupted();
     return dispatcher;
   }
@@ -131,6 +142,12 @@ export class Dispatcher {
       switch (job.kind?.$case) {
         case "exec":
           return await runExecJob(this.runner, job.operationId, job.kind.exec);
+        case "restart":
+          return await runRestartJob(this.#engine(), job.operationId, job.kind.restart);
+        case "registryLogin":
+          return await runRegistryLoginJob(this.#engine(), job.operationId, job.kind.registryLogin);
+        case "registryLogout":
+          return await runRegistryLogoutJob(this.#engine(), job.operationId, job.kind.registryLogout);
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
       }
@@ -176,6 +193,10 @@ export class Dispatcher {
       }
       await this.journal.done(id);
     }
+  }
+
+  #engine() {
+    return selectEngine(this.containerEngine);
   }
 
   #emit(msg: AgentMessage["msg"]): void {

@@ -5,6 +5,8 @@ import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import type { ApiContext } from "./context.js";
 import { installErrorHandling } from "./errors.js";
 import { automationApi } from "./automation/index.js";
+import { registryCredentialsApi } from "../registry/credentials-api.js";
+import { managementApi } from "./management/index.js";
 
 export async function buildApi(
   ctx: ApiContext,
@@ -33,6 +35,8 @@ export async function buildApi(
   });
   app.get("/healthz", async () => ({ status: "ok" }));
   await app.register(automationApi(ctx), { prefix: "/api/automation/v1" });
+  await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
+  await app.register(registryCredentialsApi(ctx), { prefix: "/api/registry-credentials" });
   return app;
 }

@@ -1,10 +1,12 @@
 // Automation-key authentication (`Authorization: Bearer rca_...`) for the
 // Automation API. Keys are looked up by the SHA-256 of the whole token; revoked
-// and expired keys are refused with a detail that says which.
+// and expired keys are refused with a detail that says which. The key's scope
+// (servers, operations, IP allowlist, rate limit) comes with the principal.
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
 import { sha256Hex } from "../lib/secrets.js";
+import type { KeyActor } from "./security-audit.js";
 
 export interface AutomationPrincipal {
   keyId: string;
@@ -12,11 +14,16 @@ export interface AutomationPrincipal {
   tenantId: string;
   servers: string[];
   operations: string[];
+  allowedCredentialIds: string[];
+  ipAllowlist: string[];
+  rateLimit: number;
 }
 
 declare module "fastify" {
   interface FastifyRequest {
     principal: AutomationPrincipal;
+    /** The presented key once it is found in the database, even when it is refused. */
+    keyActor: KeyActor | null;
   }
 }
 
@@ -26,6 +33,9 @@ interface KeyRow {
   tenant_id: string;
   servers: string;
   operations: string;
+  allowed_credential_ids: string;
+  ip_allowlist: string;
+  rate_limit: number;
   expires_at: number | null;
   revoked_at: number | null;
 }
@@ -53,10 +63,14 @@ export async function authenticateAutomationKey(db: Knex, req: FastifyRequest): 
       "tenant_id",
       "servers",
       "operations",
+      "allowed_credential_ids",
+      "ip_allowlist",
+      "rate_limit",
       "expires_at",
       "revoked_at",
     );
   if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
+  req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "automation_key" };
   if (row.revoked_at !== null) throw new RcError("RC_ERR_KEY_REVOKED");
   if (row.expires_at !== null && Number(row.expires_at) <= Date.now())
     throw new RcError("RC_ERR_KEY_EXPIRED");
@@ -66,5 +80,15 @@ export async function authenticateAutomationKey(db: Knex, req: FastifyRequest): 
     tenantId: row.tenant_id,
     servers: JSON.parse(row.servers),
     operations: JSON.parse(row.operations),
+    allowedCredentialIds: JSON.parse(row.allowed_credential_ids),
+    ipAllowlist: JSON.parse(row.ip_allowlist),
+    rateLimit: Number(row.rate_limit),
   };
+}
+
+/** 403 unless the key's operation scope allows `operation` (an empty scope allows all). */
+export function requireOperation(principal: AutomationPrincipal, operation: string): void {
+  if (principal.operations.length > 0 && !principal.operations.includes(operation)) {
+    throw new RcError("RC_ERR_FORBIDDEN", `operation '${operation}' is outside this key's operation scope`);
+  }
 }

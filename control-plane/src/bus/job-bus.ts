@@ -6,16 +6,23 @@
 // gateway side: serveServer() while it holds an agent's stream; publishDone() after
 //               a result is stored; takeovers close older streams of a server.
 
-/** A job as it travels on the bus. `env` values live only in memory, never stored. */
-export interface JobEnvelope {
-  operation_id: string;
-  exec: {
-    command: string;
-    working_directory: string;
-    env: Record<string, string>;
-    deadline_seconds: number;
-  };
-}
+/**
+ * A job as it travels on the bus: exactly one kind besides operation_id. `env`
+ * values and registry passwords live only in memory, never stored or logged.
+ */
+export type JobEnvelope = { operation_id: string } & (
+  | {
+      exec: {
+        command: string;
+        working_directory: string;
+        env: Record<string, string>;
+        deadline_seconds: number;
+      };
+    }
+  | { restart: { container_name: string; deadline_seconds: number } }
+  | { registry_login: { registry: string; username: string; password: string; deadline_seconds: number } }
+  | { registry_logout: { registry: string; deadline_seconds: number } }
+);
 
 /** Published on relayctl.op.<id>.done once the final state is stored. */
 export interface DoneEvent {

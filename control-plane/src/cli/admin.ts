@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { createApiKey as insertApiKey, revokeApiKey as markApiKeyRevoked } from "../auth/api-key.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 
 export class AdminError extends Error {}
@@ -35,7 +36,7 @@ export async function createTenant(db: Knex, name: string) {
 
 export async function createAutomationKey(
   db: Knex,
-  opts: { tenant: string; name: string; expiresAt?: string },
+  opts: { tenant: string; name: string; expiresAt?: string; rateLimit?: number },
 ): Promise<{ key_id: string; key: string; tenant_id: string; expires_at: string | null }> {
   const tenant = await resolveTenant(db, opts.tenant);
   let expiresAt: number | null = null;
@@ -43,6 +44,10 @@ export async function createAutomationKey(
     expiresAt = Date.parse(opts.expiresAt);
     if (Number.isNaN(expiresAt))
       throw new AdminError(`--expires-at: '${opts.expiresAt}' is not an ISO 8601 date`);
+  }
+  const rateLimit = opts.rateLimit ?? 100;
+  if (!Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > 1000) {
+    throw new AdminError("--rate-limit: requests per minute, a whole number from 1 to 1000");
   }
   const key = mintToken("rca_");
   const id = randomUUID();
@@ -57,7 +62,7 @@ export async function createAutomationKey(
       operations: "[]",
       allowed_credential_ids: "[]",
       ip_allowlist: "[]",
-      rate_limit: 100,
+      rate_limit: opts.rateLimit ?? 100,
       expires_at: expiresAt,
       created_at: Date.now(),
     });
@@ -95,6 +100,19 @@ export async function revokeAutomationKey(db: Knex, keyId: string) {
     });
   });
   return { key_id: keyId, revoked_at: new Date(revokedAt).toISOString() };
+}
+
+/** A regular API key (`X-API-Key: rck_...`) of the tenant; the secret is printed once. */
+export async function createApiKey(db: Knex, opts: { tenant: string; name: string }) {
+  const tenant = await resolveTenant(db, opts.tenant);
+  if (opts.name.length < 1 || opts.name.length > 128) throw new AdminError("--name: 1-128 characters");
+  return { ...(await insertApiKey(db, tenant.id, opts.name, "admin-cli")), tenant_id: tenant.id };
+}
+
+export async function revokeApiKey(db: Knex, keyId: string) {
+  const out = UUID.test(keyId) ? await markApiKeyRevoked(db, keyId, "admin-cli") : null;
+  if (!out) throw new AdminError(`API key '${keyId}' not found`);
+  return out;
 }
 
 export async function createJoinToken(

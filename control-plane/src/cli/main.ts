@@ -7,10 +7,12 @@ import { migrateWithRetry, openDb } from "../db/knex.js";
 import { serve } from "../serve.js";
 import {
   AdminError,
+  createApiKey,
   createAutomationKey,
   createJoinToken,
   createTenant,
   resolveTenant,
+  revokeApiKey,
   revokeAutomationKey,
 } from "./admin.js";
 
@@ -53,14 +55,27 @@ admin
   .requiredOption("--tenant <id|name>", "tenant id or name")
   .requiredOption("--name <name>", "a name for the key")
   .option("--expires-at <iso>", "expiry date (ISO 8601)")
-  .action((o: { tenant: string; name: string; expiresAt?: string }) =>
-    withDb((db) => createAutomationKey(db, o)),
+  .option("--rate-limit <n>", "requests per minute (1-1000)", "100")
+  .action((o: { tenant: string; name: string; expiresAt?: string; rateLimit: string }) =>
+    withDb((db) => createAutomationKey(db, { ...o, rateLimit: Number(o.rateLimit) })),
   );
 
 admin
   .command("revoke-automation-key")
   .requiredOption("--key-id <id>", "automation key id")
   .action((o: { keyId: string }) => withDb((db) => revokeAutomationKey(db, o.keyId)));
+
+admin
+  .command("create-api-key")
+  .description("create a regular API key (X-API-Key: rck_...) with full access to the tenant")
+  .requiredOption("--tenant <id|name>", "tenant id or name")
+  .requiredOption("--name <name>", "a name for the key")
+  .action((o: { tenant: string; name: string }) => withDb((db) => createApiKey(db, o)));
+
+admin
+  .command("revoke-api-key")
+  .requiredOption("--key-id <id>", "API key id")
+  .action((o: { keyId: string }) => withDb((db) => revokeApiKey(db, o.keyId)));
 
 admin
   .command("create-join-token")

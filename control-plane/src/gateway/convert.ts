@@ -1,26 +1,49 @@
 // Bus JSON <-> agent.v1 protobuf messages.
-import { type GatewayMessage, type JobResult, JobStatus } from "@relayctl/proto";
+import { type GatewayMessage, type Job, type JobResult, JobStatus } from "@relayctl/proto";
 import type { JobEnvelope } from "../bus/job-bus.js";
 import type { FinalResult } from "../operations/store.js";
 
-export function jobMessage(job: JobEnvelope): GatewayMessage {
-  return {
-    msg: {
-      $case: "job",
-      job: {
-        operationId: job.operation_id,
-        kind: {
-          $case: "exec",
-          exec: {
-            command: job.exec.command,
-            workingDirectory: job.exec.working_directory,
-            env: job.exec.env,
-            deadlineSeconds: job.exec.deadline_seconds,
-          },
-        },
+function jobKind(job: JobEnvelope): Job["kind"] {
+  if ("exec" in job) {
+    return {
+      $case: "exec",
+      exec: {
+        command: job.exec.command,
+        workingDirectory: job.exec.working_directory,
+        env: job.exec.env,
+        deadlineSeconds: job.exec.deadline_seconds,
       },
+    };
+  }
+  if ("restart" in job) {
+    return {
+      $case: "restart",
+      restart: { containerName: job.restart.container_name, deadlineSeconds: job.restart.deadline_seconds },
+    };
+  }
+  if ("registry_login" in job) {
+    const l = job.registry_login;
+    return {
+      $case: "registryLogin",
+      registryLogin: {
+        registry: l.registry,
+        username: l.username,
+        password: l.password,
+        deadlineSeconds: l.deadline_seconds,
+      },
+    };
+  }
+  return {
+    $case: "registryLogout",
+    registryLogout: {
+      registry: job.registry_logout.registry,
+      deadlineSeconds: job.registry_logout.deadline_seconds,
     },
   };
+}
+
+export function jobMessage(job: JobEnvelope): GatewayMessage {
+  return { msg: { $case: "job", job: { operationId: job.operation_id, kind: jobKind(job) } } };
 }
 
 const STATUS: Record<number, FinalResult["status"]> = {

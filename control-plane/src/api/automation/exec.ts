@@ -1,7 +1,8 @@
 // POST /api/automation/v1/exec — run a shell command on a server.
 // 200 with the result when it finishes within timeout_seconds, else 202 running;
 // 409 when the server's agent is not connected (the operation is recorded failed).
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
 import { dispatchAndWait } from "../../operations/dispatch.js";
 import { createOperation } from "../../operations/store.js";
@@ -37,7 +38,10 @@ const bodySchema = {
 export const execRoute =
   (ctx: ApiContext): FastifyPluginAsync =>
   async (app) => {
-    app.post<{ Body: ExecBody }>("/exec", { schema: { body: bodySchema } }, async (req, reply) => {
+    // Scope before body validation: a key without `exec` learns nothing about the body rules.
+    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "exec");
+    const opts = { schema: { body: bodySchema }, preValidation };
+    app.post<{ Body: ExecBody }>("/exec", opts, async (req, reply) => {
       const body = req.body;
       const size = envBytes(body.env);
       if (size > LIMITS.envBytes) {

@@ -1,9 +1,10 @@
-// GET /api/automation/v1/operations/{operation_id} — the Operation resource.
+// GET /api/automation/v1/operations/{operation_id} — the Operation resource;
+// GET /api/automation/v1/operations?run_id=... — the operations of one run, newest first.
 import type { FastifyPluginAsync } from "fastify";
 import { RcError } from "../../errors.js";
-import { getOperation } from "../../operations/store.js";
+import { getOperation, presentOperation } from "../../operations/store.js";
 import type { ApiContext } from "../context.js";
-import { UUID_PATTERN } from "./schemas.js";
+import { UUID_PATTERN, runIdSchema } from "./schemas.js";
 
 const uuid = new RegExp(UUID_PATTERN);
 
@@ -14,5 +15,24 @@ export const operationsRoute =
       const id = req.params.operation_id;
       if (!uuid.test(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
       return getOperation(ctx.db, req.principal.tenantId, id.toLowerCase());
+    });
+    const querystring = {
+      type: "object",
+      required: ["run_id"],
+      additionalProperties: false,
+      properties: { run_id: runIdSchema },
+    } as const;
+    app.get<{ Querystring: { run_id: string } }>("/operations", { schema: { querystring } }, async (req) => {
+      const rows = await ctx
+        .db("operations as o")
+        .join("servers as s", "s.id", "o.server_id")
+        .where({ "o.tenant_id": req.principal.tenantId, "o.run_id": req.query.run_id })
+        .orderBy([
+          { column: "o.started_at", order: "desc" },
+          { column: "o.id", order: "desc" },
+        ])
+        .limit(1000)
+        .select("o.*", "s.name as server_name");
+      return { run_id: req.query.run_id, operations: rows.map(presentOperation) };
     });
   };

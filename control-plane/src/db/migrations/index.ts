@@ -2,6 +2,8 @@
 // same from src/ under tsx and from dist/ after the build.
 import type { Knex } from "knex";
 import * as m001 from "./001_init.js";
+import * as m002 from "./002_keys.js";
+import * as m003 from "./003_registry.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -10,6 +12,8 @@ interface Migration {
 
 const MIGRATIONS: Record<string, Migration> = {
   "001_init": m001,
+  "002_keys": m002,
+  "003_registry": m003,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

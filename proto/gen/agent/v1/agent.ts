@@ -144,7 +144,12 @@ export interface Welcome {
 
 export interface Job {
   operationId: string;
-  kind: { $case: "exec"; exec: ExecJob } | undefined;
+  kind:
+    | { $case: "exec"; exec: ExecJob }
+    | { $case: "restart"; restart: RestartJob }
+    | { $case: "registryLogin"; registryLogin: RegistryLoginJob }
+    | { $case: "registryLogout"; registryLogout: RegistryLogoutJob }
+    | undefined;
 }
 
 export interface ExecJob {
@@ -158,6 +163,32 @@ export interface ExecJob {
 export interface ExecJob_EnvEntry {
   key: string;
   value: string;
+}
+
+/**
+ * `<engine> restart <container_name>`, the name passed as one argv entry (never
+ * through a shell). The engine (docker or podman) is the agent's setting.
+ */
+export interface RestartJob {
+  containerName: string;
+  deadlineSeconds: number;
+}
+
+/**
+ * `<engine> login <registry> -u <username> --password-stdin`. The password goes to
+ * the engine's stdin only; the agent scrubs it from the output and never logs it.
+ */
+export interface RegistryLoginJob {
+  registry: string;
+  username: string;
+  password: string;
+  deadlineSeconds: number;
+}
+
+/** `<engine> logout <registry>`. */
+export interface RegistryLogoutJob {
+  registry: string;
+  deadlineSeconds: number;
 }
 
 export interface ResultAck {
@@ -1013,6 +1044,15 @@ export const Job: MessageFns<Job> = {
       case "exec":
         ExecJob.encode(message.kind.exec, writer.uint32(18).fork()).join();
         break;
+      case "restart":
+        RestartJob.encode(message.kind.restart, writer.uint32(26).fork()).join();
+        break;
+      case "registryLogin":
+        RegistryLoginJob.encode(message.kind.registryLogin, writer.uint32(34).fork()).join();
+        break;
+      case "registryLogout":
+        RegistryLogoutJob.encode(message.kind.registryLogout, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1046,6 +1086,36 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "exec", exec: ExecJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "restart", restart: RestartJob.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = {
+              $case: "registryLogin",
+              registryLogin: RegistryLoginJob.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = {
+              $case: "registryLogout",
+              registryLogout: RegistryLogoutJob.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1065,7 +1135,25 @@ export const Job: MessageFns<Job> = {
         : isSet(object.operation_id)
           ? globalThis.String(object.operation_id)
           : "",
-      kind: isSet(object.exec) ? { $case: "exec", exec: ExecJob.fromJSON(object.exec) } : undefined,
+      kind: isSet(object.exec)
+        ? { $case: "exec", exec: ExecJob.fromJSON(object.exec) }
+        : isSet(object.restart)
+          ? { $case: "restart", restart: RestartJob.fromJSON(object.restart) }
+          : isSet(object.registryLogin)
+            ? { $case: "registryLogin", registryLogin: RegistryLoginJob.fromJSON(object.registryLogin) }
+            : isSet(object.registry_login)
+              ? { $case: "registryLogin", registryLogin: RegistryLoginJob.fromJSON(object.registry_login) }
+              : isSet(object.registryLogout)
+                ? {
+                    $case: "registryLogout",
+                    registryLogout: RegistryLogoutJob.fromJSON(object.registryLogout),
+                  }
+                : isSet(object.registry_logout)
+                  ? {
+                      $case: "registryLogout",
+                      registryLogout: RegistryLogoutJob.fromJSON(object.registry_logout),
+                    }
+                  : undefined,
     };
   },
 
@@ -1076,6 +1164,12 @@ export const Job: MessageFns<Job> = {
     }
     if (message.kind?.$case === "exec") {
       obj.exec = ExecJob.toJSON(message.kind.exec);
+    } else if (message.kind?.$case === "restart") {
+      obj.restart = RestartJob.toJSON(message.kind.restart);
+    } else if (message.kind?.$case === "registryLogin") {
+      obj.registryLogin = RegistryLoginJob.toJSON(message.kind.registryLogin);
+    } else if (message.kind?.$case === "registryLogout") {
+      obj.registryLogout = RegistryLogoutJob.toJSON(message.kind.registryLogout);
     }
     return obj;
   },
@@ -1090,6 +1184,30 @@ export const Job: MessageFns<Job> = {
       case "exec": {
         if (object.kind?.exec !== undefined && object.kind?.exec !== null) {
           message.kind = { $case: "exec", exec: ExecJob.fromPartial(object.kind.exec) };
+        }
+        break;
+      }
+      case "restart": {
+        if (object.kind?.restart !== undefined && object.kind?.restart !== null) {
+          message.kind = { $case: "restart", restart: RestartJob.fromPartial(object.kind.restart) };
+        }
+        break;
+      }
+      case "registryLogin": {
+        if (object.kind?.registryLogin !== undefined && object.kind?.registryLogin !== null) {
+          message.kind = {
+            $case: "registryLogin",
+            registryLogin: RegistryLoginJob.fromPartial(object.kind.registryLogin),
+          };
+        }
+        break;
+      }
+      case "registryLogout": {
+        if (object.kind?.registryLogout !== undefined && object.kind?.registryLogout !== null) {
+          message.kind = {
+            $case: "registryLogout",
+            registryLogout: RegistryLogoutJob.fromPartial(object.kind.registryLogout),
+          };
         }
         break;
       }
@@ -1334,6 +1452,309 @@ export const ExecJob_EnvEntry: MessageFns<ExecJob_EnvEntry> = {
     const message = createBaseExecJob_EnvEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseRestartJob(): RestartJob {
+  return { containerName: "", deadlineSeconds: 0 };
+}
+
+export const RestartJob: MessageFns<RestartJob> = {
+  encode(message: RestartJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.containerName !== "") {
+      writer.uint32(10).string(message.containerName);
+    }
+    if (message.deadlineSeconds !== 0) {
+      writer.uint32(16).uint32(message.deadlineSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RestartJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRestartJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.containerName = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.deadlineSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RestartJob {
+    return {
+      containerName: isSet(object.containerName)
+        ? globalThis.String(object.containerName)
+        : isSet(object.container_name)
+          ? globalThis.String(object.container_name)
+          : "",
+      deadlineSeconds: isSet(object.deadlineSeconds)
+        ? globalThis.Number(object.deadlineSeconds)
+        : isSet(object.deadline_seconds)
+          ? globalThis.Number(object.deadline_seconds)
+          : 0,
+    };
+  },
+
+  toJSON(message: RestartJob): unknown {
+    const obj: any = {};
+    if (message.containerName !== "") {
+      obj.containerName = message.containerName;
+    }
+    if (message.deadlineSeconds !== 0) {
+      obj.deadlineSeconds = Math.round(message.deadlineSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RestartJob>, I>>(base?: I): RestartJob {
+    return RestartJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RestartJob>, I>>(object: I): RestartJob {
+    const message = createBaseRestartJob();
+    message.containerName = object.containerName ?? "";
+    message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseRegistryLoginJob(): RegistryLoginJob {
+  return { registry: "", username: "", password: "", deadlineSeconds: 0 };
+}
+
+export const RegistryLoginJob: MessageFns<RegistryLoginJob> = {
+  encode(message: RegistryLoginJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.registry !== "") {
+      writer.uint32(10).string(message.registry);
+    }
+    if (message.username !== "") {
+      writer.uint32(18).string(message.username);
+    }
+    if (message.password !== "") {
+      writer.uint32(26).string(message.password);
+    }
+    if (message.deadlineSeconds !== 0) {
+      writer.uint32(32).uint32(message.deadlineSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegistryLoginJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegistryLoginJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.registry = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.deadlineSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegistryLoginJob {
+    return {
+      registry: isSet(object.registry) ? globalThis.String(object.registry) : "",
+      username: isSet(object.username) ? globalThis.String(object.username) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+      deadlineSeconds: isSet(object.deadlineSeconds)
+        ? globalThis.Number(object.deadlineSeconds)
+        : isSet(object.deadline_seconds)
+          ? globalThis.Number(object.deadline_seconds)
+          : 0,
+    };
+  },
+
+  toJSON(message: RegistryLoginJob): unknown {
+    const obj: any = {};
+    if (message.registry !== "") {
+      obj.registry = message.registry;
+    }
+    if (message.username !== "") {
+      obj.username = message.username;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    if (message.deadlineSeconds !== 0) {
+      obj.deadlineSeconds = Math.round(message.deadlineSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegistryLoginJob>, I>>(base?: I): RegistryLoginJob {
+    return RegistryLoginJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegistryLoginJob>, I>>(object: I): RegistryLoginJob {
+    const message = createBaseRegistryLoginJob();
+    message.registry = object.registry ?? "";
+    message.username = object.username ?? "";
+    message.password = object.password ?? "";
+    message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseRegistryLogoutJob(): RegistryLogoutJob {
+  return { registry: "", deadlineSeconds: 0 };
+}
+
+export const RegistryLogoutJob: MessageFns<RegistryLogoutJob> = {
+  encode(message: RegistryLogoutJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.registry !== "") {
+      writer.uint32(10).string(message.registry);
+    }
+    if (message.deadlineSeconds !== 0) {
+      writer.uint32(16).uint32(message.deadlineSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegistryLogoutJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegistryLogoutJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.registry = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.deadlineSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegistryLogoutJob {
+    return {
+      registry: isSet(object.registry) ? globalThis.String(object.registry) : "",
+      deadlineSeconds: isSet(object.deadlineSeconds)
+        ? globalThis.Number(object.deadlineSeconds)
+        : isSet(object.deadline_seconds)
+          ? globalThis.Number(object.deadline_seconds)
+          : 0,
+    };
+  },
+
+  toJSON(message: RegistryLogoutJob): unknown {
+    const obj: any = {};
+    if (message.registry !== "") {
+      obj.registry = message.registry;
+    }
+    if (message.deadlineSeconds !== 0) {
+      obj.deadlineSeconds = Math.round(message.deadlineSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegistryLogoutJob>, I>>(base?: I): RegistryLogoutJob {
+    return RegistryLogoutJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegistryLogoutJob>, I>>(object: I): RegistryLogoutJob {
+    const message = createBaseRegistryLogoutJob();
+    message.registry = object.registry ?? "";
+    message.deadlineSeconds = object.deadlineSeconds ?? 0;
     return message;
   },
 };

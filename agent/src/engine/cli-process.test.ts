@@ -1,0 +1,39 @@
+import test from "ava";
+import { runCli } from "./cli-process.js";
+
+test("engine cli - argv is passed as is (no shell) and stdin reaches the program", async (t) => {
+  const o = await runCli({
+    binary: "/bin/sh",
+    args: ["-c", 'printf "%s|" "$@"; cat', "sh", "a;id", "$(id)"],
+    stdin: "from-stdin",
+    deadlineSeconds: 10,
+  });
+  t.is(o.status, "completed");
+  t.is(o.exitCode, 0);
+  t.is(o.stdout, "a;id|$(id)|from-stdin");
+});
+
+test("engine cli - secrets are scrubbed from stdout and stderr, also base64", async (t) => {
+  const secret = "hunter2-secret";
+  const o = await runCli({
+    binary: "/bin/sh",
+    args: ["-c", 'read p; echo "pw=$p"; printf "%s" "u:$p" | base64 >&2; exit 3'],
+    stdin: `${secret}\n`,
+    deadlineSeconds: 10,
+    secrets: [secret],
+  });
+  t.is(o.exitCode, 3);
+  t.false(o.stdout.includes(secret), o.stdout);
+  t.is(o.stdout, "pw=***\n");
+  t.false(o.stderr.includes(Buffer.from(`u:${secret}`).toString("base64").slice(4, -4)), o.stderr);
+});
+
+test("engine cli - a missing binary is failed, a slow one is killed at the deadline", async (t) => {
+  const missing = await runCli({ binary: "/nonexistent/docker", args: ["logout", "x"], deadlineSeconds: 5 });
+  t.is(missing.status, "failed");
+  t.is(missing.exitCode, -1);
+  t.regex(missing.error ?? "", /ENOENT/);
+  const slow = await runCli({ binary: "/bin/sleep", args: ["30"], deadlineSeconds: 1 });
+  t.is(slow.status, "timeout");
+  t.not(slow.exitCode, 0);
+});

@@ -1,0 +1,96 @@
+// Runs an engine CLI as a plain child process: argv only (no shell), optional
+// stdin, a hard deadline (SIGTERM, then SIGKILL), capped output, and the job's
+// secrets scrubbed from what it printed before anything leaves this module.
+import { spawn } from "node:child_process";
+import { SecretMatcher, scrubText } from "../runner/scrubber.js";
+import type { EngineOutcome } from "./engine.js";
+
+/** Engine CLIs print little; this bounds memory if one misbehaves. */
+const OUTPUT_CAP_BYTES = 1024 * 1024;
+const KILL_GRACE_MS = 2000;
+const TRUNCATED = "\n[output truncated]\n";
+
+export interface CliRun {
+  binary: string;
+  args: string[];
+  stdin?: string;
+  deadlineSeconds: number;
+  /** Values removed from stdout and stderr (in their common encodings too). */
+  secrets?: string[];
+}
+
+class Capped {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+
+  push(chunk: Buffer): void {
+    const room = OUTPUT_CAP_BYTES - this.size;
+    if (room <= 0) {
+      this.truncated = true;
+      return;
+    }
+    const part = chunk.length > room ? chunk.subarray(0, room) : chunk;
+    if (part.length < chunk.length) this.truncated = true;
+    this.chunks.push(part);
+    this.size += part.length;
+  }
+
+  text(): string {
+    return Buffer.concat(this.chunks).toString("utf8") + (this.truncated ? TRUNCATED : "");
+  }
+}
+
+/** The job's secrets out of a whole output, in every form the runner's scrubber knows. */
+export function scrub(text: string, secrets: string[]): string {
+  return secrets.length === 0 ? text : scrubText(new SecretMatcher(secrets), text);
+}
+
+export function runCli(run: CliRun): Promise<EngineOutcome> {
+  const started = Date.now();
+  const secrets = run.secrets ?? [];
+  return new Promise((resolve) => {
+    const stdout = new Capped();
+    const stderr = new Capped();
+    let timedOut = false;
+    let settled = false;
+    const child = spawn(run.binary, run.args, { stdio: ["pipe", "pipe", "pipe"], shell: false });
+    const finish = (o: Omit<EngineOutcome, "stdout" | "stderr" | "durationMs">): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      resolve({
+        ...o,
+        stdout: scrub(stdout.text(), secrets),
+        stderr: scrub(stderr.text(), secrets),
+        durationMs: Date.now() - started,
+      });
+    };
+    const deadline = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGTERM");
+      setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS).unref();
+    }, Math.max(1, run.deadlineSeconds) * 1000);
+    child.stdout.on("data", (c: Buffer) => stdout.push(c));
+    child.stderr.on("data", (c: Buffer) => stderr.push(c));
+    // A CLI that exits without reading stdin makes the write fail with EPIPE: harmless.
+    child.stdin.on("error", () => {});
+    child.stdin.end(run.stdin ?? "");
+    child.on("error", (err) => {
+      const reason = `cannot run ${run.binary}: ${err.message}`;
+      finish({ status: "failed", exitCode: -1, error: reason });
+    });
+    child.on("close", (code, signal) => {
+      const exitCode = code ?? 128 + signalNumber(signal);
+      if (timedOut) {
+        finish({ status: "timeout", exitCode, error: `killed after the ${run.deadlineSeconds} s deadline` });
+      } else {
+        finish({ status: "completed", exitCode });
+      }
+    });
+  });
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  return signal === "SIGKILL" ? 9 : signal === "SIGTERM" ? 15 : 1;
+}

@@ -1,0 +1,77 @@
+// POST /api/automation/v1/restart — `<engine> restart <container_name>` on a server
+// (docker, or podman where that is the agent's engine). The name is checked
+// against docker's own rule here and again on the agent, and travels as one argv
+// entry, never through a shell. Answers like exec: 200 with the result within
+// 60 s, else 202 running; 409 when the agent is not connected.
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import { requireOperation } from "../../auth/automation-key.js";
+import { dispatchAndWait } from "../../operations/dispatch.js";
+import { createOperation } from "../../operations/store.js";
+import type { ApiContext } from "../context.js";
+import { runIdSchema, uuidSchema } from "./schemas.js";
+import { findServer } from "./servers.js";
+
+interface RestartBody {
+  server_id: string;
+  container_name: string;
+  run_id?: string;
+}
+
+/** How long the HTTP call waits for the result (the contract's exec default). */
+const WAIT_SECONDS = 60;
+/** Hard deadline of the engine call on the agent; a restart waits for the container's stop timeout. */
+const DEADLINE_SECONDS = 300;
+
+const bodySchema = {
+  type: "object",
+  required: ["server_id", "container_name"],
+  additionalProperties: false,
+  properties: {
+    server_id: uuidSchema,
+    // docker's rule for container names (daemon/names.RestrictedNamePattern).
+    container_name: { type: "string", pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", maxLength: 255 },
+    run_id: runIdSchema,
+  },
+} as const;
+
+export const restartRoute =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "restart");
+    const opts = { schema: { body: bodySchema }, preValidation };
+    app.post<{ Body: RestartBody }>("/restart", opts, async (req, reply) => {
+      const body = req.body;
+      const server = await findServer(ctx.db, req.principal, body.server_id);
+      const { id } = await createOperation(ctx.db, {
+        tenantId: req.principal.tenantId,
+        serverId: server.id,
+        operationType: "restart",
+        keyId: req.principal.keyId,
+        runId: body.run_id ?? null,
+        leaseMs: ctx.config.leaseMs,
+        deadlineAt: Date.now() + DEADLINE_SECONDS * 1000,
+        audit: {
+          container_name: body.container_name,
+          server_id: server.id,
+          server_name: server.name,
+          key_id: req.principal.keyId,
+          key_name: req.principal.keyName,
+          run_id: body.run_id ?? null,
+          ip: req.ip,
+        },
+      });
+      const outcome = await dispatchAndWait(
+        ctx.db,
+        ctx.bus,
+        { operationId: id, server },
+        {
+          operation_id: id,
+          restart: { container_name: body.container_name, deadline_seconds: DEADLINE_SECONDS },
+        },
+        WAIT_SECONDS * 1000,
+      );
+      if (outcome.state === "running") return reply.status(202).send({ operation_id: id, status: "running" });
+      const result = outcome.event.result ?? (await ctx.readResult(id));
+      return reply.status(200).send({ operation_id: id, status: outcome.event.status, ...result });
+    });
+  };

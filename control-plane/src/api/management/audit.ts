@@ -1,0 +1,78 @@
+// GET /api/audit — the tenant's audit trail, oldest first, filtered by run,
+// operation, server and time, paginated by the chain's seq (`cursor` is the seq
+// of the last event of the previous page).
+import type { FastifyPluginAsync } from "fastify";
+import { RcError } from "../../errors.js";
+import { iso } from "../../lib/time.js";
+import { runIdSchema, uuidSchema } from "../automation/schemas.js";
+import type { ApiContext } from "../context.js";
+
+interface AuditQuery {
+  run_id?: string;
+  operation_id?: string;
+  server_id?: string;
+  since?: string;
+  limit?: string;
+  cursor?: string;
+}
+
+// Query strings are not coerced (ajv runs without coercion): numbers arrive as digits.
+const digits = { type: "string", pattern: "^\\d{1,18}$" } as const;
+const querystring = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    run_id: runIdSchema,
+    operation_id: uuidSchema,
+    server_id: uuidSchema,
+    since: { type: "string", maxLength: 64 },
+    limit: digits,
+    cursor: digits,
+  },
+} as const;
+
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1000;
+
+function parseSince(since: string | undefined): number | undefined {
+  if (since === undefined) return undefined;
+  const ms = Date.parse(since);
+  if (!/^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:\d{2}))?$/.test(since) || Number.isNaN(ms))
+    throw new RcError("RC_ERR_VALIDATION", `since: '${since}' is not an ISO 8601 date-time`);
+  return ms;
+}
+
+export const auditRoute =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    app.get<{ Querystring: AuditQuery }>("/audit", { schema: { querystring } }, async (req) => {
+      const q = req.query;
+      const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
+      if (limit < 1 || limit > MAX_LIMIT)
+        throw new RcError("RC_ERR_VALIDATION", `limit: must be from 1 to ${MAX_LIMIT}`);
+      const since = parseSince(q.since);
+      const query = ctx.db("audit_events").where({ tenant_id: req.apiPrincipal.tenantId });
+      if (q.run_id !== undefined) query.where({ run_id: q.run_id });
+      if (q.operation_id !== undefined) query.where({ operation_id: q.operation_id.toLowerCase() });
+      if (q.server_id !== undefined) query.where({ server_id: q.server_id.toLowerCase() });
+      if (since !== undefined) query.where("created_at", ">=", since);
+      if (q.cursor !== undefined) query.where("seq", ">", Number(q.cursor));
+      const rows = await query.orderBy("seq", "asc").limit(limit + 1);
+      const page = rows.slice(0, limit);
+      return {
+        events: page.map((r) => ({
+          seq: Number(r.seq),
+          event_type: r.event_type,
+          operation_id: r.operation_id,
+          key_id: r.key_id,
+          server_id: r.server_id,
+          run_id: r.run_id,
+          created_at: iso(r.created_at),
+          payload: JSON.parse(r.payload),
+          prev_hash: r.prev_hash,
+          hash: r.hash,
+        })),
+        next_cursor: rows.length > limit ? String(page[page.length - 1].seq) : null,
+      };
+    });
+  };

@@ -1,0 +1,91 @@
+// Validation of an automation key's scope fields beyond what the JSON schema can
+// say: servers and credentials must belong to the caller's tenant, allowlist
+// entries must be addresses or CIDR ranges, expiry must be a future ISO date.
+// Every refusal is a 422 whose detail names the field and the bad entry.
+import type { Knex } from "knex";
+import { parseAllowlistEntry } from "../../auth/ip-allowlist.js";
+import { RcError } from "../../errors.js";
+
+export const OPERATIONS = [
+  "exec",
+  "deploy",
+  "restart",
+  "reboot",
+  "registry_login",
+  "registry_logout",
+  "external_deploy",
+] as const;
+
+export interface ScopeInput {
+  servers?: string[];
+  operations?: string[];
+  allowed_credential_ids?: string[];
+  ip_allowlist?: string[];
+  expires_at?: string | null;
+}
+
+const invalid = (detail: string) => new RcError("RC_ERR_VALIDATION", detail);
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** ISO 8601 date-time with a zone, in the future → epoch ms; null clears it. */
+export function parseExpiry(value: string | null | undefined): number | null | undefined {
+  if (value === undefined || value === null) return value;
+  const ms = Date.parse(value);
+  if (!ISO.test(value) || Number.isNaN(ms))
+    throw invalid(`expires_at: '${value}' is not an ISO 8601 date-time with a time zone`);
+  if (ms <= Date.now()) throw invalid(`expires_at: '${value}' is in the past`);
+  return ms;
+}
+
+export function checkIpAllowlist(entries: string[]): string[] {
+  for (const entry of entries) {
+    if (!parseAllowlistEntry(entry))
+      throw invalid(`ip_allowlist: '${entry}' is not an IPv4/IPv6 address or CIDR range`);
+  }
+  return entries.map((e) => e.trim());
+}
+
+async function checkTenantIds(db: Knex, table: string, field: string, tenantId: string, ids: string[]) {
+  const wanted = [...new Set(ids.map((id) => id.toLowerCase()))];
+  if (wanted.length === 0) return wanted;
+  const found = new Set(
+    (await db(table).where({ tenant_id: tenantId }).whereIn("id", wanted).select("id")).map((r) =>
+      String(r.id).toLowerCase(),
+    ),
+  );
+  const missing = wanted.find((id) => !found.has(id));
+  if (missing)
+    throw invalid(
+      `${field}: '${missing}' is not a ${table.replace(/_/g, " ").replace(/s$/, "")} of this tenant`,
+    );
+  return wanted;
+}
+
+/**
+ * Registry credentials arrive with migration 003 (`registry_credentials`); until
+ * that table exists no credential can be named, so only an empty list is valid.
+ */
+async function checkCredentials(db: Knex, tenantId: string, ids: string[]) {
+  if (ids.length === 0) return [];
+  if (!(await db.schema.hasTable("registry_credentials"))) {
+    throw invalid(`allowed_credential_ids: '${ids[0]}' is not a registry credential of this tenant`);
+  }
+  return checkTenantIds(db, "registry_credentials", "allowed_credential_ids", tenantId, ids);
+}
+
+/** The stored (JSON) form of the scope fields present in `input`. */
+export async function compileScope(db: Knex, tenantId: string, input: ScopeInput) {
+  const out: Record<string, unknown> = {};
+  if (input.servers !== undefined)
+    out.servers = JSON.stringify(await checkTenantIds(db, "servers", "servers", tenantId, input.servers));
+  if (input.operations !== undefined) out.operations = JSON.stringify([...new Set(input.operations)]);
+  if (input.allowed_credential_ids !== undefined)
+    out.allowed_credential_ids = JSON.stringify(
+      await checkCredentials(db, tenantId, input.allowed_credential_ids),
+    );
+  if (input.ip_allowlist !== undefined)
+    out.ip_allowlist = JSON.stringify(checkIpAllowlist(input.ip_allowlist));
+  if (input.expires_at !== undefined) out.expires_at = parseExpiry(input.expires_at);
+  return out;
+}

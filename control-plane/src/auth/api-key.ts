@@ -1,0 +1,90 @@
+// Regular API keys (`X-API-Key: rck_...`): named, full access to their tenant, no
+// IP restriction, no expiry; revocation is immediate. Stored as SHA-256 only.
+import { randomUUID } from "node:crypto";
+import type { FastifyRequest } from "fastify";
+import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
+import { RcError } from "../errors.js";
+import { mintToken, sha256Hex } from "../lib/secrets.js";
+import type { KeyActor } from "./security-audit.js";
+
+/** The general API key limits of the contract ("Limits"). */
+export const API_KEY_WINDOWS = [
+  { seconds: 60, limit: 100 },
+  { seconds: 3600, limit: 1000 },
+];
+
+export interface ApiKeyPrincipal {
+  keyId: string;
+  keyName: string;
+  tenantId: string;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    apiPrincipal: ApiKeyPrincipal;
+  }
+}
+
+export async function authenticateApiKey(db: Knex, req: FastifyRequest): Promise<ApiKeyPrincipal> {
+  const header = req.headers["x-api-key"];
+  const token = Array.isArray(header) ? header[0] : header;
+  if (!token)
+    throw new RcError("RC_ERR_UNAUTHENTICATED", "missing X-API-Key header: send 'X-API-Key: rck_...'");
+  if (!token.startsWith("rck_"))
+    throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid API key: keys start with rck_");
+  const row = await db("api_keys")
+    .where({ token_hash: sha256Hex(token.trim()) })
+    .first<{ id: string; name: string; tenant_id: string; revoked_at: number | null } | undefined>(
+      "id",
+      "name",
+      "tenant_id",
+      "revoked_at",
+    );
+  if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid API key");
+  req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "api_key" };
+  if (row.revoked_at !== null) throw new RcError("RC_ERR_API_KEY_REVOKED");
+  return { keyId: row.id, keyName: row.name, tenantId: row.tenant_id };
+}
+
+/** Creates a key of `tenantId`; the secret is returned here and never again. */
+export async function createApiKey(db: Knex, tenantId: string, name: string, actor: string) {
+  const key = mintToken("rck_");
+  const id = randomUUID();
+  await db.transaction(async (trx) => {
+    await trx("api_keys").insert({
+      id,
+      tenant_id: tenantId,
+      name,
+      token_hash: sha256Hex(key),
+      token_hint: key.slice(0, 8),
+      created_at: Date.now(),
+    });
+    await appendAuditEvent(trx, {
+      tenantId,
+      eventType: "api_key.created",
+      keyId: id,
+      payload: { key_id: id, key_name: name, actor },
+    });
+  });
+  return { key_id: id, key };
+}
+
+/** Revokes a key; returns null when there is no such key. Revoking twice keeps the first time. */
+export async function revokeApiKey(db: Knex, keyId: string, actor: string) {
+  const row = await db("api_keys")
+    .where({ id: keyId.toLowerCase() })
+    .first<{ id: string; tenant_id: string; name: string } | undefined>("id", "tenant_id", "name");
+  if (!row) return null;
+  const revokedAt = Date.now();
+  await db.transaction(async (trx) => {
+    await trx("api_keys").where({ id: row.id }).whereNull("revoked_at").update({ revoked_at: revokedAt });
+    await appendAuditEvent(trx, {
+      tenantId: row.tenant_id,
+      eventType: "api_key.revoked",
+      keyId: row.id,
+      payload: { key_id: row.id, key_name: row.name, actor },
+    });
+  });
+  return { key_id: row.id, revoked_at: new Date(revokedAt).toISOString() };
+}

@@ -1,0 +1,100 @@
+// Security events of keys in the audit trail: refusals of a known key (revoked,
+// expired, out of scope, IP), rate-limit hits (one per key and window) and key
+// management. Refusals of an unknown key are not recorded: there is no tenant to
+// file them under, and recording them would let anyone write into a chain.
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from "fastify";
+import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
+import { RcError } from "../errors.js";
+import { claimFirstRejection, countRequest } from "./rate-limit.js";
+
+/** The key a request presented, once it is known (even if it is then refused). */
+export interface KeyActor {
+  keyId: string;
+  keyName: string;
+  tenantId: string;
+  keyType: "automation_key" | "api_key";
+}
+
+export function actorPayload(actor: KeyActor, ip: string) {
+  return { actor: { key_id: actor.keyId, key_name: actor.keyName, key_type: actor.keyType }, ip };
+}
+
+/** Appends one event; a failure is logged, not raised (the request is refused anyway). */
+export async function auditKeyEvent(
+  db: Knex,
+  log: FastifyBaseLogger,
+  actor: KeyActor,
+  ip: string,
+  eventType: string,
+  payload: Record<string, unknown>,
+): Promise<void> {
+  try {
+    await db.transaction((trx) =>
+      appendAuditEvent(trx, {
+        tenantId: actor.tenantId,
+        eventType,
+        keyId: actor.keyId,
+        payload: { ...actorPayload(actor, ip), ...payload },
+      }),
+    );
+  } catch (err) {
+    log.warn({ err, eventType, keyId: actor.keyId }, "audit: could not record security event");
+  }
+}
+
+export interface RateWindow {
+  seconds: number;
+  limit: number;
+}
+
+const UNIT: Record<number, string> = { 60: "minute", 3600: "hour" };
+
+/**
+ * Counts the request in each window (in order) and refuses it with 429 and
+ * Retry-After at the first exhausted one. The first refusal of a window is
+ * audited as `rate_limit.hit`; later ones only add to the window's counter.
+ */
+export async function enforceRateLimit(
+  db: Knex,
+  log: FastifyBaseLogger,
+  reply: FastifyReply,
+  actor: KeyActor,
+  ip: string,
+  windows: RateWindow[],
+): Promise<void> {
+  for (const w of windows) {
+    const r = await countRequest(db, actor.keyId, w.seconds, w.limit);
+    if (r.allowed) continue;
+    if (await claimFirstRejection(db, actor.keyId, r)) {
+      await auditKeyEvent(db, log, actor, ip, "rate_limit.hit", {
+        limit: r.limit,
+        window_seconds: r.windowSeconds,
+        window_start: new Date(r.windowStart).toISOString(),
+        count: r.count,
+      });
+    }
+    reply.header("retry-after", String(r.retryAfterSeconds));
+    throw new RcError(
+      "RC_ERR_RATE_LIMITED",
+      `rate limit exceeded: ${r.limit} requests per ${UNIT[r.windowSeconds] ?? `${r.windowSeconds} s`} for this key; retry in ${r.retryAfterSeconds} s`,
+    );
+  }
+}
+
+/**
+ * onError hook: a 401/403 of a key that exists (revoked, expired, out of scope,
+ * IP) becomes an `auth.refused` event of its tenant.
+ */
+export const auditRefusals =
+  (db: Knex) =>
+  async (req: FastifyRequest, _reply: FastifyReply, err: Error): Promise<void> => {
+    if (!(err instanceof RcError) || (err.status !== 401 && err.status !== 403) || !req.keyActor) return;
+    await auditKeyEvent(db, req.log, req.keyActor, req.ip, "auth.refused", {
+      status: err.status,
+      code: err.code,
+      detail: err.detail,
+      method: req.method,
+      path: req.url.split("?")[0],
+    });
+  };
