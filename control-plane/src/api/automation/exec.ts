@@ -4,9 +4,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
-import { dispatchAndWait } from "../../operations/dispatch.js";
-import { createOperation } from "../../operations/store.js";
 import type { ApiContext } from "../context.js";
+import { runOperation } from "./run-operation.js";
 import { LIMITS, envBytes, envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
@@ -52,34 +51,20 @@ export const execRoute =
       }
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const timeoutSeconds = body.timeout_seconds ?? LIMITS.timeoutDefault;
-      const { id } = await createOperation(ctx.db, {
-        tenantId: req.principal.tenantId,
-        serverId: server.id,
+      return runOperation(ctx, req, reply, {
         operationType: "exec",
-        keyId: req.principal.keyId,
-        runId: body.run_id ?? null,
-        leaseMs: ctx.config.leaseMs,
-        deadlineAt: Date.now() + ctx.config.execCeilingSeconds * 1000,
+        server,
+        runId: body.run_id,
+        deadlineSeconds: ctx.config.execCeilingSeconds,
+        waitSeconds: timeoutSeconds,
         audit: {
           command: body.command,
-          server_id: server.id,
-          server_name: server.name,
-          key_id: req.principal.keyId,
-          key_name: req.principal.keyName,
           working_directory: body.working_directory ?? null,
           env_keys: Object.keys(body.env ?? {}).sort(),
           timeout_seconds: timeoutSeconds,
-          run_id: body.run_id ?? null,
           run_context: body.run_context ?? null,
-          ip: req.ip,
         },
-      });
-      const outcome = await dispatchAndWait(
-        ctx.db,
-        ctx.bus,
-        { operationId: id, server },
-        {
-          operation_id: id,
+        job: {
           exec: {
             command: body.command,
             working_directory: body.working_directory ?? "",
@@ -87,10 +72,6 @@ export const execRoute =
             deadline_seconds: ctx.config.execCeilingSeconds,
           },
         },
-        timeoutSeconds * 1000,
-      );
-      if (outcome.state === "running") return reply.status(202).send({ operation_id: id, status: "running" });
-      const result = outcome.event.result ?? (await ctx.readResult(id));
-      return reply.status(200).send({ operation_id: id, status: outcome.event.status, ...result });
+      });
     });
   };

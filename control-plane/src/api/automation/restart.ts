@@ -5,9 +5,8 @@
 // 60 s, else 202 running; 409 when the agent is not connected.
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { requireOperation } from "../../auth/automation-key.js";
-import { dispatchAndWait } from "../../operations/dispatch.js";
-import { createOperation } from "../../operations/store.js";
 import type { ApiContext } from "../context.js";
+import { runOperation } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
@@ -42,36 +41,14 @@ export const restartRoute =
     app.post<{ Body: RestartBody }>("/restart", opts, async (req, reply) => {
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
-      const { id } = await createOperation(ctx.db, {
-        tenantId: req.principal.tenantId,
-        serverId: server.id,
+      return runOperation(ctx, req, reply, {
         operationType: "restart",
-        keyId: req.principal.keyId,
-        runId: body.run_id ?? null,
-        leaseMs: ctx.config.leaseMs,
-        deadlineAt: Date.now() + DEADLINE_SECONDS * 1000,
-        audit: {
-          container_name: body.container_name,
-          server_id: server.id,
-          server_name: server.name,
-          key_id: req.principal.keyId,
-          key_name: req.principal.keyName,
-          run_id: body.run_id ?? null,
-          ip: req.ip,
-        },
+        server,
+        runId: body.run_id,
+        deadlineSeconds: DEADLINE_SECONDS,
+        waitSeconds: WAIT_SECONDS,
+        audit: { container_name: body.container_name },
+        job: { restart: { container_name: body.container_name, deadline_seconds: DEADLINE_SECONDS } },
       });
-      const outcome = await dispatchAndWait(
-        ctx.db,
-        ctx.bus,
-        { operationId: id, server },
-        {
-          operation_id: id,
-          restart: { container_name: body.container_name, deadline_seconds: DEADLINE_SECONDS },
-        },
-        WAIT_SECONDS * 1000,
-      );
-      if (outcome.state === "running") return reply.status(202).send({ operation_id: id, status: "running" });
-      const result = outcome.event.result ?? (await ctx.readResult(id));
-      return reply.status(200).send({ operation_id: id, status: outcome.event.status, ...result });
     });
   };
