@@ -10,6 +10,7 @@
 // RELAYCTL_DEV_PORT (default 8080) and RELAYCTL_DEV_GATEWAY_PORT (default 8443) move the listeners;
 // RELAYCTL_DEV_DIR (default <repo>/.relayctl) moves the state.
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, mkdir, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
@@ -399,6 +400,19 @@ async function smokeExec(state) {
   return shutdown(0, "smoke check passed: exec through the API returned relayctl-dev-ok");
 }
 
+/**
+ * The master key that encrypts stored registry credentials: made once per dev
+ * state dir (0600) and reused, so credentials stored in one run decrypt in the next.
+ */
+async function devMasterKey() {
+  const file = join(STATE_DIR, "master.key");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const key = randomBytes(32).toString("base64");
+  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
+  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  return key;
+}
+
 async function main() {
   for (const f of [SERVER_MAIN, AGENT_MAIN]) {
     if (!existsSync(f)) die(`${f} is missing: build first (npx tsc -b; \`make dev\` does)`);
@@ -430,6 +444,7 @@ async function main() {
     say(`created an API key for tenant "${TENANT_NAME}"; wrote ${DEV_JSON}`);
   }
 
+  serverEnv.RELAYCTL_MASTER_KEY = await devMasterKey();
   const server = startChild("control-plane", [SERVER_MAIN, "serve"], serverEnv, "36");
   const listening = await waitForLog(server, "api listening", "see the control-plane log above");
   const baseUrl = listening.url ?? `http://127.0.0.1:${API_PORT}`;
