@@ -51,6 +51,13 @@ const schema = z
      * auto (docker when on PATH, else podman). @default auto
      */
     RELAYCTL_AGENT_CONTAINER_ENGINE: z.enum(["docker", "podman", "auto"]).default("auto"),
+    /** Run by reboot jobs through `/bin/sh -c` when the server has no cloud provider. @default systemctl reboot */
+    RELAYCTL_AGENT_REBOOT_COMMAND: z.string().min(1).default("systemctl reboot"),
+    /**
+     * File the boot id is read from (reboot detection). A testing aid: tests fake a
+     * reboot by writing a new id into their own file. @default /proc/sys/kernel/random/boot_id
+     */
+    RELAYCTL_AGENT_BOOT_ID_FILE: z.string().min(1).default("/proc/sys/kernel/random/boot_id"),
     /** pino level; logs are JSON lines on stdout. @default info */
     RELAYCTL_AGENT_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -72,6 +79,8 @@ export interface AgentConfig {
   backoff: { minMs: number; maxMs: number };
   shell: string;
   containerEngine: "docker" | "podman" | "auto";
+  rebootCommand: string;
+  bootIdFile: string;
   logLevel: LogLevel;
 }
 
@@ -96,6 +105,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     backoff: { minMs: c.RELAYCTL_AGENT_BACKOFF_MIN_MS, maxMs: c.RELAYCTL_AGENT_BACKOFF_MAX_MS },
     shell: c.RELAYCTL_AGENT_SHELL ?? "/bin/sh",
     containerEngine: c.RELAYCTL_AGENT_CONTAINER_ENGINE,
+    rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
+    bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
   };
 }

@@ -48,6 +48,12 @@ const schema = z
     RELAYCTL_LEASE_MS: int(200, 3_600_000).default(30_000),
     /** How often the gateway role sweeps expired leases and deadlines (ms). @default 1000 */
     RELAYCTL_SWEEP_INTERVAL_MS: int(50, 600_000).default(1000),
+    /** A reboot ends `timeout` when the agent is not back (new boot id) this long after the request (seconds). @default 600 */
+    RELAYCTL_REBOOT_TIMEOUT_SECONDS: int(1, 24 * 3600).default(600),
+    /** Hetzner Cloud API base URL (provider reboots). @default https://api.hetzner.cloud/v1 */
+    RELAYCTL_HETZNER_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.hetzner.cloud/v1"),
+    /** DigitalOcean API base URL (provider reboots). @default https://api.digitalocean.com/v2 */
+    RELAYCTL_DIGITALOCEAN_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.digitalocean.com/v2"),
     /** Trust X-Forwarded-For from a proxy in front of the api. @default false */
     RELAYCTL_TRUST_PROXY: bool.default(false),
     /**
@@ -94,6 +100,9 @@ export interface Config {
   leaseMs: number;
   sweepIntervalMs: number;
   trustProxy: boolean;
+  rebootTimeoutSeconds: number;
+  /** Cloud provider API base URLs, without a trailing slash. */
+  providerUrls: { hetzner: string; digitalocean: string };
   /** AES-256-GCM key of stored secrets; undefined when RELAYCTL_MASTER_KEY is unset. */
   masterKey: Buffer | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
@@ -164,6 +173,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     leaseMs: c.RELAYCTL_LEASE_MS,
     sweepIntervalMs: c.RELAYCTL_SWEEP_INTERVAL_MS,
     trustProxy: c.RELAYCTL_TRUST_PROXY,
+    rebootTimeoutSeconds: c.RELAYCTL_REBOOT_TIMEOUT_SECONDS,
+    providerUrls: {
+      hetzner: c.RELAYCTL_HETZNER_API_URL.replace(/\/+$/, ""),
+      digitalocean: c.RELAYCTL_DIGITALOCEAN_API_URL.replace(/\/+$/, ""),
+    },
     masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
     logLevel: c.RELAYCTL_LOG_LEVEL,
   };

@@ -27,6 +27,7 @@ export const ERRORS = {
     status: 409,
     detail: "the stored registry credential cannot be decrypted with the current master key: store it again",
   },
+  RC_ERR_PROVIDER_NOT_BOUND: { status: 404, detail: "the server has no cloud provider binding" },
   RC_ERR_SERVER_NOT_CONNECTED: { status: 409, detail: "server is not connected" },
   RC_ERR_VALIDATION: { status: 422, detail: "validation error" },
   RC_ERR_RATE_LIMITED: { status: 429, detail: "rate limit exceeded" },

@@ -51,7 +51,13 @@ export async function serve(
       config.gatewayListen,
       config.tls,
     );
-    stopSweeper = startSweeper(db, bus, log.child({ component: "sweeper" }), config.sweepIntervalMs);
+    stopSweeper = startSweeper(
+      db,
+      bus,
+      log.child({ component: "sweeper" }),
+      config.sweepIntervalMs,
+      config.leaseMs,
+    );
     log.info({ url: gateway.url }, "gateway listening");
   }
 

@@ -54,7 +54,13 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     killGraceMs: cfg.killGraceMs,
     fifoDir: join(stateDir, "fifo"), // emptied at start: no FIFOs left over from a crashed agent
   });
-  const dispatcher = await Dispatcher.open({ stateDir, runner, log, containerEngine: cfg.containerEngine });
+  const dispatcher = await Dispatcher.open({
+    stateDir,
+    runner,
+    log,
+    containerEngine: cfg.containerEngine,
+    rebootCommand: cfg.rebootCommand,
+  });
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,
     credential: enrolled.agent_credential,
@@ -63,6 +69,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     agentVersion: AGENT_VERSION,
     dispatcher,
     log,
+    bootIdFile: cfg.bootIdFile,
   });
   log.info({ version: AGENT_VERSION, server_id: enrolled.server_id, state_dir: stateDir }, "agent starting");
   connection.start();

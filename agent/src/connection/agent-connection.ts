@@ -27,6 +27,8 @@ export interface AgentConnectionOptions {
   agentVersion: string;
   dispatcher: Dispatcher;
   log: Logger;
+  /** @default /proc/sys/kernel/random/boot_id */
+  bootIdFile?: string;
 }
 
 export interface AgentConnectionEvents {
@@ -150,7 +152,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
           $case: "hello",
           hello: {
             agentVersion: this.options.agentVersion,
-            bootId: bootId(),
+            bootId: bootId(this.options.bootIdFile),
             hostname: hostName(),
             runningOperationIds: dispatcher.runningOperationIds(),
           },

@@ -2,10 +2,15 @@
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 
-/** Changes on every boot (the gateway detects a reboot by it); empty where Linux's file is missing. */
-export function bootId(): string {
+export const LINUX_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id";
+
+/**
+ * Changes on every boot (the gateway detects a reboot by it); empty where the file
+ * is missing. Read on every Hello: a reboot is seen on the first stream after it.
+ */
+export function bootId(file = LINUX_BOOT_ID_FILE): string {
   try {
-    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    return readFileSync(file, "utf8").trim();
   } catch {
     return "";
   }

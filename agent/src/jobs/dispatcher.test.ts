@@ -93,3 +93,42 @@ test("journal - an unsupported job kind is acked and fails", async (t) => {
   await dispatcher.handleJob({ operationId: "55555555-5555-4555-8555-555555555555", kind: undefined });
   t.like(sent[1], { $case: "jobResult", jobResult: { status: JobStatus.JOB_STATUS_FAILED } });
 });
+
+test("reboot - acked, no result, done in the journal first: no rerun and no 'outcome unknown' after restart", async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
+  const counter = join(stateDir, "reboots");
+  const job: Job = {
+    operationId: "77777777-7777-4777-8777-777777777777",
+    kind: { $case: "reboot", reboot: { reason: "api" } },
+  };
+  const first = await Dispatcher.open({
+    stateDir,
+    runner,
+    log: silentLogger(),
+    rebootCommand: `echo x >> ${counter}`,
+  });
+  const sent = recorder(first);
+  await first.handleJob(job);
+  await first.idle();
+  await first.close();
+  t.deepEqual(
+    sent.map((m) => m?.$case),
+    ["jobAck"],
+  );
+  const second = await Dispatcher.open({
+    stateDir,
+    runner,
+    log: silentLogger(),
+    rebootCommand: `echo x >> ${counter}`,
+  });
+  const sentAgain = recorder(second);
+  await second.resendUnacked();
+  await second.handleJob(job); // a redelivery after the reboot
+  await second.idle();
+  await second.close();
+  t.is(await readFile(counter, "utf8"), "x\n");
+  t.deepEqual(
+    sentAgain.map((m) => m?.$case),
+    ["jobAck"],
+  );
+});

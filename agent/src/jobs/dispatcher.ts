@@ -16,6 +16,7 @@ import type { CommandRunner } from "../runner/runner.js";
 import { runRegistryLoginJob, runRegistryLogoutJob, runRestartJob } from "./container.js";
 import { failedResult, runExecJob } from "./exec.js";
 import { Journal } from "./journal.js";
+import { runRebootCommand } from "./reboot.js";
 import { ResultStore } from "./result-store.js";
 
 /** Where messages to the gateway go: the current stream, if any. */
@@ -30,6 +31,8 @@ export interface DispatcherOptions {
   log: Logger;
   /** Container engine for restart and registry jobs. @default auto */
   containerEngine?: EngineSetting;
+  /** Shell command of reboot jobs. @default systemctl reboot */
+  rebootCommand?: string;
 }
 
 export class Dispatcher {
@@ -45,6 +48,7 @@ export class Dispatcher {
     readonly runner: CommandRunner,
     readonly log: Logger,
     readonly containerEngine: EngineSetting,
+    readonly rebootCommand: string,
   ) {}
 
   static async open(options: DispatcherOptions): Promise<Dispatcher> {
@@ -58,6 +62,7 @@ export class Dispatcher {
       options.runner,
       options.log,
       options.containerEngine ?? "auto",
+      options.rebootCommand ?? "systemctl reboot",
     );
     await dispatcher.#recoverInterrupted();
     return dispatcher;
@@ -132,9 +137,26 @@ export class Dispatcher {
     }
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
     this.log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
+    if (job.kind?.$case === "reboot") return this.#reboot(id);
     const result = await this.#execute(job);
     await this.#finish(result);
     this.log.info({ operation_id: id, status: result.status, exit_code: result.exitCode }, "job finished");
+  }
+
+  /**
+   * Marked done in the journal BEFORE the command: the machine going down must
+   * not turn into an "outcome unknown" report on the next start, and a
+   * redelivery after the reboot must never reboot again.
+   */
+  async #reboot(id: string): Promise<void> {
+    await this.journal.done(id);
+    const failed = await runRebootCommand(this.rebootCommand, id);
+    if (!failed) {
+      this.log.info({ operation_id: id }, "reboot command succeeded; going down");
+      return;
+    }
+    await this.#finish(failed);
+    this.log.warn({ operation_id: id, error: failed.error }, "reboot command failed");
   }
 
   async #execute(job: Job): Promise<JobResult> {

@@ -22,6 +22,7 @@ export type JobEnvelope = { operation_id: string } & (
   | { restart: { container_name: string; deadline_seconds: number } }
   | { registry_login: { registry: string; username: string; password: string; deadline_seconds: number } }
   | { registry_logout: { registry: string; deadline_seconds: number } }
+  | { reboot: { reason: string } }
 );
 
 /** Published on relayctl.op.<id>.done once the final state is stored. */

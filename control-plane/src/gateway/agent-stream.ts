@@ -10,6 +10,7 @@ import type { Logger } from "pino";
 import type { DoneEvent, JobBus } from "../bus/job-bus.js";
 import { sha256Hex } from "../lib/secrets.js";
 import { finishOperation, renewLeases } from "../operations/store.js";
+import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
 import { finalResult, jobMessage } from "./convert.js";
 import type { StreamRegistry } from "./registry.js";
@@ -135,6 +136,7 @@ class AgentStream {
         last_seen_at: Date.now(),
       });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);
+    await completeReboots(this.deps.db, this.deps.bus, this.log, this.serverId, h.bootId.slice(0, 64));
     if (this.closed) return;
     this.call.write({
       msg: {

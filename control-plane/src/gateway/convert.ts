@@ -21,6 +21,7 @@ function jobKind(job: JobEnvelope): Job["kind"] {
       restart: { containerName: job.restart.container_name, deadlineSeconds: job.restart.deadline_seconds },
     };
   }
+  if ("reboot" in job) return { $case: "reboot", reboot: { reason: job.reboot.reason } };
   if ("registry_login" in job) {
     const l = job.registry_login;
     return {

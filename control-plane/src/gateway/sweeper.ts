@@ -1,6 +1,7 @@
 // Nothing stays `running` forever. The sweeper ends operations whose lease ran out
 // (the agent stopped heartbeating: `failed`, "agent lost") or whose hard deadline
-// passed without a report (`timeout`). Each row is claimed with a conditional
+// passed without a report (`timeout`; a reboot, which has no lease, right at its
+// deadline: the agent cannot time a reboot itself). Each row is claimed with a conditional
 // UPDATE, so several gateway instances can sweep at once and each operation is
 // finished (and announced) exactly once.
 import type { Knex } from "knex";
@@ -10,25 +11,45 @@ import { type FinalStatus, finishOperation } from "../operations/store.js";
 
 /** The agent gets this long past the deadline to report its own timeout. */
 const DEADLINE_GRACE_MS = 30_000;
+/** Operations the agent does not time itself (no lease either): ended right at the deadline. */
+const NO_AGENT_DEADLINE = ["reboot"];
 const BATCH = 200;
 
-export function startSweeper(db: Knex, bus: JobBus, log: Logger, intervalMs: number): () => void {
+export function startSweeper(
+  db: Knex,
+  bus: JobBus,
+  log: Logger,
+  intervalMs: number,
+  /**
+   * Leases are not swept until this long after start: when every gateway was
+   * down, agents could not heartbeat, and they renew their operations' leases in
+   * the Hello of their reconnect. Sweeping at once would fail them spuriously.
+   */
+  leaseMs = 0,
+): () => void {
+  const startedAt = Date.now();
   let running = false;
   const tick = async () => {
     if (running) return;
     running = true;
     try {
       const now = Date.now();
-      await sweep(
-        db,
-        bus,
-        log,
-        "lease_expires_at",
-        now,
-        "failed",
-        "agent lost: no heartbeat before the lease ran out",
-      );
-      await sweep(db, bus, log, "deadline_at", now - DEADLINE_GRACE_MS, "timeout", "hard deadline passed");
+      if (now - startedAt >= leaseMs)
+        await sweep(
+          db,
+          bus,
+          log,
+          "lease_expires_at",
+          now,
+          "failed",
+          "agent lost: no heartbeat before the lease ran out",
+        );
+      await sweep(db, bus, log, "deadline_at", now - DEADLINE_GRACE_MS, "timeout", "hard deadline passed", {
+        exceptTypes: NO_AGENT_DEADLINE,
+      });
+      await sweep(db, bus, log, "deadline_at", now, "timeout", "not back (no new boot id) by the deadline", {
+        onlyTypes: NO_AGENT_DEADLINE,
+      });
     } catch (err) {
       log.warn({ err }, "sweep failed; will retry");
     } finally {
@@ -48,12 +69,12 @@ async function sweep(
   before: number,
   status: FinalStatus,
   reason: string,
+  types: { onlyTypes?: string[]; exceptTypes?: string[] } = {},
 ): Promise<void> {
-  const rows = await db("operations")
-    .where({ status: "running" })
-    .andWhere(column, "<", before)
-    .limit(BATCH)
-    .select<{ id: string }[]>("id");
+  const query = db("operations").where({ status: "running" }).andWhere(column, "<", before);
+  if (types.onlyTypes) query.whereIn("operation_type", types.onlyTypes);
+  if (types.exceptTypes) query.whereNotIn("operation_type", types.exceptTypes);
+  const rows = await query.limit(BATCH).select<{ id: string }[]>("id");
   for (const { id } of rows) {
     const won = await finishOperation(db, id, {
       status,

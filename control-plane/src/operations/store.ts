@@ -16,8 +16,11 @@ export interface NewOperation {
   operationType: string;
   keyId: string | null;
   runId: string | null;
-  leaseMs: number;
+  /** null: no lease (a reboot: the agent cannot heartbeat while the machine restarts). */
+  leaseMs: number | null;
   deadlineAt: number;
+  /** The server's boot id when a reboot was asked for. */
+  preBootId?: string | null;
   audit: AuditEventInput["payload"];
 }
 
@@ -48,8 +51,9 @@ export async function createOperation(
         delivery: "pending",
         key_id: op.keyId,
         run_id: op.runId,
-        lease_expires_at: startedAt + op.leaseMs,
+        lease_expires_at: op.leaseMs === null ? null : startedAt + op.leaseMs,
         deadline_at: op.deadlineAt,
+        pre_boot_id: op.preBootId ?? null,
         started_at: startedAt,
       });
       await appendAuditEvent(
@@ -111,6 +115,7 @@ export async function renewLeases(db: Knex, serverId: string, ids: string[], lea
   await db("operations")
     .where({ server_id: serverId, status: "running" })
     .whereIn("id", ids)
+    .whereNotNull("lease_expires_at") // lease-free operations (reboot) stay lease-free
     .update({ lease_expires_at: Date.now() + leaseMs });
 }
 

@@ -8,6 +8,7 @@ import { RcError } from "../../errors.js";
 import type { ApiContext } from "../context.js";
 import { execRoute } from "./exec.js";
 import { operationsRoute } from "./operations.js";
+import { rebootRoute } from "./reboot.js";
 import { registryAuthRoutes } from "./registry-auth.js";
 import { restartRoute } from "./restart.js";
 
@@ -31,5 +32,6 @@ export const automationApi =
     await app.register(execRoute(ctx));
     await app.register(operationsRoute(ctx));
     await app.register(restartRoute(ctx));
+    await app.register(rebootRoute(ctx));
     await app.register(registryAuthRoutes(ctx));
   };

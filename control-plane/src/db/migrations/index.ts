@@ -4,6 +4,7 @@ import type { Knex } from "knex";
 import * as m001 from "./001_init.js";
 import * as m002 from "./002_keys.js";
 import * as m003 from "./003_registry.js";
+import * as m004 from "./004_reboot.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -14,6 +15,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "001_init": m001,
   "002_keys": m002,
   "003_registry": m003,
+  "004_reboot": m004,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -149,6 +149,7 @@ export interface Job {
     | { $case: "restart"; restart: RestartJob }
     | { $case: "registryLogin"; registryLogin: RegistryLoginJob }
     | { $case: "registryLogout"; registryLogout: RegistryLogoutJob }
+    | { $case: "reboot"; reboot: RebootJob }
     | undefined;
 }
 
@@ -189,6 +190,16 @@ export interface RegistryLoginJob {
 export interface RegistryLogoutJob {
   registry: string;
   deadlineSeconds: number;
+}
+
+/**
+ * Reboot the machine with the agent's configured command. The agent acks, marks
+ * the job done in its journal and sends NO result when the command succeeds: the
+ * operation completes when the agent comes back with a new boot id in Hello. A
+ * command that cannot start or exits non-zero gives a FAILED result.
+ */
+export interface RebootJob {
+  reason: string;
 }
 
 export interface ResultAck {
@@ -1053,6 +1064,9 @@ export const Job: MessageFns<Job> = {
       case "registryLogout":
         RegistryLogoutJob.encode(message.kind.registryLogout, writer.uint32(42).fork()).join();
         break;
+      case "reboot":
+        RebootJob.encode(message.kind.reboot, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1116,6 +1130,14 @@ export const Job: MessageFns<Job> = {
             };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "reboot", reboot: RebootJob.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1153,7 +1175,9 @@ export const Job: MessageFns<Job> = {
                       $case: "registryLogout",
                       registryLogout: RegistryLogoutJob.fromJSON(object.registry_logout),
                     }
-                  : undefined,
+                  : isSet(object.reboot)
+                    ? { $case: "reboot", reboot: RebootJob.fromJSON(object.reboot) }
+                    : undefined,
     };
   },
 
@@ -1170,6 +1194,8 @@ export const Job: MessageFns<Job> = {
       obj.registryLogin = RegistryLoginJob.toJSON(message.kind.registryLogin);
     } else if (message.kind?.$case === "registryLogout") {
       obj.registryLogout = RegistryLogoutJob.toJSON(message.kind.registryLogout);
+    } else if (message.kind?.$case === "reboot") {
+      obj.reboot = RebootJob.toJSON(message.kind.reboot);
     }
     return obj;
   },
@@ -1208,6 +1234,12 @@ export const Job: MessageFns<Job> = {
             $case: "registryLogout",
             registryLogout: RegistryLogoutJob.fromPartial(object.kind.registryLogout),
           };
+        }
+        break;
+      }
+      case "reboot": {
+        if (object.kind?.reboot !== undefined && object.kind?.reboot !== null) {
+          message.kind = { $case: "reboot", reboot: RebootJob.fromPartial(object.kind.reboot) };
         }
         break;
       }
@@ -1755,6 +1787,73 @@ export const RegistryLogoutJob: MessageFns<RegistryLogoutJob> = {
     const message = createBaseRegistryLogoutJob();
     message.registry = object.registry ?? "";
     message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseRebootJob(): RebootJob {
+  return { reason: "" };
+}
+
+export const RebootJob: MessageFns<RebootJob> = {
+  encode(message: RebootJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reason !== "") {
+      writer.uint32(10).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RebootJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRebootJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RebootJob {
+    return { reason: isSet(object.reason) ? globalThis.String(object.reason) : "" };
+  },
+
+  toJSON(message: RebootJob): unknown {
+    const obj: any = {};
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RebootJob>, I>>(base?: I): RebootJob {
+    return RebootJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RebootJob>, I>>(object: I): RebootJob {
+    const message = createBaseRebootJob();
+    message.reason = object.reason ?? "";
     return message;
   },
 };

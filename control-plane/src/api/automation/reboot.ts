@@ -1,0 +1,115 @@
+// POST /api/automation/v1/reboot — reboot a server (DESIGN.md "Operations").
+// With a cloud provider binding the provider's API reboots it (reboot/providers/);
+// otherwise the agent acks and runs its reboot command. Either way the answer is
+// 202 running, and the operation completes only when the agent says Hello with a
+// new boot id (reboot/completion.ts), or ends `timeout` at
+// RELAYCTL_REBOOT_TIMEOUT_SECONDS. A provider that refuses ends the operation
+// `failed` with the provider's message in stderr (the HTTP answer is still 202:
+// the provider is called after the operation is recorded, and its refusal is the
+// operation's outcome, not an error of this API). No agent and no binding: 409.
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { Knex } from "knex";
+import { requireOperation } from "../../auth/automation-key.js";
+import type { JobBus } from "../../bus/job-bus.js";
+import { dispatchAndWait } from "../../operations/dispatch.js";
+import { createOperation, finishOperation } from "../../operations/store.js";
+import { type OpenedBinding, openBinding } from "../../reboot/bindings.js";
+import { cloudProvider } from "../../reboot/providers/index.js";
+import type { ApiContext } from "../context.js";
+import { runIdSchema, uuidSchema } from "./schemas.js";
+import { findServer } from "./servers.js";
+
+interface RebootBody {
+  server_id: string;
+  run_id?: string;
+}
+
+const bodySchema = {
+  type: "object",
+  required: ["server_id"],
+  additionalProperties: false,
+  properties: { server_id: uuidSchema, run_id: runIdSchema },
+} as const;
+
+export const rebootRoute =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "reboot");
+    app.post<{ Body: RebootBody }>(
+      "/reboot",
+      { schema: { body: bodySchema }, preValidation },
+      async (req, reply) => {
+        const { principal } = req;
+        const server = await findServer(ctx.db, principal, req.body.server_id);
+        const runId = req.body.run_id ?? null;
+        const bootRow = await ctx
+          .db("servers")
+          .where({ id: server.id })
+          .first<{ boot_id: string | null }>("boot_id");
+        const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
+        const { id } = await createOperation(ctx.db, {
+          tenantId: principal.tenantId,
+          serverId: server.id,
+          operationType: "reboot",
+          keyId: principal.keyId,
+          runId,
+          leaseMs: null, // the agent cannot heartbeat while its machine restarts
+          deadlineAt: Date.now() + ctx.config.rebootTimeoutSeconds * 1000,
+          preBootId: bootRow?.boot_id ?? null,
+          audit: {
+            via: binding ? binding.provider : "agent",
+            ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
+            server_id: server.id,
+            server_name: server.name,
+            key_id: principal.keyId,
+            key_name: principal.keyName,
+            run_id: runId,
+            ip: req.ip,
+          },
+        });
+        if (binding) {
+          void providerReboot(ctx, id, binding).catch((err) =>
+            req.log.error({ err, operation_id: id }, "provider reboot bookkeeping failed"),
+          );
+        } else {
+          // Throws 409 (operation recorded failed) when the agent is not connected.
+          await dispatchAndWait(
+            ctx.db,
+            ctx.bus,
+            { operationId: id, server },
+            { operation_id: id, reboot: { reason: "api" } },
+            0,
+          );
+        }
+        return reply.status(202).send({ operation_id: id, status: "running" });
+      },
+    );
+  };
+
+/** Calls the provider; on refusal ends the operation `failed` with the provider's message. */
+async function providerReboot(ctx: ApiContext, operationId: string, binding: OpenedBinding): Promise<void> {
+  const started = Date.now();
+  let failure: string;
+  if (binding.token === undefined) {
+    failure = ctx.config.masterKey
+      ? "the stored provider token does not decrypt with the current RELAYCTL_MASTER_KEY: bind the server again"
+      : "the control plane has no RELAYCTL_MASTER_KEY to open the stored provider token";
+  } else {
+    try {
+      await cloudProvider(binding.provider, ctx.config.providerUrls).reboot(
+        binding.provider_server_id,
+        binding.token,
+      );
+      return; // accepted: the agent's next Hello with a new boot id completes it
+    } catch (err) {
+      failure = (err as Error).message;
+    }
+  }
+  await failOperation(ctx.db, ctx.bus, operationId, failure, Date.now() - started);
+}
+
+async function failOperation(db: Knex, bus: JobBus, id: string, reason: string, durationMs: number) {
+  const result = { exit_code: -1, stdout: "", stderr: reason, duration_ms: durationMs };
+  if (await finishOperation(db, id, { status: "failed", ...result, error: reason }))
+    bus.publishDone({ operation_id: id, status: "failed", result });
+}
