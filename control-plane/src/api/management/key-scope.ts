@@ -62,18 +62,6 @@ async function checkTenantIds(db: Knex, table: string, field: string, tenantId: 
   return wanted;
 }
 
-/**
- * Registry credentials arrive with migration 003 (`registry_credentials`); until
- * that table exists no credential can be named, so only an empty list is valid.
- */
-async function checkCredentials(db: Knex, tenantId: string, ids: string[]) {
-  if (ids.length === 0) return [];
-  if (!(await db.schema.hasTable("registry_credentials"))) {
-    throw invalid(`allowed_credential_ids: '${ids[0]}' is not a registry credential of this tenant`);
-  }
-  return checkTenantIds(db, "registry_credentials", "allowed_credential_ids", tenantId, ids);
-}
-
 /** The stored (JSON) form of the scope fields present in `input`. */
 export async function compileScope(db: Knex, tenantId: string, input: ScopeInput) {
   const out: Record<string, unknown> = {};
@@ -82,7 +70,13 @@ export async function compileScope(db: Knex, tenantId: string, input: ScopeInput
   if (input.operations !== undefined) out.operations = JSON.stringify([...new Set(input.operations)]);
   if (input.allowed_credential_ids !== undefined)
     out.allowed_credential_ids = JSON.stringify(
-      await checkCredentials(db, tenantId, input.allowed_credential_ids),
+      await checkTenantIds(
+        db,
+        "registry_credentials",
+        "allowed_credential_ids",
+        tenantId,
+        input.allowed_credential_ids,
+      ),
     );
   if (input.ip_allowlist !== undefined)
     out.ip_allowlist = JSON.stringify(checkIpAllowlist(input.ip_allowlist));
