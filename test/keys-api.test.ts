@@ -262,6 +262,8 @@ test.serial(
     );
     t.like(events[0], { event_type: "operation.exec", run_id: runId, server_id: c.serverId });
     t.like(events[0].payload, { command: "echo 1", run_id: runId });
+    // The trail carries each operation's result with its event.
+    t.like(events[1].outcome, { status: "completed", exit_code: 0, stdout: "2\n", stderr: "" });
     t.regex(String(events[0].created_at), ISO_UTC);
     t.is(byRun.json.next_cursor, null);
 

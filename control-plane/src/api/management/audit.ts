@@ -59,6 +59,7 @@ export const auditRoute =
       if (q.cursor !== undefined) query.where("seq", ">", Number(q.cursor));
       const rows = await query.orderBy("seq", "asc").limit(limit + 1);
       const page = rows.slice(0, limit);
+      const outcomes = await operationOutcomes(ctx, req.apiPrincipal.tenantId, page);
       return {
         events: page.map((r) => ({
           seq: Number(r.seq),
@@ -69,6 +70,9 @@ export const auditRoute =
           run_id: r.run_id,
           created_at: iso(r.created_at),
           payload: JSON.parse(r.payload),
+          ...(r.operation_id && outcomes.has(r.operation_id)
+            ? { outcome: outcomes.get(r.operation_id) }
+            : {}),
           prev_hash: r.prev_hash,
           hash: r.hash,
         })),
@@ -76,3 +80,30 @@ export const auditRoute =
       };
     });
   };
+
+/**
+ * The outcome of each operation in the page (status, exit code, stdout, stderr,
+ * duration), read from its row. The contract's audit trail carries the result,
+ * while the event itself is written, hash-chained, before the operation runs.
+ */
+async function operationOutcomes(ctx: ApiContext, tenantId: string, rows: { operation_id: string | null }[]) {
+  const ids = [...new Set(rows.map((r) => r.operation_id).filter((id): id is string => Boolean(id)))];
+  const out = new Map<string, Record<string, unknown>>();
+  if (ids.length === 0) return out;
+  const ops = await ctx
+    .db("operations")
+    .where({ tenant_id: tenantId })
+    .whereIn("id", ids)
+    .select("id", "status", "exit_code", "stdout", "stderr", "duration_ms", "completed_at");
+  for (const o of ops) {
+    out.set(o.id, {
+      status: o.status,
+      exit_code: o.exit_code,
+      stdout: o.stdout,
+      stderr: o.stderr,
+      duration_ms: o.duration_ms,
+      completed_at: iso(o.completed_at),
+    });
+  }
+  return out;
+}
