@@ -366,3 +366,23 @@ test.serial("api keys - 100 requests a minute pass, the 101st is 429 with Retry-
   t.is(hits.length, 1);
   t.like(JSON.parse(String(hits[0].payload)), { limit: 100, window_seconds: 60, count: 101 });
 });
+
+test.serial("api keys - the 1,000-an-hour bound is enforced with Retry-After to the next hour", async (t) => {
+  const { key, keyId } = await newApiKey(c.tenantId);
+  // Reaching the bound through requests would take ten minutes at 100 a minute:
+  // put this hour's counter at the bound instead, as 1,000 earlier requests would have.
+  const hour = 3_600_000;
+  const windowStart = Math.floor(Date.now() / hour) * hour;
+  await c.db.query(
+    "INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, 3600, ?, 1000)",
+    [keyId, windowStart],
+  );
+  const res = await mgmt("/automation-keys", { apiKey: key });
+  t.is(res.status, 429, describe(res));
+  const retryAfter = Number(res.headers.get("retry-after"));
+  t.true(retryAfter >= 1 && retryAfter <= 3600, `Retry-After ${res.headers.get("retry-after")}`);
+  t.true(
+    Math.abs(retryAfter - (windowStart + hour - Date.now()) / 1000) < 5,
+    "Retry-After points at the next hour",
+  );
+});
