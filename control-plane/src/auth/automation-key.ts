@@ -2,10 +2,11 @@
 // Automation API. Keys are looked up by the SHA-256 of the whole token; revoked
 // and expired keys are refused with a detail that says which. The key's scope
 // (servers, operations, IP allowlist, rate limit) comes with the principal.
+import { randomUUID } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
-import { sha256Hex } from "../lib/secrets.js";
+import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { KeyActor } from "./security-audit.js";
 
 export interface AutomationPrincipal {
@@ -91,4 +92,29 @@ export function requireOperation(principal: AutomationPrincipal, operation: stri
   if (principal.operations.length > 0 && !principal.operations.includes(operation)) {
     throw new RcError("RC_ERR_FORBIDDEN", `operation '${operation}' is outside this key's operation scope`);
   }
+}
+
+/**
+ * A new automation key: its one-time secret and the row to insert (only the
+ * hash is stored). Scope columns default to "everything"; pass stored (JSON)
+ * forms in `fields` to narrow them.
+ */
+export function newAutomationKeyRow(tenantId: string, name: string, fields: Record<string, unknown> = {}) {
+  const key = mintToken("rca_");
+  const row = {
+    id: randomUUID(),
+    tenant_id: tenantId,
+    name,
+    token_hash: sha256Hex(key),
+    token_hint: key.slice(0, 8),
+    servers: "[]",
+    operations: "[]",
+    allowed_credential_ids: "[]",
+    ip_allowlist: "[]",
+    rate_limit: 100,
+    expires_at: null as number | null,
+    ...fields,
+    created_at: Date.now(),
+  };
+  return { key, row };
 }

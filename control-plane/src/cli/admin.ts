@@ -4,6 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { newAutomationKeyRow } from "../auth/automation-key.js";
 import { createApiKey as insertApiKey, revokeApiKey as markApiKeyRevoked } from "../auth/api-key.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 
@@ -49,23 +50,13 @@ export async function createAutomationKey(
   if (!Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > 1000) {
     throw new AdminError("--rate-limit: requests per minute, a whole number from 1 to 1000");
   }
-  const key = mintToken("rca_");
-  const id = randomUUID();
+  const { key, row } = newAutomationKeyRow(tenant.id, opts.name, {
+    rate_limit: rateLimit,
+    expires_at: expiresAt,
+  });
+  const id = row.id;
   await db.transaction(async (trx) => {
-    await trx("automation_keys").insert({
-      id,
-      tenant_id: tenant.id,
-      name: opts.name,
-      token_hash: sha256Hex(key),
-      token_hint: key.slice(0, 8),
-      servers: "[]",
-      operations: "[]",
-      allowed_credential_ids: "[]",
-      ip_allowlist: "[]",
-      rate_limit: opts.rateLimit ?? 100,
-      expires_at: expiresAt,
-      created_at: Date.now(),
-    });
+    await trx("automation_keys").insert(row);
     await appendAuditEvent(trx, {
       tenantId: tenant.id,
       eventType: "automation_key.created",

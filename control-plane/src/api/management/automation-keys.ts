@@ -1,13 +1,12 @@
 // /api/automation-keys — create, list, update and revoke the tenant's automation
 // keys (X-API-Key auth). The `rca_` secret is in the create response only; the
 // database keeps its SHA-256. Another tenant's key id is a 404.
-import { randomUUID } from "node:crypto";
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../../audit/audit-log.js";
+import { newAutomationKeyRow } from "../../auth/automation-key.js";
 import { actorPayload } from "../../auth/security-audit.js";
 import { RcError } from "../../errors.js";
-import { mintToken, sha256Hex } from "../../lib/secrets.js";
 import { iso } from "../../lib/time.js";
 import { UUID_PATTERN, uuidSchema } from "../automation/schemas.js";
 import type { ApiContext } from "../context.js";
@@ -82,22 +81,11 @@ export const automationKeysRoutes =
       async (req, reply) => {
         const tenantId = req.apiPrincipal.tenantId;
         const scope = await compileScope(ctx.db, tenantId, req.body);
-        const key = mintToken("rca_");
-        const row = {
-          id: randomUUID(),
-          tenant_id: tenantId,
-          name: req.body.name,
-          token_hash: sha256Hex(key),
-          token_hint: key.slice(0, 8),
-          servers: "[]",
-          operations: "[]",
-          allowed_credential_ids: "[]",
-          ip_allowlist: "[]",
+        // name is required by createSchema.
+        const { key, row } = newAutomationKeyRow(tenantId, req.body.name!, {
           rate_limit: req.body.rate_limit ?? 100,
-          expires_at: null,
           ...scope,
-          created_at: Date.now(),
-        };
+        });
         const resource = present(row);
         await ctx.db.transaction(async (trx) => {
           await trx("automation_keys").insert(row);
