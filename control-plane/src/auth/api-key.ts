@@ -6,7 +6,6 @@ import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
-import type { KeyActor } from "./security-audit.js";
 
 /** The general API key limits of the contract ("Limits"). */
 export const API_KEY_WINDOWS = [
