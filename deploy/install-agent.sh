@@ -27,7 +27,14 @@ mkdir -p /opt/relayctl
 if [ "$source_dir" != /opt/relayctl ]; then
   tar -C "$source_dir" --exclude=.git --exclude=.relayctl -cf - . | tar -C /opt/relayctl -xf -
 fi
-(cd /opt/relayctl && npm ci --omit=dev --no-audit --no-fund -w @relayctl/agent -w @relayctl/proto >/dev/null)
+# Build from source when the copy has no agent/dist (a fresh checkout), then drop
+# the build tools again.
+(
+  cd /opt/relayctl
+  npm ci --no-audit --no-fund >/dev/null
+  [ -f agent/dist/cli/main.js ] || npx tsc -b agent
+  npm prune --omit=dev --no-audit --no-fund >/dev/null
+)
 
 echo "==> enrolling with $url"
 RELAYCTL_AGENT_STATE_DIR=/var/lib/relayctl-agent node /opt/relayctl/agent/dist/cli/main.js enroll --url "$url" --token "$token"
