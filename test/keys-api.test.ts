@@ -4,6 +4,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import { join } from "node:path";
 import test from "ava";
+import { waitForMinuteRoom } from "./harness/wait";
 import { type Enrollment, enroll } from "./harness/agent";
 import { ISO_UTC, UUID, assertCompleted, assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
@@ -338,15 +339,9 @@ test.serial(
   },
 );
 
-/** Waits out the end of the current minute when less than `needMs` of it is left. */
-async function awayFromMinuteEdge(needMs: number) {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < needMs) await new Promise((r) => setTimeout(r, left + 100));
-}
-
 test.serial("api keys - 100 requests a minute pass, the 101st is 429 with Retry-After", async (t) => {
   const { key, keyId } = await newApiKey(c.tenantId);
-  await awayFromMinuteEdge(20_000);
+  await waitForMinuteRoom(20_000);
   for (let i = 0; i < 100; i++) {
     const res = await mgmt("/automation-keys", { apiKey: key });
     if (res.status !== 200) return t.fail(`request ${i + 1}: ${describe(res)}`);

@@ -3,6 +3,7 @@
 // Retry-After, and a flood leaves one rate_limit.hit event per key and window.
 import { randomUUID } from "node:crypto";
 import test from "ava";
+import { waitForMinuteRoom } from "./harness/wait";
 import { assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
@@ -33,16 +34,10 @@ async function automationKey(rateLimit: number) {
   return { id: String(res.json.id), key: String(res.json.key) };
 }
 
-/** Waits out the end of the current minute when less than `needMs` of it is left. */
-async function awayFromMinuteEdge(needMs: number) {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < needMs) await new Promise((r) => setTimeout(r, left + 100));
-}
-
 test("rate limit - exactly rate_limit requests pass per window across two api processes", async (t) => {
   const limit = 7;
   const { id, key } = await automationKey(limit);
-  await awayFromMinuteEdge(20_000);
+  await waitForMinuteRoom(20_000);
   const targets = [c.baseUrl, second.apiUrl];
   // interleaved and concurrent: even requests to the first process, odd to the second
   const answers = await Promise.all(
@@ -83,7 +78,7 @@ test("rate limit - exactly rate_limit requests pass per window across two api pr
 test("rate limit - keys are limited independently", async (t) => {
   const a = await automationKey(1);
   const b = await automationKey(1);
-  await awayFromMinuteEdge(10_000);
+  await waitForMinuteRoom(10_000);
   t.is((await api({ baseUrl: c.baseUrl, key: a.key }, `/operations/${randomUUID()}`)).status, 404);
   assertDetailOnly(t, await api({ baseUrl: second.apiUrl, key: a.key }, `/operations/${randomUUID()}`), 429);
   t.is((await api({ baseUrl: second.apiUrl, key: b.key }, `/operations/${randomUUID()}`)).status, 404);

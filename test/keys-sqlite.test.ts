@@ -2,6 +2,7 @@
 // rate-limit counters (INSERT ... ON CONFLICT DO UPDATE ... RETURNING instead of MySQL's upsert).
 import { join } from "node:path";
 import test from "ava";
+import { waitForMinuteRoom } from "./harness/wait";
 import { assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startControlPlane } from "./harness/control-plane";
@@ -29,8 +30,7 @@ test("sqlite - API key, automation-key management and rate limit work on SQLite"
   t.is(created.status, 201, describe(created));
   const target = { baseUrl: server.apiUrl, key: String(created.json.key) };
   const path = "/operations/00000000-0000-4000-8000-000000000000";
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < 10_000) await new Promise((r) => setTimeout(r, left + 100));
+  await waitForMinuteRoom(10_000);
   const answers = await Promise.all([1, 2, 3, 4].map(() => api(target, path)));
   t.deepEqual(answers.map((r) => r.status).sort(), [404, 404, 429, 429]);
   const limited = answers.find((r) => r.status === 429)!;
