@@ -1,4 +1,10 @@
-// reverse-proxy-sync: turns desired routes into reverse-proxy configuration.
-// Empty until the external-deploy issue; the package exists so the layout is
-// complete and the build graph is stable.
-export const PACKAGE = "@relayctl/reverse-proxy-sync";
+// reverse-proxy-sync: desired routes → reverse-proxy configuration, with a route
+// ledger and a read-back of the live proxy to detect drift.
+export * from "./route.js";
+export * from "./route-writer.js";
+export * from "./caddy-writer.js";
+export * from "./nginx-writer.js";
+export * from "./traefik-writer.js";
+export * from "./ledger.js";
+export * from "./route-syncer.js";
+export { renderedProblem } from "./writer-support.js";

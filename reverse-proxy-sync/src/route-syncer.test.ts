@@ -1,0 +1,180 @@
+// RouteSyncer against a real Caddy (one per test) with a ledger file in a temp
+// dir: the statuses the control plane reports come from what Caddy really holds.
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import test from "ava";
+import { startCaddy } from "../../test/harness/caddy";
+import { cleanupAll, makeTempDir } from "../../test/harness/cleanup";
+import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy-client";
+import { CaddyWriter } from "./caddy-writer.js";
+import { RouteLedger } from "./ledger.js";
+import type { DesiredRoute } from "./route.js";
+import { RouteSyncer } from "./route-syncer.js";
+
+test.after.always(cleanupAll);
+
+const WAIT_MS = 10_000;
+
+async function setup() {
+  const caddy = await startCaddy();
+  const ledgerFile = join(makeTempDir("ledger"), "routes.json");
+  const ledger = await RouteLedger.open(ledgerFile);
+  const writerFor = (listen = `127.0.0.1:${caddy.httpPort}`) =>
+    new CaddyWriter({ adminUrl: caddy.adminUrl, listen: [listen], automaticHttps: false });
+  const writer = writerFor();
+  const syncer = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
+  const deleteRoute = (id: string) => fetch(`${caddy.adminUrl}/id/relayctl-app-${id}`, { method: "DELETE" });
+  const config = async () => (await fetch(`${caddy.adminUrl}/config/`)).text();
+  return { caddy, ledger, ledgerFile, writer, writerFor, syncer, deleteRoute, config, port: caddy.httpPort };
+}
+
+const desired = (fqdns: string[], port: number, over: Partial<DesiredRoute> = {}): DesiredRoute => ({
+  applicationId: randomUUID(),
+  containerName: "app-1",
+  containerPort: port,
+  imageTag: "app:1",
+  fqdns,
+  ...over,
+});
+
+const statuses = (report: { routes: { status: string }[] }) => report.routes.map((r) => r.status);
+
+test("syncer - synced, then noop; the ledger file records what was applied", async (t) => {
+  const { syncer, ledgerFile, port } = await setup();
+  const one = await startBackend("one");
+  const r = desired(["www.example.test", "example.test"], one.port);
+  const first = await syncer.sync({ routes: [r] });
+  t.deepEqual(first.routes, [
+    {
+      applicationId: r.applicationId,
+      status: "synced",
+      signatureHash: first.routes[0]!.signatureHash,
+      fqdns: ["example.test", "www.example.test"],
+      upstream: `127.0.0.1:${one.port}`,
+    },
+  ]);
+  await waitForBackend(port, "www.example.test", "one", WAIT_MS);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["noop"]);
+  const saved = (await RouteLedger.open(ledgerFile)).get(r.applicationId);
+  t.is(saved?.signatureHash, first.routes[0]!.signatureHash);
+  t.is(saved?.upstream, `127.0.0.1:${one.port}`);
+});
+
+test("syncer - a route lost, edited or wiped by a Caddy restart is drift_recovered", async (t) => {
+  const { caddy, syncer, deleteRoute, port } = await setup();
+  const one = await startBackend("one");
+  const r = desired(["drift.example.test"], one.port);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["synced"]);
+  t.is((await deleteRoute(r.applicationId)).status, 200);
+  t.is((await proxyGet(port, "drift.example.test")).status, 404);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"]);
+  await waitForBackend(port, "drift.example.test", "one", WAIT_MS);
+  const res = await fetch(`${caddy.adminUrl}/id/relayctl-app-${r.applicationId}/terminal`, {
+    method: "PATCH",
+    headers: { "content-type": "application/json" },
+    body: "false",
+  });
+  t.is(res.status, 200, await res.text());
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"], "not pristine");
+  await caddy.restart();
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"]);
+  await waitForBackend(port, "drift.example.test", "one", WAIT_MS);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["noop"]);
+});
+
+test("syncer - a changed port is synced and moves traffic; a bad FQDN fails and never reaches Caddy", async (t) => {
+  const { syncer, config, port } = await setup();
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const r = desired(["move.example.test"], one.port);
+  await syncer.sync({ routes: [r] });
+  const bad = desired(["ok.example.test", "evil.example.test;"], one.port);
+  const report = await syncer.sync({ routes: [{ ...r, containerPort: two.port }, bad] });
+  t.deepEqual(statuses(report), ["synced", "failed"]);
+  t.is(report.routes[1]!.error, "invalid domain name 'evil.example.test;'");
+  await waitForBackend(port, "move.example.test", "two", WAIT_MS);
+  const live = await config();
+  t.false(live.includes(bad.applicationId));
+  t.false(live.includes("ok.example.test"), "no part of a failed route is written");
+});
+
+test("syncer - knownApplicationIds prunes routes of applications that no longer exist", async (t) => {
+  const { syncer, ledger, writer, port } = await setup();
+  const one = await startBackend("one");
+  const [a, b] = [desired(["a.example.test"], one.port), desired(["b.example.test"], one.port)];
+  await syncer.sync({ routes: [a, b] });
+  // A route only the proxy knows (its ledger entry was lost) is pruned too.
+  const orphan = {
+    applicationId: randomUUID(),
+    fqdns: ["orphan.example.test"],
+    upstream: `127.0.0.1:${one.port}`,
+  };
+  await writer.apply({ upsert: [orphan], remove: [] });
+  await waitForBackend(port, "b.example.test", "one", WAIT_MS);
+  const report = await syncer.sync({ routes: [a], knownApplicationIds: [a.applicationId] });
+  t.deepEqual(statuses(report), ["noop"]);
+  t.deepEqual(report.removed, [b.applicationId, orphan.applicationId].sort());
+  t.is((await proxyGet(port, "b.example.test")).status, 404);
+  t.is((await proxyGet(port, "orphan.example.test")).status, 404);
+  t.deepEqual(ledger.ids(), [a.applicationId]);
+  const explicit = await syncer.sync({ routes: [], remove: [a.applicationId] });
+  t.deepEqual(explicit, { routes: [], removed: [a.applicationId] });
+  t.deepEqual([...(await writer.readAll()).keys()], []);
+});
+
+test("syncer - a domain claimed by another application's route moves: the old route is removed", async (t) => {
+  const { syncer, ledger, writer, port } = await setup();
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const old = desired(["shared.example.test", "old.example.test"], one.port);
+  const other = desired(["other.example.test"], one.port);
+  await syncer.sync({ routes: [old, other] });
+  const fresh = desired(["shared.example.test"], two.port, { containerName: "app-2" });
+  const report = await syncer.sync({ routes: [fresh] });
+  t.deepEqual(statuses(report), ["synced"]);
+  t.deepEqual(report.removed, [old.applicationId]);
+  await waitForBackend(port, "shared.example.test", "two", WAIT_MS);
+  t.deepEqual([...(await writer.readAll()).keys()].sort(), [other.applicationId, fresh.applicationId].sort());
+  t.is(ledger.get(old.applicationId), undefined);
+  const twice = await syncer.sync({
+    routes: [desired(["dup.example.test"], 1), desired(["dup.example.test"], 2)],
+  });
+  t.deepEqual(statuses(twice), ["synced", "failed"], "two routes of one request never share a domain");
+});
+
+test("syncer - a change Caddy refuses fails the routes that needed writing; noops and the ledger stay", async (t) => {
+  const { syncer, ledger, writerFor } = await setup();
+  const a = desired(["a.example.test"], 3000);
+  await syncer.sync({ routes: [a] });
+  const before = ledger.get(a.applicationId);
+  // Same server and ledger, but a listen address Caddy refuses: every write fails.
+  const broken = new RouteSyncer({ writer: writerFor("127.0.0.1:notaport"), ledger, upstreamMode: "host" });
+  const b = desired(["b.example.test"], 3001);
+  const report = await broken.sync({ routes: [a, b] });
+  t.deepEqual(statuses(report), ["noop", "failed"]);
+  t.regex(report.routes[1]!.error ?? "", /caddy refused PATCH .*notaport/);
+  t.deepEqual(ledger.ids(), [a.applicationId]);
+  t.deepEqual(ledger.get(a.applicationId), before);
+});
+
+test("syncer - a proxy that cannot be read fails every route with the reason", async (t) => {
+  const { caddy, syncer } = await setup();
+  await caddy.stop();
+  const report = await syncer.sync({ routes: [desired(["a.example.test"], 3000), desired(["bad"], 3000)] });
+  t.deepEqual(statuses(report), ["failed", "failed"]);
+  t.regex(report.routes[0]!.error ?? "", /could not read the caddy proxy: .*unreachable/);
+  t.is(report.routes[1]!.error, "invalid domain name 'bad'");
+});
+
+test("syncer - concurrent sync calls run one at a time and none loses another's route", async (t) => {
+  const { syncer, writer, ledgerFile, port } = await setup();
+  const one = await startBackend("one");
+  const routes = Array.from({ length: 6 }, (_, i) => desired([`c${i}.example.test`], one.port));
+  const reports = await Promise.all(routes.map((r) => syncer.sync({ routes: [r] })));
+  t.deepEqual(
+    reports.flatMap(statuses),
+    routes.map(() => "synced"),
+  );
+  const live = await writer.readAll();
+  t.deepEqual([...live.keys()].sort(), routes.map((r) => r.applicationId).sort());
+  for (const r of routes) await waitForBackend(port, r.fqdns[0]!, "one", WAIT_MS);
+  t.is((await RouteLedger.open(ledgerFile)).ids().length, routes.length);
+});

@@ -1,0 +1,35 @@
+// The RouteWriter port: one reverse proxy as the agent sees it. Adapters are
+// named by technology: caddy-writer.ts (admin API), nginx-writer.ts (one file per
+// application, `nginx -t` then reload, rollback), traefik-writer.ts (file
+// provider, one YAML file per application). A writer only ever touches routes it
+// manages (tagged with the application id); anything else in the proxy is kept.
+import type { RenderedRoute } from "./route.js";
+
+/** A managed route as the proxy has it right now. */
+export interface LiveRoute extends RenderedRoute {
+  /**
+   * False when the proxy holds something for this application that the writer
+   * did not write as it stands (an edited file, a changed handler): drift even
+   * when domains and upstream still match.
+   */
+  pristine: boolean;
+}
+
+export interface RouteChange {
+  /** Routes to create or replace. */
+  upsert: RenderedRoute[];
+  /** Application ids whose routes go away (unknown ids are ignored). */
+  remove: string[];
+}
+
+export interface RouteWriter {
+  readonly kind: "caddy" | "nginx" | "traefik";
+  /** Every route this writer manages, keyed by application id, read from the live proxy. */
+  readAll(): Promise<Map<string, LiveRoute>>;
+  /**
+   * Applies the whole change as one unit (one config load, one reload). On
+   * failure the proxy is left as it was (rolled back where the proxy needs it)
+   * and the error says why.
+   */
+  apply(change: RouteChange): Promise<void>;
+}

@@ -1,0 +1,77 @@
+// A throwaway Caddy: `caddy run` with a boot config that holds only the admin
+// API on a free loopback port, HOME and the XDG dirs in a temp dir (so it never
+// touches the real user's data or certificates). Routes are written by the code
+// under test through the admin API; restart() brings Caddy back with only its
+// boot config, which is what a Caddy restart without a saved config does.
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { makeTempDir } from "./cleanup";
+import { freePort } from "./ports";
+import { ManagedProcess } from "./process";
+import { pollUntil } from "./wait";
+
+const READY_MS = 15_000;
+
+export interface CaddyServer {
+  /** http://127.0.0.1:<admin port> */
+  adminUrl: string;
+  /** A free port for the writer's listen address, e.g. [`127.0.0.1:${httpPort}`]. */
+  httpPort: number;
+  dir: string;
+  /** Kills Caddy and starts it again with only its boot config: every route is gone. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+function caddyBinary(): string {
+  return existsSync("/usr/bin/caddy") ? "/usr/bin/caddy" : "caddy";
+}
+
+async function adminReady(adminUrl: string): Promise<true | undefined> {
+  const res = await fetch(`${adminUrl}/config/`, { signal: AbortSignal.timeout(2_000) });
+  await res.text();
+  return res.ok ? true : undefined;
+}
+
+export async function startCaddy(): Promise<CaddyServer> {
+  const dir = makeTempDir("caddy");
+  const [adminPort, httpPort] = [await freePort(), await freePort()];
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  const bootFile = join(dir, "boot.json");
+  writeFileSync(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}` } }));
+  const env = { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir };
+  let generation = 0;
+  let proc: ManagedProcess | undefined;
+  const launch = async () => {
+    generation += 1;
+    const p = new ManagedProcess({
+      name: `caddy-${adminPort}`,
+      command: caddyBinary(),
+      args: ["run", "--config", bootFile],
+      env,
+      cwd: dir,
+      logFile: join(dir, `caddy-${generation}.log`),
+    });
+    proc = p;
+    await Promise.race([
+      pollUntil(() => adminReady(adminUrl), { what: `caddy admin API ${adminUrl}`, timeoutMs: READY_MS }),
+      p.exited.then((e) => {
+        throw new Error(`caddy exited at start (code ${e.code}):\n${p.tail()}`);
+      }),
+    ]);
+  };
+  await launch();
+  return {
+    adminUrl,
+    httpPort,
+    dir,
+    restart: async () => {
+      // SIGKILL: a crash or an operator's kill, not a graceful stop that could persist anything.
+      await proc?.stop("SIGKILL");
+      await launch();
+    },
+    stop: async () => {
+      await proc?.stop();
+    },
+  };
+}
