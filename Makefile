@@ -20,7 +20,7 @@ node-deps: $(NPM_STAMP)
 
 # Debian packages the test harness runs as throwaway servers.
 system-deps:
-	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils
+	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx
 
 build: node-deps
 	npx tsc -b

@@ -32,3 +32,44 @@ test("config - a bad number names the variable in one line", (t) => {
     message: /BACKOFF_MIN_MS: must not be greater/,
   });
 });
+
+test("config - no proxy by default; caddy, nginx and traefik settings are parsed", (t) => {
+  t.deepEqual(loadConfig({}).proxy, { kind: "none", upstream: "host" });
+  t.deepEqual(
+    loadConfig({
+      RELAYCTL_AGENT_PROXY: "caddy",
+      RELAYCTL_AGENT_CADDY_ADMIN_URL: "http://127.0.0.1:2020/",
+      RELAYCTL_AGENT_CADDY_LISTEN: "127.0.0.1:8080, :8443",
+      RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
+      RELAYCTL_AGENT_PROXY_UPSTREAM: "container-network",
+    }).proxy,
+    {
+      kind: "caddy",
+      upstream: "container-network",
+      adminUrl: "http://127.0.0.1:2020",
+      serverName: "relayctl",
+      listen: ["127.0.0.1:8080", ":8443"],
+      automaticHttps: false,
+    },
+  );
+  t.like(loadConfig({ RELAYCTL_AGENT_PROXY: "nginx", RELAYCTL_AGENT_NGINX_CONF_DIR: "/x" }).proxy, {
+    kind: "nginx",
+    confDir: "/x",
+    listen: "80",
+    nginxBin: "nginx",
+  });
+  t.deepEqual(
+    loadConfig({ RELAYCTL_AGENT_PROXY: "traefik", RELAYCTL_AGENT_TRAEFIK_ENTRYPOINTS: "web,websecure" })
+      .proxy,
+    {
+      kind: "traefik",
+      upstream: "host",
+      dir: "/etc/traefik/dynamic",
+      entryPoints: ["web", "websecure"],
+    },
+  );
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_PROXY: "haproxy" }), { message: /^RELAYCTL_AGENT_PROXY: / });
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_NGINX_LISTEN: "80; include x" }), {
+    message: /^RELAYCTL_AGENT_NGINX_LISTEN: /,
+  });
+});

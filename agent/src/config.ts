@@ -58,6 +58,46 @@ const schema = z
      * reboot by writing a new id into their own file. @default /proc/sys/kernel/random/boot_id
      */
     RELAYCTL_AGENT_BOOT_ID_FILE: z.string().min(1).default("/proc/sys/kernel/random/boot_id"),
+    /**
+     * Reverse proxy that route-sync jobs (external deploy) write: caddy (admin
+     * API), nginx (one file per application, `nginx -t`, reload) or traefik (file
+     * provider directory). none → route-sync jobs fail with a clear reason. @default none
+     */
+    RELAYCTL_AGENT_PROXY: z.enum(["none", "caddy", "nginx", "traefik"]).default("none"),
+    /**
+     * Upstream of a route: host → 127.0.0.1:<container_port> (proxy on the host);
+     * container-network → <container_name>:<container_port> (proxy on a shared
+     * container network). @default host
+     */
+    RELAYCTL_AGENT_PROXY_UPSTREAM: z.enum(["host", "container-network"]).default("host"),
+    /** Caddy's admin API. @default http://127.0.0.1:2019 */
+    RELAYCTL_AGENT_CADDY_ADMIN_URL: z.string().url().default("http://127.0.0.1:2019"),
+    /** Name of the HTTP server the agent owns in Caddy's config. @default relayctl */
+    RELAYCTL_AGENT_CADDY_SERVER: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{1,64}$/)
+      .default("relayctl"),
+    /** Comma list of listen addresses of that server. @default :443 with automatic HTTPS, else :80 */
+    RELAYCTL_AGENT_CADDY_LISTEN: z.string().min(1).optional(),
+    /** Caddy's automatic HTTPS (certificates, HTTP→HTTPS redirects) for routed domains. @default true */
+    RELAYCTL_AGENT_CADDY_AUTO_HTTPS: z.enum(["true", "false"]).default("true"),
+    /** Directory nginx includes, where the agent writes relayctl-<id>.conf. @default /etc/nginx/conf.d */
+    RELAYCTL_AGENT_NGINX_CONF_DIR: z.string().min(1).default("/etc/nginx/conf.d"),
+    /** `listen` of the generated server blocks. @default 80 */
+    RELAYCTL_AGENT_NGINX_LISTEN: z
+      .string()
+      .regex(/^[\w.:[\]]+( ssl)?$/)
+      .default("80"),
+    /** nginx binary. @default nginx */
+    RELAYCTL_AGENT_NGINX_BIN: z.string().min(1).default("nginx"),
+    /** nginx's main config (-c) for `nginx -t` and reload. @default nginx's own */
+    RELAYCTL_AGENT_NGINX_CONFIG: z.string().min(1).optional(),
+    /** nginx's prefix (-p). @default nginx's own */
+    RELAYCTL_AGENT_NGINX_PREFIX: z.string().min(1).optional(),
+    /** Directory Traefik's file provider watches. @default /etc/traefik/dynamic */
+    RELAYCTL_AGENT_TRAEFIK_DIR: z.string().min(1).default("/etc/traefik/dynamic"),
+    /** Comma list of Traefik entry points of the routers. @default web */
+    RELAYCTL_AGENT_TRAEFIK_ENTRYPOINTS: z.string().min(1).default("web"),
     /** pino level; logs are JSON lines on stdout. @default info */
     RELAYCTL_AGENT_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -82,6 +122,70 @@ export interface AgentConfig {
   rebootCommand: string;
   bootIdFile: string;
   logLevel: LogLevel;
+  proxy: ProxyConfig;
+}
+
+export type ProxyConfig =
+  | { kind: "none"; upstream: UpstreamMode }
+  | {
+      kind: "caddy";
+      upstream: UpstreamMode;
+      adminUrl: string;
+      serverName: string;
+      listen: string[] | undefined;
+      automaticHttps: boolean;
+    }
+  | {
+      kind: "nginx";
+      upstream: UpstreamMode;
+      confDir: string;
+      listen: string;
+      nginxBin: string;
+      configFile: string | undefined;
+      prefix: string | undefined;
+    }
+  | { kind: "traefik"; upstream: UpstreamMode; dir: string; entryPoints: string[] };
+
+type UpstreamMode = "host" | "container-network";
+
+const commaList = (s: string) =>
+  s
+    .split(",")
+    .map((x) => x.trim())
+    .filter(Boolean);
+
+function proxyConfig(c: z.infer<typeof schema>): ProxyConfig {
+  const upstream = c.RELAYCTL_AGENT_PROXY_UPSTREAM;
+  switch (c.RELAYCTL_AGENT_PROXY) {
+    case "caddy":
+      return {
+        kind: "caddy",
+        upstream,
+        adminUrl: c.RELAYCTL_AGENT_CADDY_ADMIN_URL.replace(/\/+$/, ""),
+        serverName: c.RELAYCTL_AGENT_CADDY_SERVER,
+        listen: c.RELAYCTL_AGENT_CADDY_LISTEN ? commaList(c.RELAYCTL_AGENT_CADDY_LISTEN) : undefined,
+        automaticHttps: c.RELAYCTL_AGENT_CADDY_AUTO_HTTPS === "true",
+      };
+    case "nginx":
+      return {
+        kind: "nginx",
+        upstream,
+        confDir: c.RELAYCTL_AGENT_NGINX_CONF_DIR,
+        listen: c.RELAYCTL_AGENT_NGINX_LISTEN,
+        nginxBin: c.RELAYCTL_AGENT_NGINX_BIN,
+        configFile: c.RELAYCTL_AGENT_NGINX_CONFIG,
+        prefix: c.RELAYCTL_AGENT_NGINX_PREFIX,
+      };
+    case "traefik":
+      return {
+        kind: "traefik",
+        upstream,
+        dir: c.RELAYCTL_AGENT_TRAEFIK_DIR,
+        entryPoints: commaList(c.RELAYCTL_AGENT_TRAEFIK_ENTRYPOINTS),
+      };
+    default:
+      return { kind: "none", upstream };
+  }
 }
 
 /** Thrown with a one-line message naming the variable at fault. */
@@ -108,5 +212,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
+    proxy: proxyConfig(c),
   };
 }

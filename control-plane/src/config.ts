@@ -50,6 +50,8 @@ const schema = z
     RELAYCTL_SWEEP_INTERVAL_MS: int(50, 600_000).default(1000),
     /** A reboot ends `timeout` when the agent is not back (new boot id) this long after the request (seconds). @default 600 */
     RELAYCTL_REBOOT_TIMEOUT_SECONDS: int(1, 24 * 3600).default(600),
+    /** Lifetime of an external-deploy session and its rds_ token (seconds). @default 1800 */
+    RELAYCTL_EXTERNAL_DEPLOY_SESSION_TTL_SECONDS: int(60, 24 * 3600).default(1800),
     /** Hetzner Cloud API base URL (provider reboots). @default https://api.hetzner.cloud/v1 */
     RELAYCTL_HETZNER_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.hetzner.cloud/v1"),
     /** DigitalOcean API base URL (provider reboots). @default https://api.digitalocean.com/v2 */
@@ -101,6 +103,7 @@ export interface Config {
   sweepIntervalMs: number;
   trustProxy: boolean;
   rebootTimeoutSeconds: number;
+  externalDeploySessionTtlSeconds: number;
   /** Cloud provider API base URLs, without a trailing slash. */
   providerUrls: { hetzner: string; digitalocean: string };
   /** AES-256-GCM key of stored secrets; undefined when RELAYCTL_MASTER_KEY is unset. */
@@ -174,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sweepIntervalMs: c.RELAYCTL_SWEEP_INTERVAL_MS,
     trustProxy: c.RELAYCTL_TRUST_PROXY,
     rebootTimeoutSeconds: c.RELAYCTL_REBOOT_TIMEOUT_SECONDS,
+    externalDeploySessionTtlSeconds: c.RELAYCTL_EXTERNAL_DEPLOY_SESSION_TTL_SECONDS,
     providerUrls: {
       hetzner: c.RELAYCTL_HETZNER_API_URL.replace(/\/+$/, ""),
       digitalocean: c.RELAYCTL_DIGITALOCEAN_API_URL.replace(/\/+$/, ""),

@@ -60,6 +60,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     log,
     containerEngine: cfg.containerEngine,
     rebootCommand: cfg.rebootCommand,
+    proxy: cfg.proxy,
   });
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,

@@ -10,6 +10,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
+import type { ProxyConfig } from "../config.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../runner/runner.js";
@@ -17,6 +18,7 @@ import { runRegistryLoginJob, runRegistryLogoutJob, runRestartJob } from "./cont
 import { failedResult, runExecJob } from "./exec.js";
 import { Journal } from "./journal.js";
 import { runRebootCommand } from "./reboot.js";
+import { RouteSyncRunner } from "./route-sync.js";
 import { ResultStore } from "./result-store.js";
 
 /** Where messages to the gateway go: the current stream, if any. */
@@ -33,6 +35,8 @@ export interface DispatcherOptions {
   containerEngine?: EngineSetting;
   /** Shell command of reboot jobs. @default systemctl reboot */
   rebootCommand?: string;
+  /** Reverse proxy of route-sync jobs. @default none (route-sync jobs fail) */
+  proxy?: ProxyConfig;
 }
 
 export class Dispatcher {
@@ -49,6 +53,7 @@ export class Dispatcher {
     readonly log: Logger,
     readonly containerEngine: EngineSetting,
     readonly rebootCommand: string,
+    readonly routes: RouteSyncRunner,
   ) {}
 
   static async open(options: DispatcherOptions): Promise<Dispatcher> {
@@ -63,6 +68,7 @@ export class Dispatcher {
       options.log,
       options.containerEngine ?? "auto",
       options.rebootCommand ?? "systemctl reboot",
+      new RouteSyncRunner(options.proxy ?? { kind: "none", upstream: "host" }, options.stateDir),
     );
     await dispatcher.#recoverInterrupted();
     return dispatcher;
@@ -170,6 +176,8 @@ export class Dispatcher {
           return await runRegistryLoginJob(this.#engine(), job.operationId, job.kind.registryLogin);
         case "registryLogout":
           return await runRegistryLogoutJob(this.#engine(), job.operationId, job.kind.registryLogout);
+        case "routeSync":
+          return await this.routes.run(job.operationId, job.kind.routeSync);
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
       }

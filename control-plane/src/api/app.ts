@@ -7,6 +7,7 @@ import { installErrorHandling } from "./errors.js";
 import { automationApi } from "./automation/index.js";
 import { registryCredentialsApi } from "../registry/credentials-api.js";
 import { managementApi } from "./management/index.js";
+import { externalDeployApi } from "../external-deploy/routes.js";
 
 export async function buildApi(
   ctx: ApiContext,
@@ -36,6 +37,7 @@ export async function buildApi(
   app.get("/healthz", async () => ({ status: "ok" }));
   await app.register(automationApi(ctx), { prefix: "/api/automation/v1" });
   await app.register(managementApi(ctx), { prefix: "/api" });
+  await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
   await app.register(registryCredentialsApi(ctx), { prefix: "/api/registry-credentials" });
   return app;

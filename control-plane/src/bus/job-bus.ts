@@ -23,7 +23,22 @@ export type JobEnvelope = { operation_id: string } & (
   | { registry_login: { registry: string; username: string; password: string; deadline_seconds: number } }
   | { registry_logout: { registry: string; deadline_seconds: number } }
   | { reboot: { reason: string } }
+  | { route_sync: RouteSyncEnvelope }
 );
+
+/** A route-sync job (external deploy): routes to write, applications that still exist. */
+export interface RouteSyncEnvelope {
+  routes: {
+    application_id: string;
+    container_name: string;
+    container_port: number;
+    image_tag: string;
+    fqdns: string[];
+  }[];
+  known_application_ids: string[];
+  remove_application_ids: string[];
+  deadline_seconds: number;
+}
 
 /** Published on relayctl.op.<id>.done once the final state is stored. */
 export interface DoneEvent {

@@ -15,6 +15,7 @@ import {
   revokeApiKey,
   revokeAutomationKey,
 } from "./admin.js";
+import { registerApplicationCommands } from "./admin-applications.js";
 
 const program = new Command()
   .name("relayctl-server")
@@ -102,6 +103,8 @@ admin
       return { ok, tenants: reports };
     }),
   );
+
+registerApplicationCommands(admin, withDb);
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
   const db = openDb(loadDatabaseUrl());

@@ -1,6 +1,6 @@
 // Bus JSON <-> agent.v1 protobuf messages.
-import { type GatewayMessage, type Job, type JobResult, JobStatus } from "@relayctl/proto";
-import type { JobEnvelope } from "../bus/job-bus.js";
+import { type GatewayMessage, type Job, type JobResult, JobStatus, type RouteSyncJob } from "@relayctl/proto";
+import type { JobEnvelope, RouteSyncEnvelope } from "../bus/job-bus.js";
 import type { FinalResult } from "../operations/store.js";
 
 function jobKind(job: JobEnvelope): Job["kind"] {
@@ -21,6 +21,7 @@ function jobKind(job: JobEnvelope): Job["kind"] {
       restart: { containerName: job.restart.container_name, deadlineSeconds: job.restart.deadline_seconds },
     };
   }
+  if ("route_sync" in job) return { $case: "routeSync", routeSync: routeSyncJob(job.route_sync) };
   if ("reboot" in job) return { $case: "reboot", reboot: { reason: job.reboot.reason } };
   if ("registry_login" in job) {
     const l = job.registry_login;
@@ -40,6 +41,21 @@ function jobKind(job: JobEnvelope): Job["kind"] {
       registry: job.registry_logout.registry,
       deadlineSeconds: job.registry_logout.deadline_seconds,
     },
+  };
+}
+
+function routeSyncJob(r: RouteSyncEnvelope): RouteSyncJob {
+  return {
+    routes: r.routes.map((route) => ({
+      applicationId: route.application_id,
+      containerName: route.container_name,
+      containerPort: route.container_port,
+      imageTag: route.image_tag,
+      fqdns: route.fqdns,
+    })),
+    knownApplicationIds: r.known_application_ids,
+    removeApplicationIds: r.remove_application_ids,
+    deadlineSeconds: r.deadline_seconds,
   };
 }
 

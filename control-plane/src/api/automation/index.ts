@@ -1,10 +1,8 @@
 // The Automation API (/api/automation/v1): every route authenticates with an
 // automation key in an onRequest hook, before its body is even validated.
 import type { FastifyPluginAsync } from "fastify";
-import { authenticateAutomationKey } from "../../auth/automation-key.js";
-import { ipAllowed } from "../../auth/ip-allowlist.js";
-import { auditRefusals, enforceRateLimit } from "../../auth/security-audit.js";
-import { RcError } from "../../errors.js";
+import { admitAutomationKey } from "../../auth/admit-automation-key.js";
+import { auditRefusals } from "../../auth/security-audit.js";
 import type { ApiContext } from "../context.js";
 import { execRoute } from "./exec.js";
 import { operationsRoute } from "./operations.js";
@@ -20,13 +18,7 @@ export const automationApi =
     // Order: who (401), from where (403), how often (429); scope checks of the
     // server and operation are the routes' (they know what is asked).
     app.addHook("onRequest", async (req, reply) => {
-      const p = await authenticateAutomationKey(ctx.db, req);
-      req.principal = p;
-      if (!ipAllowed(p.ipAllowlist, req.ip)) {
-        throw new RcError("RC_ERR_IP_NOT_ALLOWED", `caller IP ${req.ip} is not in this key's IP allowlist`);
-      }
-      const actor = req.keyActor!;
-      await enforceRateLimit(ctx.db, req.log, reply, actor, req.ip, [{ seconds: 60, limit: p.rateLimit }]);
+      req.principal = await admitAutomationKey(ctx.db, req, reply);
     });
     app.addHook("onError", auditRefusals(ctx.db));
     await app.register(execRoute(ctx));

@@ -5,6 +5,7 @@ import type { FastifyPluginAsync } from "fastify";
 import { API_KEY_WINDOWS, authenticateApiKey } from "../../auth/api-key.js";
 import { auditRefusals, enforceRateLimit } from "../../auth/security-audit.js";
 import type { ApiContext } from "../context.js";
+import { applicationsRoutes } from "../../applications/applications-api.js";
 import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { auditRoute } from "./audit.js";
 import { automationKeysRoutes } from "./automation-keys.js";
@@ -22,4 +23,5 @@ export const managementApi =
     await app.register(automationKeysRoutes(ctx));
     await app.register(auditRoute(ctx));
     await app.register(providerBindingRoutes(ctx));
+    await app.register(applicationsRoutes(ctx));
   };

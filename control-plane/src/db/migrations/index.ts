@@ -5,6 +5,7 @@ import * as m001 from "./001_init.js";
 import * as m002 from "./002_keys.js";
 import * as m003 from "./003_registry.js";
 import * as m004 from "./004_reboot.js";
+import * as m005 from "./005_external_deploy.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -16,6 +17,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "002_keys": m002,
   "003_registry": m003,
   "004_reboot": m004,
+  "005_external_deploy": m005,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

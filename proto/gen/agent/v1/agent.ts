@@ -150,6 +150,7 @@ export interface Job {
     | { $case: "registryLogin"; registryLogin: RegistryLoginJob }
     | { $case: "registryLogout"; registryLogout: RegistryLogoutJob }
     | { $case: "reboot"; reboot: RebootJob }
+    | { $case: "routeSync"; routeSync: RouteSyncJob }
     | undefined;
 }
 
@@ -200,6 +201,37 @@ export interface RegistryLogoutJob {
  */
 export interface RebootJob {
   reason: string;
+}
+
+/**
+ * Sync reverse-proxy routes (external deploy): write these routes through the
+ * agent's RouteWriter (Caddy, nginx or Traefik), remove routes of applications
+ * that no longer exist, and record what was applied in the agent's route ledger.
+ * Its JobResult is COMPLETED with `stdout` one JSON object (RouteSyncReport):
+ *   {"version":1,"proxy":"caddy","upstream_mode":"host",
+ *    "routes":[{"application_id","status":"synced"|"noop"|"drift_recovered"|"failed",
+ *               "signature_hash":"sha256:<hex>","fqdns":[...],"upstream","error"?}],
+ *    "removed":["<application id>", ...]}
+ * FAILED when the agent has no proxy configured or the job is malformed.
+ */
+export interface RouteSyncJob {
+  routes: RouteSpec[];
+  /**
+   * Every application of this server that still exists. Routes the agent manages
+   * for any other application are removed (no stale or competing routes).
+   */
+  knownApplicationIds: string[];
+  /** Applications removed explicitly (an application was deleted). */
+  removeApplicationIds: string[];
+  deadlineSeconds: number;
+}
+
+export interface RouteSpec {
+  applicationId: string;
+  containerName: string;
+  containerPort: number;
+  imageTag: string;
+  fqdns: string[];
 }
 
 export interface ResultAck {
@@ -1067,6 +1099,9 @@ export const Job: MessageFns<Job> = {
       case "reboot":
         RebootJob.encode(message.kind.reboot, writer.uint32(50).fork()).join();
         break;
+      case "routeSync":
+        RouteSyncJob.encode(message.kind.routeSync, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1138,6 +1173,14 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "reboot", reboot: RebootJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "routeSync", routeSync: RouteSyncJob.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1177,7 +1220,11 @@ export const Job: MessageFns<Job> = {
                     }
                   : isSet(object.reboot)
                     ? { $case: "reboot", reboot: RebootJob.fromJSON(object.reboot) }
-                    : undefined,
+                    : isSet(object.routeSync)
+                      ? { $case: "routeSync", routeSync: RouteSyncJob.fromJSON(object.routeSync) }
+                      : isSet(object.route_sync)
+                        ? { $case: "routeSync", routeSync: RouteSyncJob.fromJSON(object.route_sync) }
+                        : undefined,
     };
   },
 
@@ -1196,6 +1243,8 @@ export const Job: MessageFns<Job> = {
       obj.registryLogout = RegistryLogoutJob.toJSON(message.kind.registryLogout);
     } else if (message.kind?.$case === "reboot") {
       obj.reboot = RebootJob.toJSON(message.kind.reboot);
+    } else if (message.kind?.$case === "routeSync") {
+      obj.routeSync = RouteSyncJob.toJSON(message.kind.routeSync);
     }
     return obj;
   },
@@ -1240,6 +1289,12 @@ export const Job: MessageFns<Job> = {
       case "reboot": {
         if (object.kind?.reboot !== undefined && object.kind?.reboot !== null) {
           message.kind = { $case: "reboot", reboot: RebootJob.fromPartial(object.kind.reboot) };
+        }
+        break;
+      }
+      case "routeSync": {
+        if (object.kind?.routeSync !== undefined && object.kind?.routeSync !== null) {
+          message.kind = { $case: "routeSync", routeSync: RouteSyncJob.fromPartial(object.kind.routeSync) };
         }
         break;
       }
@@ -1854,6 +1909,288 @@ export const RebootJob: MessageFns<RebootJob> = {
   fromPartial<I extends Exact<DeepPartial<RebootJob>, I>>(object: I): RebootJob {
     const message = createBaseRebootJob();
     message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseRouteSyncJob(): RouteSyncJob {
+  return { routes: [], knownApplicationIds: [], removeApplicationIds: [], deadlineSeconds: 0 };
+}
+
+export const RouteSyncJob: MessageFns<RouteSyncJob> = {
+  encode(message: RouteSyncJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.routes) {
+      RouteSpec.encode(v!, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.knownApplicationIds) {
+      writer.uint32(18).string(v!);
+    }
+    for (const v of message.removeApplicationIds) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.deadlineSeconds !== 0) {
+      writer.uint32(32).uint32(message.deadlineSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteSyncJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteSyncJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.routes.push(RouteSpec.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.knownApplicationIds.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.removeApplicationIds.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.deadlineSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteSyncJob {
+    return {
+      routes: globalThis.Array.isArray(object?.routes)
+        ? object.routes.map((e: any) => RouteSpec.fromJSON(e))
+        : [],
+      knownApplicationIds: globalThis.Array.isArray(object?.knownApplicationIds)
+        ? object.knownApplicationIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.known_application_ids)
+          ? object.known_application_ids.map((e: any) => globalThis.String(e))
+          : [],
+      removeApplicationIds: globalThis.Array.isArray(object?.removeApplicationIds)
+        ? object.removeApplicationIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.remove_application_ids)
+          ? object.remove_application_ids.map((e: any) => globalThis.String(e))
+          : [],
+      deadlineSeconds: isSet(object.deadlineSeconds)
+        ? globalThis.Number(object.deadlineSeconds)
+        : isSet(object.deadline_seconds)
+          ? globalThis.Number(object.deadline_seconds)
+          : 0,
+    };
+  },
+
+  toJSON(message: RouteSyncJob): unknown {
+    const obj: any = {};
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => RouteSpec.toJSON(e));
+    }
+    if (message.knownApplicationIds?.length) {
+      obj.knownApplicationIds = message.knownApplicationIds;
+    }
+    if (message.removeApplicationIds?.length) {
+      obj.removeApplicationIds = message.removeApplicationIds;
+    }
+    if (message.deadlineSeconds !== 0) {
+      obj.deadlineSeconds = Math.round(message.deadlineSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteSyncJob>, I>>(base?: I): RouteSyncJob {
+    return RouteSyncJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteSyncJob>, I>>(object: I): RouteSyncJob {
+    const message = createBaseRouteSyncJob();
+    message.routes = object.routes?.map((e) => RouteSpec.fromPartial(e)) || [];
+    message.knownApplicationIds = object.knownApplicationIds?.map((e) => e) || [];
+    message.removeApplicationIds = object.removeApplicationIds?.map((e) => e) || [];
+    message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    return message;
+  },
+};
+
+function createBaseRouteSpec(): RouteSpec {
+  return { applicationId: "", containerName: "", containerPort: 0, imageTag: "", fqdns: [] };
+}
+
+export const RouteSpec: MessageFns<RouteSpec> = {
+  encode(message: RouteSpec, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applicationId !== "") {
+      writer.uint32(10).string(message.applicationId);
+    }
+    if (message.containerName !== "") {
+      writer.uint32(18).string(message.containerName);
+    }
+    if (message.containerPort !== 0) {
+      writer.uint32(24).uint32(message.containerPort);
+    }
+    if (message.imageTag !== "") {
+      writer.uint32(34).string(message.imageTag);
+    }
+    for (const v of message.fqdns) {
+      writer.uint32(42).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteSpec {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteSpec();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.containerName = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.containerPort = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.imageTag = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.fqdns.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteSpec {
+    return {
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      containerName: isSet(object.containerName)
+        ? globalThis.String(object.containerName)
+        : isSet(object.container_name)
+          ? globalThis.String(object.container_name)
+          : "",
+      containerPort: isSet(object.containerPort)
+        ? globalThis.Number(object.containerPort)
+        : isSet(object.container_port)
+          ? globalThis.Number(object.container_port)
+          : 0,
+      imageTag: isSet(object.imageTag)
+        ? globalThis.String(object.imageTag)
+        : isSet(object.image_tag)
+          ? globalThis.String(object.image_tag)
+          : "",
+      fqdns: globalThis.Array.isArray(object?.fqdns)
+        ? object.fqdns.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: RouteSpec): unknown {
+    const obj: any = {};
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.containerName !== "") {
+      obj.containerName = message.containerName;
+    }
+    if (message.containerPort !== 0) {
+      obj.containerPort = Math.round(message.containerPort);
+    }
+    if (message.imageTag !== "") {
+      obj.imageTag = message.imageTag;
+    }
+    if (message.fqdns?.length) {
+      obj.fqdns = message.fqdns;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteSpec>, I>>(base?: I): RouteSpec {
+    return RouteSpec.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteSpec>, I>>(object: I): RouteSpec {
+    const message = createBaseRouteSpec();
+    message.applicationId = object.applicationId ?? "";
+    message.containerName = object.containerName ?? "";
+    message.containerPort = object.containerPort ?? 0;
+    message.imageTag = object.imageTag ?? "";
+    message.fqdns = object.fqdns?.map((e) => e) || [];
     return message;
   },
 };

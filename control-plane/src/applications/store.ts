@@ -1,0 +1,216 @@
+// The applications table: a container on one server, reached through that
+// server's reverse proxy at its bound domain names. A domain is bound to at most
+// one application per server (application_fqdns' primary key), so a proxy never
+// gets two competing routes for it. Every change is audited with its actor.
+import { randomUUID } from "node:crypto";
+import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
+import { RcError } from "../errors.js";
+import { iso } from "../lib/time.js";
+import { compileFqdns } from "./validate.js";
+
+export interface ApplicationRow {
+  id: string;
+  tenant_id: string;
+  server_id: string;
+  name: string;
+  linked_container_name: string;
+  container_port: number;
+  fqdns: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ApplicationInput {
+  name?: string;
+  server_id?: string;
+  linked_container_name?: string;
+  container_port?: number;
+  fqdns?: string[];
+}
+
+/** Who made a change, for the audit event (key ids and names, the caller's IP). */
+export type Actor = Record<string, unknown>;
+
+export function presentApplication(row: ApplicationRow, serverName?: string) {
+  return {
+    id: row.id,
+    name: row.name,
+    server_id: row.server_id,
+    ...(serverName !== undefined ? { server_name: serverName } : {}),
+    linked_container_name: row.linked_container_name,
+    container_port: Number(row.container_port),
+    fqdns: JSON.parse(row.fqdns) as string[],
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+export async function getApplication(db: Knex, tenantId: string, id: string): Promise<ApplicationRow> {
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  const row = uuid.test(id)
+    ? await db("applications").where({ id: id.toLowerCase(), tenant_id: tenantId }).first<ApplicationRow>()
+    : undefined;
+  if (!row) throw new RcError("RC_ERR_APPLICATION_NOT_FOUND", `application '${id}' not found`);
+  return row;
+}
+
+export async function listApplications(db: Knex, tenantId: string) {
+  const rows = await db("applications as a")
+    .join("servers as s", "s.id", "a.server_id")
+    .where({ "a.tenant_id": tenantId })
+    .orderBy("a.created_at", "asc")
+    .select<(ApplicationRow & { server_name: string })[]>("a.*", "s.name as server_name");
+  return rows.map((r) => presentApplication(r, r.server_name));
+}
+
+/** A body reference to a server: another tenant's or an unknown id is a 422 (like key scopes). */
+async function checkServer(db: Knex, tenantId: string, serverId: string): Promise<string> {
+  const server = await db("servers")
+    .where({ id: serverId.toLowerCase(), tenant_id: tenantId })
+    .first<{ id: string } | undefined>("id");
+  if (!server) throw new RcError("RC_ERR_VALIDATION", `server_id: unknown server '${serverId}'`);
+  return server.id;
+}
+
+async function checkName(db: Knex, tenantId: string, name: string, exceptId?: string) {
+  const q = db("applications").where({ tenant_id: tenantId, name });
+  if (exceptId) q.whereNot({ id: exceptId });
+  if (await q.first("id")) {
+    throw new RcError("RC_ERR_APPLICATION_NAME_TAKEN", `an application named '${name}' already exists`);
+  }
+}
+
+/** Binds `fqdns` to the application on its server; 409 naming the holder of a taken one. */
+async function bindFqdns(trx: Knex.Transaction, app: ApplicationRow, fqdns: string[]): Promise<void> {
+  await trx("application_fqdns").where({ application_id: app.id }).delete();
+  if (fqdns.length === 0) return;
+  const holders = await trx("application_fqdns as f")
+    .join("applications as a", "a.id", "f.application_id")
+    .where({ "f.server_id": app.server_id })
+    .whereIn("f.fqdn", fqdns)
+    .forUpdate()
+    .select<{ fqdn: string; name: string }[]>("f.fqdn", "a.name");
+  if (holders.length > 0) {
+    const h = holders[0]!;
+    throw new RcError(
+      "RC_ERR_FQDN_TAKEN",
+      `domain '${h.fqdn}' is already bound to application '${h.name}' on this server`,
+    );
+  }
+  await trx("application_fqdns").insert(
+    fqdns.map((fqdn) => ({ server_id: app.server_id, fqdn, application_id: app.id })),
+  );
+}
+
+function isDuplicate(err: unknown): boolean {
+  const code = (err as { code?: string }).code ?? "";
+  return code === "ER_DUP_ENTRY" || code.startsWith("SQLITE_CONSTRAINT");
+}
+
+async function audited<T>(
+  db: Knex,
+  app: ApplicationRow,
+  eventType: string,
+  payload: Record<string, unknown>,
+  work: (trx: Knex.Transaction) => Promise<T>,
+): Promise<T> {
+  try {
+    return await db.transaction(async (trx) => {
+      const out = await work(trx);
+      await appendAuditEvent(trx, {
+        tenantId: app.tenant_id,
+        eventType,
+        serverId: app.server_id,
+        payload: { application_id: app.id, application_name: app.name, ...payload },
+      });
+      return out;
+    });
+  } catch (err) {
+    // Two requests racing for one name or domain: the loser gets a 409 too.
+    if (isDuplicate(err)) {
+      throw new RcError(
+        "RC_ERR_FQDN_TAKEN",
+        "the name or a domain name was taken by a concurrent change: read the applications and retry",
+        { cause: err },
+      );
+    }
+    throw err;
+  }
+}
+
+export async function createApplication(db: Knex, tenantId: string, input: ApplicationInput, actor: Actor) {
+  const fqdns = compileFqdns(input.fqdns ?? []);
+  const serverId = await checkServer(db, tenantId, input.server_id!);
+  await checkName(db, tenantId, input.name!);
+  const now = Date.now();
+  const row: ApplicationRow = {
+    id: randomUUID(),
+    tenant_id: tenantId,
+    server_id: serverId,
+    name: input.name!,
+    linked_container_name: input.linked_container_name!,
+    container_port: input.container_port!,
+    fqdns: JSON.stringify(fqdns),
+    created_at: now,
+    updated_at: now,
+  };
+  const resource = presentApplication(row);
+  await audited(db, row, "application.created", { application: resource, ...actor }, async (trx) => {
+    await trx("applications").insert(row);
+    await bindFqdns(trx, row, fqdns);
+  });
+  return resource;
+}
+
+/** Returns the new resource and the row as it was (its server may have changed). */
+export async function updateApplication(
+  db: Knex,
+  tenantId: string,
+  id: string,
+  input: ApplicationInput,
+  actor: Actor,
+) {
+  const before = await getApplication(db, tenantId, id);
+  const changes: Partial<ApplicationRow> = {};
+  if (input.name !== undefined && input.name !== before.name) {
+    await checkName(db, tenantId, input.name, before.id);
+    changes.name = input.name;
+  }
+  if (input.server_id !== undefined) changes.server_id = await checkServer(db, tenantId, input.server_id);
+  if (input.linked_container_name !== undefined) changes.linked_container_name = input.linked_container_name;
+  if (input.container_port !== undefined) changes.container_port = input.container_port;
+  const fqdns = input.fqdns !== undefined ? compileFqdns(input.fqdns) : JSON.parse(before.fqdns);
+  changes.fqdns = JSON.stringify(fqdns);
+  changes.updated_at = Date.now();
+  const after: ApplicationRow = { ...before, ...changes };
+  const resource = presentApplication(after);
+  const changed = Object.keys(input).sort();
+  await audited(
+    db,
+    after,
+    "application.updated",
+    { changed, application: resource, ...actor },
+    async (trx) => {
+      await trx("applications").where({ id: before.id }).update(changes);
+      await bindFqdns(trx, after, fqdns);
+    },
+  );
+  return { resource, before };
+}
+
+export async function deleteApplication(db: Knex, tenantId: string, id: string, actor: Actor) {
+  const row = await getApplication(db, tenantId, id);
+  await audited(db, row, "application.deleted", { ...actor }, async (trx) => {
+    await trx("application_fqdns").where({ application_id: row.id }).delete();
+    await trx("application_route_state").where({ application_id: row.id }).delete();
+    await trx("applications").where({ id: row.id }).delete();
+  });
+  return row;
+}
+
+/** Ids of the applications that exist on a server (the agent prunes routes of any other). */
+export async function applicationIdsOfServer(db: Knex, serverId: string): Promise<string[]> {
+  const rows = await db("applications").where({ server_id: serverId }).select<{ id: string }[]>("id");
+  return rows.map((r) => r.id);
+}

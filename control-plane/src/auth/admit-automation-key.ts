@@ -1,0 +1,22 @@
+// Admission of an automation key, in the order every route that takes one uses:
+// who (401), from where (403), how often (429). Scope checks of the server and
+// the operation are the routes' own (they know what is asked).
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Knex } from "knex";
+import { RcError } from "../errors.js";
+import { type AutomationPrincipal, authenticateAutomationKey } from "./automation-key.js";
+import { ipAllowed } from "./ip-allowlist.js";
+import { enforceRateLimit } from "./security-audit.js";
+
+export async function admitAutomationKey(
+  db: Knex,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<AutomationPrincipal> {
+  const p = await authenticateAutomationKey(db, req);
+  if (!ipAllowed(p.ipAllowlist, req.ip)) {
+    throw new RcError("RC_ERR_IP_NOT_ALLOWED", `caller IP ${req.ip} is not in this key's IP allowlist`);
+  }
+  await enforceRateLimit(db, req.log, reply, req.keyActor!, req.ip, [{ seconds: 60, limit: p.rateLimit }]);
+  return p;
+}

@@ -1,0 +1,144 @@
+// The external-deploy endpoints (no version segment, contract "Versioning"):
+//   POST   /external-deploy/session          rca_ key with `external_deploy` → 201 session
+//   POST   /external-deploy/sync             rds_ session token → 200 results + errors
+//   DELETE /external-deploy/session/{id}     rca_ key of the tenant or the session's token → 204
+// Calls made with a session token count against the rate limit of the key that
+// opened the session.
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { admitAutomationKey } from "../auth/admit-automation-key.js";
+import { requireOperation } from "../auth/automation-key.js";
+import { auditRefusals, enforceRateLimit } from "../auth/security-audit.js";
+import { RcError } from "../errors.js";
+import type { ApiContext } from "../api/context.js";
+import { CONTAINER_NAME_PATTERN } from "../applications/validate.js";
+import {
+  type SessionBody,
+  type SessionRow,
+  endSession,
+  openSession,
+  sessionBearer,
+  sessionOfToken,
+} from "./sessions.js";
+import { type DeploymentEntry, syncDeployments } from "./sync.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The session of the request's rds_ token (sync). */
+    deploySession: SessionRow;
+  }
+}
+
+const containerName = { type: "string", pattern: CONTAINER_NAME_PATTERN, maxLength: 255 } as const;
+export const MAX_CONTAINERS = 200;
+
+const sessionSchema = {
+  type: "object",
+  required: ["container_names"],
+  additionalProperties: false,
+  properties: {
+    container_names: { type: "array", minItems: 1, maxItems: MAX_CONTAINERS, items: containerName },
+    workflow_run_id: { type: "string", minLength: 1, maxLength: 255 },
+    commit_sha: { type: "string", minLength: 1, maxLength: 255 },
+  },
+} as const;
+
+const syncSchema = {
+  type: "object",
+  required: ["deployments"],
+  additionalProperties: false,
+  properties: {
+    deployments: {
+      type: "array",
+      minItems: 1,
+      maxItems: MAX_CONTAINERS,
+      items: {
+        type: "object",
+        required: ["container_name", "container_port", "image_tag"],
+        additionalProperties: false,
+        properties: {
+          container_name: containerName,
+          container_port: { type: "integer", minimum: 1, maximum: 65535 },
+          image_tag: { type: "string", minLength: 1, maxLength: 512 },
+          force: { type: "boolean" },
+        },
+      },
+    },
+  },
+} as const;
+
+async function admitSession(ctx: ApiContext, req: FastifyRequest, reply: FastifyReply, token: string) {
+  const session = await sessionOfToken(ctx.db, token);
+  const actor = { keyId: session.key_id, keyName: session.key_name, tenantId: session.tenant_id };
+  await enforceRateLimit(ctx.db, req.log, reply, { ...actor, keyType: "automation_key" }, req.ip, [
+    { seconds: 60, limit: Number(session.key_rate_limit) },
+  ]);
+  return session;
+}
+
+export const externalDeployApi =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    app.decorateRequest("principal", null as never);
+    app.decorateRequest("keyActor", null);
+    app.decorateRequest("deploySession", null as never);
+    app.addHook("onError", auditRefusals(ctx.db));
+
+    app.post<{ Body: SessionBody }>(
+      "/session",
+      {
+        schema: { body: sessionSchema },
+        onRequest: async (req, reply) => {
+          req.principal = await admitAutomationKey(ctx.db, req, reply);
+        },
+        preValidation: async (req) => requireOperation(req.principal, "external_deploy"),
+      },
+      async (req, reply) => {
+        const ttl = ctx.config.externalDeploySessionTtlSeconds;
+        return reply.status(201).send(await openSession(ctx.db, req.principal, req.body, ttl, req.ip));
+      },
+    );
+
+    // Authenticated before the body is validated: a bad token is a 401 whatever it sends.
+    app.post<{ Body: { deployments: DeploymentEntry[] } }>(
+      "/sync",
+      {
+        schema: { body: syncSchema },
+        onRequest: async (req, reply) => {
+          const token = sessionBearer(req);
+          if (!token) {
+            throw new RcError(
+              "RC_ERR_SESSION_INVALID",
+              "sync needs the session's token: 'Authorization: Bearer rds_...'",
+            );
+          }
+          req.deploySession = await admitSession(ctx, req, reply, token);
+        },
+      },
+      async (req) => syncDeployments(ctx, req.deploySession, req.body.deployments, req.ip),
+    );
+
+    app.delete<{ Params: { id: string } }>("/session/:id", async (req, reply) => {
+      const token = sessionBearer(req);
+      if (token) {
+        const session = await admitSession(ctx, req, reply, token);
+        if (session.id !== req.params.id.toLowerCase()) {
+          throw new RcError(
+            "RC_ERR_SESSION_NOT_FOUND",
+            `external-deploy session '${req.params.id}' not found`,
+          );
+        }
+        await endSession(ctx.db, session.tenant_id, session.id, {
+          actor: { session_id: session.id },
+          ip: req.ip,
+        });
+      } else {
+        const p = await admitAutomationKey(ctx.db, req, reply);
+        const actor = {
+          actor: { key_id: p.keyId, key_name: p.keyName, key_type: "automation_key" },
+          ip: req.ip,
+        };
+        await endSession(ctx.db, p.tenantId, req.params.id, actor);
+      }
+      return reply.status(204).send();
+    });
+  };

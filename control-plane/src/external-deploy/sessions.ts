@@ -1,0 +1,199 @@
+// External-deploy sessions: opened with an rca_ key holding `external_deploy`,
+// they name the containers a pipeline started and carry the applications matched
+// by `linked_container_name` (within the key's tenant and server scope). The
+// `rds_` token is shown once and stored as SHA-256; a deleted or expired session
+// stops working at once.
+import { randomUUID } from "node:crypto";
+import type { FastifyRequest } from "fastify";
+import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
+import { type AutomationPrincipal, bearerToken } from "../auth/automation-key.js";
+import { RcError } from "../errors.js";
+import { mintToken, sha256Hex } from "../lib/secrets.js";
+import { iso } from "../lib/time.js";
+
+export interface SessionRow {
+  id: string;
+  tenant_id: string;
+  key_id: string;
+  application_ids: string;
+  container_names: string;
+  workflow_run_id: string | null;
+  commit_sha: string | null;
+  expires_at: number;
+  deleted_at: number | null;
+}
+
+export interface SessionBody {
+  container_names: string[];
+  workflow_run_id?: string;
+  commit_sha?: string;
+}
+
+interface MatchedRow {
+  id: string;
+  linked_container_name: string;
+  container_port: number;
+  fqdns: string;
+}
+
+async function matchApplications(db: Knex, principal: AutomationPrincipal, names: string[]) {
+  const q = db("applications")
+    .where({ tenant_id: principal.tenantId })
+    .whereIn("linked_container_name", names)
+    .orderBy(["linked_container_name", "created_at"]);
+  if (principal.servers.length > 0) q.whereIn("server_id", principal.servers);
+  return q.select<MatchedRow[]>("id", "linked_container_name", "container_port", "fqdns");
+}
+
+export async function openSession(
+  db: Knex,
+  principal: AutomationPrincipal,
+  body: SessionBody,
+  ttlSeconds: number,
+  ip: string,
+) {
+  const names = [...new Set(body.container_names)];
+  const matched = await matchApplications(db, principal, names);
+  const found = new Set(matched.map((m) => m.linked_container_name));
+  const unmatched = names.filter((n) => !found.has(n));
+  if (matched.length === 0) {
+    throw new RcError(
+      "RC_ERR_NO_APPLICATION_MATCHED",
+      `no container name matched an application's linked_container_name (asked: ${names.slice(0, 20).join(", ")})`,
+    );
+  }
+  const token = mintToken("rds_");
+  const now = Date.now();
+  const row = {
+    id: randomUUID(),
+    tenant_id: principal.tenantId,
+    key_id: principal.keyId,
+    token_hash: sha256Hex(token),
+    application_ids: JSON.stringify(matched.map((m) => m.id)),
+    container_names: JSON.stringify(names),
+    workflow_run_id: body.workflow_run_id ?? null,
+    commit_sha: body.commit_sha ?? null,
+    expires_at: now + ttlSeconds * 1000,
+    deleted_at: null,
+    created_at: now,
+  };
+  const applications = matched.map((m) => ({
+    id: m.id,
+    linked_container_name: m.linked_container_name,
+    container_port: Number(m.container_port),
+    bound_fqdns: JSON.parse(m.fqdns) as string[],
+  }));
+  await db.transaction(async (trx) => {
+    await trx("external_deploy_sessions").insert(row);
+    await appendAuditEvent(trx, {
+      tenantId: principal.tenantId,
+      eventType: "external_deploy.session_created",
+      keyId: principal.keyId,
+      runId: row.workflow_run_id,
+      payload: {
+        session_id: row.id,
+        container_names: names,
+        application_ids: applications.map((a) => a.id),
+        unmatched,
+        workflow_run_id: row.workflow_run_id,
+        commit_sha: row.commit_sha,
+        expires_at: iso(row.expires_at),
+        actor: { key_id: principal.keyId, key_name: principal.keyName, key_type: "automation_key" },
+        ip,
+      },
+    });
+  });
+  return {
+    session_id: row.id,
+    session_token: token,
+    expires_at: iso(row.expires_at),
+    applications,
+    unmatched,
+  };
+}
+
+const SESSION_COLUMNS = [
+  "id",
+  "tenant_id",
+  "key_id",
+  "application_ids",
+  "container_names",
+  "workflow_run_id",
+  "commit_sha",
+  "expires_at",
+  "deleted_at",
+];
+
+/** The automation key behind a session (its rate limit applies to the session's calls). */
+export interface SessionKey {
+  key_name: string;
+  key_rate_limit: number;
+  key_revoked_at: number | null;
+}
+
+/** The session of an `rds_` bearer token; 401 when unknown, deleted, expired or its key revoked. */
+export async function sessionOfToken(db: Knex, token: string): Promise<SessionRow & SessionKey> {
+  if (!token.startsWith("rds_")) {
+    throw new RcError("RC_ERR_SESSION_INVALID", "invalid session token: session tokens start with rds_");
+  }
+  const row = await db("external_deploy_sessions as d")
+    .join("automation_keys as k", "k.id", "d.key_id")
+    .where({ "d.token_hash": sha256Hex(token) })
+    .first<(SessionRow & SessionKey) | undefined>(
+      ...SESSION_COLUMNS.map((c) => `d.${c}`),
+      "k.name as key_name",
+      "k.rate_limit as key_rate_limit",
+      "k.revoked_at as key_revoked_at",
+    );
+  if (!row) throw new RcError("RC_ERR_SESSION_INVALID");
+  if (row.deleted_at !== null) throw new RcError("RC_ERR_SESSION_ENDED");
+  if (Number(row.expires_at) <= Date.now()) throw new RcError("RC_ERR_SESSION_EXPIRED");
+  // A session lives on its key: revoking the key ends its sessions at once.
+  if (row.key_revoked_at !== null) {
+    throw new RcError("RC_ERR_SESSION_ENDED", "the automation key that opened this session has been revoked");
+  }
+  return row;
+}
+
+export function sessionBearer(req: FastifyRequest): string | undefined {
+  const token = bearerToken(req);
+  return token.startsWith("rds_") ? token : undefined;
+}
+
+/**
+ * Ends a session (idempotent: deleting an ended session again is 204 too).
+ * `tenantId` limits it to one tenant; another tenant's id is 404.
+ */
+export async function endSession(
+  db: Knex,
+  tenantId: string,
+  sessionId: string,
+  actor: Record<string, unknown>,
+): Promise<void> {
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  const row = uuid.test(sessionId)
+    ? await db("external_deploy_sessions")
+        .where({ id: sessionId.toLowerCase(), tenant_id: tenantId })
+        .first<SessionRow | undefined>(SESSION_COLUMNS)
+    : undefined;
+  if (!row) throw new RcError("RC_ERR_SESSION_NOT_FOUND", `external-deploy session '${sessionId}' not found`);
+  if (row.deleted_at !== null) return;
+  await db.transaction(async (trx) => {
+    await trx("external_deploy_sessions")
+      .where({ id: row.id })
+      .whereNull("deleted_at")
+      .update({ deleted_at: Date.now() });
+    await appendAuditEvent(trx, {
+      tenantId,
+      eventType: "external_deploy.session_deleted",
+      runId: row.workflow_run_id,
+      payload: {
+        session_id: row.id,
+        workflow_run_id: row.workflow_run_id,
+        commit_sha: row.commit_sha,
+        ...actor,
+      },
+    });
+  });
+}

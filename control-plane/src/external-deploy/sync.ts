@@ -1,0 +1,285 @@
+// POST /external-deploy/sync, the work behind it: match each deployment entry to
+// the session's applications, pass the conflict guard, send the entries of each
+// server to its agent as ONE route-sync job (servers in parallel), and turn the
+// agents' reports into `results` and `errors`. Every entry is audited.
+import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
+import type { ApiContext } from "../api/context.js";
+import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
+import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
+import type { SessionRow } from "./sessions.js";
+
+export interface DeploymentEntry {
+  container_name: string;
+  container_port: number;
+  image_tag: string;
+  force?: boolean;
+}
+
+export interface SyncResult {
+  application_id: string;
+  container_name: string;
+  status: "synced" | "noop" | "conflict" | "drift_recovered";
+  signature_hash: string;
+  synced_fqdns: string[];
+  reason?: string;
+}
+
+export interface SyncError {
+  container_name: string;
+  reason: string;
+  application_id?: string;
+}
+
+interface AppRow {
+  id: string;
+  name: string;
+  server_id: string;
+  server_name: string;
+  linked_container_name: string;
+  fqdns: string;
+}
+
+/** One (entry, application) pair that passed matching. */
+interface Work {
+  entry: DeploymentEntry;
+  app: AppRow;
+}
+
+/** How long the HTTP call waits for the agents' reports. */
+const WAIT_MS = 60_000;
+
+async function sessionApplications(db: Knex, session: SessionRow): Promise<AppRow[]> {
+  const ids = JSON.parse(session.application_ids) as string[];
+  if (ids.length === 0) return [];
+  return db("applications as a")
+    .join("servers as s", "s.id", "a.server_id")
+    .where({ "a.tenant_id": session.tenant_id })
+    .whereIn("a.id", ids)
+    .select<AppRow[]>(
+      "a.id",
+      "a.name",
+      "a.server_id",
+      "s.name as server_name",
+      "a.linked_container_name",
+      "a.fqdns",
+    );
+}
+
+function matchEntries(session: SessionRow, apps: AppRow[], entries: DeploymentEntry[]) {
+  const named = new Set(JSON.parse(session.container_names) as string[]);
+  const seen = new Set<string>();
+  const work: Work[] = [];
+  const errors: SyncError[] = [];
+  for (const entry of entries) {
+    const name = entry.container_name;
+    if (seen.has(name)) {
+      errors.push({
+        container_name: name,
+        reason: `container '${name}' is listed more than once in this request`,
+      });
+      continue;
+    }
+    seen.add(name);
+    const matched = apps.filter((a) => a.linked_container_name === name);
+    if (matched.length > 0) {
+      for (const app of matched) work.push({ entry, app });
+    } else if (named.has(name)) {
+      errors.push({
+        container_name: name,
+        reason: `no application of this session is linked to container '${name}' any more (deleted or renamed since the session was opened)`,
+      });
+    } else {
+      errors.push({
+        container_name: name,
+        reason: `container '${name}' is not in this session: open a session that names it`,
+      });
+    }
+  }
+  return { work, errors };
+}
+
+export async function syncDeployments(
+  ctx: ApiContext,
+  session: SessionRow,
+  entries: DeploymentEntry[],
+  ip: string,
+) {
+  const apps = await sessionApplications(ctx.db, session);
+  const { work, errors } = matchEntries(session, apps, entries);
+  const results: SyncResult[] = [];
+  const verdicts = await claimApplications(
+    ctx.db,
+    session.id,
+    work.map((w) => ({
+      applicationId: w.app.id,
+      applicationName: w.app.name,
+      force: w.entry.force === true,
+    })),
+  );
+  const byServer = new Map<string, { w: Work; claim: Claim }[]>();
+  for (const w of work) {
+    const v = verdicts.get(w.app.id)!;
+    if ("conflict" in v) {
+      results.push(conflictResult(w, v.conflict));
+      continue;
+    }
+    const list = byServer.get(w.app.server_id) ?? [];
+    list.push({ w, claim: v.claimed });
+    byServer.set(w.app.server_id, list);
+  }
+  const operations: Record<string, string> = {};
+  await Promise.all(
+    [...byServer.values()].map(async (items) => {
+      const outcome = await syncServer(
+        ctx,
+        session,
+        items.map((i) => i.w),
+        ip,
+      );
+      operations[items[0]!.w.app.server_id] = outcome.operationId;
+      const failedClaims = await collect(ctx.db, items, outcome, results, errors);
+      await releaseClaims(ctx.db, session.id, failedClaims);
+    }),
+  );
+  const order = new Map(entries.map((e, i) => [e.container_name, i]));
+  const rank = (name: string) => order.get(name) ?? 0;
+  results.sort((a, b) => rank(a.container_name) - rank(b.container_name));
+  errors.sort((a, b) => rank(a.container_name) - rank(b.container_name));
+  await auditEntries(ctx.db, session, work, results, errors, operations, ip);
+  return { session_id: session.id, results, errors };
+}
+
+function conflictResult(w: Work, reason: string): SyncResult {
+  return {
+    application_id: w.app.id,
+    container_name: w.entry.container_name,
+    status: "conflict",
+    signature_hash: "",
+    synced_fqdns: [],
+    reason,
+  };
+}
+
+function syncServer(
+  ctx: ApiContext,
+  session: SessionRow,
+  items: Work[],
+  ip: string,
+): Promise<RouteJobOutcome> {
+  const first = items[0]!.app;
+  return runRouteJob(
+    ctx,
+    {
+      tenantId: session.tenant_id,
+      server: { id: first.server_id, name: first.server_name },
+      keyId: session.key_id,
+      runId: session.workflow_run_id,
+      ip,
+      audit: {
+        session_id: session.id,
+        workflow_run_id: session.workflow_run_id,
+        commit_sha: session.commit_sha,
+      },
+      routes: items.map(({ entry, app }) => ({
+        application_id: app.id,
+        container_name: entry.container_name,
+        container_port: entry.container_port,
+        image_tag: entry.image_tag,
+        fqdns: JSON.parse(app.fqdns) as string[],
+      })),
+      remove: [],
+    },
+    WAIT_MS,
+  );
+}
+
+/** Adds the server's outcome to results/errors, stores route state; returns the claims to give back. */
+async function collect(
+  db: Knex,
+  items: { w: Work; claim: Claim }[],
+  outcome: RouteJobOutcome,
+  results: SyncResult[],
+  errors: SyncError[],
+): Promise<Claim[]> {
+  if (outcome.state !== "reported") {
+    for (const { w } of items)
+      errors.push({
+        container_name: w.entry.container_name,
+        application_id: w.app.id,
+        reason: outcome.reason,
+      });
+    return items.map((i) => i.claim);
+  }
+  const reported = new Map(outcome.report.routes.map((r) => [r.application_id, r]));
+  const release: Claim[] = [];
+  for (const { w, claim } of items) {
+    const r = reported.get(w.app.id);
+    if (!r || r.status === "failed") {
+      const reason = r?.error
+        ? `the agent refused the route: ${r.error}`
+        : "the agent did not report this route";
+      errors.push({ container_name: w.entry.container_name, application_id: w.app.id, reason });
+      release.push(claim);
+      continue;
+    }
+    results.push({
+      application_id: w.app.id,
+      container_name: w.entry.container_name,
+      status: r.status,
+      signature_hash: r.signature_hash,
+      synced_fqdns: r.fqdns,
+    });
+    await db("application_route_state")
+      .where({ application_id: w.app.id })
+      .update({
+        signature_hash: r.signature_hash,
+        container_port: w.entry.container_port,
+        image_tag: w.entry.image_tag,
+        synced_fqdns: JSON.stringify(r.fqdns),
+      });
+  }
+  return release;
+}
+
+/** One audit event per entry: its outcome, the CI context, the operation that carried it. */
+async function auditEntries(
+  db: Knex,
+  session: SessionRow,
+  work: Work[],
+  results: SyncResult[],
+  errors: SyncError[],
+  operations: Record<string, string>,
+  ip: string,
+) {
+  const serverOf = new Map(work.map((w) => [w.app.id, w.app.server_id]));
+  const entryOf = new Map(work.map((w) => [w.entry.container_name, w.entry]));
+  const events = [
+    ...results.map((r) => ({ ...r, outcome: r.status })),
+    ...errors.map((e) => ({ ...e, outcome: "error" })),
+  ];
+  await db.transaction(async (trx) => {
+    for (const e of events) {
+      const serverId = "application_id" in e && e.application_id ? serverOf.get(e.application_id) : undefined;
+      const entry = entryOf.get(e.container_name);
+      await appendAuditEvent(trx, {
+        tenantId: session.tenant_id,
+        eventType: "external_deploy.sync_entry",
+        keyId: session.key_id,
+        serverId: serverId ?? null,
+        operationId: serverId ? (operations[serverId] ?? null) : null,
+        runId: session.workflow_run_id,
+        payload: {
+          session_id: session.id,
+          workflow_run_id: session.workflow_run_id,
+          commit_sha: session.commit_sha,
+          container_port: entry?.container_port,
+          image_tag: entry?.image_tag,
+          force: entry?.force === true,
+          ...e,
+          ip,
+        },
+      });
+    }
+  });
+}

@@ -1,0 +1,442 @@
+// External deploy through a real Caddy: applications, sessions, sync and its
+// statuses (synced, noop, drift_recovered, conflict), deletion, audit. Every
+// route is checked by sending HTTP through Caddy with `Host: <fqdn>` to a test
+// backend listening on the synced container port.
+import test from "ava";
+import { ISO_UTC, UUID, assertDetailOnly, describe } from "./harness/assertions";
+import { cleanupAll } from "./harness/cleanup";
+import { request } from "./harness/http";
+import { proxyGet, startBackend, waitForBackend } from "./harness/proxy-client";
+import { type RouteStack, startRouteStack } from "./harness/route-stack";
+import { pollUntil } from "./harness/wait";
+
+let s: RouteStack;
+const backends: Record<string, { port: number; stop(): Promise<void> }> = {};
+
+test.before(async () => {
+  s = await startRouteStack({ proxy: "caddy" });
+  for (const name of ["one", "two", "three"]) backends[name] = await startBackend(name);
+});
+test.after.always(async () => {
+  for (const b of Object.values(backends)) await b.stop();
+  await cleanupAll();
+});
+
+const caddyConfig = async () => JSON.stringify(await (await fetch(`${s.caddy!.adminUrl}/config/`)).json());
+
+async function session(names: string[], extra: Record<string, unknown> = {}) {
+  const res = await s.openSession({ container_names: names, ...extra });
+  if (res.status !== 201) throw new Error(`session: ${describe(res)}`);
+  return { id: String(res.json.session_id), token: String(res.json.session_token), res };
+}
+
+const entry = (container: string, port: number, extra: Record<string, unknown> = {}) => ({
+  container_name: container,
+  container_port: port,
+  image_tag: "registry.example.test/web:1.0.0",
+  ...extra,
+});
+
+function only(res: { json: Record<string, unknown> }) {
+  const results = res.json.results as Record<string, unknown>[];
+  return results[0]!;
+}
+
+let web: { id: string };
+let s1: { id: string; token: string };
+
+test.serial(
+  "session - 201 with an rds_ token, the matched applications and the unmatched names",
+  async (t) => {
+    web = await s.createApplication({
+      name: "web",
+      linked_container_name: "web-1",
+      container_port: 8080,
+      fqdns: ["Web.Example.test", "www.example.test"],
+    });
+    const res = await s.openSession({
+      container_names: ["web-1", "sidecar"],
+      workflow_run_id: "run-4711",
+      commit_sha: "0123456789abcdef0123456789abcdef01234567",
+    });
+    t.is(res.status, 201, describe(res));
+    t.regex(String(res.json.session_id), UUID);
+    t.regex(String(res.json.session_token), /^rds_[0-9A-Za-z]{40}$/);
+    t.regex(String(res.json.expires_at), ISO_UTC);
+    t.true(Date.parse(String(res.json.expires_at)) > Date.now() + 60_000);
+    t.deepEqual(res.json.applications, [
+      {
+        id: web.id,
+        linked_container_name: "web-1",
+        container_port: 8080,
+        bound_fqdns: ["web.example.test", "www.example.test"],
+      },
+    ]);
+    t.deepEqual(res.json.unmatched, ["sidecar"]);
+    s1 = { id: String(res.json.session_id), token: String(res.json.session_token) };
+    // Stored only as its hash.
+    const rows = await s.c.db.query(
+      "SELECT token_hash, workflow_run_id, commit_sha FROM external_deploy_sessions WHERE id = ?",
+      [s1.id],
+    );
+    t.not(rows[0]!.token_hash, s1.token);
+    t.false((await s.c.db.dumpText()).includes(s1.token));
+    t.is(rows[0]!.workflow_run_id, "run-4711");
+  },
+);
+
+test.serial(
+  "session - 403 without external_deploy, 400 when nothing matches, 422 for a bad body, 401 for bad keys",
+  async (t) => {
+    const created = await s.manage("/automation-keys", { body: { name: "exec-only", operations: ["exec"] } });
+    t.is(created.status, 201, describe(created));
+    const execOnly = String(created.json.key);
+    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, execOnly), 403);
+    const none = assertDetailOnly(t, await s.openSession({ container_names: ["nothing-here"] }), 400);
+    t.regex(none, /linked_container_name/);
+    for (const body of [
+      {},
+      { container_names: [] },
+      { container_names: "web-1" },
+      { container_names: ["a b"] },
+      { container_names: ["web-1"], extra: 1 },
+    ]) {
+      assertDetailOnly(t, await s.openSession(body), 422);
+    }
+    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, `rk_t_${"x".repeat(30)}`), 401);
+    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, null), 401);
+  },
+);
+
+test.serial("sync - synced: Caddy routes the application's domains to the container port", async (t) => {
+  const res = await s.sync(s1.token, [entry("web-1", backends.one!.port)]);
+  t.is(res.status, 200, describe(res));
+  t.is(res.json.session_id, s1.id);
+  t.deepEqual(res.json.errors, []);
+  const r = only(res);
+  t.is(r.application_id, web.id);
+  t.is(r.container_name, "web-1");
+  t.is(r.status, "synced", describe(res));
+  t.regex(String(r.signature_hash), /^sha256:[0-9a-f]{64}$/);
+  t.deepEqual(r.synced_fqdns, ["web.example.test", "www.example.test"]);
+  t.false("reason" in r);
+  await waitForBackend(s.proxyPort, "web.example.test", "one", 10_000);
+  await waitForBackend(s.proxyPort, "www.example.test", "one", 10_000);
+  t.is((await proxyGet(s.proxyPort, "unknown.example.test")).status, 404);
+});
+
+test.serial(
+  "sync - a changed port is synced and traffic moves; the same request again is a noop",
+  async (t) => {
+    const moved = await s.sync(s1.token, [entry("web-1", backends.two!.port)]);
+    t.is(only(moved).status, "synced", describe(moved));
+    await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
+    const again = await s.sync(s1.token, [entry("web-1", backends.two!.port)]);
+    t.is(only(again).status, "noop", describe(again));
+    t.is(only(again).signature_hash, only(moved).signature_hash);
+    const retagged = await s.sync(s1.token, [
+      entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+    ]);
+    t.is(only(retagged).status, "synced", "a new image tag is a new signature");
+    t.not(only(retagged).signature_hash, only(moved).signature_hash);
+  },
+);
+
+test.serial("sync - a route deleted behind the agent's back is re-applied as drift_recovered", async (t) => {
+  const del = await fetch(`${s.caddy!.adminUrl}/id/relayctl-app-${web.id}`, { method: "DELETE" });
+  t.is(del.status, 200, await del.text());
+  t.is((await proxyGet(s.proxyPort, "web.example.test")).status, 404);
+  const res = await s.sync(s1.token, [
+    entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+  ]);
+  t.is(only(res).status, "drift_recovered", describe(res));
+  await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
+});
+
+test.serial("sync - Caddy restarted with its config gone is drift_recovered", async (t) => {
+  await s.caddy!.restart();
+  t.false((await caddyConfig()).includes(web.id));
+  const res = await s.sync(s1.token, [
+    entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+  ]);
+  t.is(only(res).status, "drift_recovered", describe(res));
+  await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
+});
+
+test.serial("sync - another session within 30 s gets conflict naming the session; force syncs", async (t) => {
+  const s2 = await session(["web-1"]);
+  const res = await s.sync(s2.token, [entry("web-1", backends.three!.port)]);
+  t.is(res.status, 200, describe(res));
+  const r = only(res);
+  t.is(r.status, "conflict", describe(res));
+  t.regex(String(r.reason), new RegExp(s1.id));
+  t.regex(String(r.reason), /\d{4}-\d{2}-\d{2}T/);
+  t.regex(String(r.reason), /force/);
+  t.is((await proxyGet(s.proxyPort, "web.example.test")).body, "backend two", "a conflict changes nothing");
+  const forced = await s.sync(s2.token, [entry("web-1", backends.three!.port, { force: true })]);
+  t.is(only(forced).status, "synced", describe(forced));
+  await waitForBackend(s.proxyPort, "web.example.test", "three", 10_000);
+  // Now s1 is the other session.
+  const back = await s.sync(s1.token, [entry("web-1", backends.one!.port)]);
+  t.is(only(back).status, "conflict", describe(back));
+  t.regex(String(only(back).reason), new RegExp(s2.id));
+  await s.deleteSession(s2.id, s2.token);
+});
+
+test.serial(
+  "sync - entries outside the session and servers whose agent is not connected are errors",
+  async (t) => {
+    const offline = await s.c.addServer({ start: false });
+    const worker = await s.createApplication({
+      name: "worker",
+      linked_container_name: "worker-1",
+      container_port: 9000,
+      fqdns: ["worker.example.test"],
+      server_id: offline.serverId,
+    });
+    const sess = await session(["worker-1"]);
+    const res = await s.sync(sess.token, [entry("worker-1", 9000), entry("web-1", backends.one!.port)]);
+    t.is(res.status, 200, describe(res));
+    t.deepEqual(res.json.results, []);
+    const errors = res.json.errors as Record<string, unknown>[];
+    t.is(errors.length, 2, describe(res));
+    t.is(errors[0]!.container_name, "worker-1");
+    t.regex(String(errors[0]!.reason), /not connected/);
+    t.is(errors[1]!.container_name, "web-1");
+    t.regex(String(errors[1]!.reason), /not in this session/);
+    // The failed attempt did not take the conflict guard: a forced-free retry by another session may go.
+    const rows = await s.c.db.query(
+      "SELECT last_session_id FROM application_route_state WHERE application_id = ?",
+      [worker.id],
+    );
+    t.not(rows[0]?.last_session_id, sess.id);
+  },
+);
+
+test.serial("sync - several applications of one server go to its agent as one job", async (t) => {
+  await s.createApplication({
+    name: "api",
+    linked_container_name: "api-1",
+    container_port: 7000,
+    fqdns: ["api.example.test"],
+  });
+  await s.createApplication({
+    name: "docs",
+    linked_container_name: "docs-1",
+    container_port: 7001,
+    fqdns: ["*.docs.example.test"],
+  });
+  const sess = await session(["api-1", "docs-1"], { workflow_run_id: "run-batch-1" });
+  const res = await s.sync(sess.token, [
+    entry("api-1", backends.one!.port),
+    entry("docs-1", backends.two!.port),
+  ]);
+  t.deepEqual(
+    (res.json.results as { status: string }[]).map((r) => r.status),
+    ["synced", "synced"],
+    describe(res),
+  );
+  await waitForBackend(s.proxyPort, "api.example.test", "one", 10_000);
+  await waitForBackend(s.proxyPort, "v2.docs.example.test", "two", 10_000);
+  const ops = await request(s.c, "/api/automation/v1/operations?run_id=run-batch-1");
+  const list = ops.json.operations as { operation_type: string; status: string }[];
+  t.deepEqual(
+    list.map((o) => [o.operation_type, o.status]),
+    [["route_sync", "completed"]],
+    describe(ops),
+  );
+});
+
+test.serial(
+  "sync - 422 for a bad body, 401 for a deleted or expired session or a non-rds token",
+  async (t) => {
+    const sess = await session(["web-1"]);
+    for (const deployments of [
+      [],
+      [{ container_name: "web-1" }],
+      [entry("web-1", 0)],
+      [entry("web-1", 70000)],
+      [entry("web-1", 80, { force: "yes" })],
+    ]) {
+      assertDetailOnly(t, await s.sync(sess.token, deployments as Record<string, unknown>[]), 422);
+    }
+    assertDetailOnly(t, await s.sync(s.c.key, [entry("web-1", 80)]), 401);
+    assertDetailOnly(t, await s.sync(`rds_${"A".repeat(40)}`, [entry("web-1", 80)]), 401);
+    await s.c.db.query("UPDATE external_deploy_sessions SET expires_at = ? WHERE id = ?", [
+      Date.now() - 1,
+      sess.id,
+    ]);
+    t.regex(assertDetailOnly(t, await s.sync(sess.token, [entry("web-1", 80)]), 401), /expired/);
+    const other = await session(["web-1"]);
+    const del = await s.deleteSession(other.id, other.token);
+    t.is(del.status, 204, describe(del));
+    t.is(del.text, "");
+    t.regex(assertDetailOnly(t, await s.sync(other.token, [entry("web-1", 80)]), 401), /deleted/);
+  },
+);
+
+test.serial("session delete - by an rca_ key of the tenant; another tenant's key gets 404", async (t) => {
+  const sess = await session(["web-1"]);
+  const tenant = await s.c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+  const foreign = await s.c.admin([
+    "create-automation-key",
+    "--tenant",
+    String(tenant.tenant_id),
+    "--name",
+    "f",
+  ]);
+  assertDetailOnly(t, await s.deleteSession(sess.id, String(foreign.key)), 404);
+  t.is(
+    (await s.sync(sess.token, [entry("web-1", backends.one!.port, { force: true })])).status,
+    200,
+    "still alive",
+  );
+  t.is((await s.deleteSession(sess.id, s.c.key)).status, 204);
+  assertDetailOnly(t, await s.sync(sess.token, [entry("web-1", 80)]), 401);
+  assertDetailOnly(t, await s.deleteSession("not-a-uuid", s.c.key), 404);
+});
+
+test.serial("applications - deleting one removes its route from the proxy", async (t) => {
+  const gone = await s.createApplication({
+    name: "gone",
+    linked_container_name: "gone-1",
+    container_port: 7100,
+    fqdns: ["gone.example.test"],
+  });
+  const sess = await session(["gone-1"]);
+  t.is(only(await s.sync(sess.token, [entry("gone-1", backends.one!.port)])).status, "synced");
+  await waitForBackend(s.proxyPort, "gone.example.test", "one", 10_000);
+  const del = await s.manage(`/applications/${gone.id}`, { method: "DELETE" });
+  t.is(del.status, 204, describe(del));
+  await pollUntil(
+    async () => ((await proxyGet(s.proxyPort, "gone.example.test")).status === 404 ? true : undefined),
+    {
+      what: "the deleted application's route to leave Caddy",
+      timeoutMs: 10_000,
+    },
+  );
+  t.false((await caddyConfig()).includes(gone.id));
+  t.is((await proxyGet(s.proxyPort, "web.example.test")).status, 200, "other routes stay");
+  assertDetailOnly(t, await s.manage(`/applications/${gone.id}`), 404);
+});
+
+test.serial("applications - a bad FQDN is 422 and never reaches the proxy config", async (t) => {
+  const bad = [
+    "bad_name.example.test",
+    "a..example.test",
+    "evil.example.test; include /etc/passwd",
+    "-x.example.test",
+    `${"x".repeat(64)}.example.test`,
+    "localhost",
+    "*.*.example.test",
+    "ex ample.test",
+  ];
+  for (const fqdn of bad) {
+    const res = await s.manage("/applications", {
+      body: {
+        name: `bad-${Math.random()}`,
+        server_id: s.c.serverId,
+        linked_container_name: "bad-1",
+        container_port: 80,
+        fqdns: [fqdn],
+      },
+    });
+    t.regex(assertDetailOnly(t, res, 422), /fqdns\[0\]/, fqdn);
+    const patch = await s.manage(`/applications/${web.id}`, {
+      method: "PATCH",
+      body: { fqdns: ["ok.example.test", fqdn] },
+    });
+    t.regex(assertDetailOnly(t, patch, 422), /fqdns\[1\]/, fqdn);
+  }
+  const config = await caddyConfig();
+  for (const fqdn of bad) t.false(config.includes(fqdn), fqdn);
+  const list = await s.manage("/applications");
+  t.false(JSON.stringify(list.json).includes("bad_name"));
+});
+
+test.serial(
+  "applications - CRUD with validation: ports, container names, domain taken on the same server",
+  async (t) => {
+    assertDetailOnly(
+      t,
+      await s.manage("/applications", {
+        body: { name: "p", server_id: s.c.serverId, linked_container_name: "p-1", container_port: 0 },
+      }),
+      422,
+    );
+    assertDetailOnly(
+      t,
+      await s.manage("/applications", {
+        body: { name: "p", server_id: s.c.serverId, linked_container_name: "-p", container_port: 80 },
+      }),
+      422,
+    );
+    assertDetailOnly(
+      t,
+      await s.manage("/applications", {
+        body: {
+          name: "p",
+          server_id: "00000000-0000-0000-0000-000000000000",
+          linked_container_name: "p-1",
+          container_port: 80,
+        },
+      }),
+      422,
+    );
+    const taken = await s.manage("/applications", {
+      body: {
+        name: "p",
+        server_id: s.c.serverId,
+        linked_container_name: "p-1",
+        container_port: 80,
+        fqdns: ["www.example.test"],
+      },
+    });
+    t.regex(assertDetailOnly(t, taken, 409), /www\.example\.test.*'web'/);
+    assertDetailOnly(
+      t,
+      await s.manage("/applications", {
+        body: { name: "web", server_id: s.c.serverId, linked_container_name: "p-1", container_port: 80 },
+      }),
+      409,
+    );
+    const patched = await s.manage(`/applications/${web.id}`, {
+      method: "PATCH",
+      body: { container_port: 8081 },
+    });
+    t.is(patched.status, 200, describe(patched));
+    t.is(patched.json.container_port, 8081);
+    t.deepEqual(patched.json.fqdns, ["web.example.test", "www.example.test"]);
+    const list = await s.manage("/applications");
+    const names = (list.json.applications as { name: string }[]).map((a) => a.name);
+    t.true(names.includes("web") && names.includes("worker"), describe(list));
+    const servers = await s.manage("/servers");
+    t.true(
+      (servers.json.servers as { id: string }[]).some((x) => x.id === s.c.serverId),
+      describe(servers),
+    );
+  },
+);
+
+test.serial(
+  "audit - sessions, each sync entry and deletions are in the trail with their CI context",
+  async (t) => {
+    const res = await s.manage("/audit?limit=1000");
+    const events = res.json.events as { event_type: string; payload: Record<string, unknown> }[];
+    const created = events.find(
+      (e) => e.event_type === "external_deploy.session_created" && e.payload.session_id === s1.id,
+    );
+    t.is(created?.payload.workflow_run_id, "run-4711");
+    t.is(created?.payload.commit_sha, "0123456789abcdef0123456789abcdef01234567");
+    const entries = events.filter(
+      (e) => e.event_type === "external_deploy.sync_entry" && e.payload.session_id === s1.id,
+    );
+    const outcomes = entries.map((e) => e.payload.outcome);
+    for (const o of ["synced", "noop", "drift_recovered", "conflict"])
+      t.true(outcomes.includes(o), `${o} in ${outcomes}`);
+    t.true(entries.every((e) => e.payload.commit_sha === "0123456789abcdef0123456789abcdef01234567"));
+    t.true(events.some((e) => e.event_type === "external_deploy.session_deleted"));
+    t.true(events.some((e) => e.event_type === "application.deleted"));
+    t.true(events.some((e) => e.event_type === "operation.route_sync"));
+  },
+);
