@@ -22,7 +22,7 @@ test.after.always(async () => {
   await cleanupAll();
 });
 
-const caddyConfig = async () => JSON.stringify(await (await fetch(`${s.caddy!.adminUrl}/config/`)).json());
+const caddyConfig = async () => (await s.caddy!.admin("GET", "/config/")).text;
 
 async function session(names: string[], extra: Record<string, unknown> = {}) {
   const res = await s.openSession({ container_names: names, ...extra });
@@ -143,8 +143,8 @@ test.serial(
 );
 
 test.serial("sync - a route deleted behind the agent's back is re-applied as drift_recovered", async (t) => {
-  const del = await fetch(`${s.caddy!.adminUrl}/id/relayctl-app-${web.id}`, { method: "DELETE" });
-  t.is(del.status, 200, await del.text());
+  const del = await s.caddy!.admin("DELETE", `/id/relayctl-app-${web.id}`);
+  t.is(del.status, 200, del.text);
   t.is((await proxyGet(s.proxyPort, "web.example.test")).status, 404);
   const res = await s.sync(s1.token, [
     entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),

@@ -20,8 +20,8 @@ async function setup() {
     automaticHttps: false,
   });
   const server = async () => {
-    const res = await fetch(`${caddy.adminUrl}/config/apps/http/servers/relayctl`);
-    return (await res.json()) as { routes: Record<string, unknown>[]; automatic_https?: unknown };
+    const res = await caddy.admin("GET", "/config/apps/http/servers/relayctl");
+    return res.json as { routes: Record<string, unknown>[]; automatic_https?: unknown };
   };
   return { caddy, writer, server, port: caddy.httpPort };
 }
@@ -74,12 +74,8 @@ test("caddy - routes it does not own are kept before the catch-all, exact hosts 
     match: [{ host: ["ops.internal.test"] }],
     handle: [{ handler: "static_response", body: "ops" }],
   };
-  const res = await fetch(`${caddy.adminUrl}/config/apps/http/servers/relayctl/routes/0`, {
-    method: "PUT",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(foreign),
-  });
-  t.is(res.status, 200, await res.text());
+  const res = await caddy.admin("PUT", "/config/apps/http/servers/relayctl/routes/0", foreign);
+  t.is(res.status, 200, res.text);
   await writer.apply({ upsert: [exact], remove: [] });
   const ids = (await server()).routes.map((r) => r["@id"] ?? "foreign");
   t.deepEqual(ids, [
@@ -112,12 +108,8 @@ test("caddy - a route edited behind the writer's back is read as not pristine", 
   const r = route(["edit.example.test"], await freePort());
   await writer.apply({ upsert: [r], remove: [] });
   const edited = { ...caddyRouteJson(r), terminal: false };
-  const res = await fetch(`${caddy.adminUrl}/id/relayctl-app-${r.applicationId}`, {
-    method: "PATCH",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(edited),
-  });
-  t.is(res.status, 200, await res.text());
+  const res = await caddy.admin("PATCH", `/id/relayctl-app-${r.applicationId}`, edited);
+  t.is(res.status, 200, res.text);
   const live = (await writer.readAll()).get(r.applicationId);
   t.deepEqual(live, { ...r, pristine: false }, "same domains and upstream, but not what we wrote");
 });
@@ -147,5 +139,5 @@ test("caddy - a route with a bad domain never reaches Caddy", async (t) => {
   const { caddy, writer } = await setup();
   const err = await t.throwsAsync(writer.apply({ upsert: [route(["bad;.example.test"], 80)], remove: [] }));
   t.regex(err?.message ?? "", /invalid domain name/);
-  t.false((await (await fetch(`${caddy.adminUrl}/config/`)).text()).includes("bad;"));
+  t.false((await caddy.admin("GET", "/config/")).text.includes("bad;"));
 });

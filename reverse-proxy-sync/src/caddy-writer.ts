@@ -8,6 +8,7 @@
 // only its admin config) but refuses an existing key; PATCH replaces an existing
 // value but fails with "invalid traversal path" on a missing one; errors are
 // HTTP 4xx/5xx with {"error": "<message>"}.
+import { type AdminResponse, caddyAdmin } from "./caddy-admin.js";
 import type { LiveRoute, RouteChange, RouteWriter } from "./route-writer.js";
 import { type RenderedRoute, sortedFqdns } from "./route.js";
 import { assertRenderable } from "./writer-support.js";
@@ -151,29 +152,19 @@ export class CaddyWriter implements RouteWriter {
   }
 
   async #request(method: string, path: string, body?: unknown): Promise<unknown> {
-    let res: Response;
+    let res: AdminResponse;
     try {
-      res = await fetch(`${this.#admin}${path}`, {
-        method,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      });
+      res = await caddyAdmin(this.#admin, method, path, body, REQUEST_TIMEOUT_MS);
     } catch (err) {
-      const why = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
-      throw new Error(`caddy admin API ${this.#admin} unreachable: ${why}`, { cause: err });
+      throw new Error(`caddy admin API ${this.#admin} unreachable: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
-    const text = await res.text();
-    let parsed: unknown;
-    try {
-      parsed = text.length > 0 ? JSON.parse(text) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    if (!res.ok) {
-      const why = isObject(parsed) && typeof parsed.error === "string" ? parsed.error : text.trim();
+    if (res.status < 200 || res.status >= 300) {
+      const parsed = res.json;
+      const why = isObject(parsed) && typeof parsed.error === "string" ? parsed.error : res.text.trim();
       throw new Error(`caddy refused ${method} ${path} (HTTP ${res.status}): ${why}`);
     }
-    return parsed;
+    return res.json;
   }
 }

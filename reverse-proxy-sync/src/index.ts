@@ -2,6 +2,7 @@
 // ledger and a read-back of the live proxy to detect drift.
 export * from "./route.js";
 export * from "./route-writer.js";
+export * from "./caddy-admin.js";
 export * from "./caddy-writer.js";
 export * from "./nginx-writer.js";
 export * from "./traefik-writer.js";

@@ -23,8 +23,8 @@ async function setup() {
     new CaddyWriter({ adminUrl: caddy.adminUrl, listen: [listen], automaticHttps: false });
   const writer = writerFor();
   const syncer = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
-  const deleteRoute = (id: string) => fetch(`${caddy.adminUrl}/id/relayctl-app-${id}`, { method: "DELETE" });
-  const config = async () => (await fetch(`${caddy.adminUrl}/config/`)).text();
+  const deleteRoute = (id: string) => caddy.admin("DELETE", `/id/relayctl-app-${id}`);
+  const config = async () => (await caddy.admin("GET", "/config/")).text;
   return { caddy, ledger, ledgerFile, writer, writerFor, syncer, deleteRoute, config, port: caddy.httpPort };
 }
 
@@ -69,12 +69,8 @@ test("syncer - a route lost, edited or wiped by a Caddy restart is drift_recover
   t.is((await proxyGet(port, "drift.example.test")).status, 404);
   t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"]);
   await waitForBackend(port, "drift.example.test", "one", WAIT_MS);
-  const res = await fetch(`${caddy.adminUrl}/id/relayctl-app-${r.applicationId}/terminal`, {
-    method: "PATCH",
-    headers: { "content-type": "application/json" },
-    body: "false",
-  });
-  t.is(res.status, 200, await res.text());
+  const res = await caddy.admin("PATCH", `/id/relayctl-app-${r.applicationId}/terminal`, false);
+  t.is(res.status, 200, res.text);
   t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"], "not pristine");
   await caddy.restart();
   t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["drift_recovered"]);
@@ -177,4 +173,22 @@ test("syncer - concurrent sync calls run one at a time and none loses another's 
   t.deepEqual([...live.keys()].sort(), routes.map((r) => r.applicationId).sort());
   for (const r of routes) await waitForBackend(port, r.fqdns[0]!, "one", WAIT_MS);
   t.is((await RouteLedger.open(ledgerFile)).ids().length, routes.length);
+});
+
+test("syncer - container-network upstream: Caddy dials <container_name>:<port>, and switching modes is a new signature", async (t) => {
+  const { ledger, writer, config } = await setup();
+  const networked = new RouteSyncer({ writer, ledger, upstreamMode: "container-network" });
+  const r = desired(["net.example.test"], 3000, { containerName: "shop-web_1" });
+  const report = await networked.sync({ routes: [r] });
+  t.deepEqual(statuses(report), ["synced"]);
+  t.is(report.routes[0]!.upstream, "shop-web_1:3000");
+  const live = JSON.parse(await config());
+  const route = live.apps.http.servers.relayctl.routes.find(
+    (x: { "@id": string }) => x["@id"] === `relayctl-app-${r.applicationId}`,
+  );
+  t.deepEqual(route.handle[0].upstreams, [{ dial: "shop-web_1:3000" }]);
+  const onHost = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
+  const moved = await onHost.sync({ routes: [r] });
+  t.deepEqual(statuses(moved), ["synced"]);
+  t.not(moved.routes[0]!.signatureHash, report.routes[0]!.signatureHash);
 });

@@ -3,6 +3,7 @@
 // touches the real user's data or certificates). Routes are written by the code
 // under test through the admin API; restart() brings Caddy back with only its
 // boot config, which is what a Caddy restart without a saved config does.
+import { type AdminResponse, caddyAdmin } from "../../reverse-proxy-sync/src/caddy-admin";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
@@ -18,6 +19,8 @@ export interface CaddyServer {
   /** A free port for the writer's listen address, e.g. [`127.0.0.1:${httpPort}`]. */
   httpPort: number;
   dir: string;
+  /** One admin API call on a fresh connection (Caddy drops idle ones at each config load). */
+  admin(method: string, path: string, body?: unknown): Promise<AdminResponse>;
   /** Kills Caddy and starts it again with only its boot config: every route is gone. */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -28,9 +31,8 @@ function caddyBinary(): string {
 }
 
 async function adminReady(adminUrl: string): Promise<true | undefined> {
-  const res = await fetch(`${adminUrl}/config/`, { signal: AbortSignal.timeout(2_000) });
-  await res.text();
-  return res.ok ? true : undefined;
+  const res = await caddyAdmin(adminUrl, "GET", "/config/", undefined, 2_000);
+  return res.status === 200 ? true : undefined;
 }
 
 export async function startCaddy(): Promise<CaddyServer> {
@@ -65,6 +67,7 @@ export async function startCaddy(): Promise<CaddyServer> {
     adminUrl,
     httpPort,
     dir,
+    admin: (method, path, body) => caddyAdmin(adminUrl, method, path, body),
     restart: async () => {
       // SIGKILL: a crash or an operator's kill, not a graceful stop that could persist anything.
       await proc?.stop("SIGKILL");
