@@ -184,6 +184,24 @@ test.serial("sync - another session within 30 s gets conflict naming the session
 });
 
 test.serial(
+  "sync - two sessions racing for one application: exactly one syncs, the other gets conflict",
+  async (t) => {
+    await s.createApplication({
+      name: "race",
+      linked_container_name: "race-1",
+      container_port: 7200,
+      fqdns: ["race.example.test"],
+    });
+    const [a, b] = [await session(["race-1"]), await session(["race-1"])];
+    const answers = await Promise.all(
+      [a, b].map((x) => s.sync(x.token, [entry("race-1", backends.one!.port)])),
+    );
+    const got = answers.map((res) => String(only(res).status)).sort();
+    t.deepEqual(got, ["conflict", "synced"], answers.map(describe).join("\n"));
+  },
+);
+
+test.serial(
   "sync - entries outside the session and servers whose agent is not connected are errors",
   async (t) => {
     const offline = await s.c.addServer({ start: false });
