@@ -10,6 +10,8 @@ help:
 	@echo "make bench        run the benchmarks under bench/ (not part of make test)"
 	@echo "make proto        regenerate proto/gen from proto/agent/v1/agent.proto"
 	@echo "make proto-check  fail when proto/gen is stale"
+	@echo "make action       bundle the deploy-sync action into action/dist (committed)"
+	@echo "make action-check fail when action/dist is stale"
 
 # npm ci only when the lockfile changed since the last install.
 $(NPM_STAMP): package-lock.json
@@ -32,21 +34,29 @@ proto: node-deps
 proto-check: node-deps
 	@bash scripts/proto-check.sh
 
+action: node-deps
+	bash scripts/action-bundle.sh
+
+action-check: node-deps
+	@bash scripts/action-check.sh
+
 lint: node-deps
 	npx biome check .
 
 dev: node-deps build
 	node scripts/dev.mjs
 
-# Test files are not part of the build; type-check them on their own.
+# Test files are not part of the build; type-check them on their own. The action
+# is bundled by esbuild, not built by tsc -b: type-check it on its own too.
 typecheck-tests: node-deps
 	npx tsc -p tsconfig.test.json
+	npx tsc -p action
 
-test: system-deps node-deps proto-check lint build typecheck-tests
+test: system-deps node-deps proto-check action-check lint build typecheck-tests
 	npx ava
 
 bench: system-deps node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
 
-.PHONY: help node-deps system-deps build proto proto-check lint typecheck-tests dev test bench
+.PHONY: help node-deps system-deps build proto proto-check action action-check lint typecheck-tests dev test bench
