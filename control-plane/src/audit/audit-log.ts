@@ -87,3 +87,39 @@ export async function appendAuditEvent(
     compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
   );
 }
+
+/**
+ * Appends several events of one tenant, in order, inside the caller's
+ * transaction: one lock of the chain head, one multi-row insert, one head
+ * update — a sync of 100 entries costs three round trips, not 300.
+ */
+export async function appendAuditEvents(trx: Knex.Transaction, events: AuditEventInput[]): Promise<void> {
+  if (events.length === 0) return;
+  const tenantId = events[0]!.tenantId;
+  if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
+  const chain = await trx("audit_chain_heads")
+    .where({ tenant_id: tenantId })
+    .forUpdate()
+    .first<{ head: string | null; seq: number }>("head", "seq");
+  if (!chain) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
+  let head = chain.head;
+  let seq = Number(chain.seq);
+  const rows = events.map((e) => {
+    const fields: ChainedFields = {
+      seq: ++seq,
+      event_type: e.eventType,
+      operation_id: e.operationId ?? null,
+      key_id: e.keyId ?? null,
+      server_id: e.serverId ?? null,
+      run_id: e.runId ?? null,
+      payload: canonicalJson(e.payload),
+      created_at: Date.now(),
+    };
+    const prev = head;
+    head = eventHash(prev, fields);
+    return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head };
+  });
+  // SQLite caps bound parameters per statement (32766 on the bundled build): 11 columns x 500 rows fits.
+  for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
+  await trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
+}

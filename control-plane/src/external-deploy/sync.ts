@@ -3,7 +3,7 @@
 // server to its agent as ONE route-sync job (servers in parallel), and turn the
 // agents' reports into `results` and `errors`. Every entry is audited.
 import type { Knex } from "knex";
-import { appendAuditEvent } from "../audit/audit-log.js";
+import { type AuditEventInput, appendAuditEvents } from "../audit/audit-log.js";
 import type { ApiContext } from "../api/context.js";
 import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
@@ -213,6 +213,7 @@ async function collect(
   }
   const reported = new Map(outcome.report.routes.map((r) => [r.application_id, r]));
   const release: Claim[] = [];
+  const states: Record<string, unknown>[] = [];
   for (const { w, claim } of items) {
     const r = reported.get(w.app.id);
     if (!r || r.status === "failed") {
@@ -230,14 +231,20 @@ async function collect(
       signature_hash: r.signature_hash,
       synced_fqdns: r.fqdns,
     });
+    states.push({
+      application_id: w.app.id,
+      signature_hash: r.signature_hash,
+      container_port: w.entry.container_port,
+      image_tag: w.entry.image_tag,
+      synced_fqdns: JSON.stringify(r.fqdns),
+    });
+  }
+  // Every row exists (the conflict guard inserted it): one upsert stores them all.
+  if (states.length > 0) {
     await db("application_route_state")
-      .where({ application_id: w.app.id })
-      .update({
-        signature_hash: r.signature_hash,
-        container_port: w.entry.container_port,
-        image_tag: w.entry.image_tag,
-        synced_fqdns: JSON.stringify(r.fqdns),
-      });
+      .insert(states)
+      .onConflict("application_id")
+      .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]);
   }
   return release;
 }
@@ -258,28 +265,27 @@ async function auditEntries(
     ...results.map((r) => ({ ...r, outcome: r.status })),
     ...errors.map((e) => ({ ...e, outcome: "error" })),
   ];
-  await db.transaction(async (trx) => {
-    for (const e of events) {
-      const serverId = "application_id" in e && e.application_id ? serverOf.get(e.application_id) : undefined;
-      const entry = entryOf.get(e.container_name);
-      await appendAuditEvent(trx, {
-        tenantId: session.tenant_id,
-        eventType: "external_deploy.sync_entry",
-        keyId: session.key_id,
-        serverId: serverId ?? null,
-        operationId: serverId ? (operations[serverId] ?? null) : null,
-        runId: session.workflow_run_id,
-        payload: {
-          session_id: session.id,
-          workflow_run_id: session.workflow_run_id,
-          commit_sha: session.commit_sha,
-          container_port: entry?.container_port,
-          image_tag: entry?.image_tag,
-          force: entry?.force === true,
-          ...e,
-          ip,
-        },
-      });
-    }
+  const inputs = events.map((e): AuditEventInput => {
+    const serverId = "application_id" in e && e.application_id ? serverOf.get(e.application_id) : undefined;
+    const entry = entryOf.get(e.container_name);
+    return {
+      tenantId: session.tenant_id,
+      eventType: "external_deploy.sync_entry",
+      keyId: session.key_id,
+      serverId: serverId ?? null,
+      operationId: serverId ? (operations[serverId] ?? null) : null,
+      runId: session.workflow_run_id,
+      payload: {
+        session_id: session.id,
+        workflow_run_id: session.workflow_run_id,
+        commit_sha: session.commit_sha,
+        container_port: entry?.container_port,
+        image_tag: entry?.image_tag,
+        force: entry?.force === true,
+        ...e,
+        ip,
+      },
+    };
   });
+  await db.transaction((trx) => appendAuditEvents(trx, inputs));
 }
