@@ -58,5 +58,6 @@ test: system-deps node-deps proto-check action-check lint build typecheck-tests
 bench: system-deps node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
+	node bench/route-sync.mjs
 
 .PHONY: help node-deps system-deps build proto proto-check action action-check lint typecheck-tests dev test bench

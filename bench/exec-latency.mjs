@@ -5,47 +5,34 @@
 // as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
 // removes all of it on exit, also after an error or Ctrl-C. Writes bench/results/exec-latency.json.
 import { spawn } from "node:child_process";
-import { closeSync, openSync, rmSync } from "node:fs";
-import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { closeSync, openSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pty from "node-pty";
-import { ProcessGroup, killAllSync, run } from "./lib/processes.mjs";
+import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { run } from "./lib/processes.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { formatTable, ratio, summarize } from "./lib/stats.mjs";
 import { startMariadb, startNats, startSshd } from "./lib/throwaway-servers.mjs";
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const RESULTS_FILE = join(BENCH_DIR, "results", "exec-latency.json");
+const BENCH = "exec-latency";
 
-function intEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) {
-    console.error(`exec-latency: ${name} must be a positive integer, got "${raw}"`);
-    process.exit(2);
-  }
-  return n;
-}
-
-const ITERATIONS = intEnv("BENCH_ITERATIONS", 300);
-const WARMUP = intEnv("BENCH_WARMUP", 30);
-const SSH_FRESH_ITERATIONS = intEnv("BENCH_SSH_FRESH_ITERATIONS", Math.min(50, ITERATIONS));
-const SSH_MUX_ITERATIONS = intEnv("BENCH_SSH_MUX_ITERATIONS", ITERATIONS);
+const ITERATIONS = intEnv(BENCH, "BENCH_ITERATIONS", 300);
+const WARMUP = intEnv(BENCH, "BENCH_WARMUP", 30);
+const SSH_FRESH_ITERATIONS = intEnv(BENCH, "BENCH_SSH_FRESH_ITERATIONS", Math.min(50, ITERATIONS));
+const SSH_MUX_ITERATIONS = intEnv(BENCH, "BENCH_SSH_MUX_ITERATIONS", ITERATIONS);
 const SECTIONS = new Set((process.env.BENCH_SECTIONS || "pty,api,ssh").split(",").map((s) => s.trim()));
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
-const KEEP_TMP = process.env.BENCH_KEEP_TMP === "1";
 // Automation keys are rate limited per key (default 100 requests/minute): spread the run's
 // requests over enough keys that none passes this many.
 const REQUESTS_PER_KEY = 90;
 
 const GOAL_API_OVER_PTY_MAX = 4;
 const GOAL_SSH_FRESH_OVER_API_MIN = 30;
-
-const log = (msg) => console.log(`[bench] ${msg}`);
 
 /** Runs `once` warmup + n times; `once` resolves with the milliseconds of its timed part. */
 async function measure(label, { n, warmup }, once) {
@@ -293,15 +280,11 @@ function report(results) {
   return { ratios, goals: checks };
 }
 
-async function writeResults(results, { ratios, goals: checks }) {
+async function writeResultsDoc(results, { ratios, goals: checks }) {
   const measured = checks.filter((g) => g.met != null);
   const doc = {
-    bench: "exec-latency",
-    date: new Date().toISOString(),
-    node: process.version,
-    cpu: os.cpus()[0]?.model ?? "unknown",
-    cpus: os.cpus().length,
-    platform: `${os.type()} ${os.release()} ${os.arch()}`,
+    bench: BENCH,
+    ...machine(),
     config: {
       iterations: ITERATIONS,
       warmup: WARMUP,
@@ -315,55 +298,20 @@ async function writeResults(results, { ratios, goals: checks }) {
     goals: checks,
     goals_met: measured.length === checks.length && measured.every((g) => g.met),
   };
-  await mkdir(dirname(RESULTS_FILE), { recursive: true });
-  const tmpFile = `${RESULTS_FILE}.tmp`;
-  await writeFile(tmpFile, `${JSON.stringify(doc, null, 2)}\n`);
-  await rename(tmpFile, RESULTS_FILE);
-  log(`wrote ${RESULTS_FILE}`);
+  await writeResults(RESULTS_FILE, doc);
   return doc;
 }
 
 // --- main ------------------------------------------------------------------------------------
 
 async function main() {
-  const tmp = await mkdtemp(join(os.tmpdir(), "relayctl-bench-"));
-  const group = new ProcessGroup(tmp);
-  let cleaning = null;
-  const cleanup = () => {
-    cleaning ??= (async () => {
-      await group.stopAll();
-      if (KEEP_TMP) log(`kept ${tmp}`);
-      else await rm(tmp, { recursive: true, force: true });
-    })();
-    return cleaning;
-  };
-  process.on("exit", () => {
-    killAllSync(group);
-    if (!KEEP_TMP) rmSync(tmp, { recursive: true, force: true });
-  });
-  let interrupted = false;
-  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
-    process.on(sig, () => {
-      interrupted = true;
-      log(`${sig}: stopping everything`);
-      cleanup().finally(() => process.exit(130));
-    });
-  }
-
   const results = {};
-  try {
+  await runBench(BENCH, async (group, tmp) => {
     if (SECTIONS.has("pty")) await benchPty(results);
     if (SECTIONS.has("api")) await benchApi(results, group, tmp);
     if (SECTIONS.has("ssh")) await benchSsh(results, group, tmp);
-  } catch (err) {
-    // After Ctrl-C, the processes it stopped make the step in progress fail: not worth a message.
-    if (interrupted) return;
-    console.error(`\nexec-latency: ${err.message}`);
-    await cleanup();
-    process.exit(1);
-  }
-  await cleanup();
-  const doc = await writeResults(results, report(results));
+  });
+  const doc = await writeResultsDoc(results, report(results));
   if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
 }
 

@@ -19,10 +19,24 @@ function requireBuilt() {
 const isMsg = (msg) => (_text, json) => json?.msg === msg;
 
 /**
- * Starts api + gateway + agent. `keyCount` automation keys are created so the bench can spread its
- * requests over them and stay under the per-key rate limit (default 100 requests per minute).
+ * Starts api + gateway + agent. `keyCount` automation keys (all operations, `keyRateLimit` requests
+ * per minute) are created so the bench can spread its requests over them and stay under the per-key
+ * rate limit; `apiKeyCount` rck_ API keys for the management API (100 requests per minute each).
+ * `agentEnv` is added to the agent's environment (its reverse-proxy settings, for example).
  */
-export async function startRelayctl(group, dir, { natsUrl, databaseUrl, keyCount = 1, logLevel = "info" }) {
+export async function startRelayctl(
+  group,
+  dir,
+  {
+    natsUrl,
+    databaseUrl,
+    keyCount = 1,
+    keyRateLimit,
+    apiKeyCount = 0,
+    agentEnv: extraAgentEnv = {},
+    logLevel = "info",
+  },
+) {
   requireBuilt();
   const node = process.execPath;
   const base = {
@@ -40,7 +54,13 @@ export async function startRelayctl(group, dir, { natsUrl, databaseUrl, keyCount
   const keys = [];
   for (let i = 0; i < keyCount; i++) {
     const args = ["admin", "create-automation-key", "--tenant", tenant.tenant_id, "--name", `bench-${i}`];
+    if (keyRateLimit) args.push("--rate-limit", String(keyRateLimit));
     keys.push((await admin(args, "key")).key);
+  }
+  const apiKeys = [];
+  for (let i = 0; i < apiKeyCount; i++) {
+    const args = ["admin", "create-api-key", "--tenant", tenant.tenant_id, "--name", `bench-mgmt-${i}`];
+    apiKeys.push((await admin(args, "key")).key);
   }
   const joinToken = await admin(
     ["admin", "create-join-token", "--tenant", tenant.tenant_id, "--server-name", "bench-agent"],
@@ -70,7 +90,12 @@ export async function startRelayctl(group, dir, { natsUrl, databaseUrl, keyCount
   const baseUrl = (await api.waitFor(isMsg("api listening"), { what: '"api listening"' })).json.url;
 
   const stateDir = join(dir, "agent");
-  const agentEnv = { ...process.env, RELAYCTL_AGENT_STATE_DIR: stateDir, RELAYCTL_AGENT_LOG_LEVEL: logLevel };
+  const agentEnv = {
+    ...process.env,
+    RELAYCTL_AGENT_STATE_DIR: stateDir,
+    RELAYCTL_AGENT_LOG_LEVEL: logLevel,
+    ...extraAgentEnv,
+  };
   const enrollArgs = [
     AGENT_MAIN,
     "enroll",
@@ -97,6 +122,8 @@ export async function startRelayctl(group, dir, { natsUrl, databaseUrl, keyCount
     baseUrl,
     gatewayUrl,
     keys,
+    apiKeys,
+    tenantId: tenant.tenant_id,
     serverId: enrolled.server_id,
     procs: { gateway, api, agent },
   };

@@ -1,0 +1,23 @@
+// A throwaway Caddy for a bench run: admin API on a free loopback port, no apps until the agent or
+// the bench loads some. Admin calls go through reverse-proxy-sync's caddyAdmin (built), which gives
+// every call a connection of its own: Caddy restarts its admin server on each config load.
+import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { freePort } from "./processes.mjs";
+import { requireOnPath } from "./throwaway-servers.mjs";
+
+/** Caddy with only its admin API configured; ready when it logs "serving initial configuration". */
+export async function startCaddy(group, dir) {
+  const bin = requireOnPath("caddy", "install the Debian package caddy (make bench does)");
+  const [adminPort, httpPort] = [await freePort(), await freePort()];
+  const home = join(dir, "caddy");
+  const bootFile = join(dir, "caddy-boot.json");
+  await writeFile(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}` } }));
+  const env = { ...process.env, HOME: home, XDG_DATA_HOME: home, XDG_CONFIG_HOME: home };
+  const proc = group.start("caddy", bin, ["run", "--config", bootFile], { env, cwd: dir });
+  await proc.waitFor((_text, json) => json?.msg === "serving initial configuration", {
+    what: '"serving initial configuration"',
+    timeoutMs: 15_000,
+  });
+  return { adminUrl: `http://127.0.0.1:${adminPort}`, httpPort, proc };
+}

@@ -1,0 +1,368 @@
+#!/usr/bin/env node
+// make bench: end-to-end route-sync latency for 1, 10 and 100 applications on one server through a
+// real Caddy (session + sync over HTTP → MariaDB → NATS → gateway → gRPC → agent → Caddy admin
+// API), against loading the same routes straight into Caddy's admin API — in one run, as ratios.
+// Starts its own nats-server, MariaDB and Caddy on free loopback ports in a temp dir and removes all
+// of it on exit, also after an error or Ctrl-C. Writes bench/results/route-sync.json.
+import http from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { caddyAdmin } from "@relayctl/reverse-proxy-sync";
+import { startCaddy } from "./lib/caddy.mjs";
+import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { startRelayctl } from "./lib/relayctl-stack.mjs";
+import { formatTable, ratio, summarize } from "./lib/stats.mjs";
+import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const RESULTS_FILE = join(BENCH_DIR, "results", "route-sync.json");
+const BENCH = "route-sync";
+
+function sizesEnv() {
+  const raw = process.env.BENCH_SIZES || "1,10,100";
+  const sizes = raw.split(",").map((s) => Number(s.trim()));
+  if (sizes.some((n) => !Number.isInteger(n) || n < 1 || n > 200)) {
+    console.error(`route-sync: BENCH_SIZES must be a comma-separated list of 1-200, got "${raw}"`);
+    process.exit(2);
+  }
+  return sizes;
+}
+
+const ITERATIONS = intEnv(BENCH, "BENCH_ITERATIONS", 30);
+// One admin call per route reloads Caddy once per route (~0.1 s per iteration at 100 routes and up).
+const PER_ROUTE_ITERATIONS = intEnv(BENCH, "BENCH_PER_ROUTE_ITERATIONS", 5);
+const WARMUP = intEnv(BENCH, "BENCH_WARMUP", 3);
+const SIZES = sizesEnv();
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
+const GOAL_SIZE = 100;
+const GOAL_MAX_RATIO = 2;
+// Every sync and every direct load really changes every route: the syncs alternate their upstream
+// ports between two bases, the direct loads always move them to a third, so neither ever finds
+// Caddy already serving what it sends (the agent would then rightly skip the write).
+const PORT_BASES = [20000, 30000];
+const DIRECT_BASE = 40000;
+const PER_ROUTE_BASE = 50000;
+const CADDY_SERVER = "relayctl";
+
+// --- HTTP to the control plane ---------------------------------------------------------------
+
+const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+function call(baseUrl, method, path, { bearer, apiKey, body } = {}) {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  const headers = {};
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  if (apiKey) headers["x-api-key"] = apiKey;
+  if (payload !== undefined) {
+    headers["content-type"] = "application/json";
+    headers["content-length"] = Buffer.byteLength(payload);
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.request(new URL(path, baseUrl), { method, agent: keepAlive, headers });
+    req.on("response", (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("error", reject);
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString();
+        resolve({
+          status: res.statusCode,
+          headers: res.headers,
+          text,
+          json: text ? JSON.parse(text) : undefined,
+        });
+      });
+    });
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
+
+async function expect(res, status, what) {
+  if (res.status !== status)
+    throw new Error(`${what}: expected ${status}, got ${res.status}: ${res.text.slice(0, 500)}`);
+  return res.json;
+}
+
+/** The management API allows 100 requests per minute per rck_ key: rotate keys, wait out a 429. */
+async function createApplications(stack, count) {
+  const apps = [];
+  for (let i = 0; i < count; i++) {
+    const body = {
+      server_id: stack.serverId,
+      name: `bench-app-${i}`,
+      linked_container_name: `bench-app-${i}`,
+      container_port: PORT_BASES[0] + i,
+      fqdns: [`app-${i}.bench.test`, `www.app-${i}.bench.test`],
+    };
+    for (;;) {
+      const res = await call(stack.baseUrl, "POST", "/api/applications", {
+        apiKey: stack.apiKeys[i % stack.apiKeys.length],
+        body,
+      });
+      if (res.status === 429) {
+        await new Promise((r) => setTimeout(r, (Number(res.headers["retry-after"]) || 1) * 1000));
+        continue;
+      }
+      apps.push({ ...(await expect(res, 201, "POST /api/applications")), index: i });
+      break;
+    }
+  }
+  return apps;
+}
+
+// --- one end-to-end iteration ------------------------------------------------------------------
+
+/** Session + sync of `apps` with upstream ports from `base`; returns the timings in ms. */
+async function endToEnd(stack, apps, base, iteration) {
+  const names = apps.map((a) => a.linked_container_name);
+  const t0 = performance.now();
+  const session = await expect(
+    await call(stack.baseUrl, "POST", "/external-deploy/session", {
+      bearer: stack.keys[0],
+      body: { container_names: names, workflow_run_id: `bench-${iteration}` },
+    }),
+    201,
+    "POST /external-deploy/session",
+  );
+  const t1 = performance.now();
+  const deployments = apps.map((a) => ({
+    container_name: a.linked_container_name,
+    container_port: base + a.index,
+    image_tag: `registry.bench.test/app-${a.index}:${iteration}`,
+    force: true,
+  }));
+  const sync = await expect(
+    await call(stack.baseUrl, "POST", "/external-deploy/sync", {
+      bearer: session.session_token,
+      body: { deployments },
+    }),
+    200,
+    "POST /external-deploy/sync",
+  );
+  const t2 = performance.now();
+  await expect(
+    await call(stack.baseUrl, "DELETE", `/external-deploy/session/${session.session_id}`, {
+      bearer: session.session_token,
+    }),
+    204,
+    "DELETE /external-deploy/session",
+  );
+  const notSynced = sync.results.filter((r) => r.status !== "synced");
+  if (sync.errors.length > 0 || notSynced.length > 0 || sync.results.length !== apps.length) {
+    throw new Error(`sync did not sync every application: ${JSON.stringify(sync).slice(0, 800)}`);
+  }
+  return { sessionMs: t1 - t0, syncMs: t2 - t1, totalMs: t2 - t0 };
+}
+
+// --- the direct baseline -------------------------------------------------------------------------
+
+async function liveRoutes(adminUrl) {
+  const res = await caddyAdmin(adminUrl, "GET", `/config/apps/http/servers/${CADDY_SERVER}/routes`);
+  if (res.status !== 200 || !Array.isArray(res.json))
+    throw new Error(`GET routes: ${res.status} ${res.text}`);
+  return res.json;
+}
+
+/** Checks (untimed) that Caddy serves one route per application, each to port base + index. */
+async function assertLive(adminUrl, apps, base) {
+  const dials = new Map();
+  for (const route of await liveRoutes(adminUrl)) {
+    const id = route["@id"] ?? "";
+    if (id.startsWith("relayctl-app-")) dials.set(id.slice("relayctl-app-".length), JSON.stringify(route));
+  }
+  for (const a of apps) {
+    const route = dials.get(a.id);
+    if (!route?.includes(`"127.0.0.1:${base + a.index}"`)) {
+      throw new Error(`caddy does not route application ${a.id} to 127.0.0.1:${base + a.index}: ${route}`);
+    }
+  }
+}
+
+/** The same routes with every upstream moved to `base` + the application's index. */
+function withBase(routes, apps, base) {
+  const byId = new Map(apps.map((a) => [`relayctl-app-${a.id}`, a]));
+  return routes.map((route) => {
+    const app = byId.get(route["@id"]);
+    if (!app) return route;
+    return JSON.parse(
+      JSON.stringify(route).replace(/"127\.0\.0\.1:\d+"/g, `"127.0.0.1:${base + app.index}"`),
+    );
+  });
+}
+
+/** One PATCH of the server's whole routes array (the N routes + catch-all); ms until Caddy's 200. */
+async function directLoad(adminUrl, routes) {
+  const t0 = performance.now();
+  const res = await caddyAdmin(adminUrl, "PATCH", `/config/apps/http/servers/${CADDY_SERVER}/routes`, routes);
+  const ms = performance.now() - t0;
+  if (res.status !== 200) throw new Error(`direct PATCH routes: ${res.status} ${res.text}`);
+  return ms;
+}
+
+/**
+ * For context: the same routes loaded one admin call per route (PATCH /id/<route id>), the way a
+ * script that updates each application on its own would do it; Caddy reloads once per call.
+ */
+async function perRouteLoad(adminUrl, routes) {
+  const managed = routes.filter((r) => String(r["@id"] ?? "").startsWith("relayctl-app-"));
+  const t0 = performance.now();
+  for (const route of managed) {
+    const res = await caddyAdmin(adminUrl, "PATCH", `/id/${route["@id"]}`, route);
+    if (res.status !== 200) throw new Error(`PATCH /id/${route["@id"]}: ${res.status} ${res.text}`);
+  }
+  return performance.now() - t0;
+}
+
+// --- one size ------------------------------------------------------------------------------------
+
+/**
+ * Interleaves end-to-end syncs and direct loads of the same N routes, so both see the same machine
+ * load.
+ */
+async function benchSize(stack, caddy, apps, n, counter) {
+  const subset = apps.slice(0, n);
+  const samples = { session: [], sync: [], total: [], direct: [], perRoute: [] };
+  log(
+    `${n} application(s): ${WARMUP} warmup + ${ITERATIONS} timed, each an end-to-end sync and a direct load`,
+  );
+  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
+    const iteration = counter.next++;
+    const base = PORT_BASES[iteration % 2];
+    const e2e = await endToEnd(stack, subset, base, iteration);
+    await assertLive(caddy.adminUrl, subset, base);
+    const routes = withBase(await liveRoutes(caddy.adminUrl), subset, DIRECT_BASE);
+    const direct = await directLoad(caddy.adminUrl, routes);
+    await assertLive(caddy.adminUrl, subset, DIRECT_BASE);
+    const perRoute = i < WARMUP + PER_ROUTE_ITERATIONS;
+    if (perRoute) {
+      const ms = await perRouteLoad(caddy.adminUrl, withBase(routes, subset, PER_ROUTE_BASE));
+      await assertLive(caddy.adminUrl, subset, PER_ROUTE_BASE);
+      if (i >= WARMUP) samples.perRoute.push(ms);
+    }
+    if (i < WARMUP) continue;
+    samples.session.push(e2e.sessionMs);
+    samples.sync.push(e2e.syncMs);
+    samples.total.push(e2e.totalMs);
+    samples.direct.push(direct);
+  }
+  return {
+    applications: n,
+    routes_in_caddy: (await liveRoutes(caddy.adminUrl)).length,
+    session: summarize(samples.session),
+    sync: summarize(samples.sync),
+    session_and_sync: summarize(samples.total),
+    direct_load: summarize(samples.direct),
+    per_route_load: summarize(samples.perRoute),
+  };
+}
+
+// --- report --------------------------------------------------------------------------------------
+
+function report(sizes) {
+  const rows = [["applications", "measure", "n", "p50 ms", "p99 ms", "mean ms", "p50 / direct p50"]];
+  const ratios = {};
+  for (const s of sizes) {
+    const base = s.direct_load.p50_ms;
+    for (const [key, label] of [
+      ["sync", "POST /external-deploy/sync"],
+      ["session_and_sync", "session + sync"],
+      ["direct_load", "direct PATCH to Caddy (baseline)"],
+      ["per_route_load", "one admin call per route (context)"],
+    ]) {
+      const r = s[key];
+      const rt = ratio(r.p50_ms, base);
+      ratios[`${s.applications}_${key}_p50_over_direct_p50`] = rt;
+      rows.push([
+        s.applications,
+        label,
+        r.n,
+        r.p50_ms.toFixed(2),
+        r.p99_ms.toFixed(2),
+        r.mean_ms.toFixed(2),
+        rt,
+      ]);
+    }
+  }
+  console.log(`\n${formatTable(rows)}\n`);
+  const at = sizes.find((s) => s.applications === GOAL_SIZE);
+  const value = at ? ratio(at.sync.p50_ms, at.direct_load.p50_ms) : null;
+  const goal = {
+    name: `sync of ${GOAL_SIZE} applications p50 <= ${GOAL_MAX_RATIO} x direct load p50`,
+    value,
+    limit: GOAL_MAX_RATIO,
+    met: value == null ? null : value <= GOAL_MAX_RATIO,
+  };
+  const verdict = goal.met == null ? "not measured" : goal.met ? "MET" : "NOT MET";
+  console.log(`goal: ${goal.name}: ${value ?? "-"} → ${verdict}`);
+  return { ratios, goals: [goal] };
+}
+
+async function writeResultsDoc(sizes, { ratios, goals }) {
+  const measured = goals.filter((g) => g.met != null);
+  const doc = {
+    bench: BENCH,
+    ...machine(),
+    config: {
+      iterations: ITERATIONS,
+      warmup: WARMUP,
+      per_route_iterations: PER_ROUTE_ITERATIONS,
+      sizes: SIZES,
+      log_level: LOG_LEVEL,
+    },
+    results: sizes,
+    ratios,
+    goals,
+    goals_met: measured.length === goals.length && measured.every((g) => g.met),
+  };
+  await writeResults(RESULTS_FILE, doc);
+  return doc;
+}
+
+// --- main ------------------------------------------------------------------------------------
+
+async function run(group, tmp) {
+  log("starting nats-server, MariaDB and Caddy");
+  const [nats, db, caddy] = await Promise.all([
+    startNats(group, tmp),
+    startMariadb(group, tmp),
+    startCaddy(group, tmp),
+  ]);
+  log(`nats ${nats.url}, mariadb ${db.url}, caddy admin ${caddy.adminUrl}; starting gateway, api and agent`);
+  const maxApps = Math.max(...SIZES);
+  const stack = await startRelayctl(group, tmp, {
+    natsUrl: nats.url,
+    databaseUrl: db.url,
+    keyCount: 1,
+    keyRateLimit: 1000,
+    apiKeyCount: Math.ceil((maxApps + 1) / 90),
+    logLevel: LOG_LEVEL,
+    agentEnv: {
+      RELAYCTL_AGENT_PROXY: "caddy",
+      RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
+      RELAYCTL_AGENT_CADDY_SERVER: CADDY_SERVER,
+      RELAYCTL_AGENT_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+      RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
+    },
+  });
+  log(`api ${stack.baseUrl}, agent connected as ${stack.serverId}; creating ${maxApps} applications`);
+  const apps = await createApplications(stack, maxApps);
+  const sizes = [];
+  const counter = { next: 0 };
+  for (const n of SIZES) sizes.push(await benchSize(stack, caddy, apps, n, counter));
+  return sizes;
+}
+
+async function main() {
+  const sizes = await runBench(BENCH, async (group, tmp) => {
+    try {
+      return await run(group, tmp);
+    } finally {
+      keepAlive.destroy();
+    }
+  });
+  const doc = await writeResultsDoc(sizes, report(sizes));
+  if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
+}
+
+await main();
