@@ -27276,9 +27276,9 @@ function defaultImage(name, inputs) {
 }
 function deploymentsFor(targets, session, inputs, io2) {
   const deployments = [];
-  for (const app of session.applications) {
-    const target = targets.find((t) => t.name === app.linked_container_name);
-    if (!target) continue;
+  for (const target of targets) {
+    const app = session.applications.find((a) => a.linked_container_name === target.name);
+    if (!app) continue;
     if (target.note) io2.info(`${target.name}: ${target.note}`);
     if (target.port === void 0)
       io2.info(`${target.name}: no port given; using the application's ${app.container_port}`);

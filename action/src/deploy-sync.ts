@@ -54,9 +54,11 @@ function defaultImage(name: string, inputs: ActionInputs): string {
 
 function deploymentsFor(targets: ServiceTarget[], session: Session, inputs: ActionInputs, io: ActionIO) {
   const deployments: Deployment[] = [];
-  for (const app of session.applications) {
-    const target = targets.find((t) => t.name === app.linked_container_name);
-    if (!target) continue;
+  // One entry per service, even when several applications link it: the sync
+  // applies an entry to every application of the session linked to that name.
+  for (const target of targets) {
+    const app = session.applications.find((a) => a.linked_container_name === target.name);
+    if (!app) continue;
     if (target.note) io.info(`${target.name}: ${target.note}`);
     if (target.port === undefined)
       io.info(`${target.name}: no port given; using the application's ${app.container_port}`);
