@@ -1,0 +1,102 @@
+// External deploy on the store and bus of `make dev` (SQLite, in-process bus)
+// with a real Caddy: the batched claims, route-state upsert and audit appends
+// run on SQLite's dialect too, and the hash chain still verifies.
+import { join } from "node:path";
+import test from "ava";
+import { Agent, enroll } from "./harness/agent";
+import { describe } from "./harness/assertions";
+import { startCaddy } from "./harness/caddy";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { startControlPlane } from "./harness/control-plane";
+import { request } from "./harness/http";
+import { freePort } from "./harness/ports";
+import { proxyGet, startBackend, waitForBackend } from "./harness/proxy-client";
+
+test.after.always(cleanupAll);
+
+test("sqlite - sessions, a multi-application sync, conflict and noop through Caddy", async (t) => {
+  const dir = makeTempDir("ed-sqlite");
+  const caddy = await startCaddy();
+  const server = await startControlPlane({
+    role: "all",
+    bus: "memory",
+    databaseUrl: `sqlite://${join(dir, "dev.db")}`,
+    gatewayPort: await freePort(),
+    dir,
+  });
+  t.teardown(() => server.stop());
+  const tenant = String((await server.admin(["create-tenant", "--name", "dev"])).tenant_id);
+  const apiKey = String((await server.admin(["create-api-key", "--tenant", tenant, "--name", "m"])).key);
+  const key = String((await server.admin(["create-automation-key", "--tenant", tenant, "--name", "ci"])).key);
+  const token = await server.admin(["create-join-token", "--tenant", tenant, "--server-name", "local"]);
+  const stateDir = join(dir, "agent");
+  const enrolled = await enroll(server.apiUrl, String(token.join_token), stateDir);
+  const agent = await new Agent(stateDir, dir, {
+    RELAYCTL_AGENT_PROXY: "caddy",
+    RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
+    RELAYCTL_AGENT_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+    RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
+  }).start();
+  t.teardown(() => agent.stop());
+  const backends = [await startBackend("a"), await startBackend("b")];
+  t.teardown(() => Promise.all(backends.map((b) => b.stop())));
+
+  const target = { baseUrl: server.apiUrl };
+  for (const [i, name] of ["a", "b"].entries()) {
+    const res = await request(target, "/api/applications", {
+      headers: { "x-api-key": apiKey },
+      body: {
+        server_id: enrolled.server_id,
+        name,
+        linked_container_name: name,
+        container_port: backends[i]!.port,
+        fqdns: [`${name}.sqlite.test`],
+      },
+    });
+    t.is(res.status, 201, describe(res));
+  }
+  const open = async () => {
+    const res = await request(target, "/external-deploy/session", {
+      key,
+      body: { container_names: ["a", "b"] },
+    });
+    t.is(res.status, 201, describe(res));
+    return String(res.json.session_token);
+  };
+  const deployments = backends.map((b, i) => ({
+    container_name: ["a", "b"][i],
+    container_port: b.port,
+    image_tag: "app:1",
+  }));
+  const sync = (bearer: string) =>
+    request(target, "/external-deploy/sync", { key: bearer, body: { deployments } });
+
+  const first = await open();
+  const synced = await sync(first);
+  t.is(synced.status, 200, describe(synced));
+  t.deepEqual(
+    (synced.json.results as { status: string }[]).map((r) => r.status),
+    ["synced", "synced"],
+  );
+  await waitForBackend(caddy.httpPort, "a.sqlite.test", "a", 10_000);
+  t.is((await proxyGet(caddy.httpPort, "b.sqlite.test")).body, "backend b");
+
+  const again = await sync(first);
+  t.deepEqual(
+    (again.json.results as { status: string }[]).map((r) => r.status),
+    ["noop", "noop"],
+  );
+  const other = await sync(await open());
+  t.deepEqual(
+    (other.json.results as { status: string }[]).map((r) => r.status),
+    ["conflict", "conflict"],
+  );
+
+  const audit = await request(target, "/api/audit?limit=1000", { headers: { "x-api-key": apiKey } });
+  const entries = (audit.json.events as { event_type: string }[]).filter(
+    (e) => e.event_type === "external_deploy.sync_entry",
+  );
+  t.is(entries.length, 6);
+  const verified = await server.admin(["audit", "verify", "--tenant", tenant]);
+  t.true(verified.ok, JSON.stringify(verified));
+});
