@@ -117,7 +117,9 @@ export class CaddyWriter implements RouteWriter {
     assertRenderable(change.upsert);
     const server = await this.#freshServer();
     const next = this.#nextServer(server, change);
-    if (server && canonical(server) === canonical(next)) return;
+    // Only a removal can be a no-op (the route was already gone); an upsert is
+    // only asked for when the live route differs. Comparing 100 routes costs ms.
+    if (server && change.upsert.length === 0 && canonical(server) === canonical(next)) return;
     // PATCH replaces the server we found; PUT creates it (and any missing parent) when there is none.
     await this.#request(server ? "PATCH" : "PUT", this.#serverPath, next);
   }

@@ -129,6 +129,8 @@ export async function syncDeployments(
     byServer.set(w.app.server_id, list);
   }
   const operations: Record<string, string> = {};
+  const states: RouteState[] = [];
+  const release: Claim[] = [];
   await Promise.all(
     [...byServer.values()].map(async (items) => {
       const outcome = await syncServer(
@@ -138,15 +140,22 @@ export async function syncDeployments(
         ip,
       );
       operations[items[0]!.w.app.server_id] = outcome.operationId;
-      const failedClaims = await collect(ctx.db, items, outcome, results, errors);
-      await releaseClaims(ctx.db, session.id, failedClaims);
+      const collected = collect(items, outcome, results, errors);
+      states.push(...collected.states);
+      release.push(...collected.release);
     }),
   );
   const order = new Map(entries.map((e, i) => [e.container_name, i]));
   const rank = (name: string) => order.get(name) ?? 0;
   results.sort((a, b) => rank(a.container_name) - rank(b.container_name));
   errors.sort((a, b) => rank(a.container_name) - rank(b.container_name));
-  await auditEntries(ctx.db, session, work, results, errors, operations, ip);
+  // What the agents did, the claims they did not use and the audit of every
+  // entry are stored together: one commit, and never one without the others.
+  await ctx.db.transaction(async (trx) => {
+    await storeRouteStates(trx, states);
+    await releaseClaims(trx, session.id, release);
+    await auditEntries(trx, session, work, results, errors, operations, ip);
+  });
   return { session_id: session.id, results, errors };
 }
 
@@ -194,14 +203,21 @@ function syncServer(
   );
 }
 
-/** Adds the server's outcome to results/errors, stores route state; returns the claims to give back. */
-async function collect(
-  db: Knex,
+interface RouteState {
+  application_id: string;
+  signature_hash: string;
+  container_port: number;
+  image_tag: string;
+  synced_fqdns: string;
+}
+
+/** Adds the server's outcome to results/errors; returns the route state to store and the claims to give back. */
+function collect(
   items: { w: Work; claim: Claim }[],
   outcome: RouteJobOutcome,
   results: SyncResult[],
   errors: SyncError[],
-): Promise<Claim[]> {
+): { states: RouteState[]; release: Claim[] } {
   if (outcome.state !== "reported") {
     for (const { w } of items)
       errors.push({
@@ -209,11 +225,11 @@ async function collect(
         application_id: w.app.id,
         reason: outcome.reason,
       });
-    return items.map((i) => i.claim);
+    return { states: [], release: items.map((i) => i.claim) };
   }
   const reported = new Map(outcome.report.routes.map((r) => [r.application_id, r]));
   const release: Claim[] = [];
-  const states: Record<string, unknown>[] = [];
+  const states: RouteState[] = [];
   for (const { w, claim } of items) {
     const r = reported.get(w.app.id);
     if (!r || r.status === "failed") {
@@ -239,19 +255,21 @@ async function collect(
       synced_fqdns: JSON.stringify(r.fqdns),
     });
   }
-  // Every row exists (the conflict guard inserted it): one upsert stores them all.
-  if (states.length > 0) {
-    await db("application_route_state")
-      .insert(states)
-      .onConflict("application_id")
-      .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]);
-  }
-  return release;
+  return { states, release };
+}
+
+/** Every row exists (the conflict guard inserted it): one upsert stores them all. */
+async function storeRouteStates(trx: Knex.Transaction, states: RouteState[]): Promise<void> {
+  if (states.length === 0) return;
+  await trx("application_route_state")
+    .insert(states)
+    .onConflict("application_id")
+    .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]);
 }
 
 /** One audit event per entry: its outcome, the CI context, the operation that carried it. */
 async function auditEntries(
-  db: Knex,
+  trx: Knex.Transaction,
   session: SessionRow,
   work: Work[],
   results: SyncResult[],
@@ -287,5 +305,5 @@ async function auditEntries(
       },
     };
   });
-  await db.transaction((trx) => appendAuditEvents(trx, inputs));
+  await appendAuditEvents(trx, inputs);
 }
