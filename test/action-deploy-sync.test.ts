@@ -190,6 +190,23 @@ test.serial("action - services input: name:port entries move the traffic", async
   }
 });
 
+test.serial("action - one service linked by two applications is sent once and routes both", async (t) => {
+  await s.createApplication({
+    name: "api-mirror",
+    linked_container_name: "api",
+    container_port: 9000,
+    fqdns: ["mirror.action.test"],
+  });
+  const run = await runAction(inputs({ compose_file: "", services: `api:${api.port}`, force: "true" }));
+  t.is(run.code, 0, run.stdout + run.stderr);
+  const rows = results(run);
+  t.is(rows.length, 2);
+  t.true(rows.every((r) => r.container_name === "api" && r.status === "synced"));
+  t.deepEqual(JSON.parse(run.outputs.errors), []);
+  await waitForBackend(s.proxyPort, "mirror.action.test", "api", 10_000);
+  t.is((await proxyGet(s.proxyPort, "api.action.test")).body, "backend api");
+});
+
 test.serial("action - a key that is not rca_ fails the step before any call", async (t) => {
   const before = await auditEvents("external_deploy.session_created");
   for (const key of [s.apiKey, "rk_t_retired0000", "rds_notakey"]) {
