@@ -27423,7 +27423,11 @@ var io = {
   setFailed: (m) => setFailed(m),
   async writeSummary(title, header, rows, footer) {
     if (!process.env.GITHUB_STEP_SUMMARY) return;
-    await summary.addHeading(title, 3).addTable([header.map((data) => ({ data, header: true })), ...rows]).addRaw(footer, true).write();
+    try {
+      await summary.addHeading(title, 3).addTable([header.map((data) => ({ data, header: true })), ...rows]).addRaw(footer, true).write();
+    } catch (err) {
+      warning(`job summary not written: ${err.message}`);
+    }
   }
 };
 async function main() {

@@ -12,11 +12,16 @@ const io: ActionIO = {
   setFailed: (m) => core.setFailed(m),
   async writeSummary(title, header, rows, footer) {
     if (!process.env.GITHUB_STEP_SUMMARY) return;
-    await core.summary
-      .addHeading(title, 3)
-      .addTable([header.map((data) => ({ data, header: true })), ...rows])
-      .addRaw(footer, true)
-      .write();
+    // The summary is a courtesy: a runner that cannot take it must not fail a good sync.
+    try {
+      await core.summary
+        .addHeading(title, 3)
+        .addTable([header.map((data) => ({ data, header: true })), ...rows])
+        .addRaw(footer, true)
+        .write();
+    } catch (err) {
+      core.warning(`job summary not written: ${(err as Error).message}`);
+    }
   },
 };
 
