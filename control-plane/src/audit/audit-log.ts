@@ -45,6 +45,29 @@ export function eventHash(prevHash: string | null, fields: ChainedFields): strin
     .digest("hex");
 }
 
+/** Locks the tenant's chain head for the rest of the transaction (appends stay linear). */
+async function lockChainHead(trx: Knex.Transaction, tenantId: string) {
+  const chain = await trx("audit_chain_heads")
+    .where({ tenant_id: tenantId })
+    .forUpdate()
+    .first<{ head: string | null; seq: number }>("head", "seq");
+  if (!chain) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
+  return { head: chain.head, seq: Number(chain.seq) };
+}
+
+function chainedFields(e: AuditEventInput, seq: number): ChainedFields {
+  return {
+    seq,
+    event_type: e.eventType,
+    operation_id: e.operationId ?? null,
+    key_id: e.keyId ?? null,
+    server_id: e.serverId ?? null,
+    run_id: e.runId ?? null,
+    payload: canonicalJson(e.payload),
+    created_at: Date.now(),
+  };
+}
+
 /**
  * Appends one event inside the caller's transaction. `together` are writes of
  * the same transaction that go with it (an operation's row): on MySQL they are
@@ -56,21 +79,8 @@ export async function appendAuditEvent(
   e: AuditEventInput,
   together: Knex.QueryBuilder[] = [],
 ): Promise<void> {
-  const chain = await trx("audit_chain_heads")
-    .where({ tenant_id: e.tenantId })
-    .forUpdate()
-    .first<{ head: string | null; seq: number }>("head", "seq");
-  if (!chain) throw new Error(`audit: tenant ${e.tenantId} has no audit chain`);
-  const fields: ChainedFields = {
-    seq: Number(chain.seq) + 1,
-    event_type: e.eventType,
-    operation_id: e.operationId ?? null,
-    key_id: e.keyId ?? null,
-    server_id: e.serverId ?? null,
-    run_id: e.runId ?? null,
-    payload: canonicalJson(e.payload),
-    created_at: Date.now(),
-  };
+  const chain = await lockChainHead(trx, e.tenantId);
+  const fields = chainedFields(e, chain.seq + 1);
   const hash = eventHash(chain.head, fields);
   const writes = [
     ...together,
@@ -97,24 +107,11 @@ export async function appendAuditEvents(trx: Knex.Transaction, events: AuditEven
   if (events.length === 0) return;
   const tenantId = events[0]!.tenantId;
   if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
-  const chain = await trx("audit_chain_heads")
-    .where({ tenant_id: tenantId })
-    .forUpdate()
-    .first<{ head: string | null; seq: number }>("head", "seq");
-  if (!chain) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
+  const chain = await lockChainHead(trx, tenantId);
   let head = chain.head;
-  let seq = Number(chain.seq);
+  let seq = chain.seq;
   const rows = events.map((e) => {
-    const fields: ChainedFields = {
-      seq: ++seq,
-      event_type: e.eventType,
-      operation_id: e.operationId ?? null,
-      key_id: e.keyId ?? null,
-      server_id: e.serverId ?? null,
-      run_id: e.runId ?? null,
-      payload: canonicalJson(e.payload),
-      created_at: Date.now(),
-    };
+    const fields = chainedFields(e, ++seq);
     const prev = head;
     head = eventHash(prev, fields);
     return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head };
