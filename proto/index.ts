@@ -1,3 +1,5 @@
-// Public entry of the gateway <-> agent contract. The code under gen/ is generated
-// by `make proto` from agent/v1/agent.proto; never edit it by hand.
+// Public entry of relayctl's protobuf contracts. The code under gen/ is generated
+// by `make proto` from agent/v1/agent.proto (gateway <-> agent) and
+// bus/v1/bus.proto (api <-> gateway over the job bus); never edit it by hand.
 export * from "./gen/agent/v1/agent.js";
+export { DispatchReply, OperationDone, Takeover } from "./gen/bus/v1/bus.js";

@@ -7,12 +7,13 @@ import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
 import { connectNatsBus } from "./bus/nats-bus.js";
 import type { Config } from "./config.js";
-import { type Db, migrateWithRetry, openDb } from "./db/knex.js";
+import { migrateWithRetry, openDb } from "./db/knex.js";
 import { type GatewayServer, startGateway } from "./gateway/server.js";
 import { AckWriter } from "./gateway/ack-writer.js";
 import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
+import { OperationService } from "./operations/service.js";
 
 export interface Running {
   apiUrl?: string;
@@ -31,6 +32,7 @@ export async function serve(
       ? new MemoryBus()
       : await connectNatsBus(config.natsServers, log, `relayctl-${config.role}-${process.pid}`);
   log.info({ bus: config.bus }, "job bus ready");
+  const ops = new OperationService(db, bus, log.child({ component: "operations" }), config.leaseMs);
 
   let gateway: GatewayServer | undefined;
   let acks: AckWriter | undefined;
@@ -42,6 +44,7 @@ export async function serve(
       {
         db,
         bus,
+        ops,
         registry,
         acks,
         log: log.child({ component: "gateway" }),
@@ -52,8 +55,7 @@ export async function serve(
       config.tls,
     );
     stopSweeper = startSweeper(
-      db,
-      bus,
+      ops,
       log.child({ component: "sweeper" }),
       config.sweepIntervalMs,
       config.leaseMs,
@@ -70,7 +72,7 @@ export async function serve(
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
-    api = await buildApi({ config, db, bus, readResult: (id) => readResult(db, id) }, log, gatewayUrls);
+    api = await buildApi({ config, db, bus, ops }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.apiListen.port;
@@ -88,20 +90,4 @@ export async function serve(
     await db.destroy().catch(() => {});
   };
   return { apiUrl, gatewayUrl: gateway?.url, stop } satisfies Running;
-}
-
-async function readResult(db: Db, id: string) {
-  const row = await db("operations").where({ id }).first<{
-    exit_code: number | null;
-    stdout: string | null;
-    stderr: string | null;
-    duration_ms: number | null;
-    error: string | null;
-  }>("exit_code", "stdout", "stderr", "duration_ms", "error");
-  return {
-    exit_code: row?.exit_code ?? -1,
-    stdout: row?.stdout ?? "",
-    stderr: row?.stderr ?? row?.error ?? "",
-    duration_ms: row?.duration_ms ?? 0,
-  };
 }

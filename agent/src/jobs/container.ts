@@ -29,6 +29,7 @@ function toResult(operationId: string, o: EngineOutcome): JobResult {
     stderr: o.stderr,
     durationMs: o.durationMs,
     error: o.error ?? "",
+    detail: undefined,
   };
 }
 

@@ -27,6 +27,7 @@ export async function runExecJob(
     stderr: outcome.stderr,
     durationMs: outcome.durationMs,
     error: outcome.error ?? "",
+    detail: undefined,
   };
 }
 
@@ -40,5 +41,6 @@ export function failedResult(operationId: string, error: string): JobResult {
     stderr: "",
     durationMs: 0,
     error,
+    detail: undefined,
   };
 }

@@ -35,6 +35,7 @@ export function runRebootCommand(command: string, operationId: string): Promise<
           stderr: String(stderr) || `${reason}\n`,
           durationMs: Date.now() - started,
           error: reason,
+          detail: undefined,
         });
       },
     );

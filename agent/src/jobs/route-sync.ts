@@ -1,10 +1,16 @@
 // RouteSyncJob (external deploy) → the reverse-proxy-sync library → a JobResult
-// whose stdout is the JSON report the control plane reads (format in
-// agent.proto, RouteSyncJob). The writer follows the agent's proxy setting; the
+// carrying a RouteSyncReport in its detail (agent.proto), which the control plane
+// reads, and one line per route in stdout, which a person reads. The writer follows the agent's proxy setting; the
 // route ledger lives in the state dir (routes.json) so drift is told apart from
 // a first sync across agent restarts.
 import { join } from "node:path";
-import { type JobResult, JobStatus, type RouteSyncJob } from "@relayctl/proto";
+import {
+  type JobResult,
+  JobStatus,
+  RouteOutcomeStatus,
+  type RouteSyncJob,
+  type RouteSyncReport,
+} from "@relayctl/proto";
 import {
   CaddyWriter,
   NginxWriter,
@@ -40,21 +46,47 @@ function writerFor(proxy: Exclude<ProxyConfig, { kind: "none" }>): RouteWriter {
   }
 }
 
-function result(
-  operationId: string,
-  ok: boolean,
-  stdout: string,
-  stderr: string,
-  startedAt: number,
-): JobResult {
+const OUTCOME_STATUS = {
+  synced: RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_SYNCED,
+  noop: RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_NOOP,
+  drift_recovered: RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED,
+  failed: RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_FAILED,
+} as const;
+
+function failed(operationId: string, why: string, startedAt: number): JobResult {
   return {
     operationId,
-    status: ok ? JobStatus.JOB_STATUS_COMPLETED : JobStatus.JOB_STATUS_FAILED,
-    exitCode: ok ? 0 : -1,
-    stdout,
-    stderr,
+    status: JobStatus.JOB_STATUS_FAILED,
+    exitCode: -1,
+    stdout: "",
+    stderr: why,
     durationMs: Date.now() - startedAt,
-    error: ok ? "" : stderr,
+    error: why,
+    detail: undefined,
+  };
+}
+
+function completed(operationId: string, report: RouteSyncReport, startedAt: number): JobResult {
+  const name = (s: RouteOutcomeStatus) =>
+    Object.entries(OUTCOME_STATUS).find(([, v]) => v === s)?.[0] ?? "unknown";
+  const line = (r: RouteSyncReport["routes"][number]) =>
+    `${r.applicationId} ${name(r.status)} ${r.fqdns.join(",")} -> ${r.upstream || "-"}`;
+  const stdout = [
+    ...report.routes.map(line),
+    ...report.removedApplicationIds.map((id) => `${id} removed`),
+  ].join("\n");
+  const failures = report.routes
+    .filter((r) => r.status === RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_FAILED)
+    .map((r) => `${r.applicationId}: ${r.error}`);
+  return {
+    operationId,
+    status: JobStatus.JOB_STATUS_COMPLETED,
+    exitCode: 0,
+    stdout: stdout ? `${stdout}\n` : "",
+    stderr: failures.join("\n"),
+    durationMs: Date.now() - startedAt,
+    error: "",
+    detail: { $case: "routeSync", routeSync: report },
   };
 }
 
@@ -72,7 +104,7 @@ export class RouteSyncRunner {
     if (proxy.kind === "none") {
       const why =
         "this agent has no reverse proxy configured: set RELAYCTL_AGENT_PROXY to caddy, nginx or traefik";
-      return result(operationId, false, "", why, startedAt);
+      return failed(operationId, why, startedAt);
     }
     // One syncer (and ledger) per process: jobs are serialised inside it.
     this.#syncer ??= RouteLedger.open(join(this.stateDir, "routes.json")).then(
@@ -87,27 +119,25 @@ export class RouteSyncRunner {
     const report = await Promise.race([this.#sync(syncer, job), late]).finally(() => clearTimeout(timer));
     if (report === "late") {
       const why = `the ${proxy.kind} proxy did not take the routes within ${deadlineMs / 1000} s`;
-      return result(operationId, false, "", why, startedAt);
+      return failed(operationId, why, startedAt);
     }
-    const routes = report.routes.map((o) => ({
-      application_id: o.applicationId,
-      status: o.status,
-      signature_hash: o.signatureHash,
-      fqdns: o.fqdns,
-      upstream: o.upstream,
-      ...(o.error ? { error: o.error } : {}),
-    }));
-    const stdout = JSON.stringify({
-      version: 1,
-      proxy: proxy.kind,
-      upstream_mode: proxy.upstream,
-      routes,
-      removed: report.removed,
-    });
-    const failures = routes
-      .filter((r) => r.status === "failed")
-      .map((r) => `${r.application_id}: ${r.error}`);
-    return result(operationId, true, stdout, failures.join("\n"), startedAt);
+    return completed(
+      operationId,
+      {
+        proxy: proxy.kind,
+        upstreamMode: proxy.upstream,
+        routes: report.routes.map((o) => ({
+          applicationId: o.applicationId,
+          status: OUTCOME_STATUS[o.status],
+          signatureHash: o.signatureHash,
+          fqdns: o.fqdns,
+          upstream: o.upstream,
+          error: o.error ?? "",
+        })),
+        removedApplicationIds: report.removed,
+      },
+      startedAt,
+    );
   }
 
   #sync(syncer: RouteSyncer, job: RouteSyncJob) {

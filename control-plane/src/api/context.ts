@@ -1,14 +1,13 @@
-// What api routes need from the process: config, database, bus.
+// What api routes need from the process: config, database, bus, and the
+// operations service that owns every operation's life.
 import type { Knex } from "knex";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
+import type { OperationService } from "../operations/service.js";
 
 export interface ApiContext {
   config: Config;
   db: Knex;
   bus: JobBus;
-  /** The result of a finished operation, read from its row. */
-  readResult(
-    operationId: string,
-  ): Promise<{ exit_code: number; stdout: string; stderr: string; duration_ms: number }>;
+  ops: OperationService;
 }

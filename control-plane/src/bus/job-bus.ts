@@ -1,77 +1,60 @@
 // The job bus between the api role and the gateway role (a port; adapters:
-// nats-bus.ts for production and tests, memory-bus.ts for `make dev`).
+// nats-bus.ts for production and tests, memory-bus.ts for `make dev`). What
+// travels is protobuf (proto/bus/v1/bus.proto): a job is the bytes of the very
+// relayctl.agent.v1.Job the gateway writes on the agent's stream.
 //
 // api side:     dispatch() a job to the gateway holding the server's agent; awaitDone()
 //               subscribes to an operation's completion (call it BEFORE dispatch).
 // gateway side: serveServer() while it holds an agent's stream; publishDone() after
 //               a result is stored; takeovers close older streams of a server.
+import type { Job, OperationDone } from "@relayctl/proto";
+import { RcError } from "../errors.js";
 
-/**
- * A job as it travels on the bus: exactly one kind besides operation_id. `env`
- * values and registry passwords live only in memory, never stored or logged.
- */
-export type JobEnvelope = { operation_id: string } & (
-  | {
-      exec: {
-        command: string;
-        working_directory: string;
-        env: Record<string, string>;
-        deadline_seconds: number;
-      };
-    }
-  | { restart: { container_name: string; deadline_seconds: number } }
-  | { registry_login: { registry: string; username: string; password: string; deadline_seconds: number } }
-  | { registry_logout: { registry: string; deadline_seconds: number } }
-  | { reboot: { reason: string } }
-  | { route_sync: RouteSyncEnvelope }
-);
+export type { Job, OperationDone } from "@relayctl/proto";
 
-/** A route-sync job (external deploy): routes to write, applications that still exist. */
-export interface RouteSyncEnvelope {
-  routes: {
-    application_id: string;
-    container_name: string;
-    container_port: number;
-    image_tag: string;
-    fqdns: string[];
-  }[];
-  known_application_ids: string[];
-  remove_application_ids: string[];
-  deadline_seconds: number;
+/** What a job carries besides its operation id (exec, restart, route sync...). */
+export type JobKind = NonNullable<Job["kind"]>;
+
+/** The bus cannot be reached (NATS down or reconnecting): nothing was handed over. */
+export class BusUnavailableError extends RcError {
+  constructor(cause?: unknown) {
+    super("RC_ERR_BUS_UNAVAILABLE", undefined, { cause });
+  }
 }
 
-/** Published on relayctl.op.<id>.done once the final state is stored. */
-export interface DoneEvent {
-  operation_id: string;
-  status: "completed" | "failed" | "timeout";
-  /** Included when small enough; otherwise read the operation row. */
-  result?: { exit_code: number; stdout: string; stderr: string; duration_ms: number };
-}
-
-export type DispatchOutcome = "acked" | "not_connected";
+export type DispatchOutcome = "on_stream" | "not_connected";
 
 export interface DoneWaiter {
-  done: Promise<DoneEvent>;
+  done: Promise<OperationDone>;
   cancel(): void;
 }
 
 export type Unsubscribe = () => void;
 
 /** Returns true when the job is on the agent's stream. */
-export type JobHandler = (job: JobEnvelope) => Promise<boolean>;
+export type JobHandler = (job: Job) => Promise<boolean>;
 
 export interface JobBus {
-  dispatch(serverId: string, job: JobEnvelope): Promise<DispatchOutcome>;
+  /**
+   * Hands the job to the gateway holding the server's agent. `not_connected`:
+   * no gateway holds it (or the one that did lost it). Throws
+   * BusUnavailableError when the bus itself cannot be reached.
+   */
+  dispatch(serverId: string, job: Job): Promise<DispatchOutcome>;
+  /** Subscribes to one operation's completion; call before dispatch. */
   awaitDone(operationId: string): Promise<DoneWaiter>;
+  /** Gateway: take the server's jobs while this process holds its stream. */
   serveServer(serverId: string, handler: JobHandler): Unsubscribe;
-  publishDone(event: DoneEvent): void;
+  /** After the final state is stored, never before. */
+  publishDone(event: OperationDone): void;
   publishTakeover(serverId: string, connectionId: string): void;
   onTakeover(serverId: string, handler: (connectionId: string) => void): Unsubscribe;
   close(): Promise<void>;
 }
 
+/** Subjects, versioned like the messages they carry (relayctl.bus.v1). */
 export const subjects = {
-  job: (serverId: string) => `relayctl.agent.${serverId}.job`,
-  takeover: (serverId: string) => `relayctl.agent.${serverId}.takeover`,
-  done: (operationId: string) => `relayctl.op.${operationId}.done`,
+  job: (serverId: string) => `relayctl.v1.agent.${serverId}.job`,
+  takeover: (serverId: string) => `relayctl.v1.agent.${serverId}.takeover`,
+  done: (operationId: string) => `relayctl.v1.op.${operationId}.done`,
 };

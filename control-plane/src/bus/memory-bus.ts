@@ -1,22 +1,26 @@
 // In-process JobBus for `make dev` (api and gateway in one process, no NATS).
 // Same semantics as nats-bus.ts: no handler = not connected, newest handler wins.
+// Messages go through the same codec as on NATS, so what a handler receives is
+// exactly what it would get from the wire (and never shares memory with the caller).
 import { EventEmitter } from "node:events";
-import type { DispatchOutcome, DoneEvent, DoneWaiter, JobBus, JobEnvelope, JobHandler } from "./job-bus.js";
+import { codec } from "./codec.js";
+import type { DispatchOutcome, DoneWaiter, Job, JobBus, JobHandler, OperationDone } from "./job-bus.js";
 
 export class MemoryBus implements JobBus {
   private readonly handlers = new Map<string, JobHandler>();
   private readonly events = new EventEmitter().setMaxListeners(0);
 
-  async dispatch(serverId: string, job: JobEnvelope): Promise<DispatchOutcome> {
+  async dispatch(serverId: string, job: Job): Promise<DispatchOutcome> {
     const handler = this.handlers.get(serverId);
     if (!handler) return "not_connected";
-    return (await handler(structuredClone(job))) ? "acked" : "not_connected";
+    const onStream = await handler(codec.job.decode(codec.job.encode(job)));
+    return onStream ? "on_stream" : "not_connected";
   }
 
   async awaitDone(operationId: string): Promise<DoneWaiter> {
-    let listener: (e: DoneEvent) => void = () => {};
-    const done = new Promise<DoneEvent>((resolve) => {
-      listener = resolve;
+    let listener: (bytes: Uint8Array) => void = () => {};
+    const done = new Promise<OperationDone>((resolve) => {
+      listener = (bytes) => resolve(codec.done.decode(bytes));
       this.events.once(`done:${operationId}`, listener);
     });
     return { done, cancel: () => this.events.off(`done:${operationId}`, listener) };
@@ -29,8 +33,8 @@ export class MemoryBus implements JobBus {
     };
   }
 
-  publishDone(event: DoneEvent): void {
-    this.events.emit(`done:${event.operation_id}`, event);
+  publishDone(event: OperationDone): void {
+    this.events.emit(`done:${event.operationId}`, codec.done.encode(event));
   }
 
   publishTakeover(serverId: string, connectionId: string): void {

@@ -3,19 +3,19 @@
 // and takeovers. The client reconnects forever and restores subscriptions, so a
 // NATS restart needs no restart of ours.
 import type { Logger } from "pino";
-import { type NatsConnection, JSONCodec, connect, ErrorCode as NatsErrorCode } from "nats";
-import { RcError } from "../errors.js";
+import { type NatsConnection, connect, ErrorCode as NatsErrorCode } from "nats";
+import { codec } from "./codec.js";
 import {
+  BusUnavailableError,
   type DispatchOutcome,
-  type DoneEvent,
   type DoneWaiter,
+  type Job,
   type JobBus,
-  type JobEnvelope,
   type JobHandler,
+  type OperationDone,
   subjects,
 } from "./job-bus.js";
 
-const codec = JSONCodec<unknown>();
 const DISPATCH_ACK_TIMEOUT_MS = 5000;
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
@@ -51,7 +51,7 @@ export async function connectNatsBus(servers: string[], log: Logger, name: strin
 class NatsBus implements JobBus {
   /** False while the client is reconnecting: callers get a fast 503, not a hang. */
   connected = true;
-  private readonly waiters = new Map<string, (e: DoneEvent) => void>();
+  private readonly waiters = new Map<string, (e: OperationDone) => void>();
   private doneSubscribed: Promise<void> | undefined;
 
   constructor(
@@ -60,30 +60,30 @@ class NatsBus implements JobBus {
   ) {}
 
   private ensureConnected(): void {
-    if (!this.connected || this.nc.isClosed()) throw new RcError("RC_ERR_BUS_UNAVAILABLE");
+    if (!this.connected || this.nc.isClosed()) throw new BusUnavailableError();
   }
 
-  async dispatch(serverId: string, job: JobEnvelope): Promise<DispatchOutcome> {
+  async dispatch(serverId: string, job: Job): Promise<DispatchOutcome> {
     this.ensureConnected();
     try {
-      const reply = await this.nc.request(subjects.job(serverId), codec.encode(job), {
+      const reply = await this.nc.request(subjects.job(serverId), codec.job.encode(job), {
         timeout: DISPATCH_ACK_TIMEOUT_MS,
       });
-      return (codec.decode(reply.data) as { ok?: boolean }).ok ? "acked" : "not_connected";
+      return codec.reply.decode(reply.data) ? "on_stream" : "not_connected";
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (code === NatsErrorCode.NoResponders) return "not_connected";
       // A timeout while connected: a gateway subscribed but never answered.
       if (code === NatsErrorCode.Timeout && this.connected) return "not_connected";
-      throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
+      throw new BusUnavailableError(err);
     }
   }
 
   async awaitDone(operationId: string): Promise<DoneWaiter> {
     this.ensureConnected();
     await this.subscribeDone();
-    let resolve: (e: DoneEvent) => void = () => {};
-    const done = new Promise<DoneEvent>((r) => {
+    let resolve: (e: OperationDone) => void = () => {};
+    const done = new Promise<OperationDone>((r) => {
       resolve = r;
     });
     this.waiters.set(operationId, resolve);
@@ -100,15 +100,15 @@ class NatsBus implements JobBus {
       this.nc.subscribe(subjects.done("*"), {
         callback: (err, msg) => {
           if (err) return;
-          const event = codec.decode(msg.data) as DoneEvent;
-          this.waiters.get(event.operation_id)?.(event);
+          const event = codec.done.decode(msg.data);
+          this.waiters.get(event.operationId)?.(event);
         },
       });
       // The SUB must be on the server before the first job can finish.
       await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
     })().catch((err) => {
       this.doneSubscribed = undefined;
-      throw new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { cause: err });
+      throw new BusUnavailableError(err);
     });
     return this.doneSubscribed;
   }
@@ -117,11 +117,19 @@ class NatsBus implements JobBus {
     const sub = this.nc.subscribe(subjects.job(serverId), {
       callback: (err, msg) => {
         if (err) return;
-        handler(codec.decode(msg.data) as JobEnvelope).then(
-          (ok) => msg.respond(codec.encode({ ok })),
+        let job: Job;
+        try {
+          job = codec.job.decode(msg.data);
+        } catch (e) {
+          this.log.error({ err: e, server_id: serverId }, "undecodable job on the bus");
+          msg.respond(codec.reply.encode(false));
+          return;
+        }
+        handler(job).then(
+          (onStream) => msg.respond(codec.reply.encode(onStream)),
           (e) => {
             this.log.error({ err: e, server_id: serverId }, "job handler failed");
-            msg.respond(codec.encode({ ok: false }));
+            msg.respond(codec.reply.encode(false));
           },
         );
       },
@@ -129,26 +137,26 @@ class NatsBus implements JobBus {
     return () => sub.unsubscribe();
   }
 
-  publishDone(event: DoneEvent): void {
-    this.publish(subjects.done(event.operation_id), event);
+  publishDone(event: OperationDone): void {
+    this.publish(subjects.done(event.operationId), codec.done.encode(event));
   }
 
   publishTakeover(serverId: string, connectionId: string): void {
-    this.publish(subjects.takeover(serverId), { connection_id: connectionId });
+    this.publish(subjects.takeover(serverId), codec.takeover.encode(connectionId));
   }
 
   onTakeover(serverId: string, handler: (connectionId: string) => void): () => void {
     const sub = this.nc.subscribe(subjects.takeover(serverId), {
       callback: (err, msg) => {
-        if (!err) handler((codec.decode(msg.data) as { connection_id: string }).connection_id);
+        if (!err) handler(codec.takeover.decode(msg.data));
       },
     });
     return () => sub.unsubscribe();
   }
 
-  private publish(subject: string, payload: unknown): void {
+  private publish(subject: string, payload: Uint8Array): void {
     try {
-      this.nc.publish(subject, codec.encode(payload));
+      this.nc.publish(subject, payload);
     } catch (err) {
       // While disconnected the client buffers; only a closed connection throws.
       this.log.warn({ err, subject }, "nats publish failed");

@@ -2,6 +2,7 @@
 // SQLite through better-sqlite3 for `make dev` only.
 import knexFactory, { type Knex } from "knex";
 import { migrationSource } from "./migrations/index.js";
+import { isStoreUnavailable } from "./unavailable.js";
 
 export type Db = Knex;
 
@@ -71,9 +72,7 @@ export async function migrateWithRetry(
       return;
     } catch (err) {
       const locked = (err as { name?: string }).name === "MigrationLocked";
-      const unreachable = ["ECONNREFUSED", "ETIMEDOUT", "PROTOCOL_CONNECTION_LOST"].includes(
-        (err as { code?: string }).code ?? "",
-      );
+      const unreachable = isStoreUnavailable(err);
       if ((!locked && !unreachable) || Date.now() > until) throw err;
       log.warn(
         { attempt, reason: locked ? "migration lock held" : "database unreachable" },

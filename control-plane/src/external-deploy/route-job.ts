@@ -1,14 +1,12 @@
 // One route-sync job on one server's agent: record the operation with its audit
-// event (nothing runs unaudited), dispatch it, wait for the agent's report and
-// parse it. Used by external-deploy sync and by application deletion.
-import type { RouteSyncEnvelope } from "../bus/job-bus.js";
-import { RcError } from "../errors.js";
-import { dispatchAndWait } from "../operations/dispatch.js";
-import { createOperation } from "../operations/store.js";
+// event (nothing runs unaudited), dispatch it, wait for the agent's report (a
+// RouteSyncReport in the result's detail). Used by external-deploy sync and by application deletion.
+import { RouteOutcomeStatus, type RouteSyncJob, type RouteSyncReport } from "@relayctl/proto";
 import type { ApiContext } from "../api/context.js";
 import { applicationIdsOfServer } from "../applications/store.js";
+import { BusUnavailableError } from "../bus/job-bus.js";
 
-/** What the agent reports per route (proto RouteSyncJob's result format). */
+/** What the agent reported for one route (its RouteSyncReport, in the control plane's names). */
 export interface AgentRouteOutcome {
   application_id: string;
   status: "synced" | "noop" | "drift_recovered" | "failed";
@@ -24,6 +22,15 @@ export interface AgentReport {
   removed: string[];
 }
 
+/** One route to write, as the control plane names its fields. */
+export interface RouteEntry {
+  application_id: string;
+  container_name: string;
+  container_port: number;
+  image_tag: string;
+  fqdns: string[];
+}
+
 export type RouteJobOutcome =
   | { state: "not_connected"; operationId: string; reason: string }
   | { state: "running"; operationId: string; reason: string }
@@ -37,7 +44,7 @@ export interface RouteJobSpec {
   runId: string | null;
   ip: string;
   audit: Record<string, unknown>;
-  routes: RouteSyncEnvelope["routes"];
+  routes: RouteEntry[];
   remove: string[];
 }
 
@@ -50,76 +57,79 @@ export async function runRouteJob(
   waitMs: number,
 ): Promise<RouteJobOutcome> {
   const known = await applicationIdsOfServer(ctx.db, spec.server.id);
-  const { id } = await createOperation(ctx.db, {
+  const op = await ctx.ops.start({
     tenantId: spec.tenantId,
-    serverId: spec.server.id,
+    server: spec.server,
     operationType: "route_sync",
     keyId: spec.keyId,
     runId: spec.runId,
-    leaseMs: ctx.config.leaseMs,
-    deadlineAt: Date.now() + DEADLINE_SECONDS * 1000,
+    deadlineSeconds: DEADLINE_SECONDS,
     audit: {
       ...spec.audit,
       routes: spec.routes,
       remove_application_ids: spec.remove,
-      server_id: spec.server.id,
-      server_name: spec.server.name,
       ip: spec.ip,
     },
   });
-  const job = {
-    operation_id: id,
-    route_sync: {
-      routes: spec.routes,
-      known_application_ids: known,
-      remove_application_ids: spec.remove,
-      deadline_seconds: DEADLINE_SECONDS,
-    },
+  const routeSync: RouteSyncJob = {
+    routes: spec.routes.map((r) => ({
+      applicationId: r.application_id,
+      containerName: r.container_name,
+      containerPort: r.container_port,
+      imageTag: r.image_tag,
+      fqdns: r.fqdns,
+    })),
+    knownApplicationIds: known,
+    removeApplicationIds: spec.remove,
+    deadlineSeconds: DEADLINE_SECONDS,
   };
-  let outcome: Awaited<ReturnType<typeof dispatchAndWait>>;
-  try {
-    outcome = await dispatchAndWait(ctx.db, ctx.bus, { operationId: id, server: spec.server }, job, waitMs);
-  } catch (err) {
-    if (err instanceof RcError && err.code === "RC_ERR_SERVER_NOT_CONNECTED") {
-      return { state: "not_connected", operationId: id, reason: err.detail };
-    }
-    throw err;
+  const outcome = await ctx.ops.run(op, { $case: "routeSync", routeSync }, waitMs);
+  const operationId = op.id;
+  const server = spec.server.name;
+  if (outcome.state === "not_run") {
+    // Per-entry errors are for an agent that is away; a bus that is down fails the whole call (503).
+    if (outcome.cause === "bus_unavailable") throw new BusUnavailableError();
+    return { state: "not_connected", operationId, reason: outcome.reason };
   }
   if (outcome.state === "running") {
-    const reason = `the agent of server '${spec.server.name}' did not report within ${Math.round(waitMs / 1000)} s (operation ${id} is still running)`;
-    return { state: "running", operationId: id, reason };
+    const reason = `the agent of server '${server}' did not report within ${Math.round(waitMs / 1000)} s (operation ${operationId} is still running)`;
+    return { state: "running", operationId, reason };
   }
-  const result = outcome.event.result ?? (await ctx.readResult(id));
-  if (outcome.event.status !== "completed") {
-    const why = result.stderr.trim() || outcome.event.status;
+  if (outcome.status !== "completed") {
+    const why = outcome.result.stderr.trim() || outcome.status;
     return {
       state: "failed",
-      operationId: id,
-      reason: `route sync on server '${spec.server.name}' ${outcome.event.status}: ${why}`,
+      operationId,
+      reason: `route sync on server '${server}' ${outcome.status}: ${why}`,
     };
   }
-  const report = parseReport(result.stdout);
-  if (!report) {
-    return {
-      state: "failed",
-      operationId: id,
-      reason: `the agent of server '${spec.server.name}' sent an unreadable route report`,
-    };
+  if (outcome.detail?.$case !== "routeSync") {
+    return { state: "failed", operationId, reason: `the agent of server '${server}' sent no route report` };
   }
-  return { state: "reported", operationId: id, report };
+  return { state: "reported", operationId, report: fromReport(outcome.detail.routeSync) };
 }
 
-const STATUSES = new Set(["synced", "noop", "drift_recovered", "failed"]);
+const STATUS: Record<RouteOutcomeStatus, AgentRouteOutcome["status"] | undefined> = {
+  [RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_SYNCED]: "synced",
+  [RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_NOOP]: "noop",
+  [RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED]: "drift_recovered",
+  [RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_FAILED]: "failed",
+  [RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_UNSPECIFIED]: undefined,
+  [RouteOutcomeStatus.UNRECOGNIZED]: undefined,
+};
 
-function parseReport(stdout: string): AgentReport | undefined {
-  try {
-    const r = JSON.parse(stdout) as AgentReport & { version?: number };
-    if (r.version !== 1 || !Array.isArray(r.routes) || !Array.isArray(r.removed)) return undefined;
-    const ok = r.routes.every(
-      (x) => typeof x.application_id === "string" && STATUSES.has(x.status) && Array.isArray(x.fqdns),
-    );
-    return ok ? { proxy: String(r.proxy), routes: r.routes, removed: r.removed } : undefined;
-  } catch {
-    return undefined;
-  }
+function fromReport(r: RouteSyncReport): AgentReport {
+  return {
+    proxy: r.proxy,
+    routes: r.routes.map((o) => ({
+      application_id: o.applicationId,
+      // A status this control plane does not know (a newer agent) is not a success.
+      status: STATUS[o.status] ?? "failed",
+      signature_hash: o.signatureHash,
+      fqdns: o.fqdns,
+      upstream: o.upstream,
+      ...(o.error || !STATUS[o.status] ? { error: o.error || `unknown route status ${o.status}` } : {}),
+    })),
+    removed: r.removedApplicationIds,
+  };
 }

@@ -3,13 +3,15 @@
 // row on the hot path of every short command, racing its result for the row lock.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
-import { markDelivery } from "../operations/store.js";
+import { markAcked } from "../operations/store.js";
 
 const FLUSH_MS = 200;
 const MAX_BATCH = 500;
 
 export class AckWriter {
-  private pending = new Set<string>();
+  /** Operation ids by the server whose agent acked them. */
+  private pending = new Map<string, Set<string>>();
+  private size = 0;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -17,19 +19,28 @@ export class AckWriter {
     private readonly log: Logger,
   ) {}
 
-  add(operationId: string): void {
-    this.pending.add(operationId);
-    if (this.pending.size >= MAX_BATCH) void this.flush();
+  add(serverId: string, operationId: string): void {
+    const ids = this.pending.get(serverId) ?? new Set<string>();
+    this.pending.set(serverId, ids);
+    if (!ids.has(operationId)) this.size++;
+    ids.add(operationId);
+    if (this.size >= MAX_BATCH) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
   }
 
   async flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.pending.size === 0) return;
-    const ids = [...this.pending];
-    this.pending = new Set();
-    // Rows already finished are left alone by markDelivery's state guard.
-    await markDelivery(this.db, ids, "acked").catch((err) => this.log.warn({ err }, "recording acks failed"));
+    if (this.size === 0) return;
+    const batches = [...this.pending];
+    this.pending = new Map();
+    this.size = 0;
+    // Rows already finished are left alone by markAcked's state guard, and an
+    // agent's ack moves only operations of its own server.
+    for (const [serverId, ids] of batches) {
+      await markAcked(this.db, serverId, [...ids]).catch((err) =>
+        this.log.warn({ err }, "recording acks failed"),
+      );
+    }
   }
 }

@@ -7,17 +7,19 @@ import { type ServerDuplexStream, status as GrpcStatus } from "@grpc/grpc-js";
 import type { AgentMessage, GatewayMessage, Hello, JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
 import type { Logger } from "pino";
-import type { DoneEvent, JobBus } from "../bus/job-bus.js";
+import type { Job, JobBus } from "../bus/job-bus.js";
 import { sha256Hex } from "../lib/secrets.js";
-import { finishOperation, renewLeases } from "../operations/store.js";
+import type { OperationService } from "../operations/service.js";
+import { renewLeases } from "../operations/store.js";
 import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
-import { finalResult, jobMessage } from "./convert.js";
+import { finalResult } from "./convert.js";
 import type { StreamRegistry } from "./registry.js";
 
 export interface GatewayDeps {
   db: Knex;
   bus: JobBus;
+  ops: OperationService;
   registry: StreamRegistry;
   acks: AckWriter;
   log: Logger;
@@ -28,8 +30,6 @@ export interface GatewayDeps {
 type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
 
 const HELLO_TIMEOUT_MS = 10_000;
-/** Results this small ride on the done event, saving the api a read. */
-const INLINE_RESULT_BYTES = 256 * 1024;
 
 interface ServerRow {
   id: string;
@@ -92,9 +92,9 @@ class AgentStream {
     });
   }
 
-  sendJob(job: Parameters<typeof jobMessage>[0]): boolean {
+  sendJob(job: Job): boolean {
     if (this.closed) return false;
-    this.call.write(jobMessage(job));
+    this.call.write({ msg: { $case: "job", job } });
     return true;
   }
 
@@ -136,7 +136,7 @@ class AgentStream {
         last_seen_at: Date.now(),
       });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);
-    await completeReboots(this.deps.db, this.deps.bus, this.log, this.serverId, h.bootId.slice(0, 64));
+    await completeReboots(this.deps.ops, this.log, this.serverId, h.bootId.slice(0, 64));
     if (this.closed) return;
     this.call.write({
       msg: {
@@ -154,15 +154,14 @@ class AgentStream {
 
   private async onAck(operationId: string): Promise<void> {
     this.deps.registry.acked(this.serverId, operationId);
-    this.deps.acks.add(operationId);
+    this.deps.acks.add(this.serverId, operationId);
   }
 
   private async onResult(r: JobResult): Promise<void> {
-    const result = finalResult(r);
-    let stored: boolean;
     try {
-      // Only this server's own running operations can be finished by it.
-      stored = await finishOperation(this.deps.db, r.operationId, result, this.serverId);
+      // Only this server's own running operations can be finished by it. Stored,
+      // then announced (the service), then acked: a result is never lost between.
+      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId);
     } catch (err) {
       // Not acked: drop the stream so the agent reconnects and re-sends it.
       this.log.error({ err, operation_id: r.operationId }, "storing result failed; dropping stream");
@@ -172,16 +171,5 @@ class AgentStream {
     this.deps.registry.acked(this.serverId, r.operationId);
     if (!this.closed)
       this.call.write({ msg: { $case: "resultAck", resultAck: { operationId: r.operationId } } });
-    if (!stored) return;
-    const event: DoneEvent = { operation_id: r.operationId, status: result.status };
-    if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
-      event.result = {
-        exit_code: result.exit_code,
-        stdout: result.stdout,
-        stderr: result.stderr,
-        duration_ms: result.duration_ms,
-      };
-    }
-    this.deps.bus.publishDone(event);
   }
 }

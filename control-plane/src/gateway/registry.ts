@@ -3,13 +3,13 @@
 // a server wins, here or on another gateway. Jobs not yet acked by the agent are
 // kept (in memory only: they may hold env values) and re-sent on its next stream.
 import type { Logger } from "pino";
-import type { JobBus, JobEnvelope, Unsubscribe } from "../bus/job-bus.js";
+import type { JobBus, Job, Unsubscribe } from "../bus/job-bus.js";
 
 export interface StreamHandle {
   readonly connectionId: string;
   readonly serverId: string;
   /** Puts the job on the stream; false when the stream is gone. */
-  sendJob(job: JobEnvelope): boolean;
+  sendJob(job: Job): boolean;
   close(reason: string): void;
 }
 
@@ -22,7 +22,7 @@ const UNACKED_TTL_MS = 10 * 60 * 1000;
 
 export class StreamRegistry {
   private readonly held = new Map<string, Held>();
-  private readonly unacked = new Map<string, Map<string, { job: JobEnvelope; at: number }>>();
+  private readonly unacked = new Map<string, Map<string, { job: Job; at: number }>>();
 
   constructor(
     private readonly bus: JobBus,
@@ -65,19 +65,19 @@ export class StreamRegistry {
     for (const { stream } of [...this.held.values()]) this.detach(stream, reason);
   }
 
-  private deliver(serverId: string, job: JobEnvelope): boolean {
+  private deliver(serverId: string, job: Job): boolean {
     const current = this.held.get(serverId);
     if (!current) return false;
     const pending = this.unacked.get(serverId) ?? new Map();
     this.unacked.set(serverId, pending);
-    pending.set(job.operation_id, { job, at: Date.now() });
+    pending.set(job.operationId, { job, at: Date.now() });
     const sent = current.stream.sendJob(job);
     // A refused job is answered "not connected" and recorded failed: never re-send it.
-    if (!sent) pending.delete(job.operation_id);
+    if (!sent) pending.delete(job.operationId);
     return sent;
   }
 
-  private pendingFor(serverId: string): { job: JobEnvelope }[] {
+  private pendingFor(serverId: string): { job: Job }[] {
     const pending = this.unacked.get(serverId);
     if (!pending) return [];
     const cutoff = Date.now() - UNACKED_TTL_MS;

@@ -4,10 +4,9 @@
 // deadline: the agent cannot time a reboot itself). Each row is claimed with a conditional
 // UPDATE, so several gateway instances can sweep at once and each operation is
 // finished (and announced) exactly once.
-import type { Knex } from "knex";
 import type { Logger } from "pino";
-import type { JobBus } from "../bus/job-bus.js";
-import { type FinalStatus, finishOperation } from "../operations/store.js";
+import type { OperationService } from "../operations/service.js";
+import type { FinalStatus } from "../operations/store.js";
 
 /** The agent gets this long past the deadline to report its own timeout. */
 const DEADLINE_GRACE_MS = 30_000;
@@ -16,8 +15,7 @@ const NO_AGENT_DEADLINE = ["reboot"];
 const BATCH = 200;
 
 export function startSweeper(
-  db: Knex,
-  bus: JobBus,
+  ops: OperationService,
   log: Logger,
   intervalMs: number,
   /**
@@ -36,18 +34,17 @@ export function startSweeper(
       const now = Date.now();
       if (now - startedAt >= leaseMs)
         await sweep(
-          db,
-          bus,
+          ops,
           log,
           "lease_expires_at",
           now,
           "failed",
           "agent lost: no heartbeat before the lease ran out",
         );
-      await sweep(db, bus, log, "deadline_at", now - DEADLINE_GRACE_MS, "timeout", "hard deadline passed", {
+      await sweep(ops, log, "deadline_at", now - DEADLINE_GRACE_MS, "timeout", "hard deadline passed", {
         exceptTypes: NO_AGENT_DEADLINE,
       });
-      await sweep(db, bus, log, "deadline_at", now, "timeout", "not back (no new boot id) by the deadline", {
+      await sweep(ops, log, "deadline_at", now, "timeout", "not back (no new boot id) by the deadline", {
         onlyTypes: NO_AGENT_DEADLINE,
       });
     } catch (err) {
@@ -62,8 +59,7 @@ export function startSweeper(
 }
 
 async function sweep(
-  db: Knex,
-  bus: JobBus,
+  ops: OperationService,
   log: Logger,
   column: "lease_expires_at" | "deadline_at",
   before: number,
@@ -71,21 +67,13 @@ async function sweep(
   reason: string,
   types: { onlyTypes?: string[]; exceptTypes?: string[] } = {},
 ): Promise<void> {
-  const query = db("operations").where({ status: "running" }).andWhere(column, "<", before);
+  const query = ops.db("operations").where({ status: "running" }).andWhere(column, "<", before);
   if (types.onlyTypes) query.whereIn("operation_type", types.onlyTypes);
   if (types.exceptTypes) query.whereNotIn("operation_type", types.exceptTypes);
   const rows = await query.limit(BATCH).select<{ id: string }[]>("id");
   for (const { id } of rows) {
-    const won = await finishOperation(db, id, {
-      status,
-      exit_code: -1,
-      stdout: "",
-      stderr: reason,
-      duration_ms: 0,
-      error: reason,
-    });
-    if (!won) continue;
-    log.warn({ operation_id: id, status, reason }, "operation swept");
-    bus.publishDone({ operation_id: id, status });
+    // The service's conditional UPDATE is the claim: of several sweeping
+    // gateways exactly one finishes (and announces) each operation.
+    if (await ops.fail(id, status, reason)) log.warn({ operation_id: id, status, reason }, "operation swept");
   }
 }

@@ -2,6 +2,7 @@
 // its delivery. A row and its audit event are written in one transaction before
 // anything is dispatched; results land here before anyone is told.
 import { randomUUID } from "node:crypto";
+import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
 import { type AuditEventInput, appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
@@ -31,6 +32,25 @@ export interface FinalResult {
   stderr: string;
   duration_ms: number;
   error?: string | null;
+  /** The structured outcome of job kinds that have one (a route sync's report). */
+  detail?: JobResult["detail"];
+}
+
+/** What a caller reads of a finished operation. */
+export interface OperationResult {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  duration_ms: number;
+}
+
+/** The stored form of a result's detail: canonical proto JSON of JobResult.detail. */
+function encodeDetail(detail: JobResult["detail"]): string | null {
+  return detail ? JSON.stringify(JobResult.toJSON(JobResult.fromPartial({ detail }))) : null;
+}
+
+function decodeDetail(stored: string | null | undefined): JobResult["detail"] {
+  return stored ? JobResult.fromJSON(JSON.parse(stored)).detail : undefined;
 }
 
 /** Inserts the operation and its audit event atomically; returns the new id. */
@@ -97,17 +117,41 @@ export async function finishOperation(
       stderr: r.stderr,
       duration_ms: r.duration_ms,
       error: r.error ?? null,
+      result_detail: encodeDetail(r.detail),
       completed_at: Date.now(),
     });
   return n === 1;
 }
 
-export async function markDelivery(db: Knex, ids: string[], delivery: "dispatched" | "acked"): Promise<void> {
+/** The stored result of a finished operation (and its detail, when it has one). */
+export async function readResult(
+  db: Knex,
+  id: string,
+): Promise<OperationResult & { detail: JobResult["detail"] }> {
+  const row = await db("operations").where({ id }).first<{
+    exit_code: number | null;
+    stdout: string | null;
+    stderr: string | null;
+    duration_ms: number | null;
+    error: string | null;
+    result_detail: string | null;
+  }>("exit_code", "stdout", "stderr", "duration_ms", "error", "result_detail");
+  return {
+    exit_code: row?.exit_code ?? -1,
+    stdout: row?.stdout ?? "",
+    stderr: row?.stderr ?? row?.error ?? "",
+    duration_ms: row?.duration_ms ?? 0,
+    detail: decodeDetail(row?.result_detail),
+  };
+}
+
+/** Records agents' acks; only operations of the acking agent's own server move. */
+export async function markAcked(db: Knex, serverId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
   await db("operations")
+    .where({ server_id: serverId, delivery: "pending" })
     .whereIn("id", ids)
-    .whereIn("delivery", delivery === "acked" ? ["pending", "dispatched"] : ["pending"])
-    .update({ delivery });
+    .update({ delivery: "acked" });
 }
 
 export async function renewLeases(db: Knex, serverId: string, ids: string[], leaseMs: number): Promise<void> {

@@ -4,8 +4,7 @@
 // the agent may re-send after Welcome finds the operation already finished.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
-import type { JobBus } from "../bus/job-bus.js";
-import { finishOperation } from "../operations/store.js";
+import type { OperationService } from "../operations/service.js";
 
 interface RunningReboot {
   id: string;
@@ -13,30 +12,35 @@ interface RunningReboot {
   started_at: number;
 }
 
+/** The boot id the server's agent last said Hello with (null: it never did). */
+export async function currentBootId(db: Knex, serverId: string): Promise<string | null> {
+  const row = await db("servers").where({ id: serverId }).first<{ boot_id: string | null }>("boot_id");
+  return row?.boot_id ?? null;
+}
+
 export async function completeReboots(
-  db: Knex,
-  bus: JobBus,
+  ops: OperationService,
   log: Logger,
   serverId: string,
   bootId: string,
 ): Promise<void> {
   if (!bootId) return; // an agent that cannot read its boot id cannot prove a reboot
-  const rows = await db("operations")
+  const rows = await ops
+    .db("operations")
     .where({ server_id: serverId, status: "running", operation_type: "reboot" })
     .select<RunningReboot[]>("id", "pre_boot_id", "started_at");
   for (const row of rows) {
     // Same boot: a reconnect, not a reboot. No recorded boot id (the agent had never
     // said Hello): any Hello is the server coming back.
     if (row.pre_boot_id === bootId) continue;
-    const now = Date.now();
     const result = {
+      status: "completed" as const,
       exit_code: 0,
       stdout: `rebooted: boot id ${row.pre_boot_id || "(unknown)"} -> ${bootId}\n`,
       stderr: "",
-      duration_ms: now - Number(row.started_at),
+      duration_ms: Date.now() - Number(row.started_at),
     };
-    if (!(await finishOperation(db, row.id, { status: "completed", ...result }, serverId))) continue;
-    log.info({ operation_id: row.id, boot_id: bootId }, "reboot completed");
-    bus.publishDone({ operation_id: row.id, status: "completed", result });
+    if (await ops.complete(row.id, result, serverId))
+      log.info({ operation_id: row.id, boot_id: bootId }, "reboot completed");
   }
 }

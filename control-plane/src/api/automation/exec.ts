@@ -5,7 +5,8 @@ import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
 import type { ApiContext } from "../context.js";
-import { runOperation } from "./run-operation.js";
+import { answerOutcome } from "./answer.js";
+import { startForCaller } from "./run-operation.js";
 import { LIMITS, envBytes, envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
@@ -51,12 +52,12 @@ export const execRoute =
       }
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const timeoutSeconds = body.timeout_seconds ?? LIMITS.timeoutDefault;
-      return runOperation(ctx, req, reply, {
+      const op = await startForCaller(ctx, req, {
         operationType: "exec",
         server,
         runId: body.run_id,
+        // The command runs until the server-wide ceiling; the call waits timeout_seconds.
         deadlineSeconds: ctx.config.execCeilingSeconds,
-        waitSeconds: timeoutSeconds,
         audit: {
           command: body.command,
           working_directory: body.working_directory ?? null,
@@ -64,14 +65,13 @@ export const execRoute =
           timeout_seconds: timeoutSeconds,
           run_context: body.run_context ?? null,
         },
-        job: {
-          exec: {
-            command: body.command,
-            working_directory: body.working_directory ?? "",
-            env: body.env ?? {},
-            deadline_seconds: ctx.config.execCeilingSeconds,
-          },
-        },
       });
+      const exec = {
+        command: body.command,
+        workingDirectory: body.working_directory ?? "",
+        env: body.env ?? {},
+        deadlineSeconds: ctx.config.execCeilingSeconds,
+      };
+      return answerOutcome(reply, op, await ctx.ops.run(op, { $case: "exec", exec }, timeoutSeconds * 1000));
     });
   };

@@ -8,14 +8,13 @@
 // the provider is called after the operation is recorded, and its refusal is the
 // operation's outcome, not an error of this API). No agent and no binding: 409.
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
-import type { Knex } from "knex";
 import { requireOperation } from "../../auth/automation-key.js";
-import type { JobBus } from "../../bus/job-bus.js";
-import { dispatchAndWait } from "../../operations/dispatch.js";
-import { createOperation, finishOperation } from "../../operations/store.js";
 import { type OpenedBinding, openBinding } from "../../reboot/bindings.js";
+import { currentBootId } from "../../reboot/completion.js";
 import { cloudProvider } from "../../reboot/providers/index.js";
 import type { ApiContext } from "../context.js";
+import { notRunError } from "./answer.js";
+import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
@@ -39,49 +38,29 @@ export const rebootRoute =
       "/reboot",
       { schema: { body: bodySchema }, preValidation },
       async (req, reply) => {
-        const { principal } = req;
-        const server = await findServer(ctx.db, principal, req.body.server_id);
-        const runId = req.body.run_id ?? null;
-        const bootRow = await ctx
-          .db("servers")
-          .where({ id: server.id })
-          .first<{ boot_id: string | null }>("boot_id");
+        const server = await findServer(ctx.db, req.principal, req.body.server_id);
         const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
-        const { id } = await createOperation(ctx.db, {
-          tenantId: principal.tenantId,
-          serverId: server.id,
+        const op = await startForCaller(ctx, req, {
           operationType: "reboot",
-          keyId: principal.keyId,
-          runId,
-          leaseMs: null, // the agent cannot heartbeat while its machine restarts
-          deadlineAt: Date.now() + ctx.config.rebootTimeoutSeconds * 1000,
-          preBootId: bootRow?.boot_id ?? null,
+          server,
+          runId: req.body.run_id,
+          deadlineSeconds: ctx.config.rebootTimeoutSeconds,
+          leased: false, // the agent cannot heartbeat while its machine restarts
+          preBootId: await currentBootId(ctx.db, server.id),
           audit: {
             via: binding ? binding.provider : "agent",
             ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
-            server_id: server.id,
-            server_name: server.name,
-            key_id: principal.keyId,
-            key_name: principal.keyName,
-            run_id: runId,
-            ip: req.ip,
           },
         });
         if (binding) {
-          void providerReboot(ctx, id, binding).catch((err) =>
-            req.log.error({ err, operation_id: id }, "provider reboot bookkeeping failed"),
+          void providerReboot(ctx, op.id, binding).catch((err) =>
+            req.log.error({ err, operation_id: op.id }, "provider reboot bookkeeping failed"),
           );
         } else {
-          // Throws 409 (operation recorded failed) when the agent is not connected.
-          await dispatchAndWait(
-            ctx.db,
-            ctx.bus,
-            { operationId: id, server },
-            { operation_id: id, reboot: { reason: "api" } },
-            0,
-          );
+          const outcome = await ctx.ops.run(op, { $case: "reboot", reboot: { reason: "api" } }, 0);
+          if (outcome.state === "not_run") throw notRunError(op, outcome);
         }
-        return reply.status(202).send({ operation_id: id, status: "running" });
+        return reply.status(202).send({ operation_id: op.id, status: "running" });
       },
     );
   };
@@ -105,11 +84,5 @@ async function providerReboot(ctx: ApiContext, operationId: string, binding: Ope
       failure = (err as Error).message;
     }
   }
-  await failOperation(ctx.db, ctx.bus, operationId, failure, Date.now() - started);
-}
-
-async function failOperation(db: Knex, bus: JobBus, id: string, reason: string, durationMs: number) {
-  const result = { exit_code: -1, stdout: "", stderr: reason, duration_ms: durationMs };
-  if (await finishOperation(db, id, { status: "failed", ...result, error: reason }))
-    bus.publishDone({ operation_id: id, status: "failed", result });
+  await ctx.ops.fail(operationId, "failed", failure, Date.now() - started);
 }

@@ -7,16 +7,15 @@
 // logout: synchronous and never 5xx for a failed logout: an agent that is not
 //   connected, or a logout that fails, is a `completed` operation with a
 //   non-zero exit_code and the reason in stderr (clients treat it as a warning).
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { requireOperation } from "../../auth/automation-key.js";
-import type { JobEnvelope } from "../../bus/job-bus.js";
 import { RcError } from "../../errors.js";
-import { dispatchAndWait } from "../../operations/dispatch.js";
-import { createOperation, finishOperation } from "../../operations/store.js";
 import { openCredential, requireMasterKey, resolveOr422 } from "../../registry/credentials.js";
 import type { ApiContext } from "../context.js";
+import { notRunError } from "./answer.js";
+import { startForCaller } from "./run-operation.js";
 import { runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
-import { type ServerRef, findServer } from "./servers.js";
+import { findServer } from "./servers.js";
 
 /** Engine login/logout deadline on the agent. */
 const DEADLINE_SECONDS = 60;
@@ -62,17 +61,6 @@ const logoutSchema = {
 const scope = (operation: string) => async (req: FastifyRequest) =>
   requireOperation(req.principal, operation);
 
-function auditBase(req: FastifyRequest, server: ServerRef, runId: string | undefined) {
-  return {
-    server_id: server.id,
-    server_name: server.name,
-    key_id: req.principal.keyId,
-    key_name: req.principal.keyName,
-    run_id: runId ?? null,
-    ip: req.ip,
-  };
-}
-
 export const registryAuthRoutes =
   (ctx: ApiContext): FastifyPluginAsync =>
   async (app) => {
@@ -91,16 +79,12 @@ export const registryAuthRoutes =
             `registry credential '${credential.name}' is outside this key's scope`,
           );
         }
-        const { id } = await createOperation(ctx.db, {
-          tenantId: p.tenantId,
-          serverId: server.id,
+        const op = await startForCaller(ctx, req, {
           operationType: "registry_login",
-          keyId: p.keyId,
-          runId: body.run_id ?? null,
-          leaseMs: ctx.config.leaseMs,
-          deadlineAt: Date.now() + DEADLINE_SECONDS * 1000,
+          server,
+          runId: body.run_id,
+          deadlineSeconds: DEADLINE_SECONDS,
           audit: {
-            ...auditBase(req, server, body.run_id),
             credential_id: credential.id,
             credential_name: credential.name,
             registry_url: credential.registry_url,
@@ -109,19 +93,18 @@ export const registryAuthRoutes =
             run_context: body.run_context ?? null,
           },
         });
-        const job: JobEnvelope = {
-          operation_id: id,
-          registry_login: {
-            registry: credential.registry_url,
-            username: credential.username,
-            password: credential.password,
-            deadline_seconds: DEADLINE_SECONDS,
-          },
+        // The password rides only on the job: never the operation row, the audit trail or a log.
+        const registryLogin = {
+          registry: credential.registry_url,
+          username: credential.username,
+          password: credential.password,
+          deadlineSeconds: DEADLINE_SECONDS,
         };
-        // Always asynchronous: dispatch (409 when not connected), wait for nothing.
-        await dispatchAndWait(ctx.db, ctx.bus, { operationId: id, server }, job, 0);
+        // Always asynchronous: dispatch, wait for nothing.
+        const outcome = await ctx.ops.run(op, { $case: "registryLogin", registryLogin }, 0);
+        if (outcome.state === "not_run") throw notRunError(op, outcome);
         return reply.status(202).send({
-          operation_id: id,
+          operation_id: op.id,
           status: "running",
           registry_url: credential.registry_url,
           registry_type: credential.registry_type,
@@ -136,58 +119,22 @@ export const registryAuthRoutes =
         const body = req.body;
         const resolved = resolveOr422(body.registry_url);
         const server = await findServer(ctx.db, req.principal, body.server_id);
-        const { id } = await createOperation(ctx.db, {
-          tenantId: req.principal.tenantId,
-          serverId: server.id,
+        const op = await startForCaller(ctx, req, {
           operationType: "registry_logout",
-          keyId: req.principal.keyId,
-          runId: body.run_id ?? null,
-          leaseMs: ctx.config.leaseMs,
-          deadlineAt: Date.now() + DEADLINE_SECONDS * 1000,
-          audit: { ...auditBase(req, server, body.run_id), ...resolved },
+          server,
+          runId: body.run_id,
+          deadlineSeconds: DEADLINE_SECONDS,
+          audit: { ...resolved },
         });
-        const job: JobEnvelope = {
-          operation_id: id,
-          registry_logout: { registry: resolved.registry_url, deadline_seconds: DEADLINE_SECONDS },
-        };
-        return logout(ctx, reply, { operationId: id, server }, job);
+        const registryLogout = { registry: resolved.registry_url, deadlineSeconds: DEADLINE_SECONDS };
+        // Never 5xx: a logout that cannot run is a completed operation with a non-zero exit code.
+        const outcome = await ctx.ops.run(op, { $case: "registryLogout", registryLogout }, LOGOUT_WAIT_MS, {
+          notRunStatus: "completed",
+        });
+        if (outcome.state === "running")
+          return reply.status(202).send({ operation_id: op.id, status: "running" });
+        const status = outcome.state === "finished" ? outcome.status : "completed";
+        return reply.status(200).send({ operation_id: op.id, status, ...outcome.result });
       },
     );
   };
-
-/** Runs the logout job; anything that keeps it from running is a completed, non-zero result. */
-async function logout(
-  ctx: ApiContext,
-  reply: FastifyReply,
-  target: { operationId: string; server: ServerRef },
-  job: JobEnvelope,
-) {
-  const id = target.operationId;
-  const notRun = async (reason: string) => {
-    const result = { exit_code: -1, stdout: "", stderr: reason, duration_ms: 0 };
-    await finishOperation(ctx.db, id, { status: "completed", ...result });
-    return reply.status(200).send({ operation_id: id, status: "completed", ...result });
-  };
-  let waiter: Awaited<ReturnType<ApiContext["bus"]["awaitDone"]>>;
-  try {
-    waiter = await ctx.bus.awaitDone(id);
-  } catch {
-    return notRun("logout not run: job bus unavailable");
-  }
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const dispatched = await ctx.bus.dispatch(target.server.id, job).catch(() => "bus_unavailable" as const);
-    if (dispatched === "not_connected") return notRun(`server '${target.server.name}' is not connected`);
-    if (dispatched === "bus_unavailable") return notRun("logout not run: job bus unavailable");
-    const timeout = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), LOGOUT_WAIT_MS);
-    });
-    const event = await Promise.race([waiter.done, timeout]);
-    if (!event) return reply.status(202).send({ operation_id: id, status: "running" });
-    const result = event.result ?? (await ctx.readResult(id));
-    return reply.status(200).send({ operation_id: id, status: event.status, ...result });
-  } finally {
-    clearTimeout(timer);
-    waiter.cancel();
-  }
-}

@@ -6,7 +6,8 @@
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { requireOperation } from "../../auth/automation-key.js";
 import type { ApiContext } from "../context.js";
-import { runOperation } from "./run-operation.js";
+import { answerOutcome } from "./answer.js";
+import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
@@ -41,14 +42,18 @@ export const restartRoute =
     app.post<{ Body: RestartBody }>("/restart", opts, async (req, reply) => {
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
-      return runOperation(ctx, req, reply, {
+      const op = await startForCaller(ctx, req, {
         operationType: "restart",
         server,
         runId: body.run_id,
         deadlineSeconds: DEADLINE_SECONDS,
-        waitSeconds: WAIT_SECONDS,
         audit: { container_name: body.container_name },
-        job: { restart: { container_name: body.container_name, deadline_seconds: DEADLINE_SECONDS } },
       });
+      const restart = { containerName: body.container_name, deadlineSeconds: DEADLINE_SECONDS };
+      return answerOutcome(
+        reply,
+        op,
+        await ctx.ops.run(op, { $case: "restart", restart }, WAIT_SECONDS * 1000),
+      );
     });
   };

@@ -79,6 +79,61 @@ export function jobStatusToJSON(object: JobStatus): string {
   }
 }
 
+export enum RouteOutcomeStatus {
+  ROUTE_OUTCOME_STATUS_UNSPECIFIED = 0,
+  /** ROUTE_OUTCOME_STATUS_SYNCED - Written: new or changed. */
+  ROUTE_OUTCOME_STATUS_SYNCED = 1,
+  /** ROUTE_OUTCOME_STATUS_NOOP - Already applied with this signature and the proxy still serves it. */
+  ROUTE_OUTCOME_STATUS_NOOP = 2,
+  /** ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED - Same signature, but the proxy had lost or changed it: written again. */
+  ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED = 3,
+  /** ROUTE_OUTCOME_STATUS_FAILED - Not written; `error` says why. */
+  ROUTE_OUTCOME_STATUS_FAILED = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function routeOutcomeStatusFromJSON(object: any): RouteOutcomeStatus {
+  switch (object) {
+    case 0:
+    case "ROUTE_OUTCOME_STATUS_UNSPECIFIED":
+      return RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_UNSPECIFIED;
+    case 1:
+    case "ROUTE_OUTCOME_STATUS_SYNCED":
+      return RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_SYNCED;
+    case 2:
+    case "ROUTE_OUTCOME_STATUS_NOOP":
+      return RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_NOOP;
+    case 3:
+    case "ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED":
+      return RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED;
+    case 4:
+    case "ROUTE_OUTCOME_STATUS_FAILED":
+      return RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_FAILED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return RouteOutcomeStatus.UNRECOGNIZED;
+  }
+}
+
+export function routeOutcomeStatusToJSON(object: RouteOutcomeStatus): string {
+  switch (object) {
+    case RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_UNSPECIFIED:
+      return "ROUTE_OUTCOME_STATUS_UNSPECIFIED";
+    case RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_SYNCED:
+      return "ROUTE_OUTCOME_STATUS_SYNCED";
+    case RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_NOOP:
+      return "ROUTE_OUTCOME_STATUS_NOOP";
+    case RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED:
+      return "ROUTE_OUTCOME_STATUS_DRIFT_RECOVERED";
+    case RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_FAILED:
+      return "ROUTE_OUTCOME_STATUS_FAILED";
+    case RouteOutcomeStatus.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface AgentMessage {
   msg:
     | { $case: "hello"; hello: Hello }
@@ -118,6 +173,32 @@ export interface JobResult {
   stderr: string;
   durationMs: number;
   /** Human reason when status is FAILED or TIMEOUT. */
+  error: string;
+  /**
+   * The structured outcome of job kinds that have one. It travels beside
+   * stdout, never inside it: stdout stays what a person reads.
+   */
+  detail: { $case: "routeSync"; routeSync: RouteSyncReport } | undefined;
+}
+
+/** What a RouteSyncJob did, per route and in all. */
+export interface RouteSyncReport {
+  /** The agent's proxy: caddy, nginx or traefik. */
+  proxy: string;
+  /** host (127.0.0.1:<port>) or network (<container>:<port>). */
+  upstreamMode: string;
+  routes: RouteOutcome[];
+  /** Applications whose routes were removed (deleted or no longer known). */
+  removedApplicationIds: string[];
+}
+
+export interface RouteOutcome {
+  applicationId: string;
+  status: RouteOutcomeStatus;
+  /** "sha256:" + hex of the canonical desired route. */
+  signatureHash: string;
+  fqdns: string[];
+  upstream: string;
   error: string;
 }
 
@@ -207,12 +288,9 @@ export interface RebootJob {
  * Sync reverse-proxy routes (external deploy): write these routes through the
  * agent's RouteWriter (Caddy, nginx or Traefik), remove routes of applications
  * that no longer exist, and record what was applied in the agent's route ledger.
- * Its JobResult is COMPLETED with `stdout` one JSON object (RouteSyncReport):
- *   {"version":1,"proxy":"caddy","upstream_mode":"host",
- *    "routes":[{"application_id","status":"synced"|"noop"|"drift_recovered"|"failed",
- *               "signature_hash":"sha256:<hex>","fqdns":[...],"upstream","error"?}],
- *    "removed":["<application id>", ...]}
- * FAILED when the agent has no proxy configured or the job is malformed.
+ * Its JobResult is COMPLETED with the RouteSyncReport in `detail.route_sync` and a
+ * one-line summary per route in `stdout`; FAILED when the agent has no proxy
+ * configured, the proxy did not take the routes in time, or the job is malformed.
  */
 export interface RouteSyncJob {
   routes: RouteSpec[];
@@ -588,7 +666,16 @@ export const JobAck: MessageFns<JobAck> = {
 };
 
 function createBaseJobResult(): JobResult {
-  return { operationId: "", status: 0, exitCode: 0, stdout: "", stderr: "", durationMs: 0, error: "" };
+  return {
+    operationId: "",
+    status: 0,
+    exitCode: 0,
+    stdout: "",
+    stderr: "",
+    durationMs: 0,
+    error: "",
+    detail: undefined,
+  };
 }
 
 export const JobResult: MessageFns<JobResult> = {
@@ -613,6 +700,11 @@ export const JobResult: MessageFns<JobResult> = {
     }
     if (message.error !== "") {
       writer.uint32(58).string(message.error);
+    }
+    switch (message.detail?.$case) {
+      case "routeSync":
+        RouteSyncReport.encode(message.detail.routeSync, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -686,6 +778,17 @@ export const JobResult: MessageFns<JobResult> = {
             message.error = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.detail = {
+              $case: "routeSync",
+              routeSync: RouteSyncReport.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -719,6 +822,11 @@ export const JobResult: MessageFns<JobResult> = {
           ? globalThis.Number(object.duration_ms)
           : 0,
       error: isSet(object.error) ? globalThis.String(object.error) : "",
+      detail: isSet(object.routeSync)
+        ? { $case: "routeSync", routeSync: RouteSyncReport.fromJSON(object.routeSync) }
+        : isSet(object.route_sync)
+          ? { $case: "routeSync", routeSync: RouteSyncReport.fromJSON(object.route_sync) }
+          : undefined,
     };
   },
 
@@ -745,6 +853,9 @@ export const JobResult: MessageFns<JobResult> = {
     if (message.error !== "") {
       obj.error = message.error;
     }
+    if (message.detail?.$case === "routeSync") {
+      obj.routeSync = RouteSyncReport.toJSON(message.detail.routeSync);
+    }
     return obj;
   },
 
@@ -759,6 +870,303 @@ export const JobResult: MessageFns<JobResult> = {
     message.stdout = object.stdout ?? "";
     message.stderr = object.stderr ?? "";
     message.durationMs = object.durationMs ?? 0;
+    message.error = object.error ?? "";
+    switch (object.detail?.$case) {
+      case "routeSync": {
+        if (object.detail?.routeSync !== undefined && object.detail?.routeSync !== null) {
+          message.detail = {
+            $case: "routeSync",
+            routeSync: RouteSyncReport.fromPartial(object.detail.routeSync),
+          };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseRouteSyncReport(): RouteSyncReport {
+  return { proxy: "", upstreamMode: "", routes: [], removedApplicationIds: [] };
+}
+
+export const RouteSyncReport: MessageFns<RouteSyncReport> = {
+  encode(message: RouteSyncReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.proxy !== "") {
+      writer.uint32(10).string(message.proxy);
+    }
+    if (message.upstreamMode !== "") {
+      writer.uint32(18).string(message.upstreamMode);
+    }
+    for (const v of message.routes) {
+      RouteOutcome.encode(v!, writer.uint32(26).fork()).join();
+    }
+    for (const v of message.removedApplicationIds) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteSyncReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteSyncReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.proxy = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.upstreamMode = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.routes.push(RouteOutcome.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.removedApplicationIds.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteSyncReport {
+    return {
+      proxy: isSet(object.proxy) ? globalThis.String(object.proxy) : "",
+      upstreamMode: isSet(object.upstreamMode)
+        ? globalThis.String(object.upstreamMode)
+        : isSet(object.upstream_mode)
+          ? globalThis.String(object.upstream_mode)
+          : "",
+      routes: globalThis.Array.isArray(object?.routes)
+        ? object.routes.map((e: any) => RouteOutcome.fromJSON(e))
+        : [],
+      removedApplicationIds: globalThis.Array.isArray(object?.removedApplicationIds)
+        ? object.removedApplicationIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.removed_application_ids)
+          ? object.removed_application_ids.map((e: any) => globalThis.String(e))
+          : [],
+    };
+  },
+
+  toJSON(message: RouteSyncReport): unknown {
+    const obj: any = {};
+    if (message.proxy !== "") {
+      obj.proxy = message.proxy;
+    }
+    if (message.upstreamMode !== "") {
+      obj.upstreamMode = message.upstreamMode;
+    }
+    if (message.routes?.length) {
+      obj.routes = message.routes.map((e) => RouteOutcome.toJSON(e));
+    }
+    if (message.removedApplicationIds?.length) {
+      obj.removedApplicationIds = message.removedApplicationIds;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteSyncReport>, I>>(base?: I): RouteSyncReport {
+    return RouteSyncReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteSyncReport>, I>>(object: I): RouteSyncReport {
+    const message = createBaseRouteSyncReport();
+    message.proxy = object.proxy ?? "";
+    message.upstreamMode = object.upstreamMode ?? "";
+    message.routes = object.routes?.map((e) => RouteOutcome.fromPartial(e)) || [];
+    message.removedApplicationIds = object.removedApplicationIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBaseRouteOutcome(): RouteOutcome {
+  return { applicationId: "", status: 0, signatureHash: "", fqdns: [], upstream: "", error: "" };
+}
+
+export const RouteOutcome: MessageFns<RouteOutcome> = {
+  encode(message: RouteOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applicationId !== "") {
+      writer.uint32(10).string(message.applicationId);
+    }
+    if (message.status !== 0) {
+      writer.uint32(16).int32(message.status);
+    }
+    if (message.signatureHash !== "") {
+      writer.uint32(26).string(message.signatureHash);
+    }
+    for (const v of message.fqdns) {
+      writer.uint32(34).string(v!);
+    }
+    if (message.upstream !== "") {
+      writer.uint32(42).string(message.upstream);
+    }
+    if (message.error !== "") {
+      writer.uint32(50).string(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RouteOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRouteOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.signatureHash = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.fqdns.push(reader.string());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.upstream = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RouteOutcome {
+    return {
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      status: isSet(object.status) ? routeOutcomeStatusFromJSON(object.status) : 0,
+      signatureHash: isSet(object.signatureHash)
+        ? globalThis.String(object.signatureHash)
+        : isSet(object.signature_hash)
+          ? globalThis.String(object.signature_hash)
+          : "",
+      fqdns: globalThis.Array.isArray(object?.fqdns)
+        ? object.fqdns.map((e: any) => globalThis.String(e))
+        : [],
+      upstream: isSet(object.upstream) ? globalThis.String(object.upstream) : "",
+      error: isSet(object.error) ? globalThis.String(object.error) : "",
+    };
+  },
+
+  toJSON(message: RouteOutcome): unknown {
+    const obj: any = {};
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.status !== 0) {
+      obj.status = routeOutcomeStatusToJSON(message.status);
+    }
+    if (message.signatureHash !== "") {
+      obj.signatureHash = message.signatureHash;
+    }
+    if (message.fqdns?.length) {
+      obj.fqdns = message.fqdns;
+    }
+    if (message.upstream !== "") {
+      obj.upstream = message.upstream;
+    }
+    if (message.error !== "") {
+      obj.error = message.error;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RouteOutcome>, I>>(base?: I): RouteOutcome {
+    return RouteOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RouteOutcome>, I>>(object: I): RouteOutcome {
+    const message = createBaseRouteOutcome();
+    message.applicationId = object.applicationId ?? "";
+    message.status = object.status ?? 0;
+    message.signatureHash = object.signatureHash ?? "";
+    message.fqdns = object.fqdns?.map((e) => e) || [];
+    message.upstream = object.upstream ?? "";
     message.error = object.error ?? "";
     return message;
   },

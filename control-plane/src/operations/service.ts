@@ -1,0 +1,237 @@
+// The one owner of an operation's life, whatever its type (exec, restart,
+// registry login/logout, reboot, route sync, and deploy next):
+//
+//   start     the operation row and its audit event, in one transaction, before
+//             anything runs (fail closed: no row, nothing runs);
+//   dispatch  the job to the gateway holding the server's agent, subscribed to
+//             the completion first so a fast result is never missed;
+//   wait      for the result within a budget, answered as a value: finished,
+//             still running, or not run (not connected / bus unavailable);
+//   complete  store the final state, then announce it (agent reports, the
+//             sweeper, reboot completion and provider refusals all end here).
+//
+// Nothing here knows HTTP: callers map an Outcome to their answer.
+import { JobStatus } from "@relayctl/proto";
+import type { Knex } from "knex";
+import type { Logger } from "pino";
+import {
+  BusUnavailableError,
+  type DoneWaiter,
+  type Job,
+  type JobBus,
+  type JobKind,
+  type OperationDone,
+} from "../bus/job-bus.js";
+import {
+  type FinalResult,
+  type FinalStatus,
+  type OperationResult,
+  createOperation,
+  finishOperation,
+  readResult,
+} from "./store.js";
+
+export interface ServerRef {
+  id: string;
+  name: string;
+}
+
+export interface StartSpec {
+  tenantId: string;
+  server: ServerRef;
+  operationType: string;
+  keyId: string | null;
+  runId: string | null;
+  /** Hard deadline of the operation, from now. */
+  deadlineSeconds: number;
+  /** false: no lease (a reboot: the agent cannot heartbeat while the machine restarts). */
+  leased?: boolean;
+  /** The server's boot id when a reboot is asked for. */
+  preBootId?: string | null;
+  /** Type-specific audit fields (never secrets, never env values). */
+  audit: Record<string, unknown>;
+}
+
+export interface StartedOperation {
+  id: string;
+  server: ServerRef;
+  startedAt: number;
+}
+
+export type NotRunCause = "not_connected" | "bus_unavailable";
+
+export type Outcome =
+  | {
+      state: "finished";
+      status: FinalStatus;
+      result: OperationResult;
+      detail: FinalResult["detail"];
+    }
+  | { state: "running" }
+  | { state: "not_run"; cause: NotRunCause; reason: string; result: OperationResult };
+
+export interface DispatchOptions {
+  /**
+   * The final state recorded when the job cannot be handed to the agent.
+   * @default "failed" — a registry logout records "completed" with a non-zero
+   * exit code instead (the contract: a failed logout is a warning, never 5xx).
+   */
+  notRunStatus?: FinalStatus;
+  /** Subscribe to the completion (needed only when the caller will wait). @default true */
+  awaitResult?: boolean;
+}
+
+/** A job handed to the bus; wait on it (or release it) exactly once. */
+export type Dispatched =
+  | { state: "on_stream"; op: StartedOperation; waiter: DoneWaiter | undefined }
+  | Extract<Outcome, { state: "not_run" }>;
+
+/** Results this small ride on the done event, saving the waiting api a read. */
+const INLINE_RESULT_BYTES = 256 * 1024;
+
+const STATUS_OF: Record<FinalStatus, JobStatus> = {
+  completed: JobStatus.JOB_STATUS_COMPLETED,
+  failed: JobStatus.JOB_STATUS_FAILED,
+  timeout: JobStatus.JOB_STATUS_TIMEOUT,
+};
+
+const FINAL_OF: Partial<Record<JobStatus, FinalStatus>> = {
+  [JobStatus.JOB_STATUS_COMPLETED]: "completed",
+  [JobStatus.JOB_STATUS_FAILED]: "failed",
+  [JobStatus.JOB_STATUS_TIMEOUT]: "timeout",
+};
+
+export class OperationService {
+  constructor(
+    readonly db: Knex,
+    readonly bus: JobBus,
+    readonly log: Logger,
+    /** How long an agent may go without a heartbeat before its operations are lost. */
+    readonly leaseMs: number,
+  ) {}
+
+  /** Records the operation and its audit event atomically; throws RC_ERR_STORE_UNAVAILABLE (fail closed). */
+  async start(spec: StartSpec): Promise<StartedOperation> {
+    const { id, startedAt } = await createOperation(this.db, {
+      tenantId: spec.tenantId,
+      serverId: spec.server.id,
+      operationType: spec.operationType,
+      keyId: spec.keyId,
+      runId: spec.runId,
+      leaseMs: spec.leased === false ? null : this.leaseMs,
+      deadlineAt: Date.now() + spec.deadlineSeconds * 1000,
+      preBootId: spec.preBootId,
+      audit: { ...spec.audit, server_id: spec.server.id, server_name: spec.server.name },
+    });
+    return { id, server: spec.server, startedAt };
+  }
+
+  /**
+   * Hands the job to the agent's gateway. When it cannot be (no gateway holds
+   * the agent, or the bus is down), the operation is finished here with the
+   * reason, and the answer says so.
+   */
+  async dispatch(op: StartedOperation, kind: JobKind, opts: DispatchOptions = {}): Promise<Dispatched> {
+    const notRun = (cause: NotRunCause, reason: string) => this.#notRun(op, cause, reason, opts);
+    let waiter: DoneWaiter | undefined;
+    try {
+      if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);
+      const job: Job = { operationId: op.id, kind };
+      if ((await this.bus.dispatch(op.server.id, job)) === "on_stream")
+        return { state: "on_stream", op, waiter };
+      waiter?.cancel();
+      return notRun("not_connected", `server '${op.server.name}' is not connected`);
+    } catch (err) {
+      waiter?.cancel();
+      if (!(err instanceof BusUnavailableError)) throw err;
+      this.log.warn({ err, operation_id: op.id }, "job bus unavailable; operation not run");
+      return notRun("bus_unavailable", "not run: the job bus is unavailable");
+    }
+  }
+
+  /** Waits up to `waitMs` for a dispatched job's result; releases the subscription. */
+  async wait(d: Dispatched, waitMs: number): Promise<Outcome> {
+    if (d.state === "not_run") return d;
+    const { waiter } = d;
+    if (!waiter || waitMs <= 0) {
+      waiter?.cancel();
+      return { state: "running" };
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), waitMs);
+    });
+    try {
+      const event = await Promise.race([waiter.done, late]);
+      return event ? await this.#finished(event) : { state: "running" };
+    } finally {
+      clearTimeout(timer);
+      waiter.cancel();
+    }
+  }
+
+  /** dispatch, then wait: the flow of every synchronous-style call. */
+  async run(
+    op: StartedOperation,
+    kind: JobKind,
+    waitMs: number,
+    opts: DispatchOptions = {},
+  ): Promise<Outcome> {
+    return this.wait(await this.dispatch(op, kind, { ...opts, awaitResult: waitMs > 0 }), waitMs);
+  }
+
+  /**
+   * Stores the final state, then announces it. Returns false when the operation
+   * was no longer running (finished by someone else first): nothing is announced.
+   * `serverId` limits it to that server's operations (an agent's own report).
+   */
+  async complete(id: string, result: FinalResult, serverId?: string): Promise<boolean> {
+    if (!(await finishOperation(this.db, id, result, serverId))) return false;
+    const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
+    if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
+      event.result = {
+        operationId: id,
+        status: STATUS_OF[result.status],
+        exitCode: result.exit_code,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        durationMs: result.duration_ms,
+        error: result.error ?? "",
+        detail: result.detail,
+      };
+    }
+    this.bus.publishDone(event);
+    return true;
+  }
+
+  /** Ends an operation that never produced a result of its own (exit code -1). */
+  async fail(id: string, status: FinalStatus, reason: string, durationMs = 0, serverId?: string) {
+    return this.complete(
+      id,
+      { status, exit_code: -1, stdout: "", stderr: reason, duration_ms: durationMs, error: reason },
+      serverId,
+    );
+  }
+
+  async #notRun(op: StartedOperation, cause: NotRunCause, reason: string, opts: DispatchOptions) {
+    const status = opts.notRunStatus ?? "failed";
+    const result = { exit_code: -1, stdout: "", stderr: reason, duration_ms: 0 };
+    // Best effort: the row stays `running` if the store is down too, and the
+    // sweeper ends it at its deadline.
+    await this.complete(op.id, { status, ...result, error: status === "failed" ? reason : null }).catch(
+      (err) => this.log.warn({ err, operation_id: op.id }, "could not record an operation that did not run"),
+    );
+    return { state: "not_run" as const, cause, reason, result };
+  }
+
+  async #finished(event: OperationDone): Promise<Outcome> {
+    const status = FINAL_OF[event.status] ?? "failed";
+    if (event.result) {
+      const r = event.result;
+      const result = { exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr, duration_ms: r.durationMs };
+      return { state: "finished", status, result, detail: r.detail };
+    }
+    const { detail, ...result } = await readResult(this.db, event.operationId);
+    return { state: "finished", status, result, detail };
+  }
+}
