@@ -1,6 +1,9 @@
 // The control plane's one error catalogue: a stable code per failure, its HTTP
-// status and a human detail. Handlers throw RcError; the api's error handler turns
-// it into `{"detail": ...}` with the status. Never match on messages.
+// status and a human detail. Domain code (stores, the bus, the operations
+// service, handlers) throws RcError with a code and never picks a status; this
+// table alone maps a code to its status, and the api's error handler
+// (api/errors.ts) turns the error into `{"detail": ...}` with it. Never match on
+// messages.
 
 export const ERRORS = {
   RC_ERR_UNAUTHENTICATED: { status: 401, detail: "missing or invalid credentials" },
@@ -61,7 +64,6 @@ export type ErrorCode = keyof typeof ERRORS;
 
 export class RcError extends Error {
   readonly code: ErrorCode;
-  readonly status: number;
   readonly detail: string;
   /** Extra fields of the error body, e.g. `operation_id` of a 409. */
   readonly extra: Record<string, unknown>;
@@ -75,9 +77,13 @@ export class RcError extends Error {
     super(detail ?? entry.detail, { cause: opts.cause });
     this.name = "RcError";
     this.code = code;
-    this.status = entry.status;
     this.detail = detail ?? entry.detail;
     this.extra = opts.extra ?? {};
+  }
+
+  /** The HTTP status of this error's code, from the catalogue. */
+  get status(): number {
+    return ERRORS[this.code].status;
   }
 
   body(): Record<string, unknown> {

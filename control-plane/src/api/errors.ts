@@ -1,9 +1,10 @@
-// Turns every error the api can meet (ours, Fastify's, ajv's) into the contract's
-// `{"detail": string}` body with the right status. Nothing unexpected leaks out:
-// an unknown error is a 500 with a generic detail, and is logged.
+// Turns every error the api can meet (ours, Fastify's, ajv's) into one of the
+// catalogue's codes (errors.ts), which gives the status, and the contract's
+// `{"detail": string}` body. Nothing unexpected leaks out: an unknown error is
+// RC_ERR_INTERNAL (500) with a generic detail, and is logged.
 import type { FastifyError, FastifyInstance } from "fastify";
 import { isStoreUnavailable } from "../db/unavailable.js";
-import { RcError } from "../errors.js";
+import { type ErrorCode, RcError } from "../errors.js";
 
 interface AjvError {
   instancePath: string;
@@ -29,49 +30,62 @@ export function validationDetail(errors: AjvError[], context: string | undefined
   return `${field || context || "body"}: ${message}`;
 }
 
-const FASTIFY_CODES: Record<string, { status: number; detail: (e: FastifyError) => string }> = {
+/** Fastify's own request errors, each mapped to our code (and so to its status). */
+const FASTIFY_CODES: Record<string, { code: ErrorCode; detail: (e: FastifyError) => string }> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: {
-    status: 415,
+    code: "RC_ERR_UNSUPPORTED_MEDIA_TYPE",
     detail: () => "unsupported content type: send application/json",
   },
-  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, detail: () => "request body is empty: send a JSON object" },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    code: "RC_ERR_BAD_REQUEST",
+    detail: () => "request body is empty: send a JSON object",
+  },
   FST_ERR_CTP_INVALID_JSON_BODY: {
-    status: 400,
+    code: "RC_ERR_BAD_REQUEST",
     detail: (e) => `request body is not valid JSON: ${e.message}`,
   },
-  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, detail: () => "request body too large" },
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, detail: () => "invalid content-length" },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: "RC_ERR_PAYLOAD_TOO_LARGE", detail: () => "request body too large" },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { code: "RC_ERR_BAD_REQUEST", detail: () => "invalid content-length" },
 };
+
+/** Any error a request can end with, as one of the catalogue's. */
+export function toRcError(err: FastifyError & { validationContext?: string }): RcError {
+  if (err instanceof RcError) return err;
+  if (err.validation) {
+    return new RcError(
+      "RC_ERR_VALIDATION",
+      validationDetail(err.validation as AjvError[], err.validationContext),
+    );
+  }
+  const known = err.code ? FASTIFY_CODES[err.code] : undefined;
+  if (known) return new RcError(known.code, known.detail(err), { cause: err });
+  // Fastify's JSON parser: a body that is not JSON is the client's error.
+  if (err instanceof SyntaxError) {
+    return new RcError("RC_ERR_BAD_REQUEST", `request body is not valid JSON: ${err.message}`, {
+      cause: err,
+    });
+  }
+  if (isStoreUnavailable(err)) return new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
+  // Any other request error Fastify raises itself (a malformed URL...): the client's.
+  if (err.code?.startsWith("FST_ERR_") && err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    return new RcError("RC_ERR_BAD_REQUEST", err.message, { cause: err });
+  }
+  return new RcError("RC_ERR_INTERNAL", undefined, { cause: err });
+}
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError & { validationContext?: string }, req, reply) => {
-    if (err instanceof RcError) {
-      if (err.status >= 500) req.log.error({ err, cause: err.cause }, err.code);
-      return reply.status(err.status).send(err.body());
-    }
-    if (err.validation) {
-      return reply
-        .status(422)
-        .send({ detail: validationDetail(err.validation as AjvError[], err.validationContext) });
-    }
-    const known = err.code ? FASTIFY_CODES[err.code] : undefined;
-    if (known) return reply.status(known.status).send({ detail: known.detail(err) });
-    if (err instanceof SyntaxError || (err.statusCode === 400 && /JSON/i.test(err.message))) {
-      return reply.status(400).send({ detail: `request body is not valid JSON: ${err.message}` });
-    }
-    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      return reply.status(err.statusCode).send({ detail: err.message });
-    }
-    if (isStoreUnavailable(err)) {
-      const e = new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
-      req.log.error({ err }, e.code);
-      return reply.status(e.status).send(e.body());
-    }
-    req.log.error({ err }, "unhandled error");
-    return reply.status(500).send({ detail: "internal error" });
+    const e = toRcError(err);
+    if (e.code === "RC_ERR_INTERNAL") req.log.error({ err }, "unhandled error");
+    else if (e.status >= 500) req.log.error({ err, cause: e.cause }, e.code);
+    return reply.status(e.status).send(e.body());
   });
 
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send({ detail: `route not found: ${req.method} ${req.url.split("?")[0]}` });
+    const e = new RcError(
+      "RC_ERR_ROUTE_NOT_FOUND",
+      `route not found: ${req.method} ${req.url.split("?")[0]}`,
+    );
+    reply.status(e.status).send(e.body());
   });
 }

@@ -13,7 +13,8 @@ export class MemoryBus implements JobBus {
   async dispatch(serverId: string, job: Job): Promise<DispatchOutcome> {
     const handler = this.handlers.get(serverId);
     if (!handler) return "not_connected";
-    const onStream = await handler(codec.job.decode(codec.job.encode(job)));
+    // Like a gateway behind NATS: a handler that fails has not put the job on a stream.
+    const onStream = await handler(codec.job.decode(codec.job.encode(job))).catch(() => false);
     return onStream ? "on_stream" : "not_connected";
   }
 

@@ -1,0 +1,225 @@
+// One contract, both JobBus adapters: the NATS bus (api and gateway as two
+// connections to a real nats-server) and the in-process bus of `make dev`. What
+// the api sends is exactly what the gateway's handler receives, and the answers
+// (on stream, not connected, completions, takeovers) mean the same on both.
+import { JobStatus, type Job, type OperationDone, RouteOutcomeStatus } from "@relayctl/proto";
+import type { JobBus } from "../control-plane/src/bus/job-bus";
+import { MemoryBus } from "../control-plane/src/bus/memory-bus";
+import { connectNatsBus } from "../control-plane/src/bus/nats-bus";
+import test from "ava";
+import pino from "pino";
+import { cleanupAll } from "./harness/cleanup";
+import { sharedNats } from "./harness/nats";
+import { pollUntil } from "./harness/wait";
+
+interface Pair {
+  /** The api role's side. */
+  api: JobBus;
+  /** The gateway role's side (the same bus in process). */
+  gateway: JobBus;
+  close(): Promise<void>;
+}
+
+const log = pino({ level: "silent" });
+
+test.after.always(cleanupAll);
+
+const adapters: Record<string, () => Promise<Pair>> = {
+  memory: async () => {
+    const bus = new MemoryBus();
+    return { api: bus, gateway: bus, close: () => bus.close() };
+  },
+  nats: async () => {
+    const nats = await sharedNats();
+    const api = await connectNatsBus([nats.url], log, "contract-api");
+    const gateway = await connectNatsBus([nats.url], log, "contract-gateway");
+    return { api, gateway, close: async () => void (await Promise.all([api.close(), gateway.close()])) };
+  },
+};
+
+const uuid = () => crypto.randomUUID();
+
+function execJob(operationId: string): Job {
+  return {
+    operationId,
+    kind: {
+      $case: "exec",
+      exec: {
+        command: "printf '%s' \"$GREETING\"",
+        workingDirectory: "/tmp",
+        env: { GREETING: "héllo\nworld", EMPTY: "" },
+        deadlineSeconds: 3600,
+      },
+    },
+  };
+}
+
+/** Dispatches until a handler answers: a NATS subscription reaches the server a moment after serveServer. */
+function dispatchWhenServed(bus: JobBus, serverId: string, job: Job) {
+  return pollUntil(async () => ((await bus.dispatch(serverId, job)) === "on_stream" ? true : undefined), {
+    what: "the gateway's subscription",
+    timeoutMs: 5000,
+  });
+}
+
+for (const [name, open] of Object.entries(adapters)) {
+  test(`bus contract (${name}) - no gateway holds the server: not connected`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    t.is(await bus.api.dispatch(uuid(), execJob(uuid())), "not_connected");
+  });
+
+  test(`bus contract (${name}) - the handler receives exactly the job that was sent`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const serverId = uuid();
+    const received: Job[] = [];
+    const stop = bus.gateway.serveServer(serverId, async (job) => {
+      received.push(job);
+      return true;
+    });
+    t.teardown(stop);
+    const exec = execJob(uuid());
+    await dispatchWhenServed(bus.api, serverId, exec);
+    const routeSync: Job = {
+      operationId: uuid(),
+      kind: {
+        $case: "routeSync",
+        routeSync: {
+          routes: [
+            {
+              applicationId: uuid(),
+              containerName: "web",
+              containerPort: 8080,
+              imageTag: "web:1",
+              fqdns: ["a.example.com"],
+            },
+          ],
+          knownApplicationIds: [uuid()],
+          removeApplicationIds: [],
+          deadlineSeconds: 120,
+        },
+      },
+    };
+    t.is(await bus.api.dispatch(serverId, routeSync), "on_stream");
+    t.deepEqual(received.at(-2), exec);
+    t.deepEqual(received.at(-1), routeSync);
+  });
+
+  test(`bus contract (${name}) - a handler that refuses or throws is not connected; unsubscribed is not connected`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const serverId = uuid();
+    let mode: "refuse" | "throw" = "refuse";
+    let calls = 0;
+    const stop = bus.gateway.serveServer(serverId, async () => {
+      calls++;
+      if (mode === "throw") throw new Error("stream gone");
+      return false;
+    });
+    await pollUntil(
+      async () => (calls > 0 ? true : (await bus.api.dispatch(serverId, execJob(uuid())), undefined)),
+      {
+        what: "the handler to be reached",
+        timeoutMs: 5000,
+      },
+    );
+    t.is(await bus.api.dispatch(serverId, execJob(uuid())), "not_connected");
+    mode = "throw";
+    const before = calls;
+    t.is(await bus.api.dispatch(serverId, execJob(uuid())), "not_connected");
+    t.is(calls, before + 1);
+    stop();
+    await pollUntil(
+      async () =>
+        (await bus.api.dispatch(serverId, execJob(uuid()))) === "not_connected" ? true : undefined,
+      {
+        what: "the unsubscription",
+        timeoutMs: 5000,
+      },
+    );
+    t.is(calls, before + 1);
+  });
+
+  test(`bus contract (${name}) - a completion reaches its waiter with result and detail, and only its waiter`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const id = uuid();
+    const other = uuid();
+    const waiter = await bus.api.awaitDone(id);
+    const otherWaiter = await bus.api.awaitDone(other);
+    otherWaiter.cancel();
+    let otherDone = false;
+    void otherWaiter.done.then(() => {
+      otherDone = true;
+    });
+    const event: OperationDone = {
+      operationId: id,
+      status: JobStatus.JOB_STATUS_COMPLETED,
+      result: {
+        operationId: id,
+        status: JobStatus.JOB_STATUS_COMPLETED,
+        exitCode: 0,
+        stdout: "app-1 synced\n",
+        stderr: "",
+        durationMs: 12,
+        error: "",
+        detail: {
+          $case: "routeSync",
+          routeSync: {
+            proxy: "caddy",
+            upstreamMode: "host",
+            routes: [
+              {
+                applicationId: "app-1",
+                status: RouteOutcomeStatus.ROUTE_OUTCOME_STATUS_SYNCED,
+                signatureHash: "sha256:00",
+                fqdns: ["a.example.com"],
+                upstream: "127.0.0.1:8080",
+                error: "",
+              },
+            ],
+            removedApplicationIds: ["app-0"],
+          },
+        },
+      },
+    };
+    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, result: undefined });
+    bus.gateway.publishDone(event);
+    t.deepEqual(await waiter.done, event);
+    waiter.cancel();
+    t.false(otherDone);
+  });
+
+  test(`bus contract (${name}) - a takeover reaches the other holders of the server until they unsubscribe`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const serverId = uuid();
+    const seen: string[] = [];
+    const stop = bus.gateway.onTakeover(serverId, (connectionId) => seen.push(connectionId));
+    await pollUntil(
+      () => {
+        bus.api.publishTakeover(serverId, "conn-1");
+        return seen.includes("conn-1") ? true : undefined;
+      },
+      { what: "the takeover", timeoutMs: 5000 },
+    );
+    stop();
+    const count = seen.length;
+    bus.api.publishTakeover(serverId, "conn-2");
+    // The bus delivers in order on one connection: a takeover published after the next one arrives.
+    const later = uuid();
+    const witness: string[] = [];
+    const stopWitness = bus.gateway.onTakeover(later, (c) => witness.push(c));
+    t.teardown(stopWitness);
+    await pollUntil(
+      () => {
+        bus.api.publishTakeover(later, "witness");
+        return witness.length > 0 ? true : undefined;
+      },
+      { what: "a later takeover", timeoutMs: 5000 },
+    );
+    t.is(seen.length, count);
+    t.false(seen.includes("conn-2"));
+  });
+}
