@@ -1,8 +1,7 @@
 // The gateway speaks TLS when given a certificate, and refuses plaintext on a
 // non-loopback address unless told otherwise.
-import { execFile, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import test from "ava";
 import { Agent, enroll } from "./harness/agent";
 import { assertCompleted } from "./harness/assertions";
@@ -11,35 +10,9 @@ import { startControlPlane } from "./harness/control-plane";
 import { exec } from "./harness/http";
 import { freePort } from "./harness/ports";
 import { SERVER_MAIN } from "./harness/programs";
-
-const run = promisify(execFile);
+import { selfSignedCert } from "./harness/tls";
 
 test.after.always(cleanupAll);
-
-async function selfSignedCert(dir: string): Promise<{ cert: string; key: string }> {
-  const cert = join(dir, "cert.pem");
-  const key = join(dir, "key.pem");
-  await run("openssl", [
-    "req",
-    "-x509",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-keyout",
-    key,
-    "-out",
-    cert,
-    "-days",
-    "1",
-    "-subj",
-    "/CN=127.0.0.1",
-    "-addext",
-    "subjectAltName=IP:127.0.0.1",
-  ]);
-  return { cert, key };
-}
 
 test("gateway tls - an agent connects over grpcs:// with the CA file and runs a command", async (t) => {
   const dir = makeTempDir("tls");

@@ -29,6 +29,22 @@ const schema = z
     RELAYCTL_BUS: z.enum(["nats", "memory"]).default("nats"),
     /** Comma-separated NATS server URLs. @default nats://127.0.0.1:4222 */
     RELAYCTL_NATS_URL: z.string().default("nats://127.0.0.1:4222"),
+    /** NATS credentials file (JWT + NKey seed, `nsc` output). @default unset */
+    RELAYCTL_NATS_CREDS_FILE: z.string().optional(),
+    /** NATS user and password (both or neither). @default unset */
+    RELAYCTL_NATS_USER: z.string().optional(),
+    RELAYCTL_NATS_PASSWORD: z.string().optional(),
+    /** NATS authentication token. @default unset */
+    RELAYCTL_NATS_TOKEN: z.string().optional(),
+    /**
+     * PEM CA bundle that signs the NATS servers' certificates; setting it turns TLS
+     * on (so does a tls:// URL). Jobs carry env values and registry passwords:
+     * use TLS whenever NATS is not on this host. @default unset
+     */
+    RELAYCTL_NATS_TLS_CA_FILE: z.string().optional(),
+    /** Client certificate and key (PEM) for NATS servers that verify clients. @default unset */
+    RELAYCTL_NATS_TLS_CERT_FILE: z.string().optional(),
+    RELAYCTL_NATS_TLS_KEY_FILE: z.string().optional(),
     /** HTTP API listen address. @default 127.0.0.1:8080 */
     RELAYCTL_API_LISTEN: hostPort.default("127.0.0.1:8080"),
     /** gRPC gateway listen address. @default 127.0.0.1:8443 */
@@ -40,6 +56,12 @@ const schema = z
     RELAYCTL_TLS_KEY_FILE: z.string().optional(),
     /** Allow a plaintext gateway on a non-loopback address. @default false */
     RELAYCTL_ALLOW_PLAINTEXT: bool.default(false),
+    /**
+     * Serve gRPC server reflection on the gateway (grpcurl and friends). Off by
+     * default: it describes the agent protocol to anyone who can reach the port.
+     * @default false
+     */
+    RELAYCTL_GRPC_REFLECTION: bool.default(false),
     /** Hard deadline of an exec command (seconds). @default 3600 */
     RELAYCTL_EXEC_CEILING_SECONDS: int(1, 7 * 24 * 3600).default(3600),
     /** Heartbeat interval told to agents (ms). @default 5000 */
@@ -78,6 +100,14 @@ const schema = z
     message: "RELAYCTL_BUS=memory needs RELAYCTL_ROLE=all (the roles share the bus in one process)",
     path: ["RELAYCTL_BUS"],
   })
+  .refine((c) => Boolean(c.RELAYCTL_NATS_USER) === Boolean(c.RELAYCTL_NATS_PASSWORD), {
+    message: "set both RELAYCTL_NATS_USER and RELAYCTL_NATS_PASSWORD, or neither",
+    path: ["RELAYCTL_NATS_USER"],
+  })
+  .refine((c) => Boolean(c.RELAYCTL_NATS_TLS_CERT_FILE) === Boolean(c.RELAYCTL_NATS_TLS_KEY_FILE), {
+    message: "set both RELAYCTL_NATS_TLS_CERT_FILE and RELAYCTL_NATS_TLS_KEY_FILE, or neither",
+    path: ["RELAYCTL_NATS_TLS_CERT_FILE"],
+  })
   .refine((c) => Boolean(c.RELAYCTL_TLS_CERT_FILE) === Boolean(c.RELAYCTL_TLS_KEY_FILE), {
     message: "set both RELAYCTL_TLS_CERT_FILE and RELAYCTL_TLS_KEY_FILE, or neither",
     path: ["RELAYCTL_TLS_CERT_FILE"],
@@ -92,6 +122,9 @@ export interface Config {
   databaseUrl: string;
   bus: Raw["RELAYCTL_BUS"];
   natsServers: string[];
+  nats: NatsOptions;
+  /** Serve gRPC server reflection on the gateway. */
+  grpcReflection: boolean;
   apiListen: { host: string; port: number };
   gatewayListen: { host: string; port: number };
   publicGatewayUrls: string[] | undefined;
@@ -109,6 +142,16 @@ export interface Config {
   /** AES-256-GCM key of stored secrets; undefined when RELAYCTL_MASTER_KEY is unset. */
   masterKey: Buffer | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+}
+
+/** How the control plane authenticates to NATS and secures the connection. */
+export interface NatsOptions {
+  credsFile?: string;
+  user?: string;
+  password?: string;
+  token?: string;
+  /** TLS to NATS: on when any file is set or a URL is tls://. */
+  tls?: { caFile?: string; certFile?: string; keyFile?: string };
 }
 
 export class ConfigError extends Error {}
@@ -164,6 +207,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: c.RELAYCTL_DATABASE_URL,
     bus: c.RELAYCTL_BUS,
     natsServers,
+    nats: natsOptions(c, natsServers),
+    grpcReflection: c.RELAYCTL_GRPC_REFLECTION,
     apiListen: splitHostPort(c.RELAYCTL_API_LISTEN),
     gatewayListen,
     publicGatewayUrls: list(c.RELAYCTL_PUBLIC_GATEWAY_URLS),
@@ -184,6 +229,25 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
     logLevel: c.RELAYCTL_LOG_LEVEL,
+  };
+}
+
+function natsOptions(c: Raw, servers: string[]): NatsOptions {
+  const tlsWanted =
+    Boolean(c.RELAYCTL_NATS_TLS_CA_FILE || c.RELAYCTL_NATS_TLS_CERT_FILE) ||
+    servers.some((u) => u.startsWith("tls://"));
+  return {
+    credsFile: c.RELAYCTL_NATS_CREDS_FILE,
+    user: c.RELAYCTL_NATS_USER,
+    password: c.RELAYCTL_NATS_PASSWORD,
+    token: c.RELAYCTL_NATS_TOKEN,
+    tls: tlsWanted
+      ? {
+          caFile: c.RELAYCTL_NATS_TLS_CA_FILE,
+          certFile: c.RELAYCTL_NATS_TLS_CERT_FILE,
+          keyFile: c.RELAYCTL_NATS_TLS_KEY_FILE,
+        }
+      : undefined,
   };
 }
 

@@ -30,7 +30,7 @@ export async function serve(
   const bus: JobBus =
     config.bus === "memory"
       ? new MemoryBus()
-      : await connectNatsBus(config.natsServers, log, `relayctl-${config.role}-${process.pid}`);
+      : await connectNatsBus(config.natsServers, log, `relayctl-${config.role}-${process.pid}`, config.nats);
   log.info({ bus: config.bus }, "job bus ready");
   const ops = new OperationService(db, bus, log.child({ component: "operations" }), config.leaseMs);
 
@@ -53,6 +53,7 @@ export async function serve(
       },
       config.gatewayListen,
       config.tls,
+      config.grpcReflection,
     );
     stopSweeper = startSweeper(
       ops,

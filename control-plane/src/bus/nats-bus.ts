@@ -3,7 +3,15 @@
 // and takeovers. The client reconnects forever and restores subscriptions, so a
 // NATS restart needs no restart of ours.
 import type { Logger } from "pino";
-import { type NatsConnection, connect, ErrorCode as NatsErrorCode } from "nats";
+import { readFileSync } from "node:fs";
+import {
+  type ConnectionOptions,
+  type NatsConnection,
+  connect,
+  credsAuthenticator,
+  ErrorCode as NatsErrorCode,
+} from "nats";
+import type { NatsOptions } from "../config.js";
 import { codec } from "./codec.js";
 import {
   BusUnavailableError,
@@ -26,9 +34,35 @@ function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-export async function connectNatsBus(servers: string[], log: Logger, name: string): Promise<JobBus> {
-  log.info({ servers }, "connecting to NATS (waits until one answers)");
+/** Credentials and TLS as nats.js takes them; secrets never reach a log line. */
+function securityOptions(o: NatsOptions): Partial<ConnectionOptions> {
+  const opts: Partial<ConnectionOptions> = {};
+  if (o.credsFile) opts.authenticator = credsAuthenticator(readFileSync(o.credsFile));
+  if (o.user) Object.assign(opts, { user: o.user, pass: o.password });
+  if (o.token) opts.token = o.token;
+  if (o.tls) opts.tls = { caFile: o.tls.caFile, certFile: o.tls.certFile, keyFile: o.tls.keyFile };
+  return opts;
+}
+
+const isLoopback = (url: string) => /^(nats|tls):\/\/([^@]*@)?(127\.|localhost|\[::1\])/.test(url);
+
+export async function connectNatsBus(
+  servers: string[],
+  log: Logger,
+  name: string,
+  security: NatsOptions = {},
+): Promise<JobBus> {
+  log.info(
+    { servers: servers.map((u) => u.replace(/\/\/[^@/]*@/, "//***@")), tls: Boolean(security.tls) },
+    "connecting to NATS (waits until one answers)",
+  );
+  if (!security.tls && !servers.every(isLoopback)) {
+    log.warn(
+      "NATS without TLS off this host: jobs carry env values and registry passwords; set RELAYCTL_NATS_TLS_CA_FILE",
+    );
+  }
   const nc = await connect({
+    ...securityOptions(security),
     servers,
     name,
     maxReconnectAttempts: -1,

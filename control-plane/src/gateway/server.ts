@@ -1,5 +1,6 @@
 // The gRPC gateway: AgentGateway.Connect for agents, plus the standard health
-// service (load balancers) and server reflection (grpcurl and friends).
+// service (load balancers) and, when the operator turns it on, server
+// reflection (grpcurl and friends).
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
@@ -18,6 +19,8 @@ export async function startGateway(
   deps: GatewayDeps,
   listen: { host: string; port: number },
   tls: { certFile: string; keyFile: string } | undefined,
+  /** Serve gRPC server reflection (RELAYCTL_GRPC_REFLECTION, off by default). */
+  reflection = false,
 ): Promise<GatewayServer> {
   // Whether plaintext is allowed on this address is decided by config (config.ts).
   const server = new Server({
@@ -33,10 +36,12 @@ export async function startGateway(
   new HealthImplementation({ "": "SERVING", "relayctl.agent.v1.AgentGateway": "SERVING" }).addToServer(
     server,
   );
-  const protoRoot = dirname(require.resolve("@relayctl/proto/package.json"));
-  new ReflectionService(
-    loadSync(join(protoRoot, "agent/v1/agent.proto"), { includeDirs: [protoRoot] }),
-  ).addToServer(server);
+  if (reflection) {
+    const protoRoot = dirname(require.resolve("@relayctl/proto/package.json"));
+    new ReflectionService(
+      loadSync(join(protoRoot, "agent/v1/agent.proto"), { includeDirs: [protoRoot] }),
+    ).addToServer(server);
+  }
   const creds = tls
     ? ServerCredentials.createSsl(null, [
         { cert_chain: readFileSync(tls.certFile), private_key: readFileSync(tls.keyFile) },
