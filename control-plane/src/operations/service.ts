@@ -145,7 +145,7 @@ export class OperationService {
       waiter?.cancel();
       if (!(err instanceof BusUnavailableError)) throw err;
       this.log.warn({ err, operation_id: op.id }, "job bus unavailable; operation not run");
-      return notRun("bus_unavailable", "not run: the job bus is unavailable");
+      return notRun("bus_unavailable", "job bus unavailable");
     }
   }
 
