@@ -8,7 +8,6 @@ import { cleanupAll } from "./harness/cleanup";
 import { startCluster } from "./harness/cluster";
 import { startControlPlane } from "./harness/control-plane";
 import { api, waitForOperationEnd } from "./harness/http";
-import { freePort } from "./harness/ports";
 
 test.after.always(cleanupAll);
 
@@ -21,7 +20,6 @@ test("sweeper - two gateways sweeping end each overdue operation once, as timeou
     role: "gateway",
     databaseUrl: c.db.url,
     natsUrl: c.nats.url,
-    gatewayPort: await freePort(),
     dir: c.dir,
     env: timing,
   });

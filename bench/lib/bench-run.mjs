@@ -4,7 +4,7 @@ import { rmSync } from "node:fs";
 import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import { dirname, join } from "node:path";
-import { ProcessGroup, killAllSync } from "./processes.mjs";
+import { ProcessGroup } from "./processes.mjs";
 
 export const log = (msg) => console.log(`[bench] ${msg}`);
 
@@ -58,8 +58,8 @@ export async function runBench(bench, body) {
     })();
     return cleaning;
   };
+  // The supervisor kills whatever still runs when the bench exits; the temp dir goes here.
   process.on("exit", () => {
-    killAllSync(group);
     if (!keepTmp) rmSync(tmp, { recursive: true, force: true });
   });
   let interrupted = false;
