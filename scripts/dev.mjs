@@ -12,7 +12,7 @@
 // RELAYCTL_DEV_DIR (default <repo>/.relayctl) moves the state.
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import net from "node:net";
 import { dirname, join, resolve } from "node:path";
@@ -250,7 +250,7 @@ async function devMasterKey() {
   if (existsSync(file)) return readFileSync(file, "utf8").trim();
   const key = randomBytes(32).toString("base64");
   await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
-  await writeFile(file, `${key}\n`, { mode: 0o600 });
+  await writeFileAtomic(file, `${key}\n`, 0o600);
   return key;
 }
 
