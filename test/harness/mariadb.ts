@@ -1,16 +1,14 @@
 // A throwaway MariaDB server (or the one MYSQL_URL names), with a fresh database per caller,
 // and a query helper so tests can inspect what the control plane stored.
-import { execFile } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { run } from "@relayctl/devkit";
 import mysql from "mysql2/promise";
 import { makeTempDir, onCleanup } from "./cleanup";
 import { onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 import { pollUntil } from "./wait";
 
-const run = promisify(execFile);
 const READY_MS = 60_000;
 
 export type Row = Record<string, unknown>;
