@@ -1,32 +1,34 @@
 #!/usr/bin/env node
-// make dev: runs the control plane (api + gateway in one process, SQLite, in-process bus) and one
-// local agent enrolled as server "local", forwards both logs, and prints a curl that runs a
-// command through the automation API. State lives in <repo>/.relayctl: dev.db, agent/ and dev.json
-// (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by the next run.
+// make dev: runs the control plane in this process (api + gateway, SQLite, in-process bus) and one
+// local agent enrolled as server "local" as a child, prints both logs readably, and prints a curl
+// that runs a command through the automation API. State lives in <repo>/.relayctl: dev.db, agent/
+// and dev.json (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by
+// the next run.
 //
 //   node scripts/dev.mjs          run until Ctrl-C
 //   node scripts/dev.mjs --once   smoke check: start, exec `echo relayctl-dev-ok`, stop (also RELAYCTL_DEV_SMOKE=1)
 //
 // RELAYCTL_DEV_PORT (default 8080) and RELAYCTL_DEV_GATEWAY_PORT (default 8443) move the listeners;
 // RELAYCTL_DEV_DIR (default <repo>/.relayctl) moves the state.
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
+import { createRequire } from "node:module";
 import net from "node:net";
 import { dirname, join, resolve } from "node:path";
-import readline from "node:readline";
 import { fileURLToPath } from "node:url";
+import { ProcessGroup, jsonAnswer, logFormatter, run } from "@relayctl/devkit";
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const SERVER_MAIN = join(REPO, "control-plane/dist/cli/main.js");
+const CONTROL_PLANE = join(REPO, "control-plane/dist");
 const AGENT_MAIN = join(REPO, "agent/dist/cli/main.js");
 const SERVER_NAME = "local";
 const TENANT_NAME = "dev";
 const READY_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 8_000;
 
-const COLOR = process.stdout.isTTY && !process.env.NO_COLOR;
+const COLOR = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
 const paint = (code, s) => (COLOR ? `\x1b[${code}m${s}\x1b[0m` : s);
 const say = (msg) => console.log(`${paint("1", "[dev]")} ${msg}`);
 
@@ -52,195 +54,131 @@ function portFromEnv(name, fallback) {
   return n;
 }
 
-// --- logs ------------------------------------------------------------------------------------
+// --- logs: pino-pretty through devkit's formatter (control characters escaped, fields capped) ---
 
-const LEVELS = {
-  10: ["TRACE", "90"],
-  20: ["DEBUG", "90"],
-  30: ["INFO", "32"],
-  40: ["WARN", "33"],
-  50: ["ERROR", "31"],
-  60: ["FATAL", "31;1"],
+const format = logFormatter({ colorize: COLOR });
+
+/** Prints one output line of `name` (JSON or not), every physical line prefixed. */
+function printer(name, color) {
+  const prefix = paint(color, `[${name}]`);
+  return (text) => process.stdout.write(`${prefix} ${format(text).replaceAll("\n", `\n${prefix} `)}\n`);
+}
+
+/** A pino destination: the control plane's JSON lines, printed readably. */
+function prettyDestination(print) {
+  let buffered = "";
+  return {
+    write(chunk) {
+      buffered += chunk;
+      let nl = buffered.indexOf("\n");
+      while (nl >= 0) {
+        print(buffered.slice(0, nl));
+        buffered = buffered.slice(nl + 1);
+        nl = buffered.indexOf("\n");
+      }
+    },
+  };
+}
+
+// --- the control plane, in this process ---------------------------------------------------------
+
+const require = createRequire(import.meta.url);
+const cp = {
+  ...require(join(CONTROL_PLANE, "config.js")),
+  ...require(join(CONTROL_PLANE, "serve.js")),
+  ...require(join(CONTROL_PLANE, "cli/admin.js")),
+  ...require(join(CONTROL_PLANE, "db/knex.js")),
+  ...require(join(CONTROL_PLANE, "lib/logger.js")),
 };
-// Fields every line of a process carries, which say nothing in a prefixed dev log.
-const QUIET_FIELDS = new Set(["level", "time", "msg", "pid", "hostname", "v", "err", "svc", "role"]);
 
-/** One pino JSON line made readable: time, level, message, then the other fields as key=value. */
-function prettyLine(text, json) {
-  if (!json) return text;
-  const [level, color] = LEVELS[json.level] ?? [String(json.level ?? ""), "0"];
-  const when = new Date(json.time ?? Date.now());
-  const time = (Number.isNaN(when.getTime()) ? new Date() : when).toTimeString().slice(0, 8);
-  const fields = Object.entries(json)
-    .filter(([k, v]) => !QUIET_FIELDS.has(k) && !(k === "name" && String(v).startsWith("relayctl-")))
-    .map(([k, v]) => `${paint("2", `${k}=`)}${typeof v === "string" ? v : JSON.stringify(v)}`);
-  let out =
-    `${paint("2", time)} ${paint(color, level.padEnd(5))} ${json.msg ?? ""} ${fields.join(" ")}`.trimEnd();
-  if (json.err)
-    out += `\n    ${String(json.err.stack ?? json.err.message ?? JSON.stringify(json.err)).replaceAll("\n", "\n    ")}`;
-  return out;
-}
-
-function parseJson(text) {
-  if (!text.startsWith("{")) return null;
+/** Runs fn with a database handle of its own (the admin steps), migrated first. */
+async function withDb(env, fn) {
+  const db = cp.openDb(cp.loadDatabaseUrl(env));
   try {
-    return JSON.parse(text);
-  } catch {
-    return null;
+    await cp.migrateWithRetry(db, { warn: () => {} });
+    return await fn(db);
+  } finally {
+    await db.destroy();
   }
 }
 
-// --- children --------------------------------------------------------------------------------
-
-const children = [];
-let stopping = false;
-
-/** A long-running child whose log lines are forwarded with a prefix and can be waited on. */
-function startChild(name, args, env, prefixColor) {
-  // detached: Ctrl-C reaches only this script, which stops the agent first, then the control plane.
-  const child = spawn(process.execPath, args, {
-    cwd: REPO,
-    env,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const entry = { name, child, waiters: new Set(), exit: null };
-  const prefix = paint(prefixColor, `[${name}]`);
-  const onLine = (text) => {
-    const json = parseJson(text);
-    process.stdout.write(`${prefix} ${prettyLine(text, json).replaceAll("\n", `\n${prefix} `)}\n`);
-    for (const w of entry.waiters) w.line(json);
-  };
-  for (const stream of [child.stdout, child.stderr]) {
-    readline.createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY }).on("line", onLine);
-  }
-  const closed = new Promise((res) => child.on("close", res));
-  entry.exited = new Promise((res) => {
-    child.on("exit", async (code, signal) => {
-      entry.exit = signal ? `signal ${signal}` : `exit code ${code}`;
-      // Print its last log lines before saying it died (bounded: a grandchild may hold the pipes).
-      await Promise.race([closed, new Promise((r) => setTimeout(r, 500))]);
-      for (const w of entry.waiters) w.exit();
-      res();
-      if (!stopping) fail(`${name} exited unexpectedly (${entry.exit}); see its log lines above`);
+async function createTenantKeyAndJoinToken(env) {
+  say(
+    `first run: creating tenant "${TENANT_NAME}", an automation key and a join token for server "${SERVER_NAME}"`,
+  );
+  return withDb(env, async (db) => {
+    const tenant = await cp.createTenant(db, TENANT_NAME);
+    const key = await cp.createAutomationKey(db, { tenant: tenant.tenant_id, name: "dev" });
+    const apiKey = await cp.createApiKey(db, { tenant: tenant.tenant_id, name: "dev" });
+    const token = await cp.createJoinToken(db, {
+      tenant: tenant.tenant_id,
+      serverName: SERVER_NAME,
+      ttlMinutes: 60,
     });
-  });
-  child.on("error", (err) => fail(`cannot start ${name}: ${err.message}`));
-  children.push(entry);
-  return entry;
-}
-
-/** Resolves with the first JSON log line of `entry` whose msg is `msg` (and that passes `test`). */
-function waitForLog(entry, msg, hint, test = () => true) {
-  return new Promise((res, rej) => {
-    const w = {
-      line: (json) => {
-        if (json?.msg !== msg || !test(json)) return;
-        done();
-        res(json);
-      },
-      exit: () => {
-        done();
-        rej(new Error(`${entry.name} exited (${entry.exit}) before logging "${msg}"`));
-      },
-    };
-    const timer = setTimeout(() => {
-      done();
-      rej(
-        new Error(
-          `${entry.name} did not log "${msg}" within ${READY_TIMEOUT_MS / 1000} s${hint ? `; ${hint}` : ""}`,
-        ),
-      );
-    }, READY_TIMEOUT_MS);
-    const done = () => {
-      clearTimeout(timer);
-      entry.waiters.delete(w);
-    };
-    entry.waiters.add(w);
+    return { key: key.key, apiKey: apiKey.key, joinToken: token.join_token };
   });
 }
 
-async function stopChild(entry) {
-  if (entry.exit) return;
-  const signal = (sig) => {
-    try {
-      process.kill(-entry.child.pid, sig);
-    } catch {
-      // already gone
-    }
-  };
-  signal("SIGTERM");
-  const timer = setTimeout(() => {
-    say(`${entry.name} still running after ${STOP_GRACE_MS / 1000} s; killing it`);
-    signal("SIGKILL");
-  }, STOP_GRACE_MS);
-  await entry.exited;
-  clearTimeout(timer);
+/** A regular API key (X-API-Key) of the dev tenant, for the management API (/api/...). */
+function createApiKey(env) {
+  return withDb(env, async (db) => (await cp.createApiKey(db, { tenant: TENANT_NAME, name: "dev" })).key);
 }
 
-/** Stops the agent, then the control plane (newest first), then exits. */
+async function startControlPlane(env) {
+  const config = cp.loadConfig(env);
+  const log = cp.createLogger(
+    config.logLevel,
+    { role: config.role },
+    prettyDestination(printer("control-plane", "36")),
+  );
+  return cp.serve(config, log);
+}
+
+// --- the agent, the one child ---------------------------------------------------------------------
+
+const group = new ProcessGroup();
+let stopping = false;
+let controlPlane;
+
+function startAgent(args, env) {
+  const print = printer("agent", "35");
+  const agent = group.start({
+    name: "agent",
+    command: process.execPath,
+    args: [AGENT_MAIN, ...args],
+    env,
+    cwd: REPO,
+    // Its own process group: Ctrl-C reaches only this script, which stops the agent first.
+    detached: true,
+    keepLines: 200,
+    onLine: (line) => print(line.text),
+  });
+  agent.exited.then((exit) => {
+    if (!stopping)
+      fail(`agent exited unexpectedly (${exit.signal ?? `exit code ${exit.code}`}); see its log lines above`);
+  });
+  return agent;
+}
+
+/** Stops the agent, then the control plane, then exits. */
 async function shutdown(code, msg) {
   if (stopping) return;
   stopping = true;
   if (msg) (code === 0 ? say : (m) => console.error(`${paint("31;1", "[dev]")} ${m}`))(msg);
-  for (const entry of [...children].reverse()) await stopChild(entry);
+  await group.stopAll("SIGTERM", STOP_GRACE_MS);
+  await controlPlane?.stop();
   process.exit(code);
 }
 
 const fail = (msg) => shutdown(1, msg);
 
-function killAll() {
-  for (const entry of children) {
-    if (entry.exit) continue;
-    try {
-      process.kill(-entry.child.pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }
-}
-
 function onSignal(sig) {
   if (!stopping) return shutdown(0, `${sig}: stopping the agent and the control plane`);
-  // A second Ctrl-C while stopping: do not make anyone wait.
-  killAll();
+  // A second Ctrl-C while stopping: do not make anyone wait (the supervisor kills the agent at exit).
   process.exit(130);
 }
 
-// --- one-shot commands -----------------------------------------------------------------------
-
-/** Runs `node <args>` to completion; resolves with its stdout, rejects with its last lines. */
-function runNode(label, args, env) {
-  return new Promise((res, rej) => {
-    const child = spawn(process.execPath, args, { cwd: REPO, env, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => {
-      stdout += d;
-    });
-    child.stderr.on("data", (d) => {
-      stderr += d;
-    });
-    child.on("error", rej);
-    child.on("close", (code, signal) => {
-      if (code === 0) return res(stdout);
-      const out = (stderr.trim() || stdout.trim()).split("\n").slice(-10).join("\n  ");
-      rej(new Error(`${label} failed (${signal ?? `exit code ${code}`}):\n  ${out}`));
-    });
-  });
-}
-
-/** Runs `node <args>` and returns the JSON object it printed that has `field` (admin commands, enroll). */
-async function runJson(label, args, env, field) {
-  const stdout = await runNode(label, args, env);
-  for (const line of stdout.trim().split("\n").reverse()) {
-    const json = parseJson(line.trim());
-    if (json && field in json) return json;
-  }
-  throw new Error(`${label} printed no JSON with "${field}":\n  ${stdout.trim()}`);
-}
-
-// --- setup -----------------------------------------------------------------------------------
+// --- setup -------------------------------------------------------------------------------------------
 
 function portIsFree(port) {
   return new Promise((res) => {
@@ -250,6 +188,7 @@ function portIsFree(port) {
   });
 }
 
+/** A clear message before anything starts, instead of a bind error from deep inside. */
 async function checkPorts() {
   for (const [port, what, variable] of [
     [API_PORT, "API", "RELAYCTL_DEV_PORT"],
@@ -298,50 +237,24 @@ async function wipeState() {
   await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
 }
 
-async function writeDevJson(state) {
-  await writeFile(DEV_JSON, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
-  await chmod(DEV_JSON, 0o600);
+function writeDevJson(state) {
+  return writeFileAtomic(DEV_JSON, `${JSON.stringify(state, null, 2)}\n`, 0o600);
 }
 
-async function createTenantKeyAndJoinToken(env) {
-  say(
-    `first run: creating tenant "${TENANT_NAME}", an automation key and a join token for server "${SERVER_NAME}"`,
-  );
-  await runNode("relayctl-server migrate", [SERVER_MAIN, "migrate"], env);
-  const tenant = await runJson(
-    "admin create-tenant",
-    [SERVER_MAIN, "admin", "create-tenant", "--name", TENANT_NAME],
-    env,
-    "tenant_id",
-  );
-  const key = await runJson(
-    "admin create-automation-key",
-    [SERVER_MAIN, "admin", "create-automation-key", "--tenant", tenant.tenant_id, "--name", "dev"],
-    env,
-    "key",
-  );
-  const apiKey = await createApiKey(env);
-  const token = await runJson(
-    "admin create-join-token",
-    [SERVER_MAIN, "admin", "create-join-token", "--tenant", tenant.tenant_id, "--server-name", SERVER_NAME],
-    env,
-    "join_token",
-  );
-  return { key: key.key, apiKey, joinToken: token.join_token };
+/**
+ * The master key that encrypts stored registry credentials: made once per dev
+ * state dir (0600) and reused, so credentials stored in one run decrypt in the next.
+ */
+async function devMasterKey() {
+  const file = join(STATE_DIR, "master.key");
+  if (existsSync(file)) return readFileSync(file, "utf8").trim();
+  const key = randomBytes(32).toString("base64");
+  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
+  await writeFileAtomic(file, `${key}\n`, 0o600);
+  return key;
 }
 
-/** A regular API key (X-API-Key) of the dev tenant, for the management API (/api/...). */
-async function createApiKey(env) {
-  const out = await runJson(
-    "admin create-api-key",
-    [SERVER_MAIN, "admin", "create-api-key", "--tenant", TENANT_NAME, "--name", "dev"],
-    env,
-    "key",
-  );
-  return out.key;
-}
-
-// --- run -------------------------------------------------------------------------------------
+// --- run -----------------------------------------------------------------------------------------
 
 function printReady(state, gatewayUrl) {
   const body = JSON.stringify({ server_id: state.server_id, command: "uname -a" });
@@ -400,26 +313,9 @@ async function smokeExec(state) {
   return shutdown(0, "smoke check passed: exec through the API returned relayctl-dev-ok");
 }
 
-/**
- * The master key that encrypts stored registry credentials: made once per dev
- * state dir (0600) and reused, so credentials stored in one run decrypt in the next.
- */
-async function devMasterKey() {
-  const file = join(STATE_DIR, "master.key");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  const key = randomBytes(32).toString("base64");
-  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
-  await writeFile(file, `${key}\n`, { mode: 0o600 });
-  return key;
-}
-
 async function main() {
-  for (const f of [SERVER_MAIN, AGENT_MAIN]) {
-    if (!existsSync(f)) die(`${f} is missing: build first (npx tsc -b; \`make dev\` does)`);
-  }
+  if (!existsSync(AGENT_MAIN)) die(`${AGENT_MAIN} is missing: build first (npx tsc -b; \`make dev\` does)`);
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, onSignal);
-  // Last resort if this script itself crashes: children run detached and would outlive it.
-  process.on("exit", killAll);
   await checkPorts();
 
   let state = loadState();
@@ -445,18 +341,18 @@ async function main() {
   }
 
   serverEnv.RELAYCTL_MASTER_KEY = await devMasterKey();
-  const server = startChild("control-plane", [SERVER_MAIN, "serve"], serverEnv, "36");
-  const listening = await waitForLog(server, "api listening", "see the control-plane log above");
-  const baseUrl = listening.url ?? `http://127.0.0.1:${API_PORT}`;
+  controlPlane = await startControlPlane(serverEnv);
+  const baseUrl = controlPlane.apiUrl ?? `http://127.0.0.1:${API_PORT}`;
 
   const agentEnv = { ...process.env, RELAYCTL_AGENT_STATE_DIR: AGENT_DIR };
   if (firstRun) {
-    const enrolled = await runJson(
-      "relayctl-agent enroll",
-      [AGENT_MAIN, "enroll", "--url", baseUrl, "--token", firstRun.joinToken, "--state-dir", AGENT_DIR],
-      agentEnv,
-      "server_id",
-    );
+    const enrollArgs = ["enroll", "--url", baseUrl, "--token", firstRun.joinToken, "--state-dir", AGENT_DIR];
+    const { stdout } = await run(process.execPath, [AGENT_MAIN, ...enrollArgs], {
+      env: agentEnv,
+      cwd: REPO,
+      timeoutMs: READY_TIMEOUT_MS,
+    });
+    const enrolled = jsonAnswer(stdout, "relayctl-agent enroll", "server_id");
     state = {
       base_url: baseUrl,
       automation_key: firstRun.key,
@@ -472,18 +368,20 @@ async function main() {
   }
 
   // --gateway: the enrolled URL may name another port than this run's RELAYCTL_DEV_GATEWAY_PORT.
-  const agent = startChild(
-    "agent",
-    [AGENT_MAIN, "run", "--state-dir", AGENT_DIR, "--gateway", gatewayUrl],
-    agentEnv,
-    "35",
-  );
-  await waitForLog(
-    agent,
-    "connected",
-    `is the agent refused? if its credential is stale, delete ${STATE_DIR} to start over`,
-    (json) => !json.server_id || json.server_id === state.server_id,
-  );
+  const agent = startAgent(["run", "--state-dir", AGENT_DIR, "--gateway", gatewayUrl], agentEnv);
+  await agent
+    .waitForLine(
+      (l) => l.json?.msg === "connected" && (!l.json.server_id || l.json.server_id === state.server_id),
+      {
+        what: '"connected"',
+        timeoutMs: READY_TIMEOUT_MS,
+      },
+    )
+    .catch((err) => {
+      throw new Error(
+        `${err.message.split("\n")[0]}: is the agent refused? if its credential is stale, delete ${STATE_DIR} to start over`,
+      );
+    });
 
   printReady(state, gatewayUrl);
   if (ONCE) await smokeExec(state);

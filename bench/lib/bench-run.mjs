@@ -1,10 +1,11 @@
 // What every bench script shares: settings from the environment, a temp dir and a process group
 // that are removed on exit (also after an error or Ctrl-C), and the results file with the machine.
 import { rmSync } from "node:fs";
-import { mkdir, mkdtemp, rename, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import { dirname, join } from "node:path";
-import { ProcessGroup, killAllSync } from "./processes.mjs";
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
+import { ProcessGroup } from "./processes.mjs";
 
 export const log = (msg) => console.log(`[bench] ${msg}`);
 
@@ -31,12 +32,10 @@ export function machine() {
   };
 }
 
-/** Writes `doc` to `file` atomically (temp file, rename). */
+/** Writes `doc` to `file` atomically (relayctl's one writeFileAtomic). */
 export async function writeResults(file, doc) {
   await mkdir(dirname(file), { recursive: true });
-  const tmpFile = `${file}.tmp`;
-  await writeFile(tmpFile, `${JSON.stringify(doc, null, 2)}\n`);
-  await rename(tmpFile, file);
+  await writeFileAtomic(file, `${JSON.stringify(doc, null, 2)}\n`);
   log(`wrote ${file}`);
 }
 
@@ -58,8 +57,8 @@ export async function runBench(bench, body) {
     })();
     return cleaning;
   };
+  // The supervisor kills whatever still runs when the bench exits; the temp dir goes here.
   process.on("exit", () => {
-    killAllSync(group);
     if (!keepTmp) rmSync(tmp, { recursive: true, force: true });
   });
   let interrupted = false;

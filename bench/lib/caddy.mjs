@@ -3,21 +3,24 @@
 // every call a connection of its own: Caddy restarts its admin server on each config load.
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort } from "./processes.mjs";
+import { freePort, onFreePort } from "./processes.mjs";
 import { requireOnPath } from "./throwaway-servers.mjs";
 
 /** Caddy with only its admin API configured; ready when it logs "serving initial configuration". */
 export async function startCaddy(group, dir) {
   const bin = requireOnPath("caddy", "install the Debian package caddy (make bench does)");
-  const [adminPort, httpPort] = [await freePort(), await freePort()];
+  const httpPort = await freePort();
   const home = join(dir, "caddy");
   const bootFile = join(dir, "caddy-boot.json");
-  await writeFile(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}` } }));
   const env = { ...process.env, HOME: home, XDG_DATA_HOME: home, XDG_CONFIG_HOME: home };
-  const proc = group.start("caddy", bin, ["run", "--config", bootFile], { env, cwd: dir });
-  await proc.waitFor((_text, json) => json?.msg === "serving initial configuration", {
-    what: '"serving initial configuration"',
-    timeoutMs: 15_000,
+  // Caddy logs its configured admin address, not a bound one, so port 0 cannot be used: a port
+  // taken between freePort and Caddy's bind makes it exit, and it starts again on another one.
+  let proc;
+  const adminPort = await onFreePort(async (port) => {
+    await writeFile(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${port}` } }));
+    proc = group.start("caddy", bin, ["run", "--config", bootFile], { env, cwd: dir });
+    await proc.waitForMsg("serving initial configuration", { timeoutMs: 15_000 });
+    return port;
   });
   return { adminUrl: `http://127.0.0.1:${adminPort}`, httpPort, proc };
 }

@@ -16,8 +16,6 @@ function requireBuilt() {
   }
 }
 
-const isMsg = (msg) => (_text, json) => json?.msg === msg;
-
 /**
  * Starts api + gateway + agent. `keyCount` automation keys (all operations, `keyRateLimit` requests
  * per minute) are created so the bench can spread its requests over them and stay under the per-key
@@ -75,8 +73,7 @@ export async function startRelayctl(
       RELAYCTL_API_LISTEN: "127.0.0.1:0",
     },
   });
-  const gatewayUrl = (await gateway.waitFor(isMsg("gateway listening"), { what: '"gateway listening"' })).json
-    .url;
+  const gatewayUrl = (await gateway.waitForMsg("gateway listening", { timeoutMs: 30_000 })).url;
 
   const api = group.start("api", node, [SERVER_MAIN, "serve"], {
     env: {
@@ -87,7 +84,7 @@ export async function startRelayctl(
       RELAYCTL_PUBLIC_GATEWAY_URLS: gatewayUrl,
     },
   });
-  const baseUrl = (await api.waitFor(isMsg("api listening"), { what: '"api listening"' })).json.url;
+  const baseUrl = (await api.waitForMsg("api listening", { timeoutMs: 30_000 })).url;
 
   const stateDir = join(dir, "agent");
   const agentEnv = {
@@ -116,7 +113,7 @@ export async function startRelayctl(
       env: agentEnv,
     },
   );
-  await agent.waitFor(isMsg("connected"), { what: '"connected"' });
+  await agent.waitForMsg("connected", { timeoutMs: 30_000 });
 
   return {
     baseUrl,

@@ -3,7 +3,7 @@
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort, run } from "./processes.mjs";
+import { freePort, listenPortOf, onFreePort, run } from "./processes.mjs";
 
 /** Fails with one clear line when a program the bench runs is not installed. */
 export function requireProgram(path, hint) {
@@ -26,23 +26,26 @@ export function requireOnPath(name, hint) {
   return path;
 }
 
-/** nats-server with JetStream in dir/js; ready when it logs "Server is ready" (~20 ms). */
+/** nats-server with JetStream in dir/js, on a port it picks (`-p -1`) and logs. */
 export async function startNats(group, dir) {
   const bin = requireOnPath("nats-server", "install the Debian package nats-server (make bench does)");
-  const port = await freePort();
   const proc = group.start("nats-server", bin, [
     "-a",
     "127.0.0.1",
     "-p",
-    String(port),
+    "-1",
     "-js",
     "-sd",
     join(dir, "js"),
   ]);
-  await proc.waitFor((text) => text.includes("Server is ready"), {
+  await proc.waitForLine((l) => l.text.includes("Server is ready"), {
     what: '"Server is ready"',
     timeoutMs: 15_000,
   });
+  const port = proc.lines
+    .map((l) => listenPortOf(l.text, "Listening for client connections on"))
+    .find((p) => p !== undefined);
+  if (port === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
   return { url: `nats://127.0.0.1:${port}` };
 }
 
@@ -61,20 +64,24 @@ export async function startMariadb(group, dir) {
     "--auth-root-authentication-method=normal",
     "--skip-test-db",
   ]);
-  const port = await freePort();
-  const proc = group.start("mariadb", mariadbd, [
-    "--no-defaults",
-    `--datadir=${dataDir}`,
-    `--port=${port}`,
-    "--bind-address=127.0.0.1",
-    `--socket=${socket}`,
-    `--pid-file=${join(dir, "db.pid")}`,
-    "--user=root",
-    "--skip-log-bin",
-  ]);
-  await proc.waitFor((text) => text.includes("ready for connections"), {
-    what: '"ready for connections"',
-    timeoutMs: 30_000,
+  // mariadbd cannot pick a port itself (--port=0 means 3306): a port taken between freePort
+  // and its bind makes it exit, and it starts again on another one.
+  const port = await onFreePort(async (p) => {
+    const proc = group.start("mariadb", mariadbd, [
+      "--no-defaults",
+      `--datadir=${dataDir}`,
+      `--port=${p}`,
+      "--bind-address=127.0.0.1",
+      `--socket=${socket}`,
+      `--pid-file=${join(dir, "db.pid")}`,
+      "--user=root",
+      "--skip-log-bin",
+    ]);
+    await proc.waitForLine((l) => l.text.includes("ready for connections"), {
+      what: '"ready for connections"',
+      timeoutMs: 30_000,
+    });
+    return p;
   });
   await run(client, ["--no-defaults", `--socket=${socket}`, "-uroot", "-e", "CREATE DATABASE relayctl"]);
   return { url: `mysql://root@127.0.0.1:${port}/relayctl` };
@@ -123,7 +130,7 @@ export async function startSshd(group, dir) {
     ].join("\n"),
   );
   const proc = group.start("sshd", "/usr/sbin/sshd", ["-D", "-e", "-f", config, "-p", String(port)]);
-  await proc.waitFor((text) => text.includes("Server listening on"), {
+  await proc.waitForLine((l) => l.text.includes("Server listening on"), {
     what: '"Server listening on"',
     timeoutMs: 15_000,
   });

@@ -9,3 +9,4 @@ export * from "./traefik-writer.js";
 export * from "./ledger.js";
 export * from "./route-syncer.js";
 export { renderedProblem } from "./writer-support.js";
+export { fsyncDir, removeFileDurable, writeFileAtomic } from "./atomic-file.js";

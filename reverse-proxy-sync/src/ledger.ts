@@ -5,7 +5,8 @@
 // distinction (every route is re-applied once), so it is set aside, not fatal.
 import { mkdir, rename } from "node:fs/promises";
 import { dirname } from "node:path";
-import { readIfExists, writeFileAtomic } from "./writer-support.js";
+import { writeFileAtomic } from "./atomic-file.js";
+import { readIfExists } from "./writer-support.js";
 
 export interface LedgerEntry {
   applicationId: string;

@@ -1,11 +1,10 @@
 // What every writer shares: the last check before a route reaches a proxy, and
-// durable file replacement (write a temp file in the same directory, fsync,
-// rename, fsync the directory) so a crash leaves either the old file or the new
-// one, never half of one, and a proxy watching the directory never reads a
-// partial file.
-import { randomBytes } from "node:crypto";
-import { open, readFile, readdir, rename, unlink } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+// a journal of the files one apply replaced (through atomic-file.ts, so a crash
+// leaves either the old file or the new one, and a proxy watching the directory
+// never reads a partial file).
+import { readFile, readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { removeFileDurable, writeFileAtomic } from "./atomic-file.js";
 import type { LiveRoute, RouteChange } from "./route-writer.js";
 import { type RenderedRoute, validApplicationId, validFqdn, validPort } from "./route.js";
 
@@ -42,53 +41,6 @@ export async function readIfExists(file: string): Promise<string | undefined> {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     throw err;
   }
-}
-
-/** fsync a directory so a rename or unlink in it survives a crash. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await open(dir, "r");
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-/**
- * Replaces file with content atomically. The temp name ends in `.tmp` so
- * globs the proxies load (`*.conf`, `*.yml`) never pick it up.
- */
-export async function writeFileAtomic(file: string, content: string, mode = 0o644): Promise<void> {
-  const dir = dirname(file);
-  const tmp = join(dir, `.${basename(file)}.${process.pid}-${randomBytes(4).toString("hex")}.tmp`);
-  const fh = await open(tmp, "wx", mode);
-  try {
-    await fh.writeFile(content, "utf8");
-    await fh.sync();
-  } catch (err) {
-    await fh.close().catch(() => undefined);
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fh.close();
-  try {
-    await rename(tmp, file);
-  } catch (err) {
-    await unlink(tmp).catch(() => undefined);
-    throw err;
-  }
-  await fsyncDir(dir);
-}
-
-/** Removes file if it exists, durably. */
-export async function removeFileDurable(file: string): Promise<void> {
-  try {
-    await unlink(file);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw err;
-  }
-  await fsyncDir(dirname(file));
 }
 
 /**

@@ -1,11 +1,9 @@
 // relayctl-agent as a process: enroll with a join token, run, wait for "connected", kill.
-import { execFile } from "node:child_process";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { run } from "@relayctl/devkit";
 import { ManagedProcess, cleanEnv } from "./process";
 import { AGENT_MAIN, parseJsonOutput } from "./programs";
 
-const run = promisify(execFile);
 const CONNECT_MS = 30_000;
 
 export interface Enrollment {
@@ -33,7 +31,7 @@ export async function enroll(
     const { stdout } = await run(
       process.execPath,
       [AGENT_MAIN, "enroll", "--url", controlPlaneUrl, "--token", joinToken, "--state-dir", stateDir],
-      { env: agentEnv(stateDir), timeout: 30_000 },
+      { env: agentEnv(stateDir), timeoutMs: 30_000 },
     );
     const out = parseJsonOutput(stdout, "agent enroll");
     return { server_id: String(out.server_id), server_name: String(out.server_name) };

@@ -33,3 +33,15 @@ export function assertDetailOnly(t: ExecutionContext, res: ApiResponse, status: 
   t.true(String(res.json.detail).length > 0, describe(res));
   return String(res.json.detail ?? "");
 }
+
+/** An error answer with exactly this status and body {"detail": detail} (a RegExp when the detail quotes input). */
+export function assertError(
+  t: ExecutionContext,
+  res: ApiResponse,
+  status: number,
+  detail: string | RegExp,
+): void {
+  const got = assertDetailOnly(t, res, status);
+  if (typeof detail === "string") t.is(got, detail, describe(res));
+  else t.regex(got, detail, describe(res));
+}

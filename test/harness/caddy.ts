@@ -7,7 +7,7 @@ import { type AdminResponse, caddyAdmin } from "../../reverse-proxy-sync/src/cad
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
-import { freePort } from "./ports";
+import { freePort, onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 import { pollUntil } from "./wait";
 
@@ -37,15 +37,19 @@ async function adminReady(adminUrl: string): Promise<true | undefined> {
 
 export async function startCaddy(): Promise<CaddyServer> {
   const dir = makeTempDir("caddy");
-  const [adminPort, httpPort] = [await freePort(), await freePort()];
-  const adminUrl = `http://127.0.0.1:${adminPort}`;
+  // Caddy logs its configured admin address, not a bound one, and binds it again at each
+  // config load, so port 0 cannot be used: a port taken between freePort and Caddy's bind
+  // makes it exit at start, and it starts again on another one. The http port is bound
+  // later, by the routes the code under test loads.
+  const httpPort = await freePort();
   const bootFile = join(dir, "boot.json");
-  writeFileSync(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${adminPort}` } }));
   const env = { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir };
   let generation = 0;
   let proc: ManagedProcess | undefined;
+  let adminPort = 0;
   const launch = async () => {
     generation += 1;
+    const adminUrl = `http://127.0.0.1:${adminPort}`;
     const p = new ManagedProcess({
       name: `caddy-${adminPort}`,
       command: caddyBinary(),
@@ -62,7 +66,12 @@ export async function startCaddy(): Promise<CaddyServer> {
       }),
     ]);
   };
-  await launch();
+  await onFreePort(async (port) => {
+    adminPort = port;
+    writeFileSync(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${port}` } }));
+    await launch();
+  });
+  const adminUrl = `http://127.0.0.1:${adminPort}`;
   return {
     adminUrl,
     httpPort,

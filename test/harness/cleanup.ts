@@ -1,26 +1,16 @@
 // One place that undoes everything a test file started: processes, temp dirs, connections.
-// Each test file calls `test.after.always(cleanupAll)`; the exit hook is the last resort.
+// Each test file calls `test.after.always(cleanupAll)`; as a last resort, @relayctl/devkit
+// kills every process it still supervises when the test process exits.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { killTreeSync } from "./proctree";
 
 type Cleanup = () => Promise<void> | void;
 
 const cleanups: Cleanup[] = [];
-const livePids = new Set<number>();
 
 export function onCleanup(fn: Cleanup): void {
   cleanups.push(fn);
-}
-
-/** Pids to SIGKILL (with their descendants) if the test process exits without cleaning up. */
-export function trackPid(pid: number): void {
-  livePids.add(pid);
-}
-
-export function untrackPid(pid: number): void {
-  livePids.delete(pid);
 }
 
 /** Runs every registered cleanup, newest first; never throws. */
@@ -43,7 +33,3 @@ export function makeTempDir(prefix: string): string {
   });
   return dir;
 }
-
-process.on("exit", () => {
-  for (const pid of livePids) killTreeSync(pid, "SIGKILL");
-});

@@ -7,7 +7,6 @@ import { type ControlPlane, startControlPlane } from "./control-plane";
 import type { ApiTarget } from "./http";
 import { type Database, type MariaDbServer, sharedMariaDb } from "./mariadb";
 import { type Nats, sharedNats, startNats } from "./nats";
-import { freePort } from "./ports";
 
 export interface ClusterOptions {
   /** Start a NATS server owned by this cluster (for tests that kill it). */
@@ -55,16 +54,16 @@ function uniq(prefix: string): string {
 
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const dir = makeTempDir("cluster");
-  const [nats, mariadb, gatewayPort] = await Promise.all([
+  const [nats, mariadb] = await Promise.all([
     opts.ownNats ? startNats() : sharedNats(),
     opts.mariadb ?? sharedMariaDb(),
-    freePort(),
   ]);
   const db = await mariadb.createDatabase();
-  const common = { databaseUrl: db.url, natsUrl: nats.url, gatewayPort, dir, env: opts.serverEnv };
-  // api first: it migrates the database, and two processes migrating at once would race.
-  const api = await startControlPlane({ ...common, role: "api" });
+  const common = { databaseUrl: db.url, natsUrl: nats.url, dir, env: opts.serverEnv };
+  // The gateway first: it binds port 0 and reports the port, which the api hands to agents.
+  // It also migrates the database before the api starts (two at once would race).
   const gateway = await startControlPlane({ ...common, role: "gateway" });
+  const api = await startControlPlane({ ...common, role: "api", publicGatewayUrl: gateway.gatewayUrl });
   const admin = (args: string[]) => api.admin(args);
 
   const tenant = await admin(["create-tenant", "--name", uniq("tenant")]);

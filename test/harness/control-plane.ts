@@ -1,11 +1,9 @@
 // relayctl-server as a process: `serve` in role api, gateway or all, and the admin commands.
-import { execFile } from "node:child_process";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { run } from "@relayctl/devkit";
 import { ManagedProcess, cleanEnv } from "./process";
 import { SERVER_MAIN, parseJsonOutput } from "./programs";
 
-const run = promisify(execFile);
 const START_MS = 30_000;
 
 export type Role = "api" | "gateway" | "all";
@@ -16,8 +14,13 @@ export interface ControlPlaneOptions {
   /** Required unless bus is memory. */
   natsUrl?: string;
   bus?: "nats" | "memory";
-  /** Fixed so a restarted gateway comes back where agents look for it. */
-  gatewayPort: number;
+  /**
+   * The gateway's port. Left out, the gateway binds port 0 and reports the port it got
+   * ("gateway listening"), and a restart binds that same port again, where agents look.
+   */
+  gatewayPort?: number;
+  /** RELAYCTL_PUBLIC_GATEWAY_URLS of an api-role process (the separate gateway's URL). */
+  publicGatewayUrl?: string;
   /** Directory for log files. */
   dir: string;
   /** Extra or overriding RELAYCTL_* variables. */
@@ -31,8 +34,10 @@ export const TEST_TIMINGS = {
   RELAYCTL_SWEEP_INTERVAL_MS: "250",
 };
 
-function serverEnv(opts: ControlPlaneOptions): NodeJS.ProcessEnv {
-  const gateway = `127.0.0.1:${opts.gatewayPort}`;
+function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.ProcessEnv {
+  const gateway = `127.0.0.1:${gatewayPort}`;
+  // Role all with port 0 announces the port its own gateway got.
+  const publicUrl = opts.publicGatewayUrl ?? (gatewayPort !== 0 ? `grpc://${gateway}` : undefined);
   return cleanEnv({
     RELAYCTL_ROLE: opts.role,
     RELAYCTL_DATABASE_URL: opts.databaseUrl,
@@ -40,7 +45,7 @@ function serverEnv(opts: ControlPlaneOptions): NodeJS.ProcessEnv {
     ...(opts.natsUrl ? { RELAYCTL_NATS_URL: opts.natsUrl } : {}),
     RELAYCTL_API_LISTEN: "127.0.0.1:0",
     RELAYCTL_GATEWAY_LISTEN: gateway,
-    RELAYCTL_PUBLIC_GATEWAY_URLS: `grpc://${gateway}`,
+    ...(publicUrl ? { RELAYCTL_PUBLIC_GATEWAY_URLS: publicUrl } : {}),
     RELAYCTL_LOG_LEVEL: "debug",
     // A fixed test-only master key (base64 of 32 bytes) for stored registry credentials.
     RELAYCTL_MASTER_KEY: "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=",
@@ -70,7 +75,7 @@ export class ControlPlane {
       name: `server-${this.opts.role}#${n}`,
       command: process.execPath,
       args: [SERVER_MAIN, "serve"],
-      env: serverEnv(this.opts),
+      env: serverEnv(this.opts, this.opts.gatewayPort ?? 0),
       logFile: join(this.opts.dir, `server-${this.opts.role}-${n}.log`),
     });
     this.generations.push(proc);
@@ -79,6 +84,8 @@ export class ControlPlane {
     }
     if (this.opts.role !== "api") {
       this.gatewayUrl = String((await proc.waitForMsg("gateway listening", { timeoutMs: START_MS })).url);
+      // From now on the port is fixed: a restarted gateway comes back where agents look for it.
+      this.opts.gatewayPort ??= Number(new URL(this.gatewayUrl).port);
     }
     return this;
   }
@@ -112,7 +119,7 @@ export async function admin(databaseUrl: string, args: string[]): Promise<Record
   try {
     const { stdout } = await run(process.execPath, [SERVER_MAIN, "admin", ...args], {
       env: cleanEnv({ RELAYCTL_DATABASE_URL: databaseUrl, RELAYCTL_LOG_LEVEL: "warn" }),
-      timeout: 30_000,
+      timeoutMs: 30_000,
     });
     return parseJsonOutput(stdout, `admin ${args[0]}`);
   } catch (err) {

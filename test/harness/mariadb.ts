@@ -1,16 +1,14 @@
 // A throwaway MariaDB server (or the one MYSQL_URL names), with a fresh database per caller,
 // and a query helper so tests can inspect what the control plane stored.
-import { execFile } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { run } from "@relayctl/devkit";
 import mysql from "mysql2/promise";
 import { makeTempDir, onCleanup } from "./cleanup";
-import { freePort } from "./ports";
+import { onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 import { pollUntil } from "./wait";
 
-const run = promisify(execFile);
 const READY_MS = 60_000;
 
 export type Row = Record<string, unknown>;
@@ -118,13 +116,18 @@ export async function startOwned(): Promise<OwnedMariaDbServer> {
   const dir = makeTempDir("mariadb");
   const dataDir = join(dir, "db");
   await installDb(dataDir);
-  const port = await freePort();
+  let port = 0;
   let proc: ManagedProcess;
   const start = async () => {
     proc = spawnMariaDb(dir, dataDir, port);
     await waitReady(proc, `mysql://root@127.0.0.1:${port}`);
   };
-  await start();
+  // mariadbd cannot pick a port itself (--port=0 means 3306): a port taken between freePort
+  // and its bind makes it exit, and it starts again on another one.
+  await onFreePort(async (p) => {
+    port = p;
+    await start();
+  });
   return {
     ...serverHandle(`mysql://root@127.0.0.1:${port}`, false),
     start,

@@ -1,14 +1,14 @@
-// A throwaway nats-server (JetStream on, store in a temp dir) on a free loopback port, which a
-// test can kill and restart on the same port. NATS_URL, when set, is used instead for tests
-// that do not kill the server.
+// A throwaway nats-server (JetStream on, store in a temp dir) on a loopback port it picks
+// itself (`-p -1`) and reports in its log, which a test can kill and restart on that same
+// port. NATS_URL, when set, is used instead for tests that do not kill the server.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
-import { freePort } from "./ports";
+import { listenPortOf } from "./ports";
 import { ManagedProcess } from "./process";
-import { waitForTcp } from "./wait";
 
 const READY_MS = 15_000;
+const LISTEN_LINE = "Listening for client connections on";
 
 export interface Nats {
   url: string;
@@ -27,26 +27,28 @@ function natsBinary(): string {
 
 async function startOwned(): Promise<Nats> {
   const dir = makeTempDir("nats");
-  const port = await freePort();
   const storeDir = join(dir, "js");
   let generation = 0;
   let proc: ManagedProcess | undefined;
-  const launch = async () => {
+  /** Starts nats-server on port (-1: one it picks) and resolves with the port it listens on. */
+  const launch = async (port: number) => {
     generation += 1;
     proc = new ManagedProcess({
-      name: `nats-${port}`,
+      name: `nats#${generation}`,
       command: natsBinary(),
       args: ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", storeDir],
       logFile: join(dir, `nats-${generation}.log`),
     });
-    await Promise.race([
-      waitForTcp("127.0.0.1", port, READY_MS),
-      proc.exited.then((e) => {
-        throw new Error(`nats-server exited at start (code ${e.code}):\n${proc?.tail()}`);
-      }),
-    ]);
+    // "Server is ready" comes after the listen line: the port is bound and accepting.
+    await proc.waitForLine((l) => l.text.includes("Server is ready"), {
+      what: '"Server is ready"',
+      timeoutMs: READY_MS,
+    });
+    const listening = proc.lines.map((l) => listenPortOf(l.text, LISTEN_LINE)).find((p) => p !== undefined);
+    if (listening === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
+    return listening;
   };
-  await launch();
+  const port = await launch(-1);
   return {
     url: `nats://127.0.0.1:${port}`,
     owned: true,
@@ -56,7 +58,7 @@ async function startOwned(): Promise<Nats> {
     },
     restart: async () => {
       await proc?.stop("SIGKILL");
-      await launch();
+      await launch(port);
     },
   };
 }

@@ -10,7 +10,7 @@
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
-import { freePort } from "./ports";
+import { onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 import { pollUntil, waitForTcp } from "./wait";
 
@@ -65,26 +65,32 @@ export async function startNginx(): Promise<NginxServer> {
   const confDir = join(prefix, "conf.d");
   mkdirSync(confDir);
   mkdirSync(join(prefix, "tmp"));
-  const port = await freePort();
   const configFile = join(prefix, "nginx.conf");
-  writeFileSync(configFile, mainConfig(prefix, confDir, port));
-  const proc = new ManagedProcess({
-    name: `nginx-${port}`,
-    command: nginxBinary(),
-    args: ["-p", prefix, "-c", configFile],
-    cwd: prefix,
-    logFile: join(prefix, "nginx-stdio.log"),
-  });
-  await Promise.race([
-    waitForTcp("127.0.0.1", port, READY_MS),
-    proc.exited.then((e) => {
-      throw new Error(`nginx exited at start (code ${e.code}):\n${proc.tail()}`);
-    }),
-  ]);
-  // The port accepts before the pid file exists; `-s reload` needs the pid file.
-  await pollUntil(() => (existsSync(join(prefix, "nginx.pid")) ? true : undefined), {
-    what: "nginx pid file",
-    timeoutMs: READY_MS,
+  // nginx takes its port from the config and cannot report one it picked: a port taken
+  // between freePort and nginx's bind makes it exit, and it starts again on another one.
+  let proc: ManagedProcess | undefined;
+  const port = await onFreePort(async (p) => {
+    writeFileSync(configFile, mainConfig(prefix, confDir, p));
+    proc = new ManagedProcess({
+      name: `nginx-${p}`,
+      command: nginxBinary(),
+      args: ["-p", prefix, "-c", configFile],
+      cwd: prefix,
+      logFile: join(prefix, "nginx-stdio.log"),
+    });
+    const started = proc;
+    await Promise.race([
+      waitForTcp("127.0.0.1", p, READY_MS),
+      started.exited.then((e) => {
+        throw new Error(`nginx exited at start (code ${e.code}):\n${started.tail()}`);
+      }),
+    ]);
+    // The port accepts before the pid file exists; `-s reload` needs the pid file.
+    await pollUntil(() => (existsSync(join(prefix, "nginx.pid")) ? true : undefined), {
+      what: "nginx pid file",
+      timeoutMs: READY_MS,
+    });
+    return p;
   });
   return {
     port,
@@ -93,7 +99,7 @@ export async function startNginx(): Promise<NginxServer> {
     prefix,
     // SIGTERM is nginx's fast shutdown (SIGQUIT would wait for open connections).
     stop: async () => {
-      await proc.stop("SIGTERM");
+      await proc?.stop("SIGTERM");
     },
   };
 }

@@ -1,7 +1,9 @@
 // <state-dir>/agent.json: what enrollment hands the agent (its credential
-// among it), so the file is 0600 in a 0700 directory and replaced atomically.
-import { chmod, mkdir, open, readFile, rename } from "node:fs/promises";
+// among it), so the file is 0600 in a 0700 directory and replaced atomically
+// (writeFileAtomic also fsyncs the directory, so the rename survives a crash).
+import { chmod, mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 import { z } from "zod";
 
 const agentFileSchema = z.object({
@@ -21,16 +23,7 @@ export function agentFilePath(stateDir: string): string {
 export async function writeAgentFile(stateDir: string, contents: AgentFile): Promise<void> {
   await mkdir(stateDir, { recursive: true, mode: 0o700 });
   await chmod(stateDir, 0o700); // mkdir leaves an existing directory's mode alone
-  const path = agentFilePath(stateDir);
-  const tmp = `${path}.tmp`;
-  const file = await open(tmp, "w", 0o600);
-  try {
-    await file.writeFile(`${JSON.stringify(contents, null, 2)}\n`);
-    await file.sync();
-  } finally {
-    await file.close();
-  }
-  await rename(tmp, path);
+  await writeFileAtomic(agentFilePath(stateDir), `${JSON.stringify(contents, null, 2)}\n`, 0o600);
 }
 
 /** Reads and checks agent.json; the error says what to do when it is missing. */

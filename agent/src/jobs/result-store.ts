@@ -2,9 +2,10 @@
 // (<state>/results/<operation_id>.json). A result is written atomically (tmp +
 // fsync + rename + fsync of the directory) before it is sent, and deleted on
 // ResultAck, so a result survives stream drops and agent restarts.
-import { mkdir, open, readFile, readdir, rename, unlink } from "node:fs/promises";
+import { mkdir, readFile, readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { JobResult } from "@relayctl/proto";
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 
 export class ResultStore {
   constructor(readonly dir: string) {}
@@ -16,17 +17,7 @@ export class ResultStore {
   }
 
   async save(result: JobResult): Promise<void> {
-    const path = this.#path(result.operationId);
-    const tmp = `${path}.tmp`;
-    const file = await open(tmp, "w", 0o600);
-    try {
-      await file.writeFile(JSON.stringify(JobResult.toJSON(result)));
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    await rename(tmp, path);
-    await syncDir(this.dir);
+    await writeFileAtomic(this.#path(result.operationId), JSON.stringify(JobResult.toJSON(result)), 0o600);
   }
 
   async load(operationId: string): Promise<JobResult | undefined> {
@@ -52,15 +43,5 @@ export class ResultStore {
 
   #path(operationId: string): string {
     return join(this.dir, `${operationId}.json`);
-  }
-}
-
-/** Makes a rename durable: the directory entry itself must reach the disk. */
-async function syncDir(dir: string): Promise<void> {
-  const handle = await open(dir, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

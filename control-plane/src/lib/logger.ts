@@ -1,9 +1,14 @@
 // JSON logs on stdout. Anything that could carry a secret is redacted by path;
 // request bodies are never logged at all.
-import pino, { type Logger } from "pino";
+import pino, { type DestinationStream, type Logger } from "pino";
 
-export function createLogger(level: string, base: Record<string, unknown>): Logger {
-  return pino({
+/** `destination` (default stdout) lets `make dev` print the same JSON lines readably. */
+export function createLogger(
+  level: string,
+  base: Record<string, unknown>,
+  destination?: DestinationStream,
+): Logger {
+  const options = {
     level,
     base: { svc: "relayctl-server", ...base },
     timestamp: pino.stdTimeFunctions.isoTime,
@@ -11,5 +16,6 @@ export function createLogger(level: string, base: Record<string, unknown>): Logg
       paths: ["req.headers.authorization", "headers.authorization", "*.env", "env", "*.password", "password"],
       censor: "[redacted]",
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
