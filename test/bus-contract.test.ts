@@ -118,7 +118,11 @@ for (const [name, open] of Object.entries(adapters)) {
       return false;
     });
     await pollUntil(
-      async () => (calls > 0 ? true : (await bus.api.dispatch(serverId, execJob(uuid())), undefined)),
+      async () => {
+        if (calls > 0) return true;
+        await bus.api.dispatch(serverId, execJob(uuid()));
+        return undefined;
+      },
       {
         what: "the handler to be reached",
         timeoutMs: 5000,
