@@ -1,16 +1,15 @@
 // How the Automation API answers an operation's Outcome (operations/service.ts):
 // finished → 200 with the result, still running → 202, not run → the error of
-// the catalogue for its cause (409 not connected, 503 bus unavailable), with the
-// operation id so the caller can read what was recorded.
+// the catalogue for its cause (409 not connected, with the operation id so the
+// caller can read what was recorded; 503 bus unavailable).
 import type { FastifyReply } from "fastify";
 import { RcError } from "../../errors.js";
 import type { Outcome, StartedOperation } from "../../operations/service.js";
 
 export function notRunError(op: StartedOperation, o: Extract<Outcome, { state: "not_run" }>): RcError {
-  const extra = { operation_id: op.id };
   return o.cause === "not_connected"
-    ? new RcError("RC_ERR_SERVER_NOT_CONNECTED", o.reason, { extra })
-    : new RcError("RC_ERR_BUS_UNAVAILABLE", undefined, { extra });
+    ? new RcError("RC_ERR_SERVER_NOT_CONNECTED", o.reason, { extra: { operation_id: op.id } })
+    : new RcError("RC_ERR_BUS_UNAVAILABLE");
 }
 
 /** 200 with the result, or 202 running; throws for an operation that did not run. */
