@@ -351,3 +351,17 @@ test.serial("audit verify - a forged checkpoint is refused; verify needs the cha
   t.is(keyless.code, 1);
   t.regex(keyless.out, /audit chain has no key/);
 });
+
+test("audit key - serve on MySQL without an audit key or master key does not start", async (t) => {
+  const res = await new Promise<{ code: number; out: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      [SERVER_MAIN, "serve"],
+      { env: cleanEnv({ RELAYCTL_DATABASE_URL: "mysql://root@127.0.0.1:9/none" }), timeout: 30_000 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, out: `${stdout}${stderr}` }),
+    );
+  });
+  t.is(res.code, 2);
+  t.regex(res.out, /config: the audit chain has no key: set RELAYCTL_AUDIT_HMAC_KEY or RELAYCTL_MASTER_KEY/);
+});
