@@ -257,26 +257,41 @@ test.serial(
     const byRun = await mgmt(`/audit?run_id=${runId}`);
     t.is(byRun.status, 200, describe(byRun));
     const events = byRun.json.events as Record<string, unknown>[];
+    // Each operation: its start event, then (once it finished) its completion event.
+    const trail = ids.flatMap((id) => [
+      ["operation.exec", id],
+      ["operation.completed", id],
+    ]);
     t.deepEqual(
-      events.map((e) => e.operation_id),
-      ids,
+      events.map((e) => [e.event_type, e.operation_id]),
+      trail,
     );
     t.like(events[0], { event_type: "operation.exec", run_id: runId, server_id: c.serverId });
     t.like(events[0].payload, { command: "echo 1", run_id: runId });
-    // The trail carries each operation's result with its event.
-    t.like(events[1].outcome, { status: "completed", exit_code: 0, stdout: "2\n", stderr: "" });
+    t.like(events[1], { event_type: "operation.completed", run_id: runId, server_id: c.serverId });
+    t.like(events[1].payload, { operation_id: ids[0], status: "completed", exit_code: 0, stdout_bytes: 2 });
+    t.regex(String((events[1].payload as Record<string, unknown>).result_hash), /^sha256:[0-9a-f]{64}$/);
+    // The trail carries each operation's result with its event (an output preview: listing.test).
+    t.like(events[2].outcome, {
+      status: "completed",
+      exit_code: 0,
+      stdout: "2\n",
+      stderr: "",
+      stdout_truncated: false,
+      stdout_bytes: 2,
+    });
     t.regex(String(events[0].created_at), ISO_UTC);
     t.is(byRun.json.next_cursor, null);
 
     const byOp = await mgmt(`/audit?operation_id=${ids[1]}`);
     t.deepEqual(
       (byOp.json.events as { operation_id: string }[]).map((e) => e.operation_id),
-      [ids[1]],
+      [ids[1], ids[1]],
     );
     const byServer = await mgmt(`/audit?server_id=${c.serverId}&since=${encodeURIComponent(since)}`);
     t.deepEqual(
       (byServer.json.events as { operation_id: string }[]).map((e) => e.operation_id),
-      ids,
+      ids.flatMap((id) => [id, id]),
     );
     const future = await mgmt(
       `/audit?since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`,
@@ -290,7 +305,10 @@ test.serial(
       paged.push(...(res.json.events as { operation_id: string }[]).map((e) => e.operation_id));
       cursor = res.json.next_cursor;
     }
-    t.deepEqual(paged, ids);
+    t.deepEqual(
+      paged,
+      ids.flatMap((id) => [id, id]),
+    );
     // the other tenant sees none of it
     t.deepEqual((await mgmt(`/audit?run_id=${runId}`, { apiKey: other.apiKey })).json.events, []);
   },

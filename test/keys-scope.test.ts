@@ -125,3 +125,76 @@ test.serial("scope - revoked and expired keys are audited as refused; unknown ke
   const after = await c.db.query("SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'auth.refused'");
   t.is(Number(after[0].n), Number(before[0].n));
 });
+
+/** `GET /operations?run_id=` with `key`: the operation ids listed. */
+async function listed(runId: string, key: string): Promise<string[]> {
+  const res = await api(c, `/operations?run_id=${runId}`, { key });
+  if (res.status !== 200) throw new Error(`list: ${describe(res)}`);
+  return (res.json.operations as { operation_id: string }[]).map((o) => o.operation_id).sort();
+}
+
+test.serial(
+  "scope - reads: an operation outside the key's servers is 404 like an unknown id, and unlisted",
+  async (t) => {
+    const prod = await c.addServer({ start: true, name: `prod-${randomUUID().slice(0, 6)}` });
+    const runId = `ci-${randomUUID()}`;
+    const on = async (serverId: string, text: string) => {
+      const res = await exec(c, {
+        server_id: serverId,
+        command: `echo ${text}`,
+        run_id: runId,
+        timeout_seconds: 30,
+      });
+      assertCompleted(t, res, { exit_code: 0, stdout: `${text}\n` });
+      return String(res.json.operation_id);
+    };
+    const onStaging = await on(c.serverId, "staging-out");
+    const onProd = await on(prod.serverId, "prod-secret-out");
+    const staging = await automationKey({ servers: [c.serverId], operations: ["exec"] });
+
+    const mine = await api(c, `/operations/${onStaging}`, { key: staging.key });
+    t.is(mine.status, 200, describe(mine));
+    t.like(mine.json, { operation_id: onStaging, result: { stdout: "staging-out\n" } });
+
+    const theirs = await api(c, `/operations/${onProd}`, { key: staging.key });
+    const unknownId = randomUUID();
+    const unknown = await api(c, `/operations/${unknownId}`, { key: staging.key });
+    t.is(assertDetailOnly(t, theirs, 404), `operation '${onProd}' not found`);
+    t.is(assertDetailOnly(t, unknown, 404), `operation '${unknownId}' not found`);
+    t.false(theirs.text.includes("prod-secret-out"));
+
+    t.deepEqual(await listed(runId, staging.key), [onStaging]);
+    t.deepEqual(await listed(runId, c.key), [onStaging, onProd].sort(), "an unscoped key reads both");
+  },
+);
+
+test.serial("scope - reads: an operation whose type is outside the key's operations is hidden", async (t) => {
+  const runId = `ci-${randomUUID()}`;
+  const res = await exec(c, {
+    server_id: c.serverId,
+    command: "echo typed",
+    run_id: runId,
+    timeout_seconds: 30,
+  });
+  const execId = String(res.json.operation_id);
+  // A route sync of the same run, written straight into the table: this test is about the read path.
+  const syncId = randomUUID();
+  await c.db.query(
+    `INSERT INTO operations (id, tenant_id, server_id, operation_type, status, delivery, run_id, exit_code,
+       stdout, stderr, duration_ms, started_at, completed_at)
+     VALUES (?, ?, ?, 'route_sync', 'completed', 'finished', ?, 0, 'synced', '', 5, ?, ?)`,
+    [syncId, c.tenantId, c.serverId, runId, Date.now(), Date.now()],
+  );
+  const restartOnly = await automationKey({ operations: ["restart"] });
+  t.deepEqual(await listed(runId, restartOnly.key), []);
+  assertDetailOnly(t, await api(c, `/operations/${execId}`, { key: restartOnly.key }), 404);
+
+  // route_sync operations belong to the external_deploy scope.
+  const deployer = await automationKey({ operations: ["external_deploy"] });
+  t.deepEqual(await listed(runId, deployer.key), [syncId]);
+  t.is((await api(c, `/operations/${syncId}`, { key: deployer.key })).status, 200);
+  assertDetailOnly(t, await api(c, `/operations/${execId}`, { key: deployer.key }), 404);
+  const execer = await automationKey({ operations: ["exec"] });
+  t.deepEqual(await listed(runId, execer.key), [execId]);
+  assertDetailOnly(t, await api(c, `/operations/${syncId}`, { key: execer.key }), 404);
+});

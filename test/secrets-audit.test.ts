@@ -1,12 +1,14 @@
 // env values are never stored or logged (contract, Authentication 7), and every operation has
-// exactly one audit event carrying its run_id, run_context and the env key names.
-import { createHash, randomBytes } from "node:crypto";
+// one audit event carrying its run_id, run_context and the env key names, written before it
+// runs, and one completion event carrying the hash of its result.
+import { createHash, createHmac, hkdfSync, randomBytes } from "node:crypto";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
 import { assertCompleted, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
+import { TEST_MASTER_KEY } from "./harness/control-plane";
 import { exec, waitForOperationEnd } from "./harness/http";
 import type { Row } from "./harness/mariadb";
 
@@ -132,7 +134,7 @@ async function auditRowsFor(operationId: string): Promise<Row[]> {
 }
 
 test.serial(
-  "audit - one event per operation with command, server, key, run_id, run_context and env key names",
+  "audit - one start event per operation with command, server, key, run_id, run_context and env key names, and one completion event",
   async (t) => {
     const columns = (await c.db.query("SHOW COLUMNS FROM audit_events")).map((r) => String(r.Field));
     t.log(`audit_events columns: ${columns.join(", ")}`);
@@ -163,7 +165,22 @@ test.serial(
     }
     for (const id of ids) {
       const rows = await auditRowsFor(id);
-      t.is(rows.length, 1, `audit events for operation ${id}: ${JSON.stringify(rows)}`);
+      t.deepEqual(
+        rows.map((r) => r.event_type),
+        ["operation.exec", "operation.completed"],
+        `audit events for operation ${id}: ${JSON.stringify(rows)}`,
+      );
+      const done = auditView(rows[1] ?? {});
+      t.like(done, { operation_id: id, status: "completed", exit_code: 0, run_id: runId });
+      const [op] = await c.db.query("SELECT stdout, stderr, duration_ms FROM operations WHERE id = ?", [id]);
+      const result = {
+        status: "completed",
+        exit_code: 0,
+        stdout: op!.stdout,
+        stderr: op!.stderr,
+        duration_ms: Number(op!.duration_ms),
+      };
+      t.is(done.result_hash, `sha256:${createHash("sha256").update(canonical(result)).digest("hex")}`);
       const view = auditView(rows[0] ?? {});
       t.is(view.operation_id, id);
       t.is(view.command, command);
@@ -182,12 +199,22 @@ test.serial("audit - a refused exec (agent not connected) is audited too", async
   const res = await exec(c, { server_id: offline.serverId, command: "echo offline", run_id: "r-off" });
   t.is(res.status, 409, describe(res));
   const rows = await auditRowsFor(String(res.json.operation_id));
-  t.is(rows.length, 1, JSON.stringify(rows));
+  t.deepEqual(
+    rows.map((r) => r.event_type),
+    ["operation.exec", "operation.completed"],
+    JSON.stringify(rows),
+  );
+  t.like(auditView(rows[1] ?? {}), { status: "failed" });
   const view = auditView(rows[0] ?? {});
   t.is(view.server_id, offline.serverId);
   t.is(view.run_id, "r-off");
   t.is(view.command, "echo offline");
 });
+
+/** The chain key as documented: HKDF-SHA256 of the master key, label "relayctl audit chain v1". */
+const CHAIN_KEY = Buffer.from(
+  hkdfSync("sha256", Buffer.from(TEST_MASTER_KEY, "base64"), Buffer.alloc(0), "relayctl audit chain v1", 32),
+);
 
 /** Sorted-key JSON, written here independently of the control plane's code. */
 function canonical(value: unknown): string {
@@ -200,7 +227,7 @@ function canonical(value: unknown): string {
 }
 
 test.serial(
-  "audit - events form an unbroken hash chain per tenant, concurrent writers included",
+  "audit - events form an unbroken HMAC chain per tenant, concurrent writers included",
   async (t) => {
     await Promise.all(
       Array.from({ length: 10 }, (_, i) =>
@@ -225,7 +252,8 @@ test.serial(
         payload: row.payload,
         created_at: Number(row.created_at),
       };
-      const expected = createHash("sha256")
+      t.is(row.hash_alg, "hmac-sha256");
+      const expected = createHmac("sha256", CHAIN_KEY)
         .update(`${prev ?? ""}\n${canonical(fields)}`)
         .digest("hex");
       t.is(row.hash, expected, `event ${row.seq} hash`);

@@ -43,6 +43,9 @@ export async function startRelayctl(
     RELAYCTL_BUS: "nats",
     RELAYCTL_NATS_URL: natsUrl,
     RELAYCTL_LOG_LEVEL: logLevel,
+    // The audit chain's HMAC key (a fixed bench-only value): serve and admin need one.
+    RELAYCTL_AUDIT_HMAC_KEY:
+      process.env.RELAYCTL_AUDIT_HMAC_KEY ?? "cmVsYXljdGwtYmVuY2gtYXVkaXQta2V5LTMyYnl0ZXM=",
   };
   const admin = async (args, field) =>
     jsonWithField((await run(node, [SERVER_MAIN, ...args], { env: base })).stdout, field);

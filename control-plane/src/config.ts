@@ -91,6 +91,18 @@ const schema = z
         message: "must be the base64 of exactly 32 bytes (openssl rand -base64 32)",
       })
       .optional(),
+    /**
+     * Base64 of 32 random bytes: the HMAC-SHA256 key of the audit chain, kept
+     * out of the database. @default on SQLite, a key file `<database>.audit-key`
+     * made on first use; on MySQL, derived from RELAYCTL_MASTER_KEY (HKDF-SHA256,
+     * "relayctl audit chain v1"); with neither, serve refuses to start.
+     */
+    RELAYCTL_AUDIT_HMAC_KEY: z
+      .string()
+      .refine((v) => /^[A-Za-z0-9+/]+={0,2}$/.test(v) && Buffer.from(v, "base64").length === 32, {
+        message: "must be the base64 of exactly 32 bytes (openssl rand -base64 32)",
+      })
+      .optional(),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -141,6 +153,8 @@ export interface Config {
   providerUrls: { hetzner: string; digitalocean: string };
   /** AES-256-GCM key of stored secrets; undefined when RELAYCTL_MASTER_KEY is unset. */
   masterKey: Buffer | undefined;
+  /** RELAYCTL_AUDIT_HMAC_KEY as given (base64); audit/chain-key.ts resolves the key from it or its defaults. */
+  auditHmacKey: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
 }
 
@@ -228,6 +242,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       digitalocean: c.RELAYCTL_DIGITALOCEAN_API_URL.replace(/\/+$/, ""),
     },
     masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
+    auditHmacKey: c.RELAYCTL_AUDIT_HMAC_KEY,
     logLevel: c.RELAYCTL_LOG_LEVEL,
   };
 }

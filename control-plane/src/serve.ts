@@ -6,7 +6,8 @@ import { buildApi } from "./api/app.js";
 import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
 import { connectNatsBus } from "./bus/nats-bus.js";
-import type { Config } from "./config.js";
+import { NO_KEY_MESSAGE, resolveAuditKeys, useAuditKeys } from "./audit/chain-key.js";
+import { type Config, ConfigError } from "./config.js";
 import { migrateWithRetry, openDb } from "./db/knex.js";
 import { type GatewayServer, startGateway } from "./gateway/server.js";
 import { AckWriter } from "./gateway/ack-writer.js";
@@ -25,6 +26,11 @@ export async function serve(
   config: Config,
   log: Logger = createLogger(config.logLevel, { role: config.role }),
 ) {
+  // Every audit event is keyed; without a key nothing could be audited, so nothing starts.
+  const auditKeys = resolveAuditKeys(config);
+  if (!auditKeys) throw new ConfigError(NO_KEY_MESSAGE);
+  useAuditKeys(auditKeys);
+  log.info({ source: auditKeys.source }, "audit chain keyed");
   const db = openDb(config.databaseUrl);
   await migrateWithRetry(db, log);
   const bus: JobBus =

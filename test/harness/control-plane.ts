@@ -27,6 +27,9 @@ export interface ControlPlaneOptions {
   env?: Record<string, string>;
 }
 
+/** Base64 of 32 bytes; the audit chain key is derived from it (HKDF), so admin commands get it too. */
+export const TEST_MASTER_KEY = "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=";
+
 /** Short heartbeats and leases so "agent lost" is observable within seconds. */
 export const TEST_TIMINGS = {
   RELAYCTL_HEARTBEAT_INTERVAL_MS: "300",
@@ -47,8 +50,8 @@ function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.Proce
     RELAYCTL_GATEWAY_LISTEN: gateway,
     ...(publicUrl ? { RELAYCTL_PUBLIC_GATEWAY_URLS: publicUrl } : {}),
     RELAYCTL_LOG_LEVEL: "debug",
-    // A fixed test-only master key (base64 of 32 bytes) for stored registry credentials.
-    RELAYCTL_MASTER_KEY: "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=",
+    // A fixed test-only master key for stored registry credentials (and the audit chain key).
+    RELAYCTL_MASTER_KEY: TEST_MASTER_KEY,
     ...TEST_TIMINGS,
     ...opts.env,
   });
@@ -118,7 +121,11 @@ export function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPla
 export async function admin(databaseUrl: string, args: string[]): Promise<Record<string, unknown>> {
   try {
     const { stdout } = await run(process.execPath, [SERVER_MAIN, "admin", ...args], {
-      env: cleanEnv({ RELAYCTL_DATABASE_URL: databaseUrl, RELAYCTL_LOG_LEVEL: "warn" }),
+      env: cleanEnv({
+        RELAYCTL_DATABASE_URL: databaseUrl,
+        RELAYCTL_LOG_LEVEL: "warn",
+        RELAYCTL_MASTER_KEY: TEST_MASTER_KEY,
+      }),
       timeoutMs: 30_000,
     });
     return parseJsonOutput(stdout, `admin ${args[0]}`);

@@ -25,3 +25,22 @@ test("audit - hash chains to the previous event and changes with any field", (t)
   t.not(eventHash(null, { ...fields, payload: canonicalJson({ command: "false" }) }), h1);
   t.is(eventHash(null, { ...fields }), h1);
 });
+
+test("audit - a keyed hash is an HMAC: it differs from the plain hash and between keys", (t) => {
+  const fields: ChainedFields = {
+    seq: 2,
+    event_type: "operation.completed",
+    operation_id: "o",
+    key_id: null,
+    server_id: "s",
+    run_id: null,
+    payload: canonicalJson({ result_hash: "sha256:00" }),
+    created_at: 2,
+  };
+  const plain = eventHash("prev", fields);
+  const keyed = eventHash("prev", fields, Buffer.alloc(32, 1));
+  t.regex(keyed, /^[0-9a-f]{64}$/);
+  t.not(keyed, plain);
+  t.not(eventHash("prev", fields, Buffer.alloc(32, 2)), keyed);
+  t.is(eventHash("prev", { ...fields }, Buffer.alloc(32, 1)), keyed);
+});

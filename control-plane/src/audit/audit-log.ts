@@ -1,9 +1,18 @@
 // The tamper-evident audit trail. Each event carries the hash of the previous
-// event of its tenant: hash = sha256(prev_hash + "\n" + canonical JSON of the
-// event). Appends lock the tenant's chain head, so the chain stays linear with
-// several control-plane instances writing at once.
-import { createHash } from "node:crypto";
+// event of its tenant: hash = HMAC-SHA256(chain key, prev_hash + "\n" +
+// canonical JSON of the event), with the key kept outside the database
+// (chain-key.ts), so an edited event cannot be re-chained by whoever holds the
+// database. Events written before the chain was keyed keep their plain SHA-256
+// (hash_alg "sha256", migration 007) and verify as such. Appends lock the
+// tenant's chain head, so the chain stays linear with several control-plane
+// instances writing at once.
+import { createHash, createHmac } from "node:crypto";
 import type { Knex } from "knex";
+import { auditKeys } from "./chain-key.js";
+
+/** How an event's hash was made: keyed now, plain SHA-256 before migration 007. */
+export type HashAlg = "hmac-sha256" | "sha256";
+export const KEYED: HashAlg = "hmac-sha256";
 
 export interface AuditEventInput {
   tenantId: string;
@@ -39,10 +48,10 @@ export interface ChainedFields {
   created_at: number;
 }
 
-export function eventHash(prevHash: string | null, fields: ChainedFields): string {
-  return createHash("sha256")
-    .update(`${prevHash ?? ""}\n${canonicalJson(fields)}`)
-    .digest("hex");
+/** The event's hash: HMAC-SHA256 with `key`, or the legacy plain SHA-256 without one. */
+export function eventHash(prevHash: string | null, fields: ChainedFields, key?: Buffer): string {
+  const h = key ? createHmac("sha256", key) : createHash("sha256");
+  return h.update(`${prevHash ?? ""}\n${canonicalJson(fields)}`).digest("hex");
 }
 
 /** Locks the tenant's chain head for the rest of the transaction (appends stay linear). */
@@ -79,12 +88,49 @@ export async function appendAuditEvent(
   e: AuditEventInput,
   together: Knex.QueryBuilder[] = [],
 ): Promise<void> {
+  const key = auditKeys().chain;
   const chain = await lockChainHead(trx, e.tenantId);
+  await writeEvent(trx, key, chain, e, together);
+}
+
+/**
+ * Locks the tenant's chain head, then runs `write` and appends the event it
+ * returns, or nothing when it returns null. For a write whose audit depends on
+ * its outcome (an operation's completion: only the update that wins is
+ * audited), with the lock order of every append: chain head first, then rows.
+ */
+export async function appendAuditEventAfter(
+  trx: Knex.Transaction,
+  tenantId: string,
+  write: () => Promise<AuditEventInput | null>,
+): Promise<boolean> {
+  const key = auditKeys().chain;
+  const chain = await lockChainHead(trx, tenantId);
+  const e = await write();
+  if (!e) return false;
+  if (e.tenantId !== tenantId) throw new Error("audit: the event belongs to another tenant's chain");
+  await writeEvent(trx, key, chain, e, []);
+  return true;
+}
+
+async function writeEvent(
+  trx: Knex.Transaction,
+  key: Buffer,
+  chain: { head: string | null; seq: number },
+  e: AuditEventInput,
+  together: Knex.QueryBuilder[],
+): Promise<void> {
   const fields = chainedFields(e, chain.seq + 1);
-  const hash = eventHash(chain.head, fields);
+  const hash = eventHash(chain.head, fields, key);
   const writes = [
     ...together,
-    trx("audit_events").insert({ tenant_id: e.tenantId, ...fields, prev_hash: chain.head, hash }),
+    trx("audit_events").insert({
+      tenant_id: e.tenantId,
+      ...fields,
+      prev_hash: chain.head,
+      hash,
+      hash_alg: KEYED,
+    }),
     trx("audit_chain_heads").where({ tenant_id: e.tenantId }).update({ head: hash, seq: fields.seq }),
   ];
   if (trx.client.config.client !== "mysql2") {
@@ -107,16 +153,17 @@ export async function appendAuditEvents(trx: Knex.Transaction, events: AuditEven
   if (events.length === 0) return;
   const tenantId = events[0]!.tenantId;
   if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
+  const key = auditKeys().chain;
   const chain = await lockChainHead(trx, tenantId);
   let head = chain.head;
   let seq = chain.seq;
   const rows = events.map((e) => {
     const fields = chainedFields(e, ++seq);
     const prev = head;
-    head = eventHash(prev, fields);
-    return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head };
+    head = eventHash(prev, fields, key);
+    return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head, hash_alg: KEYED };
   });
-  // SQLite caps bound parameters per statement (32766 on the bundled build): 11 columns x 500 rows fits.
+  // SQLite caps bound parameters per statement (32766 on the bundled build): 12 columns x 500 rows fits.
   for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
   await trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // relayctl-server: `serve`, `migrate` and the operator's `admin` commands.
 import { Command } from "commander";
-import { verifyTenantChain } from "../audit/verify.js";
+import { auditKeysFromEnv, useAuditKeys } from "../audit/chain-key.js";
 import { ConfigError, loadConfig, loadDatabaseUrl } from "../config.js";
 import { migrateWithRetry, openDb } from "../db/knex.js";
 import { serve } from "../serve.js";
@@ -11,11 +11,11 @@ import {
   createAutomationKey,
   createJoinToken,
   createTenant,
-  resolveTenant,
   revokeApiKey,
   revokeAutomationKey,
 } from "./admin.js";
 import { registerApplicationCommands } from "./admin-applications.js";
+import { registerAuditCommands } from "./admin-audit.js";
 
 const program = new Command()
   .name("relayctl-server")
@@ -87,27 +87,14 @@ admin
     withDb((db) => createJoinToken(db, { ...o, ttlMinutes: Number(o.ttlMinutes) })),
   );
 
-admin
-  .command("audit")
-  .description("audit trail tools")
-  .command("verify")
-  .description("walk each tenant's audit hash chain; exit 1 at the first broken link")
-  .option("--tenant <id|name>", "only this tenant")
-  .action((o: { tenant?: string }) =>
-    withDb(async (db) => {
-      const tenants = o.tenant ? [await resolveTenant(db, o.tenant)] : await db("tenants").select("id");
-      const reports = [];
-      for (const t of tenants) reports.push(await verifyTenantChain(db, t.id));
-      const ok = reports.every((r) => r.ok);
-      if (!ok) process.exitCode = 1;
-      return { ok, tenants: reports };
-    }),
-  );
-
+registerAuditCommands(admin, withDb);
 registerApplicationCommands(admin, withDb);
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
-  const db = openDb(loadDatabaseUrl());
+  const url = loadDatabaseUrl();
+  // Commands that write audit events, and the audit commands, need the chain key.
+  useAuditKeys(auditKeysFromEnv(url));
+  const db = openDb(url);
   try {
     await migrateWithRetry(db, { warn: () => {} });
     process.stdout.write(`${JSON.stringify(await fn(db))}\n`);

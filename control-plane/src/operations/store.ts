@@ -4,9 +4,9 @@
 import { randomUUID } from "node:crypto";
 import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
-import { type AuditEventInput, appendAuditEvent } from "../audit/audit-log.js";
+import { type AuditEventInput, appendAuditEvent, appendAuditEventAfter } from "../audit/audit-log.js";
+import { resultHash } from "../audit/result-hash.js";
 import { RcError } from "../errors.js";
-import { iso } from "../lib/time.js";
 
 export type OperationStatus = "running" | "completed" | "failed" | "timeout";
 export type FinalStatus = Exclude<OperationStatus, "running">;
@@ -99,7 +99,10 @@ export async function createOperation(
 
 /**
  * Moves a running operation to its final state. Returns false when it was no
- * longer running (already finished, swept, or a duplicate report).
+ * longer running (already finished, swept, or a duplicate report). The update
+ * that wins appends, in the same transaction, the `operation.completed` audit
+ * event carrying the hash of the result (audit/result-hash.ts): exactly one per
+ * operation, and the stored result can be checked against the chain.
  */
 export async function finishOperation(
   db: Knex,
@@ -107,20 +110,58 @@ export async function finishOperation(
   r: FinalResult,
   serverId?: string,
 ): Promise<boolean> {
-  const n = await db("operations")
-    .where({ id, status: "running", ...(serverId ? { server_id: serverId } : {}) })
-    .update({
+  const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
+  const op = await db("operations")
+    .where(where)
+    .first<{ tenant_id: string; server_id: string; run_id: string | null } | undefined>(
+      "tenant_id",
+      "server_id",
+      "run_id",
+    );
+  if (!op) return false;
+  // Integer columns: store and hash the same numbers.
+  const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
+  return db.transaction((trx) =>
+    appendAuditEventAfter(trx, op.tenant_id, async () => {
+      const n = await trx("operations")
+        .where(where)
+        .update({
+          status: result.status,
+          delivery: "finished",
+          exit_code: result.exit_code,
+          stdout: result.stdout,
+          stderr: result.stderr,
+          duration_ms: result.duration_ms,
+          error: result.error ?? null,
+          result_detail: encodeDetail(result.detail),
+          completed_at: Date.now(),
+        });
+      return n === 1 ? completionEvent(id, op, result) : null;
+    }),
+  );
+}
+
+function completionEvent(
+  id: string,
+  op: { tenant_id: string; server_id: string; run_id: string | null },
+  r: FinalResult,
+): AuditEventInput {
+  return {
+    tenantId: op.tenant_id,
+    eventType: "operation.completed",
+    operationId: id,
+    serverId: op.server_id,
+    runId: op.run_id,
+    payload: {
+      operation_id: id,
       status: r.status,
-      delivery: "finished",
       exit_code: r.exit_code,
-      stdout: r.stdout,
-      stderr: r.stderr,
       duration_ms: r.duration_ms,
-      error: r.error ?? null,
-      result_detail: encodeDetail(r.detail),
-      completed_at: Date.now(),
-    });
-  return n === 1;
+      stdout_bytes: Buffer.byteLength(r.stdout),
+      stderr_bytes: Buffer.byteLength(r.stderr),
+      result_hash: resultHash(r),
+    },
+  };
 }
 
 /** The stored result of a finished operation (and its detail, when it has one). */
@@ -161,67 +202,4 @@ export async function renewLeases(db: Knex, serverId: string, ids: string[], lea
     .whereIn("id", ids)
     .whereNotNull("lease_expires_at") // lease-free operations (reboot) stay lease-free
     .update({ lease_expires_at: Date.now() + leaseMs });
-}
-
-interface OperationRow {
-  id: string;
-  operation_type: string;
-  server_id: string;
-  server_name: string;
-  status: OperationStatus;
-  run_id: string | null;
-  exit_code: number | null;
-  stdout: string | null;
-  stderr: string | null;
-  duration_ms: number | null;
-  error: string | null;
-  started_at: number;
-  completed_at: number | null;
-}
-
-/** The Operation resource of the contract (plus `error` when the service failed it). */
-export function presentOperation(row: OperationRow) {
-  const finished = row.status !== "running";
-  return {
-    operation_id: row.id,
-    operation_type: row.operation_type,
-    server_id: row.server_id,
-    server_name: row.server_name,
-    status: row.status,
-    result: finished
-      ? {
-          exit_code: row.exit_code ?? -1,
-          stdout: row.stdout ?? "",
-          stderr: row.stderr ?? row.error ?? "",
-          duration_ms: row.duration_ms ?? 0,
-        }
-      : null,
-    run_id: row.run_id,
-    started_at: iso(row.started_at),
-    completed_at: iso(row.completed_at),
-    ...(row.error ? { error: row.error } : {}),
-  };
-}
-
-export async function getOperation(db: Knex, tenantId: string, id: string) {
-  const row = await db("operations as o")
-    .join("servers as s", "s.id", "o.server_id")
-    .where({ "o.id": id, "o.tenant_id": tenantId })
-    .first<OperationRow | undefined>(
-      "o.id",
-      "o.operation_type",
-      "o.server_id",
-      "s.name as server_name",
-      "o.status",
-      "o.run_id",
-      "o.exit_code",
-      "o.stdout",
-      "o.stderr",
-      "o.duration_ms",
-      "o.error",
-      "o.started_at",
-      "o.completed_at",
-    );
-  if (!row) throw new RcError("RC_ERR_OPERATION_NOT_FOUND");
-  return presentOperation(row);
 }

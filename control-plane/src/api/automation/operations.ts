@@ -1,12 +1,26 @@
-// GET /api/automation/v1/operations/{operation_id} — the Operation resource;
-// GET /api/automation/v1/operations?run_id=... — the operations of one run, newest first.
+// GET /api/automation/v1/operations/{operation_id} — the Operation resource, whole output;
+// GET /api/automation/v1/operations?run_id=...[&cursor=] — the operations of one run, newest
+// first, with output previews, paged by count and size. Both only within the key's scope
+// (operations/read.ts): an operation outside it is not found.
 import type { FastifyPluginAsync } from "fastify";
 import { RcError } from "../../errors.js";
-import { getOperation, presentOperation } from "../../operations/store.js";
+import {
+  RUN_CURSOR_PATTERN,
+  type ReadScope,
+  getOperation,
+  listRunOperations,
+} from "../../operations/read.js";
+import type { AutomationPrincipal } from "../../auth/automation-key.js";
 import type { ApiContext } from "../context.js";
 import { UUID_PATTERN, runIdSchema } from "./schemas.js";
 
 const uuid = new RegExp(UUID_PATTERN);
+
+const readScope = (p: AutomationPrincipal): ReadScope => ({
+  tenantId: p.tenantId,
+  servers: p.servers,
+  operations: p.operations,
+});
 
 export const operationsRoute =
   (ctx: ApiContext): FastifyPluginAsync =>
@@ -14,25 +28,17 @@ export const operationsRoute =
     app.get<{ Params: { operation_id: string } }>("/operations/:operation_id", async (req) => {
       const id = req.params.operation_id;
       if (!uuid.test(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
-      return getOperation(ctx.db, req.principal.tenantId, id.toLowerCase());
+      return getOperation(ctx.db, readScope(req.principal), id.toLowerCase());
     });
     const querystring = {
       type: "object",
       required: ["run_id"],
       additionalProperties: false,
-      properties: { run_id: runIdSchema },
+      properties: { run_id: runIdSchema, cursor: { type: "string", pattern: RUN_CURSOR_PATTERN } },
     } as const;
-    app.get<{ Querystring: { run_id: string } }>("/operations", { schema: { querystring } }, async (req) => {
-      const rows = await ctx
-        .db("operations as o")
-        .join("servers as s", "s.id", "o.server_id")
-        .where({ "o.tenant_id": req.principal.tenantId, "o.run_id": req.query.run_id })
-        .orderBy([
-          { column: "o.started_at", order: "desc" },
-          { column: "o.id", order: "desc" },
-        ])
-        .limit(1000)
-        .select("o.*", "s.name as server_name");
-      return { run_id: req.query.run_id, operations: rows.map(presentOperation) };
-    });
+    app.get<{ Querystring: { run_id: string; cursor?: string } }>(
+      "/operations",
+      { schema: { querystring } },
+      async (req) => listRunOperations(ctx.db, readScope(req.principal), req.query.run_id, req.query.cursor),
+    );
   };

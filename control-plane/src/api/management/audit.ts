@@ -1,9 +1,14 @@
 // GET /api/audit — the tenant's audit trail, oldest first, filtered by run,
 // operation, server and time, paginated by the chain's seq (`cursor` is the seq
-// of the last event of the previous page).
+// of the last event of the previous page). A page ends at `limit` events or
+// AUDIT_PAGE_BYTES of JSON, whichever comes first; an event of an operation
+// carries its outcome with an output preview (operations/preview.ts).
 import type { FastifyPluginAsync } from "fastify";
+import type { Knex } from "knex";
 import { RcError } from "../../errors.js";
+import { budgetPage } from "../../lib/budget-page.js";
 import { iso } from "../../lib/time.js";
+import { type PreviewRow, presentPreview, previewColumns } from "../../operations/preview.js";
 import { runIdSchema, uuidSchema } from "../automation/schemas.js";
 import type { ApiContext } from "../context.js";
 
@@ -33,6 +38,20 @@ const querystring = {
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
+export const AUDIT_PAGE_BYTES = 1024 * 1024;
+
+interface EventRow {
+  seq: number;
+  event_type: string;
+  operation_id: string | null;
+  key_id: string | null;
+  server_id: string | null;
+  run_id: string | null;
+  created_at: number;
+  payload: string;
+  prev_hash: string | null;
+  hash: string;
+}
 
 function parseSince(since: string | undefined): number | undefined {
   if (since === undefined) return undefined;
@@ -51,56 +70,93 @@ export const auditRoute =
       if (limit < 1 || limit > MAX_LIMIT)
         throw new RcError("RC_ERR_VALIDATION", `limit: must be from 1 to ${MAX_LIMIT}`);
       const since = parseSince(q.since);
-      const query = ctx.db("audit_events").where({ tenant_id: req.apiPrincipal.tenantId });
-      if (q.run_id !== undefined) query.where({ run_id: q.run_id });
-      if (q.operation_id !== undefined) query.where({ operation_id: q.operation_id.toLowerCase() });
-      if (q.server_id !== undefined) query.where({ server_id: q.server_id.toLowerCase() });
-      if (since !== undefined) query.where("created_at", ">=", since);
-      if (q.cursor !== undefined) query.where("seq", ">", Number(q.cursor));
-      const rows = await query.orderBy("seq", "asc").limit(limit + 1);
-      const page = rows.slice(0, limit);
-      const outcomes = await operationOutcomes(ctx, req.apiPrincipal.tenantId, page);
-      return {
-        events: page.map((r) => ({
-          seq: Number(r.seq),
-          event_type: r.event_type,
-          operation_id: r.operation_id,
-          key_id: r.key_id,
-          server_id: r.server_id,
-          run_id: r.run_id,
-          created_at: iso(r.created_at),
-          payload: JSON.parse(r.payload),
-          ...(r.operation_id && outcomes.has(r.operation_id)
-            ? { outcome: outcomes.get(r.operation_id) }
-            : {}),
-          prev_hash: r.prev_hash,
-          hash: r.hash,
-        })),
-        next_cursor: rows.length > limit ? String(page[page.length - 1].seq) : null,
-      };
+      const tenantId = req.apiPrincipal.tenantId;
+      const page = await budgetPage<EventRow, Record<string, unknown>>({
+        max: limit,
+        budgetBytes: AUDIT_PAGE_BYTES,
+        chunk: 100,
+        fetch: (after, n) => {
+          const query = ctx.db("audit_events").where({ tenant_id: tenantId });
+          if (q.run_id !== undefined) query.where({ run_id: q.run_id });
+          if (q.operation_id !== undefined) query.where({ operation_id: q.operation_id.toLowerCase() });
+          if (q.server_id !== undefined) query.where({ server_id: q.server_id.toLowerCase() });
+          if (since !== undefined) query.where("created_at", ">=", since);
+          const from = after ? Number(after.seq) : q.cursor === undefined ? undefined : Number(q.cursor);
+          if (from !== undefined) query.where("seq", ">", from);
+          return query
+            .orderBy("seq", "asc")
+            .limit(n)
+            .select(
+              "seq",
+              "event_type",
+              "operation_id",
+              "key_id",
+              "server_id",
+              "run_id",
+              "created_at",
+              "payload",
+              "prev_hash",
+              "hash",
+            );
+        },
+        present: async (rows) => {
+          const outcomes = await operationOutcomes(ctx.db, tenantId, rows);
+          return rows.map((r) => ({
+            seq: Number(r.seq),
+            event_type: r.event_type,
+            operation_id: r.operation_id,
+            key_id: r.key_id,
+            server_id: r.server_id,
+            run_id: r.run_id,
+            created_at: iso(r.created_at),
+            payload: JSON.parse(r.payload),
+            ...(r.operation_id && outcomes.has(r.operation_id)
+              ? { outcome: outcomes.get(r.operation_id) }
+              : {}),
+            prev_hash: r.prev_hash,
+            hash: r.hash,
+          }));
+        },
+      });
+      return { events: page.entries, next_cursor: page.next ? String(page.next.seq) : null };
     });
   };
 
+interface OutcomeRow extends PreviewRow {
+  id: string;
+  status: string;
+  exit_code: number | null;
+  duration_ms: number | null;
+  error: string | null;
+  completed_at: number | null;
+}
+
 /**
- * The outcome of each operation in the page (status, exit code, stdout, stderr,
- * duration), read from its row. The contract's audit trail carries the result,
- * while the event itself is written, hash-chained, before the operation runs.
+ * The outcome of each operation in the page (status, exit code, output
+ * preview, duration), read from its row: the trail carries the result, while
+ * the operation's first event is written, hash-chained, before it runs.
  */
-async function operationOutcomes(ctx: ApiContext, tenantId: string, rows: { operation_id: string | null }[]) {
+async function operationOutcomes(db: Knex, tenantId: string, rows: { operation_id: string | null }[]) {
   const ids = [...new Set(rows.map((r) => r.operation_id).filter((id): id is string => Boolean(id)))];
   const out = new Map<string, Record<string, unknown>>();
   if (ids.length === 0) return out;
-  const ops = await ctx
-    .db("operations")
-    .where({ tenant_id: tenantId })
-    .whereIn("id", ids)
-    .select("id", "status", "exit_code", "stdout", "stderr", "duration_ms", "completed_at");
+  const ops: OutcomeRow[] = await db("operations as o")
+    .where({ "o.tenant_id": tenantId })
+    .whereIn("o.id", ids)
+    .select(
+      "o.id",
+      "o.status",
+      "o.exit_code",
+      "o.duration_ms",
+      "o.error",
+      "o.completed_at",
+      ...previewColumns(db, "o"),
+    );
   for (const o of ops) {
     out.set(o.id, {
       status: o.status,
       exit_code: o.exit_code,
-      stdout: o.stdout,
-      stderr: o.stderr,
+      ...presentPreview(o, o.status === "running" ? null : o.error),
       duration_ms: o.duration_ms,
       completed_at: iso(o.completed_at),
     });

@@ -6,6 +6,7 @@ import * as m002 from "./002_keys.js";
 import * as m003 from "./003_registry.js";
 import * as m004 from "./004_reboot.js";
 import * as m005 from "./005_external_deploy.js";
+import * as m007 from "./007_audit_keyed.js";
 import * as m008 from "./008_result_detail.js";
 
 interface Migration {
@@ -19,6 +20,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "003_registry": m003,
   "004_reboot": m004,
   "005_external_deploy": m005,
+  "007_audit_keyed": m007,
   "008_result_detail": m008,
 };
 
