@@ -2,27 +2,19 @@
 // (rjt_) for its long-lived credential (rag_, stored hashed) and the gateway URLs.
 // Enrolling again under a name that exists rotates that server's credential.
 import { randomUUID } from "node:crypto";
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { ApiContext } from "./context.js";
 
-interface EnrollBody {
-  join_token: string;
-  hostname?: string;
-  agent_version?: string;
-}
-
-const bodySchema = {
-  type: "object",
-  required: ["join_token"],
-  properties: {
-    join_token: { type: "string", minLength: 1, maxLength: 256 },
-    hostname: { type: "string", maxLength: 255 },
-    agent_version: { type: "string", maxLength: 64 },
-  },
-} as const;
+// Not strict: agents of other versions may send fields this one does not know.
+const bodySchema = z.object({
+  join_token: z.string().min(1).max(256),
+  hostname: z.string().max(255).optional(),
+  agent_version: z.string().max(64).optional(),
+});
 
 interface JoinRow {
   id: string;
@@ -33,9 +25,9 @@ interface JoinRow {
 }
 
 export const enrollRoute =
-  (ctx: ApiContext, gatewayUrls: () => string[]): FastifyPluginAsync =>
+  (ctx: ApiContext, gatewayUrls: () => string[]): FastifyPluginAsyncZod =>
   async (app) => {
-    app.post<{ Body: EnrollBody }>(
+    app.post(
       "/api/agent/enroll",
       { schema: { body: bodySchema } },
       async (req, reply) => {

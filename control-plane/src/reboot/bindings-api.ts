@@ -1,31 +1,24 @@
 // /api/servers/{server_id}/provider — bind a server to its cloud provider (PUT,
 // creates or replaces) or remove the binding (DELETE). Management API (X-API-Key);
 // the token goes in and is never shown again. PUT needs RELAYCTL_MASTER_KEY.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { uuidSchema } from "../api/automation/schemas.js";
 import type { ApiContext } from "../api/context.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
-import { type BindingInput, bindProvider, unbindProvider } from "./bindings.js";
+import { bindProvider, unbindProvider } from "./bindings.js";
 import { PROVIDERS } from "./providers/provider.js";
 
-const params = {
-  type: "object",
-  required: ["server_id"],
-  properties: { server_id: uuidSchema },
-} as const;
+const params = z.object({ server_id: uuidSchema });
 
-const putSchema = {
-  type: "object",
-  required: ["provider", "provider_server_id", "token"],
-  additionalProperties: false,
-  properties: {
-    provider: { type: "string", enum: PROVIDERS },
-    // Both providers' ids are integers; kept as a string of digits.
-    provider_server_id: { type: "string", pattern: "^[0-9]{1,20}$" },
-    token: { type: "string", minLength: 1, maxLength: 4096, pattern: "^\\S+$" },
-  },
-} as const;
+const putSchema = z.strictObject({
+  provider: z.enum(PROVIDERS),
+  // Both providers' ids are integers; kept as a string of digits.
+  provider_server_id: z.string().regex(/^[0-9]{1,20}$/),
+  token: z.string().min(1).max(4096).regex(/^\S+$/),
+});
 
 const actorOf = (req: FastifyRequest) => ({
   keyId: null,
@@ -33,9 +26,9 @@ const actorOf = (req: FastifyRequest) => ({
 });
 
 export const providerBindingRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.put<{ Params: { server_id: string }; Body: BindingInput }>(
+    app.put(
       "/servers/:server_id/provider",
       { schema: { params, body: putSchema } },
       async (req) => {
@@ -50,7 +43,7 @@ export const providerBindingRoutes =
       },
     );
 
-    app.delete<{ Params: { server_id: string } }>(
+    app.delete(
       "/servers/:server_id/provider",
       { schema: { params } },
       async (req, reply) => {

@@ -1,28 +1,23 @@
 // GET /api/automation/v1/operations/{operation_id} — the Operation resource;
 // GET /api/automation/v1/operations?run_id=... — the operations of one run, newest first.
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { RcError } from "../../errors.js";
 import { getOperation, presentOperation } from "../../operations/store.js";
 import type { ApiContext } from "../context.js";
-import { UUID_PATTERN, runIdSchema } from "./schemas.js";
+import { isUuid, runIdSchema } from "./schemas.js";
 
-const uuid = new RegExp(UUID_PATTERN);
+const querystring = z.strictObject({ run_id: runIdSchema });
 
 export const operationsRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     app.get<{ Params: { operation_id: string } }>("/operations/:operation_id", async (req) => {
       const id = req.params.operation_id;
-      if (!uuid.test(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
+      if (!isUuid(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
       return getOperation(ctx.db, req.principal.tenantId, id.toLowerCase());
     });
-    const querystring = {
-      type: "object",
-      required: ["run_id"],
-      additionalProperties: false,
-      properties: { run_id: runIdSchema },
-    } as const;
-    app.get<{ Querystring: { run_id: string } }>("/operations", { schema: { querystring } }, async (req) => {
+    app.get("/operations", { schema: { querystring } }, async (req) => {
       const rows = await ctx
         .db("operations as o")
         .join("servers as s", "s.id", "o.server_id")

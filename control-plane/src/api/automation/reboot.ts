@@ -7,8 +7,10 @@
 // `failed` with the provider's message in stderr (the HTTP answer is still 202:
 // the provider is called after the operation is recorded, and its refusal is the
 // operation's outcome, not an error of this API). No agent and no binding: 409.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Knex } from "knex";
+import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
 import type { JobBus } from "../../bus/job-bus.js";
 import { dispatchAndWait } from "../../operations/dispatch.js";
@@ -19,23 +21,13 @@ import type { ApiContext } from "../context.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
-interface RebootBody {
-  server_id: string;
-  run_id?: string;
-}
-
-const bodySchema = {
-  type: "object",
-  required: ["server_id"],
-  additionalProperties: false,
-  properties: { server_id: uuidSchema, run_id: runIdSchema },
-} as const;
+const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });
 
 export const rebootRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "reboot");
-    app.post<{ Body: RebootBody }>(
+    app.post(
       "/reboot",
       { schema: { body: bodySchema }, preValidation },
       async (req, reply) => {
