@@ -134,7 +134,12 @@ export interface Config {
   sweepIntervalMs: number;
   /** Fastify's trustProxy: the proxies' addresses/CIDRs, a hop count, or false (none). */
   trustProxy: string[] | number | false;
-  http: { requestTimeoutMs: number; headersTimeoutMs: number; connectionTimeoutMs: number; maxHeaderBytes: number };
+  http: {
+    requestTimeoutMs: number;
+    headersTimeoutMs: number;
+    connectionTimeoutMs: number;
+    maxHeaderBytes: number;
+  };
   rebootTimeoutSeconds: number;
   externalDeploySessionTtlSeconds: number;
   /** Cloud provider API base URLs, without a trailing slash. */

@@ -50,7 +50,8 @@ function message(issue: Issue): string {
     case "invalid_format":
       if (issue.format === "uuid") return "must be a UUID";
       if (issue.format === "datetime") return "must be an ISO 8601 date-time with a time zone";
-      if (issue.format === "regex") return `must match pattern "${String(issue.pattern).replace(/^\/|\/$/g, "")}"`;
+      if (issue.format === "regex")
+        return `must match pattern "${String(issue.pattern).replace(/^\/|\/$/g, "")}"`;
       return `must be a valid ${issue.format}`;
     case "invalid_value":
       return `must be one of: ${issue.values.map(String).join(", ")}`;
@@ -65,7 +66,12 @@ function message(issue: Issue): string {
 function toFieldError(issue: Issue, data: unknown): FieldError {
   const instancePath = issue.path.length ? `/${issue.path.join("/")}` : "";
   if (issue.code === "unrecognized_keys") {
-    return { instancePath, keyword: "additionalProperties", message: "", params: { additionalProperty: issue.keys[0] } };
+    return {
+      instancePath,
+      keyword: "additionalProperties",
+      message: "",
+      params: { additionalProperty: issue.keys[0] },
+    };
   }
   if (issue.code === "invalid_type" && valueAt(data, issue.path) === undefined) {
     const parent = issue.path.slice(0, -1);

@@ -71,14 +71,10 @@ export const applicationsRoutes =
       };
     });
 
-    app.post(
-      "/applications",
-      { schema: { body: createSchema } },
-      async (req, reply) => {
-        const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
-        return reply.status(201).send(created);
-      },
-    );
+    app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
+      const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
+      return reply.status(201).send(created);
+    });
 
     app.get("/applications", async (req) => ({
       applications: await listApplications(ctx.db, req.apiPrincipal.tenantId),
@@ -88,29 +84,25 @@ export const applicationsRoutes =
       presentApplication(await getApplication(ctx.db, req.apiPrincipal.tenantId, req.params.id)),
     );
 
-    app.patch(
-      "/applications/:id",
-      { schema: { params, body: patchSchema } },
-      async (req) => {
-        const tenantId = req.apiPrincipal.tenantId;
-        const { resource, before } = await updateApplication(
-          ctx.db,
+    app.patch("/applications/:id", { schema: { params, body: patchSchema } }, async (req) => {
+      const tenantId = req.apiPrincipal.tenantId;
+      const { resource, before } = await updateApplication(
+        ctx.db,
+        tenantId,
+        req.params.id,
+        req.body,
+        actorOf(req),
+      );
+      if (resource.server_id !== before.server_id) {
+        await removeQuietly(ctx, req.log, {
           tenantId,
-          req.params.id,
-          req.body,
-          actorOf(req),
-        );
-        if (resource.server_id !== before.server_id) {
-          await removeQuietly(ctx, req.log, {
-            tenantId,
-            serverId: before.server_id,
-            applicationId: before.id,
-            ip: req.ip,
-          });
-        }
-        return resource;
-      },
-    );
+          serverId: before.server_id,
+          applicationId: before.id,
+          ip: req.ip,
+        });
+      }
+      return resource;
+    });
 
     app.delete("/applications/:id", { schema: { params } }, async (req, reply) => {
       const tenantId = req.apiPrincipal.tenantId;

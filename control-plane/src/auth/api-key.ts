@@ -31,7 +31,11 @@ declare module "fastify" {
  * Who (401 for an unknown key), how often (429 per minute and hour: a revoked
  * key's requests count too), then whether (401 revoked).
  */
-export async function admitApiKey(db: Knex, req: FastifyRequest, reply: FastifyReply): Promise<ApiKeyPrincipal> {
+export async function admitApiKey(
+  db: Knex,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<ApiKeyPrincipal> {
   const header = req.headers["x-api-key"];
   const token = Array.isArray(header) ? header[0] : header;
   if (!token)

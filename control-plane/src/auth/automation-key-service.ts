@@ -87,7 +87,12 @@ export async function findLiveKey(db: Knex, tenantId: string, id: string) {
   return row;
 }
 
-export async function createAutomationKey(db: Knex, tenantId: string, input: KeyCreateInput, who: AuditActor) {
+export async function createAutomationKey(
+  db: Knex,
+  tenantId: string,
+  input: KeyCreateInput,
+  who: AuditActor,
+) {
   const scope = await compileScope(db, tenantId, input as ScopeInput);
   const { key, row } = newAutomationKeyRow(tenantId, input.name, {
     rate_limit: input.rate_limit ?? 100,
@@ -141,14 +146,20 @@ export async function revokeAutomationKey(db: Knex, tenantId: string | null, id:
   const tenant =
     tenantId ??
     (z.uuid().safeParse(id).success
-      ? (await db("automation_keys").where({ id: id.toLowerCase() }).first<{ tenant_id: string }>("tenant_id"))
-          ?.tenant_id
+      ? (
+          await db("automation_keys")
+            .where({ id: id.toLowerCase() })
+            .first<{ tenant_id: string }>("tenant_id")
+        )?.tenant_id
       : undefined);
   if (!tenant) throw new RcError("RC_ERR_KEY_NOT_FOUND", `automation key '${id}' not found`);
   const row = await findLiveKey(db, tenant, id);
   const revokedAt = Date.now();
   await db.transaction(async (trx) => {
-    await trx("automation_keys").where({ id: row.id }).whereNull("revoked_at").update({ revoked_at: revokedAt });
+    await trx("automation_keys")
+      .where({ id: row.id })
+      .whereNull("revoked_at")
+      .update({ revoked_at: revokedAt });
     await appendAuditEvent(trx, {
       tenantId: tenant,
       eventType: "automation_key.revoked",

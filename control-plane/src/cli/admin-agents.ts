@@ -21,9 +21,12 @@ interface ServerRow {
 async function findServer(db: Knex, idOrName: string, tenant?: string): Promise<ServerRow> {
   const q = db("servers").select<ServerRow[]>("id", "name", "tenant_id");
   if (tenant) q.where({ tenant_id: (await resolveTenant(db, tenant)).id });
-  const rows = await (isUuid(idOrName) ? q.where({ id: idOrName.toLowerCase() }) : q.where({ name: idOrName }));
+  const rows = await (isUuid(idOrName)
+    ? q.where({ id: idOrName.toLowerCase() })
+    : q.where({ name: idOrName }));
   if (rows.length === 0) throw new AdminError(`server '${idOrName}' not found`);
-  if (rows.length > 1) throw new AdminError(`server name '${idOrName}' is used by several tenants: add --tenant`);
+  if (rows.length > 1)
+    throw new AdminError(`server name '${idOrName}' is used by several tenants: add --tenant`);
   return rows[0];
 }
 

@@ -3,7 +3,7 @@
 // one JSON object on stdout.
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
-import { z } from "zod";
+import type { z } from "zod";
 import { isUuid, validationMessage } from "../api/validation.js";
 import * as keyService from "../auth/automation-key-service.js";
 import { OPERATOR_ACTOR, keyCreateSchema } from "../auth/automation-key-service.js";
@@ -11,7 +11,6 @@ import { createApiKey as insertApiKey, revokeApiKey as markApiKeyRevoked } from 
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 
 export class AdminError extends Error {}
-
 
 export async function resolveTenant(db: Knex, idOrName: string): Promise<{ id: string; name: string }> {
   const q = db("tenants").first<{ id: string; name: string } | undefined>("id", "name");
@@ -58,7 +57,11 @@ export async function revokeAutomationKey(db: Knex, keyId: string) {
   return keyService.revokeAutomationKey(db, null, keyId, OPERATOR_ACTOR);
 }
 
-const FLAGS: Record<string, string> = { expires_at: "--expires-at", rate_limit: "--rate-limit", name: "--name" };
+const FLAGS: Record<string, string> = {
+  expires_at: "--expires-at",
+  rate_limit: "--rate-limit",
+  name: "--name",
+};
 
 /** Checks CLI options with a route's schema; the message names the flag. */
 function parseOptions<T>(schema: z.ZodType<T>, input: unknown): T {

@@ -14,13 +14,7 @@ import { enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import type { ApiContext } from "../api/context.js";
 import { CONTAINER_NAME_PATTERN } from "../applications/validate.js";
-import {
-  type SessionRow,
-  endSession,
-  openSession,
-  sessionBearer,
-  sessionOfToken,
-} from "./sessions.js";
+import { type SessionRow, endSession, openSession, sessionBearer, sessionOfToken } from "./sessions.js";
 import { syncDeployments } from "./sync.js";
 
 declare module "fastify" {

@@ -28,27 +28,19 @@ const actorOf = (req: FastifyRequest) => ({
 export const providerBindingRoutes =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.put(
-      "/servers/:server_id/provider",
-      { schema: { params, body: putSchema } },
-      async (req) => {
-        const key = ctx.config.masterKey;
-        if (!key)
-          throw new RcError(
-            "RC_ERR_MASTER_KEY_UNSET",
-            "provider tokens cannot be stored: the control plane has no RELAYCTL_MASTER_KEY",
-          );
-        const p = req.apiPrincipal;
-        return bindProvider(ctx.db, key, p.tenantId, req.params.server_id, req.body, actorOf(req));
-      },
-    );
+    app.put("/servers/:server_id/provider", { schema: { params, body: putSchema } }, async (req) => {
+      const key = ctx.config.masterKey;
+      if (!key)
+        throw new RcError(
+          "RC_ERR_MASTER_KEY_UNSET",
+          "provider tokens cannot be stored: the control plane has no RELAYCTL_MASTER_KEY",
+        );
+      const p = req.apiPrincipal;
+      return bindProvider(ctx.db, key, p.tenantId, req.params.server_id, req.body, actorOf(req));
+    });
 
-    app.delete(
-      "/servers/:server_id/provider",
-      { schema: { params } },
-      async (req, reply) => {
-        await unbindProvider(ctx.db, req.apiPrincipal.tenantId, req.params.server_id, actorOf(req));
-        return reply.status(204).send();
-      },
-    );
+    app.delete("/servers/:server_id/provider", { schema: { params } }, async (req, reply) => {
+      await unbindProvider(ctx.db, req.apiPrincipal.tenantId, req.params.server_id, actorOf(req));
+      return reply.status(204).send();
+    });
   };

@@ -6,12 +6,7 @@ import { z } from "zod";
 import { isUuid } from "../api/validation.js";
 import type { ApiContext } from "../api/context.js";
 import { RcError } from "../errors.js";
-import {
-  createCredential,
-  deleteCredential,
-  listCredentials,
-  requireMasterKey,
-} from "./credentials.js";
+import { createCredential, deleteCredential, listCredentials, requireMasterKey } from "./credentials.js";
 
 const createSchema = z.strictObject({
   name: z.string().min(1).max(128),

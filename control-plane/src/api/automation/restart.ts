@@ -20,7 +20,10 @@ const DEADLINE_SECONDS = 300;
 const bodySchema = z.strictObject({
   server_id: uuidSchema,
   // docker's rule for container names (daemon/names.RestrictedNamePattern).
-  container_name: z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/).max(255),
+  container_name: z
+    .string()
+    .regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/)
+    .max(255),
   run_id: runIdSchema.optional(),
 });
 

@@ -39,22 +39,24 @@ export function envBytes(env: Record<string, string> | undefined): number {
 }
 
 /** env / env_overrides: at most 200 keys and 64 KB of keys and values together. */
-export const envSchema = z
-  .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string())
-  .check((ctx) => {
-    const keys = Object.keys(ctx.value).length;
-    if (keys > LIMITS.envKeys) {
-      ctx.issues.push({ code: "custom", input: ctx.value, message: `must have at most ${LIMITS.envKeys} keys` });
-      return;
-    }
-    const size = envBytes(ctx.value);
-    if (size > LIMITS.envBytes)
-      ctx.issues.push({
-        code: "custom",
-        input: ctx.value,
-        message: `total size ${size} bytes exceeds ${LIMITS.envBytes} bytes`,
-      });
-  });
+export const envSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).check((ctx) => {
+  const keys = Object.keys(ctx.value).length;
+  if (keys > LIMITS.envKeys) {
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `must have at most ${LIMITS.envKeys} keys`,
+    });
+    return;
+  }
+  const size = envBytes(ctx.value);
+  if (size > LIMITS.envBytes)
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `total size ${size} bytes exceeds ${LIMITS.envBytes} bytes`,
+    });
+});
 
 export const timeoutSecondsSchema = z.int().min(LIMITS.timeoutMin).max(LIMITS.timeoutMax);
 
