@@ -28,6 +28,7 @@ const bodySchema = z.strictObject({
   run_id: runIdSchema.optional(),
   run_context: runContextSchema.optional(),
 });
+type ExecBody = z.infer<typeof bodySchema>;
 
 export const execRoute =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
@@ -35,7 +36,7 @@ export const execRoute =
     // Scope before body validation: a key without `exec` learns nothing about the body rules.
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "exec");
     const opts = { schema: { body: bodySchema }, preValidation };
-    app.post("/exec", opts, async (req, reply) => {
+    app.post<{ Body: ExecBody }>("/exec", opts, async (req, reply) => {
       const body = req.body;
       const size = envBytes(body.env);
       if (size > LIMITS.envBytes) {

@@ -22,56 +22,61 @@ import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
 const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });
+type RebootBody = z.infer<typeof bodySchema>;
 
 export const rebootRoute =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "reboot");
-    app.post("/reboot", { schema: { body: bodySchema }, preValidation }, async (req, reply) => {
-      const { principal } = req;
-      const server = await findServer(ctx.db, principal, req.body.server_id);
-      const runId = req.body.run_id ?? null;
-      const bootRow = await ctx
-        .db("servers")
-        .where({ id: server.id })
-        .first<{ boot_id: string | null }>("boot_id");
-      const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
-      const { id } = await createOperation(ctx.db, {
-        tenantId: principal.tenantId,
-        serverId: server.id,
-        operationType: "reboot",
-        keyId: principal.keyId,
-        runId,
-        leaseMs: null, // the agent cannot heartbeat while its machine restarts
-        deadlineAt: Date.now() + ctx.config.rebootTimeoutSeconds * 1000,
-        preBootId: bootRow?.boot_id ?? null,
-        audit: {
-          via: binding ? binding.provider : "agent",
-          ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
-          server_id: server.id,
-          server_name: server.name,
-          key_id: principal.keyId,
-          key_name: principal.keyName,
-          run_id: runId,
-          ip: req.ip,
-        },
-      });
-      if (binding) {
-        void providerReboot(ctx, id, binding).catch((err) =>
-          req.log.error({ err, operation_id: id }, "provider reboot bookkeeping failed"),
-        );
-      } else {
-        // Throws 409 (operation recorded failed) when the agent is not connected.
-        await dispatchAndWait(
-          ctx.db,
-          ctx.bus,
-          { operationId: id, server },
-          { operation_id: id, reboot: { reason: "api" } },
-          0,
-        );
-      }
-      return reply.status(202).send({ operation_id: id, status: "running" });
-    });
+    app.post<{ Body: RebootBody }>(
+      "/reboot",
+      { schema: { body: bodySchema }, preValidation },
+      async (req, reply) => {
+        const { principal } = req;
+        const server = await findServer(ctx.db, principal, req.body.server_id);
+        const runId = req.body.run_id ?? null;
+        const bootRow = await ctx
+          .db("servers")
+          .where({ id: server.id })
+          .first<{ boot_id: string | null }>("boot_id");
+        const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
+        const { id } = await createOperation(ctx.db, {
+          tenantId: principal.tenantId,
+          serverId: server.id,
+          operationType: "reboot",
+          keyId: principal.keyId,
+          runId,
+          leaseMs: null, // the agent cannot heartbeat while its machine restarts
+          deadlineAt: Date.now() + ctx.config.rebootTimeoutSeconds * 1000,
+          preBootId: bootRow?.boot_id ?? null,
+          audit: {
+            via: binding ? binding.provider : "agent",
+            ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
+            server_id: server.id,
+            server_name: server.name,
+            key_id: principal.keyId,
+            key_name: principal.keyName,
+            run_id: runId,
+            ip: req.ip,
+          },
+        });
+        if (binding) {
+          void providerReboot(ctx, id, binding).catch((err) =>
+            req.log.error({ err, operation_id: id }, "provider reboot bookkeeping failed"),
+          );
+        } else {
+          // Throws 409 (operation recorded failed) when the agent is not connected.
+          await dispatchAndWait(
+            ctx.db,
+            ctx.bus,
+            { operationId: id, server },
+            { operation_id: id, reboot: { reason: "api" } },
+            0,
+          );
+        }
+        return reply.status(202).send({ operation_id: id, status: "running" });
+      },
+    );
   };
 
 /** Calls the provider; on refusal ends the operation `failed` with the provider's message. */

@@ -31,12 +31,14 @@ const loginSchema = z.strictObject({
   run_id: runIdSchema.optional(),
   run_context: runContextSchema.optional(),
 });
+type LoginBody = z.infer<typeof loginSchema>;
 
 const logoutSchema = z.strictObject({
   server_id: uuidSchema,
   registry_url: z.string().max(512),
   run_id: runIdSchema.optional(),
 });
+type LogoutBody = z.infer<typeof logoutSchema>;
 
 const scope = (operation: string) => async (req: FastifyRequest) =>
   requireOperation(req.principal, operation);
@@ -55,7 +57,7 @@ function auditBase(req: FastifyRequest, server: ServerRef, runId: string | undef
 export const registryAuthRoutes =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.post(
+    app.post<{ Body: LoginBody }>(
       "/registry-auth/login",
       { schema: { body: loginSchema }, preValidation: scope("registry_login") },
       async (req, reply) => {
@@ -108,7 +110,7 @@ export const registryAuthRoutes =
       },
     );
 
-    app.post(
+    app.post<{ Body: LogoutBody }>(
       "/registry-auth/logout",
       { schema: { body: logoutSchema }, preValidation: scope("registry_logout") },
       async (req, reply) => {

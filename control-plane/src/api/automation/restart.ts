@@ -26,13 +26,14 @@ const bodySchema = z.strictObject({
     .max(255),
   run_id: runIdSchema.optional(),
 });
+type RestartBody = z.infer<typeof bodySchema>;
 
 export const restartRoute =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "restart");
     const opts = { schema: { body: bodySchema }, preValidation };
-    app.post("/restart", opts, async (req, reply) => {
+    app.post<{ Body: RestartBody }>("/restart", opts, async (req, reply) => {
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
       return runOperation(ctx, req, reply, {
