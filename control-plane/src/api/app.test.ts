@@ -15,7 +15,15 @@ import { type Db, migrate, openDb } from "../db/knex.js";
 import { createLogger } from "../lib/logger.js";
 import { buildApi } from "./app.js";
 
-const test = anyTest as TestFn<{ app: FastifyInstance; db: Db; dir: string; key: string; apiKey: string }>;
+const test = anyTest as TestFn<{
+  app: FastifyInstance;
+  db: Db;
+  dir: string;
+  key: string;
+  apiKey: string;
+  /** The app on a real socket, for the transport limits. */
+  port: number;
+}>;
 
 const UNKNOWN_SERVER = "00000000-0000-4000-8000-000000000000";
 
@@ -36,7 +44,8 @@ test.before(async (t) => {
   const tenant = await createTenant(db, "inject");
   const { key } = await createAutomationKey(db, { tenant: tenant.tenant_id, name: "ci", rateLimit: 1000 });
   const apiKey = (await createApiKey(db, { tenant: tenant.tenant_id, name: "mgmt" })).key;
-  t.context = { app, db, dir, key, apiKey };
+  const port = Number(new URL(await app.listen({ host: "127.0.0.1", port: 0 })).port);
+  t.context = { app, db, dir, key, apiKey, port };
 });
 
 test.after.always(async (t) => {
@@ -172,11 +181,27 @@ test("validation - automation keys: a past expiry is 422 through the API", async
   t.deepEqual(noZone.json(), { detail: "expires_at: must be an ISO 8601 date-time with a time zone" });
 });
 
+test("timeouts - a client trickling its headers is answered 408 and cut off at the headers timeout", async (t) => {
+  const socket = connect(t.context.port, "127.0.0.1");
+  const started = Date.now();
+  let received = "";
+  socket.on("data", (d) => {
+    received += d.toString();
+  });
+  socket.on("error", () => {});
+  socket.write("POST /api/agent/enroll HTTP/1.1\r\nHost: x\r\n");
+  const trickle = setInterval(() => socket.write("X-Slow: a\r\n"), 200);
+  const closedAfter = await new Promise<number>((resolve) =>
+    socket.on("close", () => resolve(Date.now() - started)),
+  );
+  clearInterval(trickle);
+  // headers timeout 1 s, checked every second: cut between 1 and ~2 s (+ slack for load)
+  t.true(closedAfter >= 900 && closedAfter < 6000, `closed after ${closedAfter} ms`);
+  t.regex(received, /^HTTP\/1\.1 408/);
+});
+
 test("timeouts - a client trickling its body is answered 408 and cut off at the request timeout", async (t) => {
-  const { app } = t.context;
-  const address = await app.listen({ host: "127.0.0.1", port: 0 });
-  const port = Number(new URL(address).port);
-  const socket = connect(port, "127.0.0.1");
+  const socket = connect(t.context.port, "127.0.0.1");
   const started = Date.now();
   let received = "";
   socket.on("data", (d) => {

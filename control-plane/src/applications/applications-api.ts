@@ -7,6 +7,7 @@ import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { uuid as uuidSchema } from "../api/validation.js";
+import { listServers } from "../api/automation/servers.js";
 import type { ApiContext } from "../api/context.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { removeRoute } from "./route-removal.js";
@@ -54,22 +55,7 @@ async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Paramet
 export const applicationsRoutes =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get("/servers", async (req) => {
-      const rows = await ctx
-        .db("servers")
-        .where({ tenant_id: req.apiPrincipal.tenantId })
-        .orderBy("created_at", "asc")
-        .select("id", "name", "hostname", "agent_version", "last_seen_at");
-      return {
-        servers: rows.map((r) => ({
-          id: r.id,
-          name: r.name,
-          hostname: r.hostname,
-          agent_version: r.agent_version,
-          last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
-        })),
-      };
-    });
+    app.get("/servers", async (req) => ({ servers: await listServers(ctx.db, req.apiPrincipal.tenantId) }));
 
     app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
       const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));

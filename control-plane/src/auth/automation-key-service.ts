@@ -75,6 +75,16 @@ export function presentKey(row: any) {
   };
 }
 
+/** The tenant's live keys, oldest first (no secrets: only hashes are stored). */
+export async function listAutomationKeys(db: Knex, tenantId: string) {
+  const rows = await db("automation_keys")
+    .where({ tenant_id: tenantId })
+    .whereNull("revoked_at")
+    .orderBy("created_at", "asc")
+    .select(KEY_COLUMNS);
+  return rows.map(presentKey);
+}
+
 /** A live (not revoked) key of the tenant; 404 otherwise (another tenant's id too). */
 export async function findLiveKey(db: Knex, tenantId: string, id: string) {
   const row = z.uuid().safeParse(id).success

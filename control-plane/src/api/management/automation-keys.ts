@@ -6,11 +6,10 @@ import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import {
   type AuditActor,
-  KEY_COLUMNS,
   createAutomationKey,
   keyCreateSchema,
   keyPatchSchema,
-  presentKey,
+  listAutomationKeys,
   revokeAutomationKey,
   updateAutomationKey,
 } from "../../auth/automation-key-service.js";
@@ -30,15 +29,9 @@ export const automationKeysRoutes =
       return reply.status(201).send(created);
     });
 
-    app.get("/automation-keys", async (req) => {
-      const rows = await ctx
-        .db("automation_keys")
-        .where({ tenant_id: req.apiPrincipal.tenantId })
-        .whereNull("revoked_at")
-        .orderBy("created_at", "asc")
-        .select(KEY_COLUMNS);
-      return { automation_keys: rows.map(presentKey) };
-    });
+    app.get("/automation-keys", async (req) => ({
+      automation_keys: await listAutomationKeys(ctx.db, req.apiPrincipal.tenantId),
+    }));
 
     app.patch("/automation-keys/:id", { schema: { params, body: keyPatchSchema } }, async (req) =>
       updateAutomationKey(ctx.db, req.apiPrincipal.tenantId, req.params.id, req.body, actorOf(req)),
