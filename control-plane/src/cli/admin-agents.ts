@@ -5,7 +5,7 @@
 import type { Command } from "commander";
 import type { Knex } from "knex";
 import { isUuid } from "../api/validation.js";
-import { appendAuditEvent } from "../audit/audit-log.js";
+import { revokeAgentCredential } from "../auth/agent-credentials.js";
 import { OPERATOR_ACTOR } from "../auth/automation-key-service.js";
 import { AdminError, resolveTenant } from "./admin.js";
 
@@ -31,18 +31,7 @@ async function findServer(db: Knex, idOrName: string, tenant?: string): Promise<
 }
 
 export async function revokeAgent(db: Knex, opts: { server: string; tenant?: string }) {
-  const server = await findServer(db, opts.server, opts.tenant);
-  const revokedAt = Date.now();
-  await db.transaction(async (trx) => {
-    await trx("servers").where({ id: server.id }).update({ agent_credential_hash: null });
-    await appendAuditEvent(trx, {
-      tenantId: server.tenant_id,
-      eventType: "agent.credential_revoked",
-      serverId: server.id,
-      payload: { server_id: server.id, server_name: server.name, ...OPERATOR_ACTOR },
-    });
-  });
-  return { server_id: server.id, server_name: server.name, revoked_at: new Date(revokedAt).toISOString() };
+  return revokeAgentCredential(db, await findServer(db, opts.server, opts.tenant), OPERATOR_ACTOR);
 }
 
 export function registerAgentCommands(admin: Command, withDb: WithDb): void {
