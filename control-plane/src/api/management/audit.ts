@@ -14,7 +14,9 @@ const querystring = z.strictObject({
   run_id: runIdSchema.optional(),
   operation_id: uuidSchema.optional(),
   server_id: uuidSchema.optional(),
-  since: z.union([z.iso.date(), dateTime]).optional(),
+  since: z
+    .union([z.iso.date(), dateTime], { error: "must be an ISO 8601 date, or date-time with a time zone" })
+    .optional(),
   limit: queryInt(1, 1000).optional(),
   cursor: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
 });
