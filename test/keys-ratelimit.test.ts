@@ -83,3 +83,43 @@ test("rate limit - keys are limited independently", async (t) => {
   assertDetailOnly(t, await api({ baseUrl: second.apiUrl, key: a.key }, `/operations/${randomUUID()}`), 429);
   t.is((await api({ baseUrl: second.apiUrl, key: b.key }, `/operations/${randomUUID()}`)).status, 404);
 });
+
+test("rate limit - 150 refused requests of a key limited to 5/min: 5 refusals, then 429s, two audit events", async (t) => {
+  const res = await request(c, "/api/automation-keys", {
+    key: null,
+    headers: { "x-api-key": apiKey },
+    body: { name: `refused-${randomUUID().slice(0, 6)}`, rate_limit: 5, operations: ["deploy"] },
+  });
+  const id = String(res.json.id);
+  const key = String(res.json.key);
+  await waitForMinuteRoom(30_000);
+  const targets = [c.baseUrl, second.apiUrl];
+  const body = { server_id: c.serverId, command: "true" };
+  // 403 (no exec scope) until the window is used up, then 429, alternating between the
+  // processes; one after another, so the hit event's count of earlier refusals is exact
+  const answers = [];
+  for (let i = 0; i < 150; i++)
+    answers.push(await request({ baseUrl: targets[i % 2], key }, "/api/automation/v1/exec", { body }));
+  t.is(answers.filter((r) => r.status === 403).length, 5, answers.map((r) => r.status).join(","));
+  t.is(answers.filter((r) => r.status === 429).length, 145);
+  const events = await c.db.query(
+    "SELECT event_type, payload FROM audit_events WHERE key_id = ? AND event_type IN ('auth.refused', 'rate_limit.hit') ORDER BY seq",
+    [id],
+  );
+  t.deepEqual(
+    events.map((e) => e.event_type),
+    ["auth.refused", "rate_limit.hit"],
+    "one event of each kind for the whole flood",
+  );
+  t.like(JSON.parse(String(events[0].payload)), {
+    status: 403,
+    code: "RC_ERR_FORBIDDEN",
+    window_seconds: 60,
+  });
+  t.like(JSON.parse(String(events[1].payload)), { limit: 5, window_seconds: 60, refused: 5 });
+  const [counter] = await c.db.query(
+    "SELECT SUM(count) AS n, SUM(refused) AS refused FROM rate_limit_counters WHERE key_id = ?",
+    [id],
+  );
+  t.deepEqual([Number(counter.n), Number(counter.refused)], [150, 5]);
+});

@@ -1,6 +1,7 @@
 // Scope checks of automation keys on every Automation API call: operations, servers and the
-// IP allowlist (403 with a detail that says which), with and without RELAYCTL_TRUST_PROXY,
-// and the auth.refused audit events of known keys.
+// IP allowlist (403 with a detail that says which), with and without trusted proxies
+// (RELAYCTL_TRUSTED_PROXIES), and the auth.refused audit events of known keys (one per key
+// and minute window).
 import { randomUUID } from "node:crypto";
 import test from "ava";
 import { assertCompleted, assertDetailOnly, describe } from "./harness/assertions";
@@ -8,10 +9,11 @@ import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type ControlPlane, startControlPlane } from "./harness/control-plane";
 import { api, exec, request } from "./harness/http";
+import { waitForMinuteRoom } from "./harness/wait";
 
 let c: Cluster;
 let apiKey: string;
-/** A second api process on the same database, with RELAYCTL_TRUST_PROXY=true. */
+/** A second api process on the same database, behind a "proxy" at 127.0.0.1 (RELAYCTL_TRUSTED_PROXIES). */
 let proxied: ControlPlane;
 
 test.before(async () => {
@@ -19,7 +21,7 @@ test.before(async () => {
   apiKey = String((await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "ci"])).key);
   proxied = await startControlPlane({
     ...c.api.opts,
-    env: { ...c.api.opts.env, RELAYCTL_TRUST_PROXY: "true" },
+    env: { ...c.api.opts.env, RELAYCTL_TRUSTED_PROXIES: "127.0.0.1" },
   });
 });
 test.after.always(async () => {
@@ -53,13 +55,16 @@ test.serial("scope - a key with the exec operation may exec", async (t) => {
   assertCompleted(t, await exec(c, echo(), key), { exit_code: 0, stdout: "in-scope\n" });
 });
 
-test.serial("scope - exec with a key lacking the exec operation is 403, audited", async (t) => {
+test.serial("scope - exec with a key lacking the exec operation is 403, audited once a window", async (t) => {
   const { id, key } = await automationKey({ operations: ["deploy"] });
+  await waitForMinuteRoom(15_000);
   t.regex(assertDetailOnly(t, await exec(c, echo(), key), 403), /operation 'exec'/);
   // refused before the body is looked at
   assertDetailOnly(t, await exec(c, { command: 5 }, key), 403);
   const events = await refusals(id);
-  t.is(events.length, 2);
+  t.is(events.length, 1, "one auth.refused per key and minute window");
+  const [counter] = await c.db.query("SELECT refused FROM rate_limit_counters WHERE key_id = ?", [id]);
+  t.is(Number(counter.refused), 2, "both refusals are counted");
   t.like(events[0], { status: 403, code: "RC_ERR_FORBIDDEN", ip: "127.0.0.1", actor: { key_id: id } });
   t.is(await c.db.query("SELECT id FROM operations WHERE key_id = ?", [id]).then((r) => r.length), 0);
 });
@@ -85,26 +90,53 @@ test.serial("scope - a caller IP inside the allowlist (address or range) passes"
   }
 });
 
-test.serial("scope - without RELAYCTL_TRUST_PROXY, X-Forwarded-For is ignored", async (t) => {
+test.serial("scope - without trusted proxies, X-Forwarded-For is ignored", async (t) => {
   const { key } = await automationKey({ ip_allowlist: ["203.0.113.0/24"] });
   const res = await api(c, unknownOp(), { key, headers: { "x-forwarded-for": "203.0.113.7" } });
   t.regex(assertDetailOnly(t, res, 403), /127\.0\.0\.1/);
 });
 
-test.serial("scope - with RELAYCTL_TRUST_PROXY=true, X-Forwarded-For is the caller IP", async (t) => {
+test.serial("scope - behind a trusted proxy, the address it appends is the caller IP", async (t) => {
   const { id, key } = await automationKey({ ip_allowlist: ["203.0.113.0/24"] });
   const target = { baseUrl: proxied.apiUrl, key };
   // 404: through auth and scope checks to the (unknown) operation
   assertDetailOnly(t, await api(target, unknownOp(), { headers: { "x-forwarded-for": "203.0.113.7" } }), 404);
+  await waitForMinuteRoom(15_000);
   const outside = await api(target, unknownOp(), { headers: { "x-forwarded-for": "198.51.100.1" } });
   t.regex(assertDetailOnly(t, outside, 403), /198\.51\.100\.1/);
   t.regex(assertDetailOnly(t, await api(target, unknownOp()), 403), /127\.0\.0\.1/);
   const events = await refusals(id);
   t.deepEqual(
     events.map((e) => e.ip),
-    ["198.51.100.1", "127.0.0.1"],
+    ["198.51.100.1"],
+    "the window's first refusal is audited",
   );
 });
+
+test.serial(
+  "scope - a forged X-Forwarded-For entry neither passes the allowlist nor reaches the audit trail",
+  async (t) => {
+    // The proxy appends the real client (198.51.100.1) to what the client sent (10.1.1.1),
+    // as nginx's $proxy_add_x_forwarded_for and cloud load balancers do.
+    const forged = { "x-forwarded-for": "10.1.1.1, 198.51.100.1" };
+    const { id, key } = await automationKey({ ip_allowlist: ["10.0.0.0/8"] });
+    const res = await api({ baseUrl: proxied.apiUrl, key }, unknownOp(), { headers: forged });
+    t.regex(assertDetailOnly(t, res, 403), /caller IP 198\.51\.100\.1 is not in this key's IP allowlist/);
+    t.like((await refusals(id))[0], { code: "RC_ERR_IP_NOT_ALLOWED", ip: "198.51.100.1" });
+    const stored = await c.db.query("SELECT payload FROM audit_events WHERE key_id = ?", [id]);
+    t.false(
+      stored.some((r) => String(r.payload).includes("10.1.1.1")),
+      "the forged address is nowhere in the key's events",
+    );
+    // a key that allows the real address is admitted through the same proxy
+    const real = await automationKey({ ip_allowlist: ["198.51.100.0/24"] });
+    assertDetailOnly(
+      t,
+      await api({ baseUrl: proxied.apiUrl, key: real.key }, unknownOp(), { headers: forged }),
+      404,
+    );
+  },
+);
 
 test.serial("scope - revoked and expired keys are audited as refused; unknown keys are not", async (t) => {
   const { id, key } = await automationKey({});
@@ -116,7 +148,12 @@ test.serial("scope - revoked and expired keys are audited as refused; unknown ke
   assertDetailOnly(t, await api(c, unknownOp(), { key }), 401);
   t.like((await refusals(id))[0], { status: 401, code: "RC_ERR_KEY_REVOKED" });
 
-  const expired = await c.createKey(["--expires-at", "2020-01-01T00:00:00Z"]);
+  // expired since it was made (the CLI and the API refuse to create an expired key)
+  const expired = await c.createKey(["--expires-at", new Date(Date.now() + 86_400_000).toISOString()]);
+  await c.db.query("UPDATE automation_keys SET expires_at = ? WHERE id = ?", [
+    Date.now() - 1000,
+    expired.keyId,
+  ]);
   assertDetailOnly(t, await api(c, unknownOp(), { key: expired.key }), 401);
   t.like((await refusals(expired.keyId))[0], { status: 401, code: "RC_ERR_KEY_EXPIRED" });
 

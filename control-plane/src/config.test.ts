@@ -44,3 +44,42 @@ test("config - plaintext gateway only on loopback unless allowed", (t) => {
     loadConfig({ ...open, RELAYCTL_TLS_CERT_FILE: "/c.pem", RELAYCTL_TLS_KEY_FILE: "/k.pem" }),
   );
 });
+
+test("config - RELAYCTL_TRUST_PROXY=true is refused with what to set instead", (t) => {
+  const err = t.throws(() => loadConfig({ ...base, RELAYCTL_TRUST_PROXY: "true" }), {
+    instanceOf: ConfigError,
+  });
+  t.regex(err.message, /^RELAYCTL_TRUST_PROXY: .*every hop.*set RELAYCTL_TRUSTED_PROXIES/);
+  t.false(loadConfig({ ...base, RELAYCTL_TRUST_PROXY: "false" }).trustProxy);
+});
+
+test("config - RELAYCTL_TRUSTED_PROXIES: addresses/CIDRs or a hop count; none by default", (t) => {
+  t.false(loadConfig(base).trustProxy);
+  t.deepEqual(loadConfig({ ...base, RELAYCTL_TRUSTED_PROXIES: "10.0.0.0/8, 127.0.0.1" }).trustProxy, [
+    "10.0.0.0/8",
+    "127.0.0.1",
+  ]);
+  t.is(loadConfig({ ...base, RELAYCTL_TRUSTED_PROXIES: "2" }).trustProxy, 2);
+  t.throws(() => loadConfig({ ...base, RELAYCTL_TRUSTED_PROXIES: "lb.internal" }), {
+    message: /RELAYCTL_TRUSTED_PROXIES: 'lb\.internal' is not an IPv4\/IPv6 address or CIDR range/,
+  });
+  t.throws(() => loadConfig({ ...base, RELAYCTL_TRUSTED_PROXIES: "0" }), { message: /hop count is 1 to 16/ });
+});
+
+test("config - HTTP timeouts have defaults and the headers timeout fits in the request timeout", (t) => {
+  t.deepEqual(loadConfig(base).http, {
+    requestTimeoutMs: 30_000,
+    headersTimeoutMs: 10_000,
+    connectionTimeoutMs: 960_000,
+    maxHeaderBytes: 16_384,
+  });
+  t.throws(
+    () =>
+      loadConfig({
+        ...base,
+        RELAYCTL_HTTP_REQUEST_TIMEOUT_MS: "5000",
+        RELAYCTL_HTTP_HEADERS_TIMEOUT_MS: "6000",
+      }),
+    { message: /RELAYCTL_HTTP_HEADERS_TIMEOUT_MS: must not exceed RELAYCTL_HTTP_REQUEST_TIMEOUT_MS/ },
+  );
+});

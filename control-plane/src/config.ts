@@ -3,6 +3,7 @@
 // here with its default; docs/process-interfaces.md and the README mirror this.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
 
 const hostPort = z
   .string()
@@ -78,8 +79,29 @@ const schema = z
     RELAYCTL_HETZNER_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.hetzner.cloud/v1"),
     /** DigitalOcean API base URL (provider reboots). @default https://api.digitalocean.com/v2 */
     RELAYCTL_DIGITALOCEAN_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.digitalocean.com/v2"),
-    /** Trust X-Forwarded-For from a proxy in front of the api. @default false */
+    /**
+     * Retired: `true` trusted every hop of X-Forwarded-For, so a client could write
+     * its own address in front of the one the proxy appends. `true` is refused at
+     * boot; set RELAYCTL_TRUSTED_PROXIES instead. @default false
+     */
     RELAYCTL_TRUST_PROXY: bool.default(false),
+    /**
+     * The proxies in front of the api: a comma list of addresses/CIDR ranges, or a
+     * hop count. The caller IP is the first address of X-Forwarded-For, read from
+     * the right, that is not a trusted proxy. @default unset (X-Forwarded-For is ignored)
+     */
+    RELAYCTL_TRUSTED_PROXIES: z.string().optional(),
+    /** Time a client has to send a whole request, headers and body (ms). @default 30000 */
+    RELAYCTL_HTTP_REQUEST_TIMEOUT_MS: int(1000, 3_600_000).default(30_000),
+    /** Time a client has to send the request headers (ms); at most the request timeout. @default 10000 */
+    RELAYCTL_HTTP_HEADERS_TIMEOUT_MS: int(1000, 3_600_000).default(10_000),
+    /**
+     * An idle socket is closed after this (ms). It must outlast the longest answer
+     * the api waits for (exec waits up to 900 s). @default 960000
+     */
+    RELAYCTL_HTTP_CONNECTION_TIMEOUT_MS: int(1000, 24 * 3_600_000).default(960_000),
+    /** Largest request header block accepted (bytes; 431 beyond). @default 16384 */
+    RELAYCTL_HTTP_MAX_HEADER_BYTES: int(1024, 1024 * 1024).default(16_384),
     /**
      * Base64 of 32 random bytes: the AES-256-GCM key of stored secrets (registry
      * passwords). Optional; without it the registry credential endpoints and
@@ -120,6 +142,15 @@ const schema = z
     message: "set both RELAYCTL_NATS_TLS_CERT_FILE and RELAYCTL_NATS_TLS_KEY_FILE, or neither",
     path: ["RELAYCTL_NATS_TLS_CERT_FILE"],
   })
+  .refine((c) => !c.RELAYCTL_TRUST_PROXY, {
+    message:
+      "true trusted every hop of X-Forwarded-For and is refused: set RELAYCTL_TRUSTED_PROXIES to your proxies' addresses/CIDRs (or a hop count)",
+    path: ["RELAYCTL_TRUST_PROXY"],
+  })
+  .refine((c) => c.RELAYCTL_HTTP_HEADERS_TIMEOUT_MS <= c.RELAYCTL_HTTP_REQUEST_TIMEOUT_MS, {
+    message: "must not exceed RELAYCTL_HTTP_REQUEST_TIMEOUT_MS",
+    path: ["RELAYCTL_HTTP_HEADERS_TIMEOUT_MS"],
+  })
   .refine((c) => Boolean(c.RELAYCTL_TLS_CERT_FILE) === Boolean(c.RELAYCTL_TLS_KEY_FILE), {
     message: "set both RELAYCTL_TLS_CERT_FILE and RELAYCTL_TLS_KEY_FILE, or neither",
     path: ["RELAYCTL_TLS_CERT_FILE"],
@@ -146,7 +177,14 @@ export interface Config {
   heartbeatIntervalMs: number;
   leaseMs: number;
   sweepIntervalMs: number;
-  trustProxy: boolean;
+  /** Fastify's trustProxy: the proxies' addresses/CIDRs, a hop count, or false (none). */
+  trustProxy: string[] | number | false;
+  http: {
+    requestTimeoutMs: number;
+    headersTimeoutMs: number;
+    connectionTimeoutMs: number;
+    maxHeaderBytes: number;
+  };
   rebootTimeoutSeconds: number;
   externalDeploySessionTtlSeconds: number;
   /** Cloud provider API base URLs, without a trailing slash. */
@@ -234,7 +272,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     heartbeatIntervalMs: c.RELAYCTL_HEARTBEAT_INTERVAL_MS,
     leaseMs: c.RELAYCTL_LEASE_MS,
     sweepIntervalMs: c.RELAYCTL_SWEEP_INTERVAL_MS,
-    trustProxy: c.RELAYCTL_TRUST_PROXY,
+    trustProxy: trustedProxies(c.RELAYCTL_TRUSTED_PROXIES),
+    http: {
+      requestTimeoutMs: c.RELAYCTL_HTTP_REQUEST_TIMEOUT_MS,
+      headersTimeoutMs: c.RELAYCTL_HTTP_HEADERS_TIMEOUT_MS,
+      connectionTimeoutMs: c.RELAYCTL_HTTP_CONNECTION_TIMEOUT_MS,
+      maxHeaderBytes: c.RELAYCTL_HTTP_MAX_HEADER_BYTES,
+    },
     rebootTimeoutSeconds: c.RELAYCTL_REBOOT_TIMEOUT_SECONDS,
     externalDeploySessionTtlSeconds: c.RELAYCTL_EXTERNAL_DEPLOY_SESSION_TTL_SECONDS,
     providerUrls: {
@@ -264,6 +308,23 @@ function natsOptions(c: Raw, servers: string[]): NatsOptions {
         }
       : undefined,
   };
+}
+
+/** RELAYCTL_TRUSTED_PROXIES → Fastify's trustProxy (never `true`: that trusts every hop). */
+function trustedProxies(value: string | undefined): string[] | number | false {
+  const entries = list(value) ?? [];
+  if (entries.length === 0) return false;
+  if (entries.length === 1 && /^\d+$/.test(entries[0])) {
+    const hops = Number(entries[0]);
+    if (hops < 1 || hops > 16) throw new ConfigError("RELAYCTL_TRUSTED_PROXIES: a hop count is 1 to 16");
+    return hops;
+  }
+  const bad = entries.find((e) => !parseAllowlistEntry(e));
+  if (bad)
+    throw new ConfigError(
+      `RELAYCTL_TRUSTED_PROXIES: '${bad}' is not an IPv4/IPv6 address or CIDR range (or give a hop count)`,
+    );
+  return entries;
 }
 
 function pickRelayctl(env: NodeJS.ProcessEnv): Record<string, string> {

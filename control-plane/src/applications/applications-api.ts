@@ -3,12 +3,15 @@
 // Deleting an application (or moving it to another server) removes its route
 // from the old server's proxy at once when the agent is connected; otherwise the
 // agent prunes it on its next route sync (the job lists the applications that exist).
-import type { FastifyBaseLogger, FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyBaseLogger, FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import { uuid as uuidSchema } from "../api/validation.js";
+import { listServers } from "../api/automation/servers.js";
 import type { ApiContext } from "../api/context.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { removeRoute } from "./route-removal.js";
 import {
-  type ApplicationInput,
   createApplication,
   deleteApplication,
   getApplication,
@@ -16,20 +19,23 @@ import {
   presentApplication,
   updateApplication,
 } from "./store.js";
-import { applicationFields } from "./validate.js";
+import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
 
-const createSchema = {
-  type: "object",
-  required: ["name", "server_id", "linked_container_name", "container_port"],
-  additionalProperties: false,
-  properties: applicationFields,
-} as const;
-const patchSchema = {
-  type: "object",
-  minProperties: 1,
-  additionalProperties: false,
-  properties: applicationFields,
-} as const;
+// The route's schema (types, validation, docs); domain names get their RFC 1123
+// check in the store (validate.ts), which the operator CLI goes through too.
+const fields = {
+  name: z.string().min(1).max(128),
+  server_id: uuidSchema,
+  linked_container_name: z.string().regex(new RegExp(CONTAINER_NAME_PATTERN)).max(255),
+  container_port: z.int().min(1).max(65535),
+  fqdns: z.array(z.string().max(300)).max(MAX_FQDNS).optional(),
+};
+const createSchema = z.strictObject(fields);
+const patchSchema = z
+  .strictObject(fields)
+  .partial()
+  .refine((o) => Object.keys(o).length > 0, { error: "must name at least one field to change" });
+const params = z.object({ id: z.string() });
 
 const actorOf = (req: FastifyRequest) => actorPayload({ ...req.apiPrincipal, keyType: "api_key" }, req.ip);
 
@@ -47,67 +53,44 @@ async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Paramet
 }
 
 export const applicationsRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get("/servers", async (req) => {
-      const rows = await ctx
-        .db("servers")
-        .where({ tenant_id: req.apiPrincipal.tenantId })
-        .orderBy("created_at", "asc")
-        .select("id", "name", "hostname", "agent_version", "last_seen_at");
-      return {
-        servers: rows.map((r) => ({
-          id: r.id,
-          name: r.name,
-          hostname: r.hostname,
-          agent_version: r.agent_version,
-          last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
-        })),
-      };
-    });
+    app.get("/servers", async (req) => ({ servers: await listServers(ctx.db, req.apiPrincipal.tenantId) }));
 
-    app.post<{ Body: ApplicationInput }>(
-      "/applications",
-      { schema: { body: createSchema } },
-      async (req, reply) => {
-        const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
-        return reply.status(201).send(created);
-      },
-    );
+    app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
+      const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
+      return reply.status(201).send(created);
+    });
 
     app.get("/applications", async (req) => ({
       applications: await listApplications(ctx.db, req.apiPrincipal.tenantId),
     }));
 
-    app.get<{ Params: { id: string } }>("/applications/:id", async (req) =>
+    app.get("/applications/:id", { schema: { params } }, async (req) =>
       presentApplication(await getApplication(ctx.db, req.apiPrincipal.tenantId, req.params.id)),
     );
 
-    app.patch<{ Params: { id: string }; Body: ApplicationInput }>(
-      "/applications/:id",
-      { schema: { body: patchSchema } },
-      async (req) => {
-        const tenantId = req.apiPrincipal.tenantId;
-        const { resource, before } = await updateApplication(
-          ctx.db,
+    app.patch("/applications/:id", { schema: { params, body: patchSchema } }, async (req) => {
+      const tenantId = req.apiPrincipal.tenantId;
+      const { resource, before } = await updateApplication(
+        ctx.db,
+        tenantId,
+        req.params.id,
+        req.body,
+        actorOf(req),
+      );
+      if (resource.server_id !== before.server_id) {
+        await removeQuietly(ctx, req.log, {
           tenantId,
-          req.params.id,
-          req.body,
-          actorOf(req),
-        );
-        if (resource.server_id !== before.server_id) {
-          await removeQuietly(ctx, req.log, {
-            tenantId,
-            serverId: before.server_id,
-            applicationId: before.id,
-            ip: req.ip,
-          });
-        }
-        return resource;
-      },
-    );
+          serverId: before.server_id,
+          applicationId: before.id,
+          ip: req.ip,
+        });
+      }
+      return resource;
+    });
 
-    app.delete<{ Params: { id: string } }>("/applications/:id", async (req, reply) => {
+    app.delete("/applications/:id", { schema: { params } }, async (req, reply) => {
       const tenantId = req.apiPrincipal.tenantId;
       const row = await deleteApplication(ctx.db, tenantId, req.params.id, actorOf(req));
       await removeQuietly(ctx, req.log, {

@@ -1,11 +1,13 @@
 // Regular API keys (`X-API-Key: rck_...`): named, full access to their tenant, no
 // IP restriction, no expiry; revocation is immediate. Stored as SHA-256 only.
 import { randomUUID } from "node:crypto";
-import type { FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
+import type { AuditActor } from "./automation-key-service.js";
+import { enforceRateLimit } from "./security-audit.js";
 
 /** The general API key limits of the contract ("Limits"). */
 export const API_KEY_WINDOWS = [
@@ -25,7 +27,15 @@ declare module "fastify" {
   }
 }
 
-export async function authenticateApiKey(db: Knex, req: FastifyRequest): Promise<ApiKeyPrincipal> {
+/**
+ * Who (401 for an unknown key), how often (429 per minute and hour: a revoked
+ * key's requests count too), then whether (401 revoked).
+ */
+export async function admitApiKey(
+  db: Knex,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<ApiKeyPrincipal> {
   const header = req.headers["x-api-key"];
   const token = Array.isArray(header) ? header[0] : header;
   if (!token)
@@ -42,12 +52,13 @@ export async function authenticateApiKey(db: Knex, req: FastifyRequest): Promise
     );
   if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid API key");
   req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "api_key" };
+  await enforceRateLimit(db, req.log, reply, req.keyActor, req.ip, API_KEY_WINDOWS);
   if (row.revoked_at !== null) throw new RcError("RC_ERR_API_KEY_REVOKED");
   return { keyId: row.id, keyName: row.name, tenantId: row.tenant_id };
 }
 
 /** Creates a key of `tenantId`; the secret is returned here and never again. */
-export async function createApiKey(db: Knex, tenantId: string, name: string, actor: string) {
+export async function createApiKey(db: Knex, tenantId: string, name: string, who: AuditActor) {
   const key = mintToken("rck_");
   const id = randomUUID();
   await db.transaction(async (trx) => {
@@ -63,14 +74,14 @@ export async function createApiKey(db: Knex, tenantId: string, name: string, act
       tenantId,
       eventType: "api_key.created",
       keyId: id,
-      payload: { key_id: id, key_name: name, actor },
+      payload: { key_id: id, key_name: name, ...who },
     });
   });
   return { key_id: id, key };
 }
 
 /** Revokes a key; returns null when there is no such key. Revoking twice keeps the first time. */
-export async function revokeApiKey(db: Knex, keyId: string, actor: string) {
+export async function revokeApiKey(db: Knex, keyId: string, who: AuditActor) {
   const row = await db("api_keys")
     .where({ id: keyId.toLowerCase() })
     .first<{ id: string; tenant_id: string; name: string } | undefined>("id", "tenant_id", "name");
@@ -82,7 +93,7 @@ export async function revokeApiKey(db: Knex, keyId: string, actor: string) {
       tenantId: row.tenant_id,
       eventType: "api_key.revoked",
       keyId: row.id,
-      payload: { key_id: row.id, key_name: row.name, actor },
+      payload: { key_id: row.id, key_name: row.name, ...who },
     });
   });
   return { key_id: row.id, revoked_at: new Date(revokedAt).toISOString() };

@@ -28,7 +28,7 @@ declare module "fastify" {
   }
 }
 
-interface KeyRow {
+export interface KeyRow {
   id: string;
   name: string;
   tenant_id: string;
@@ -50,7 +50,12 @@ export function bearerToken(req: FastifyRequest): string {
   return m[1];
 }
 
-export async function authenticateAutomationKey(db: Knex, req: FastifyRequest): Promise<AutomationPrincipal> {
+/**
+ * Finds the presented key: 401 when the header is missing or malformed, the key
+ * is retired (rk_t_) or unknown. A found key becomes `req.keyActor` (even if it
+ * is then refused), so its refusals count and are audited under its tenant.
+ */
+export async function findAutomationKey(db: Knex, req: FastifyRequest): Promise<KeyRow> {
   const token = bearerToken(req);
   if (token.startsWith("rk_t_")) throw new RcError("RC_ERR_KEY_RETIRED");
   if (!token.startsWith("rca_")) {
@@ -72,6 +77,11 @@ export async function authenticateAutomationKey(db: Knex, req: FastifyRequest): 
     );
   if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
   req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "automation_key" };
+  return row;
+}
+
+/** The principal of a found key: 401 when it is revoked or expired. */
+export function principalOf(row: KeyRow): AutomationPrincipal {
   if (row.revoked_at !== null) throw new RcError("RC_ERR_KEY_REVOKED");
   if (row.expires_at !== null && Number(row.expires_at) <= Date.now())
     throw new RcError("RC_ERR_KEY_EXPIRED");

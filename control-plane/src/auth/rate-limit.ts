@@ -1,8 +1,9 @@
 // Fixed-window request counters kept in the database, so a key's limit is exact
 // across every api instance sharing it. The increment and the read of the new
-// value are one atomic step: MySQL's LAST_INSERT_ID(expr) hands back the value
-// this statement wrote (a separate SELECT could see a later request's increment),
-// SQLite returns it with RETURNING.
+// value are one atomic statement and one round trip: on MySQL/MariaDB,
+// LAST_INSERT_ID(expr) makes the value this statement wrote the insert id of its
+// OK packet (a separate SELECT could see a later request's increment, and sending
+// both at once would need multipleStatements); SQLite returns it with RETURNING.
 import type { Knex } from "knex";
 import { isSqlite } from "../db/knex.js";
 
@@ -27,12 +28,12 @@ async function increment(db: Knex, keyId: string, windowSeconds: number, windowS
     );
     return Number(rows[0].count);
   }
-  const [results] = await db.raw(
+  const [header] = await db.raw(
     `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(1))
-     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + 1); SELECT LAST_INSERT_ID() AS n`,
+     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + 1)`,
     args,
   );
-  return Number(results[1][0].n);
+  return Number((header as { insertId: number }).insertId);
 }
 
 /** Counts one request of `keyId` in the current window of `windowSeconds`. */
@@ -55,6 +56,37 @@ export async function countRequest(
   }
   const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + windowMs - now) / 1000));
   return { allowed: count <= limit, count, limit, windowSeconds, windowStart, retryAfterSeconds };
+}
+
+const windowOf = (keyId: string, w: Pick<WindowCount, "windowSeconds" | "windowStart">) => ({
+  key_id: keyId,
+  window_seconds: w.windowSeconds,
+  window_start: w.windowStart,
+});
+
+/** Refusals (401/403 of a known key) counted in the window so far. */
+export async function refusedInWindow(db: Knex, keyId: string, w: WindowCount): Promise<number> {
+  const row = await db("rate_limit_counters").where(windowOf(keyId, w)).first<{ refused: number }>("refused");
+  return Number(row?.refused ?? 0);
+}
+
+/**
+ * Counts one refusal of `keyId` in its current window of `windowSeconds` (the
+ * request itself was counted on admission). True for exactly one refusal per
+ * key and window: the one that should be audited.
+ */
+export async function countRefusal(db: Knex, keyId: string, windowSeconds: number, now = Date.now()) {
+  const windowMs = windowSeconds * 1000;
+  const where = windowOf(keyId, { windowSeconds, windowStart: Math.floor(now / windowMs) * windowMs });
+  // An upsert: at a window's edge the refusal may fall in a window the request was not counted in.
+  await db("rate_limit_counters")
+    .insert({ ...where, count: 0, refused: 1 })
+    .onConflict(["key_id", "window_seconds", "window_start"])
+    .merge({ refused: db.raw("?? + 1", ["rate_limit_counters.refused"]) });
+  const claimed = await db("rate_limit_counters")
+    .where({ ...where, refusal_recorded: false })
+    .update({ refusal_recorded: true });
+  return { first: Number(claimed) === 1, windowStart: where.window_start };
 }
 
 /** True for exactly one caller per key and window: the one that should audit the hit. */

@@ -1,12 +1,14 @@
 // Security events of keys in the audit trail: refusals of a known key (revoked,
-// expired, out of scope, IP), rate-limit hits (one per key and window) and key
-// management. Refusals of an unknown key are not recorded: there is no tenant to
-// file them under, and recording them would let anyone write into a chain.
+// expired, out of scope, IP) and rate-limit hits, each at most once per key and
+// minute window (a flood of refusals must not become a flood of chained writes
+// under the tenant's chain-head lock), and key management. Refusals of an
+// unknown key are not recorded: there is no tenant to file them under, and
+// recording them would let anyone write into a chain.
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
-import { claimFirstRejection, countRequest } from "./rate-limit.js";
+import { claimFirstRejection, countRefusal, countRequest, refusedInWindow } from "./rate-limit.js";
 
 /** The key a request presented, once it is known (even if it is then refused). */
 export interface KeyActor {
@@ -72,6 +74,8 @@ export async function enforceRateLimit(
         window_seconds: r.windowSeconds,
         window_start: new Date(r.windowStart).toISOString(),
         count: r.count,
+        // of which refused (401/403) before the limit was reached
+        refused: await refusedInWindow(db, actor.keyId, r),
       });
     }
     reply.header("retry-after", String(r.retryAfterSeconds));
@@ -82,19 +86,36 @@ export async function enforceRateLimit(
   }
 }
 
+/** The window refusals are counted and audited in (every key has a minute window). */
+export const REFUSAL_WINDOW_SECONDS = 60;
+
 /**
  * onError hook: a 401/403 of a key that exists (revoked, expired, out of scope,
- * IP) becomes an `auth.refused` event of its tenant.
+ * IP) is counted in the key's minute window; the first of each window becomes
+ * an `auth.refused` event of its tenant (later ones are reported as `refused`
+ * in the window's rate_limit.hit, which they lead to).
  */
 export const auditRefusals =
   (db: Knex) =>
   async (req: FastifyRequest, _reply: FastifyReply, err: Error): Promise<void> => {
     if (!(err instanceof RcError) || (err.status !== 401 && err.status !== 403) || !req.keyActor) return;
-    await auditKeyEvent(db, req.log, req.keyActor, req.ip, "auth.refused", {
+    const actor = req.keyActor;
+    let first: boolean;
+    let windowStart: number;
+    try {
+      ({ first, windowStart } = await countRefusal(db, actor.keyId, REFUSAL_WINDOW_SECONDS));
+    } catch (e) {
+      req.log.warn({ err: e, keyId: actor.keyId }, "audit: could not count a refusal");
+      return;
+    }
+    if (!first) return;
+    await auditKeyEvent(db, req.log, actor, req.ip, "auth.refused", {
       status: err.status,
       code: err.code,
       detail: err.detail,
       method: req.method,
       path: req.url.split("?")[0],
+      window_seconds: REFUSAL_WINDOW_SECONDS,
+      window_start: new Date(windowStart).toISOString(),
     });
   };

@@ -5,11 +5,12 @@
 import type { Command } from "commander";
 import type { Knex } from "knex";
 import { createApplication, deleteApplication, listApplications } from "../applications/store.js";
+import { OPERATOR_ACTOR } from "../auth/automation-key-service.js";
 import { AdminError, resolveTenant } from "./admin.js";
 
 type WithDb = (fn: (db: Knex) => Promise<unknown>) => Promise<void>;
 
-const OPERATOR = { actor: { key_type: "operator_cli" } };
+const OPERATOR = { ...OPERATOR_ACTOR };
 
 async function resolveServer(db: Knex, tenantId: string, idOrName: string): Promise<string> {
   const row = await db("servers")

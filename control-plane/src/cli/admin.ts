@@ -3,18 +3,18 @@
 // one JSON object on stdout.
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
-import { appendAuditEvent } from "../audit/audit-log.js";
-import { newAutomationKeyRow } from "../auth/automation-key.js";
+import type { z } from "zod";
+import { isUuid, validationMessage } from "../api/validation.js";
+import * as keyService from "../auth/automation-key-service.js";
+import { OPERATOR_ACTOR, keyCreateSchema } from "../auth/automation-key-service.js";
 import { createApiKey as insertApiKey, revokeApiKey as markApiKeyRevoked } from "../auth/api-key.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 
 export class AdminError extends Error {}
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 export async function resolveTenant(db: Knex, idOrName: string): Promise<{ id: string; name: string }> {
   const q = db("tenants").first<{ id: string; name: string } | undefined>("id", "name");
-  const row = await (UUID.test(idOrName)
+  const row = await (isUuid(idOrName)
     ? q.where({ id: idOrName.toLowerCase() })
     : q.where({ name: idOrName }));
   if (!row)
@@ -35,73 +35,52 @@ export async function createTenant(db: Knex, name: string) {
   return { tenant_id: id, name };
 }
 
+/**
+ * An automation key through the same service, schema and checks as
+ * POST /api/automation-keys (an expiry in the past is refused by both).
+ */
 export async function createAutomationKey(
   db: Knex,
   opts: { tenant: string; name: string; expiresAt?: string; rateLimit?: number },
 ): Promise<{ key_id: string; key: string; tenant_id: string; expires_at: string | null }> {
   const tenant = await resolveTenant(db, opts.tenant);
-  let expiresAt: number | null = null;
-  if (opts.expiresAt) {
-    expiresAt = Date.parse(opts.expiresAt);
-    if (Number.isNaN(expiresAt))
-      throw new AdminError(`--expires-at: '${opts.expiresAt}' is not an ISO 8601 date`);
-  }
-  const rateLimit = opts.rateLimit ?? 100;
-  if (!Number.isInteger(rateLimit) || rateLimit < 1 || rateLimit > 1000) {
-    throw new AdminError("--rate-limit: requests per minute, a whole number from 1 to 1000");
-  }
-  const { key, row } = newAutomationKeyRow(tenant.id, opts.name, {
-    rate_limit: rateLimit,
-    expires_at: expiresAt,
+  const input = parseOptions(keyCreateSchema, {
+    name: opts.name,
+    ...(opts.expiresAt !== undefined ? { expires_at: opts.expiresAt } : {}),
+    ...(opts.rateLimit !== undefined ? { rate_limit: opts.rateLimit } : {}),
   });
-  const id = row.id;
-  await db.transaction(async (trx) => {
-    await trx("automation_keys").insert(row);
-    await appendAuditEvent(trx, {
-      tenantId: tenant.id,
-      eventType: "automation_key.created",
-      keyId: id,
-      payload: { key_id: id, key_name: opts.name, actor: "admin-cli", expires_at: expiresAt },
-    });
-  });
-  return {
-    key_id: id,
-    key,
-    tenant_id: tenant.id,
-    expires_at: expiresAt ? new Date(expiresAt).toISOString() : null,
-  };
+  const created = await keyService.createAutomationKey(db, tenant.id, input, OPERATOR_ACTOR);
+  return { key_id: created.id, key: created.key, tenant_id: tenant.id, expires_at: created.expires_at };
 }
 
 export async function revokeAutomationKey(db: Knex, keyId: string) {
-  const row = await db("automation_keys")
-    .where({ id: keyId })
-    .first<{ tenant_id: string; name: string } | undefined>();
-  if (!row) throw new AdminError(`automation key '${keyId}' not found`);
-  const revokedAt = Date.now();
-  await db.transaction(async (trx) => {
-    await trx("automation_keys")
-      .where({ id: keyId })
-      .whereNull("revoked_at")
-      .update({ revoked_at: revokedAt });
-    await appendAuditEvent(trx, {
-      tenantId: row.tenant_id,
-      eventType: "automation_key.revoked",
-      keyId,
-      payload: { key_id: keyId, key_name: row.name, actor: "admin-cli" },
-    });
-  });
-  return { key_id: keyId, revoked_at: new Date(revokedAt).toISOString() };
+  return keyService.revokeAutomationKey(db, null, keyId, OPERATOR_ACTOR);
+}
+
+const FLAGS: Record<string, string> = {
+  expires_at: "--expires-at",
+  rate_limit: "--rate-limit",
+  name: "--name",
+};
+
+/** Checks CLI options with a route's schema; the message names the flag. */
+function parseOptions<T>(schema: z.ZodType<T>, input: unknown): T {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  const field = String(issue.path[0] ?? "");
+  throw new AdminError(`${FLAGS[field] ?? field}: ${validationMessage(issue)}`);
 }
 
 /** A regular API key (`X-API-Key: rck_...`) of the tenant; the secret is printed once. */
 export async function createApiKey(db: Knex, opts: { tenant: string; name: string }) {
   const tenant = await resolveTenant(db, opts.tenant);
   if (opts.name.length < 1 || opts.name.length > 128) throw new AdminError("--name: 1-128 characters");
-  return { ...(await insertApiKey(db, tenant.id, opts.name, "admin-cli")), tenant_id: tenant.id };
+  return { ...(await insertApiKey(db, tenant.id, opts.name, OPERATOR_ACTOR)), tenant_id: tenant.id };
 }
 
 export async function revokeApiKey(db: Knex, keyId: string) {
-  const out = UUID.test(keyId) ? await markApiKeyRevoked(db, keyId, "admin-cli") : null;
+  const out = isUuid(keyId) ? await markApiKeyRevoked(db, keyId, OPERATOR_ACTOR) : null;
   if (!out) throw new AdminError(`API key '${keyId}' not found`);
   return out;
 }

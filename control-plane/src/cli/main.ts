@@ -14,6 +14,7 @@ import {
   revokeApiKey,
   revokeAutomationKey,
 } from "./admin.js";
+import { registerAgentCommands } from "./admin-agents.js";
 import { registerApplicationCommands } from "./admin-applications.js";
 import { registerAuditCommands } from "./admin-audit.js";
 
@@ -55,7 +56,7 @@ admin
   .command("create-automation-key")
   .requiredOption("--tenant <id|name>", "tenant id or name")
   .requiredOption("--name <name>", "a name for the key")
-  .option("--expires-at <iso>", "expiry date (ISO 8601)")
+  .option("--expires-at <iso>", "expiry, an ISO 8601 date-time with a zone, in the future")
   .option("--rate-limit <n>", "requests per minute (1-1000)", "100")
   .action((o: { tenant: string; name: string; expiresAt?: string; rateLimit: string }) =>
     withDb((db) => createAutomationKey(db, { ...o, rateLimit: Number(o.rateLimit) })),
@@ -89,6 +90,7 @@ admin
 
 registerAuditCommands(admin, withDb);
 registerApplicationCommands(admin, withDb);
+registerAgentCommands(admin, withDb);
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
   const url = loadDatabaseUrl();

@@ -42,12 +42,29 @@ export function openDb(url: string): Db {
       // Fail fast when the database is down instead of queueing requests.
       connectTimeout: 5000,
       // The audit append sends its writes in one round trip (audit-log.ts). Every
-      // statement here is built by knex with bound parameters, never from strings.
+      // statement here is built by knex with bound parameters, never from strings;
+      // test/sql-stacked-input.test.ts shows stacked input stays data.
       multipleStatements: true,
     },
-    pool: { min: 1, max: 10 },
+    pool: { min: 1, max: 10, afterCreate: backslashEscapes },
     acquireConnectionTimeout: 5000,
   });
+}
+
+/**
+ * mysql2 escapes bound values client side with backslashes (\\' for a quote).
+ * Under a server sql_mode with NO_BACKSLASH_ESCAPES that quote would end the
+ * string literal, and with multipleStatements a value could then run its own
+ * statements: each connection turns the mode off for its session.
+ */
+function backslashEscapes(
+  conn: { query(sql: string, cb: (err: Error | null) => void): void },
+  done: (err: Error | null, conn: unknown) => void,
+): void {
+  conn.query(
+    "SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE(REPLACE(@@SESSION.sql_mode, 'NO_BACKSLASH_ESCAPES', ''), ',,', ','))",
+    (err) => done(err, conn),
+  );
 }
 
 export async function migrate(db: Db): Promise<void> {

@@ -4,22 +4,18 @@
 //   DELETE /external-deploy/session/{id}     rca_ key of the tenant or the session's token → 204
 // Calls made with a session token count against the rate limit of the key that
 // opened the session.
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { admitAutomationKey } from "../auth/admit-automation-key.js";
 import { requireOperation } from "../auth/automation-key.js";
-import { auditRefusals, enforceRateLimit } from "../auth/security-audit.js";
+import { automationKeyAuth } from "../auth/plugins.js";
+import { enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import type { ApiContext } from "../api/context.js";
 import { CONTAINER_NAME_PATTERN } from "../applications/validate.js";
-import {
-  type SessionBody,
-  type SessionRow,
-  endSession,
-  openSession,
-  sessionBearer,
-  sessionOfToken,
-} from "./sessions.js";
-import { type DeploymentEntry, syncDeployments } from "./sync.js";
+import { type SessionRow, endSession, openSession, sessionBearer, sessionOfToken } from "./sessions.js";
+import { syncDeployments } from "./sync.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -28,43 +24,30 @@ declare module "fastify" {
   }
 }
 
-const containerName = { type: "string", pattern: CONTAINER_NAME_PATTERN, maxLength: 255 } as const;
+const containerName = z.string().regex(new RegExp(CONTAINER_NAME_PATTERN)).max(255);
 export const MAX_CONTAINERS = 200;
 
-const sessionSchema = {
-  type: "object",
-  required: ["container_names"],
-  additionalProperties: false,
-  properties: {
-    container_names: { type: "array", minItems: 1, maxItems: MAX_CONTAINERS, items: containerName },
-    workflow_run_id: { type: "string", minLength: 1, maxLength: 255 },
-    commit_sha: { type: "string", minLength: 1, maxLength: 255 },
-  },
-} as const;
+const sessionSchema = z.strictObject({
+  container_names: z.array(containerName).min(1).max(MAX_CONTAINERS),
+  workflow_run_id: z.string().min(1).max(255).optional(),
+  commit_sha: z.string().min(1).max(255).optional(),
+});
 
-const syncSchema = {
-  type: "object",
-  required: ["deployments"],
-  additionalProperties: false,
-  properties: {
-    deployments: {
-      type: "array",
-      minItems: 1,
-      maxItems: MAX_CONTAINERS,
-      items: {
-        type: "object",
-        required: ["container_name", "container_port", "image_tag"],
-        additionalProperties: false,
-        properties: {
-          container_name: containerName,
-          container_port: { type: "integer", minimum: 1, maximum: 65535 },
-          image_tag: { type: "string", minLength: 1, maxLength: 512 },
-          force: { type: "boolean" },
-        },
-      },
-    },
-  },
-} as const;
+const syncSchema = z.strictObject({
+  deployments: z
+    .array(
+      z.strictObject({
+        container_name: containerName,
+        container_port: z.int().min(1).max(65535),
+        image_tag: z.string().min(1).max(512),
+        force: z.boolean().optional(),
+      }),
+    )
+    .min(1)
+    .max(MAX_CONTAINERS),
+});
+
+const sessionParams = z.object({ id: z.string() });
 
 async function admitSession(ctx: ApiContext, req: FastifyRequest, reply: FastifyReply, token: string) {
   const session = await sessionOfToken(ctx.db, token);
@@ -76,20 +59,17 @@ async function admitSession(ctx: ApiContext, req: FastifyRequest, reply: Fastify
 }
 
 export const externalDeployApi =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.decorateRequest("principal", null as never);
-    app.decorateRequest("keyActor", null);
+    // Per route: /session takes an rca_ key, /sync a session's rds_ token, DELETE either.
+    await app.register(automationKeyAuth, { db: ctx.db, everyRoute: false });
     app.decorateRequest("deploySession", null as never);
-    app.addHook("onError", auditRefusals(ctx.db));
 
-    app.post<{ Body: SessionBody }>(
+    app.post(
       "/session",
       {
         schema: { body: sessionSchema },
-        onRequest: async (req, reply) => {
-          req.principal = await admitAutomationKey(ctx.db, req, reply);
-        },
+        onRequest: async (req, reply) => req.admitAutomationKey(reply),
         preValidation: async (req) => requireOperation(req.principal, "external_deploy"),
       },
       async (req, reply) => {
@@ -99,7 +79,7 @@ export const externalDeployApi =
     );
 
     // Authenticated before the body is validated: a bad token is a 401 whatever it sends.
-    app.post<{ Body: { deployments: DeploymentEntry[] } }>(
+    app.post(
       "/sync",
       {
         schema: { body: syncSchema },
@@ -117,7 +97,7 @@ export const externalDeployApi =
       async (req) => syncDeployments(ctx, req.deploySession, req.body.deployments, req.ip),
     );
 
-    app.delete<{ Params: { id: string } }>("/session/:id", async (req, reply) => {
+    app.delete("/session/:id", { schema: { params: sessionParams } }, async (req, reply) => {
       const token = sessionBearer(req);
       if (token) {
         const session = await admitSession(ctx, req, reply, token);

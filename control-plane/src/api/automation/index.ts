@@ -1,8 +1,8 @@
 // The Automation API (/api/automation/v1): every route authenticates with an
-// automation key in an onRequest hook, before its body is even validated.
+// automation key (automationKeyAuth, an onRequest hook), before its body is even
+// validated; then the route checks its operation and server scope.
 import type { FastifyPluginAsync } from "fastify";
-import { admitAutomationKey } from "../../auth/admit-automation-key.js";
-import { auditRefusals } from "../../auth/security-audit.js";
+import { automationKeyAuth } from "../../auth/plugins.js";
 import type { ApiContext } from "../context.js";
 import { execRoute } from "./exec.js";
 import { operationsRoute } from "./operations.js";
@@ -13,14 +13,7 @@ import { restartRoute } from "./restart.js";
 export const automationApi =
   (ctx: ApiContext): FastifyPluginAsync =>
   async (app) => {
-    app.decorateRequest("principal", null as never);
-    app.decorateRequest("keyActor", null);
-    // Order: who (401), from where (403), how often (429); scope checks of the
-    // server and operation are the routes' (they know what is asked).
-    app.addHook("onRequest", async (req, reply) => {
-      req.principal = await admitAutomationKey(ctx.db, req, reply);
-    });
-    app.addHook("onError", auditRefusals(ctx.db));
+    await app.register(automationKeyAuth, { db: ctx.db });
     await app.register(execRoute(ctx));
     await app.register(operationsRoute(ctx));
     await app.register(restartRoute(ctx));

@@ -2,7 +2,8 @@
 // GET /api/automation/v1/operations?run_id=...[&cursor=] — the operations of one run, newest
 // first, with output previews, paged by count and size. Both only within the key's scope
 // (operations/read.ts): an operation outside it is not found.
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { RcError } from "../../errors.js";
 import {
   RUN_CURSOR_PATTERN,
@@ -12,9 +13,12 @@ import {
 } from "../../operations/read.js";
 import type { AutomationPrincipal } from "../../auth/automation-key.js";
 import type { ApiContext } from "../context.js";
-import { UUID_PATTERN, runIdSchema } from "./schemas.js";
+import { isUuid, runIdSchema } from "./schemas.js";
 
-const uuid = new RegExp(UUID_PATTERN);
+const querystring = z.strictObject({
+  run_id: runIdSchema,
+  cursor: z.string().regex(new RegExp(RUN_CURSOR_PATTERN), "must be a cursor from next_cursor").optional(),
+});
 
 const readScope = (p: AutomationPrincipal): ReadScope => ({
   tenantId: p.tenantId,
@@ -23,22 +27,14 @@ const readScope = (p: AutomationPrincipal): ReadScope => ({
 });
 
 export const operationsRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     app.get<{ Params: { operation_id: string } }>("/operations/:operation_id", async (req) => {
       const id = req.params.operation_id;
-      if (!uuid.test(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
+      if (!isUuid(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
       return getOperation(ctx.db, readScope(req.principal), id.toLowerCase());
     });
-    const querystring = {
-      type: "object",
-      required: ["run_id"],
-      additionalProperties: false,
-      properties: { run_id: runIdSchema, cursor: { type: "string", pattern: RUN_CURSOR_PATTERN } },
-    } as const;
-    app.get<{ Querystring: { run_id: string; cursor?: string } }>(
-      "/operations",
-      { schema: { querystring } },
-      async (req) => listRunOperations(ctx.db, readScope(req.principal), req.query.run_id, req.query.cursor),
+    app.get("/operations", { schema: { querystring } }, async (req) =>
+      listRunOperations(ctx.db, readScope(req.principal), req.query.run_id, req.query.cursor),
     );
   };

@@ -7,7 +7,9 @@
 // `failed` with the provider's message in stderr (the HTTP answer is still 202:
 // the provider is called after the operation is recorded, and its refusal is the
 // operation's outcome, not an error of this API). No agent and no binding: 409.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
 import { type OpenedBinding, openBinding } from "../../reboot/bindings.js";
 import { currentBootId } from "../../reboot/completion.js";
@@ -18,20 +20,11 @@ import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
-interface RebootBody {
-  server_id: string;
-  run_id?: string;
-}
-
-const bodySchema = {
-  type: "object",
-  required: ["server_id"],
-  additionalProperties: false,
-  properties: { server_id: uuidSchema, run_id: runIdSchema },
-} as const;
+const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });
+type RebootBody = z.infer<typeof bodySchema>;
 
 export const rebootRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "reboot");
     app.post<{ Body: RebootBody }>(

@@ -7,7 +7,9 @@
 // logout: synchronous and never 5xx for a failed logout: an agent that is not
 //   connected, or a logout that fails, is a `completed` operation with a
 //   non-zero exit_code and the reason in stderr (clients treat it as a warning).
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
 import { openCredential, requireMasterKey, resolveOr422 } from "../../registry/credentials.js";
@@ -22,47 +24,26 @@ const DEADLINE_SECONDS = 60;
 /** Logout answers within this; the agent kills the engine at DEADLINE_SECONDS. */
 const LOGOUT_WAIT_MS = (DEADLINE_SECONDS + 10) * 1000;
 
-interface LoginBody {
-  server_id: string;
-  credential_id: string;
-  run_id?: string;
-  run_context?: Record<string, string>;
-}
+const loginSchema = z.strictObject({
+  server_id: uuidSchema,
+  credential_id: uuidSchema,
+  run_id: runIdSchema.optional(),
+  run_context: runContextSchema.optional(),
+});
+type LoginBody = z.infer<typeof loginSchema>;
 
-interface LogoutBody {
-  server_id: string;
-  registry_url: string;
-  run_id?: string;
-}
-
-const loginSchema = {
-  type: "object",
-  required: ["server_id", "credential_id"],
-  additionalProperties: false,
-  properties: {
-    server_id: uuidSchema,
-    credential_id: uuidSchema,
-    run_id: runIdSchema,
-    run_context: runContextSchema,
-  },
-} as const;
-
-const logoutSchema = {
-  type: "object",
-  required: ["server_id", "registry_url"],
-  additionalProperties: false,
-  properties: {
-    server_id: uuidSchema,
-    registry_url: { type: "string", maxLength: 512 },
-    run_id: runIdSchema,
-  },
-} as const;
+const logoutSchema = z.strictObject({
+  server_id: uuidSchema,
+  registry_url: z.string().max(512),
+  run_id: runIdSchema.optional(),
+});
+type LogoutBody = z.infer<typeof logoutSchema>;
 
 const scope = (operation: string) => async (req: FastifyRequest) =>
   requireOperation(req.principal, operation);
 
 export const registryAuthRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     app.post<{ Body: LoginBody }>(
       "/registry-auth/login",

@@ -3,7 +3,9 @@
 // against docker's own rule here and again on the agent, and travels as one argv
 // entry, never through a shell. Answers like exec: 200 with the result within
 // 60 s, else 202 running; 409 when the agent is not connected.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
 import type { ApiContext } from "../context.js";
 import { answerOutcome } from "./answer.js";
@@ -11,31 +13,24 @@ import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
 
-interface RestartBody {
-  server_id: string;
-  container_name: string;
-  run_id?: string;
-}
-
 /** How long the HTTP call waits for the result (the contract's exec default). */
 const WAIT_SECONDS = 60;
 /** Hard deadline of the engine call on the agent; a restart waits for the container's stop timeout. */
 const DEADLINE_SECONDS = 300;
 
-const bodySchema = {
-  type: "object",
-  required: ["server_id", "container_name"],
-  additionalProperties: false,
-  properties: {
-    server_id: uuidSchema,
-    // docker's rule for container names (daemon/names.RestrictedNamePattern).
-    container_name: { type: "string", pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$", maxLength: 255 },
-    run_id: runIdSchema,
-  },
-} as const;
+const bodySchema = z.strictObject({
+  server_id: uuidSchema,
+  // docker's rule for container names (daemon/names.RestrictedNamePattern).
+  container_name: z
+    .string()
+    .regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/)
+    .max(255),
+  run_id: runIdSchema.optional(),
+});
+type RestartBody = z.infer<typeof bodySchema>;
 
 export const restartRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "restart");
     const opts = { schema: { body: bodySchema }, preValidation };

@@ -1,7 +1,9 @@
-// JSON schemas shared by the Automation API routes. Limits are the contract's
-// (spec "Limits"); ajv runs without type coercion, so "5" is not an integer here.
+// zod schemas shared by the Automation API routes. Limits are the contract's
+// (spec "Limits"); bodies are not coerced, so "5" is not an integer here, and
+// unknown fields are refused (strict objects).
+import { z } from "zod";
 
-export const UUID_PATTERN = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+export { isUuid, uuid as uuidSchema } from "../validation.js";
 
 export const LIMITS = {
   commandChars: 8192,
@@ -12,38 +14,22 @@ export const LIMITS = {
   timeoutDefault: 60,
 } as const;
 
-export const uuidSchema = { type: "string", pattern: UUID_PATTERN } as const;
+export const runIdSchema = z.string().min(1).max(255);
 
-export const runIdSchema = { type: "string", minLength: 1, maxLength: 255 } as const;
-
+const ctxField = z.string().max(1024);
 /** CI metadata; the named fields are strings, extra string keys are kept too. */
-export const runContextSchema = {
-  type: "object",
-  maxProperties: 32,
-  properties: {
-    provider: { type: "string", maxLength: 1024 },
-    repository: { type: "string", maxLength: 1024 },
-    workflow: { type: "string", maxLength: 1024 },
-    trigger: { type: "string", maxLength: 1024 },
-    actor: { type: "string", maxLength: 1024 },
-    sha: { type: "string", maxLength: 1024 },
-    ref: { type: "string", maxLength: 1024 },
-  },
-  additionalProperties: { type: "string", maxLength: 1024 },
-} as const;
-
-export const envSchema = {
-  type: "object",
-  maxProperties: LIMITS.envKeys,
-  propertyNames: { pattern: "^[A-Za-z_][A-Za-z0-9_]*$" },
-  additionalProperties: { type: "string" },
-} as const;
-
-export const errorSchema = {
-  type: "object",
-  properties: { detail: { type: "string" } },
-  required: ["detail"],
-} as const;
+export const runContextSchema = z
+  .object({
+    provider: ctxField.optional(),
+    repository: ctxField.optional(),
+    workflow: ctxField.optional(),
+    trigger: ctxField.optional(),
+    actor: ctxField.optional(),
+    sha: ctxField.optional(),
+    ref: ctxField.optional(),
+  })
+  .catchall(ctxField)
+  .refine((o) => Object.keys(o).length <= 32, { error: "must have at most 32 keys" });
 
 /** Bytes of keys and values together (the contract's "64KB total"). */
 export function envBytes(env: Record<string, string> | undefined): number {
@@ -51,3 +37,27 @@ export function envBytes(env: Record<string, string> | undefined): number {
   for (const [k, v] of Object.entries(env ?? {})) total += Buffer.byteLength(k) + Buffer.byteLength(v);
   return total;
 }
+
+/** env / env_overrides: at most 200 keys and 64 KB of keys and values together. */
+export const envSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).check((ctx) => {
+  const keys = Object.keys(ctx.value).length;
+  if (keys > LIMITS.envKeys) {
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `must have at most ${LIMITS.envKeys} keys`,
+    });
+    return;
+  }
+  const size = envBytes(ctx.value);
+  if (size > LIMITS.envBytes)
+    ctx.issues.push({
+      code: "custom",
+      input: ctx.value,
+      message: `total size ${size} bytes exceeds ${LIMITS.envBytes} bytes`,
+    });
+});
+
+export const timeoutSecondsSchema = z.int().min(LIMITS.timeoutMin).max(LIMITS.timeoutMax);
+
+export const errorSchema = z.object({ detail: z.string() });

@@ -9,6 +9,21 @@ export interface ServerRef {
   name: string;
 }
 
+/** The tenant's servers, oldest first (GET /api/servers). */
+export async function listServers(db: Knex, tenantId: string) {
+  const rows = await db("servers")
+    .where({ tenant_id: tenantId })
+    .orderBy("created_at", "asc")
+    .select("id", "name", "hostname", "agent_version", "last_seen_at");
+  return rows.map((r) => ({
+    id: r.id as string,
+    name: r.name as string,
+    hostname: r.hostname as string | null,
+    agent_version: r.agent_version as string | null,
+    last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
+  }));
+}
+
 export async function findServer(
   db: Knex,
   principal: AutomationPrincipal,

@@ -3,38 +3,28 @@
 // of the last event of the previous page). A page ends at `limit` events or
 // AUDIT_PAGE_BYTES of JSON, whichever comes first; an event of an operation
 // carries its outcome with an output preview (operations/preview.ts).
-import type { FastifyPluginAsync } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Knex } from "knex";
+import { z } from "zod";
 import { RcError } from "../../errors.js";
 import { budgetPage } from "../../lib/budget-page.js";
 import { iso } from "../../lib/time.js";
 import { type PreviewRow, presentPreview, previewColumns } from "../../operations/preview.js";
 import { runIdSchema, uuidSchema } from "../automation/schemas.js";
+import { dateTime, queryInt } from "../validation.js";
 import type { ApiContext } from "../context.js";
 
-interface AuditQuery {
-  run_id?: string;
-  operation_id?: string;
-  server_id?: string;
-  since?: string;
-  limit?: string;
-  cursor?: string;
-}
-
-// Query strings are not coerced (ajv runs without coercion): numbers arrive as digits.
-const digits = { type: "string", pattern: "^\\d{1,18}$" } as const;
-const querystring = {
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    run_id: runIdSchema,
-    operation_id: uuidSchema,
-    server_id: uuidSchema,
-    since: { type: "string", maxLength: 64 },
-    limit: digits,
-    cursor: digits,
-  },
-} as const;
+// limit and cursor arrive as digits in the query string and are coerced.
+const querystring = z.strictObject({
+  run_id: runIdSchema.optional(),
+  operation_id: uuidSchema.optional(),
+  server_id: uuidSchema.optional(),
+  since: z
+    .union([z.iso.date(), dateTime], { error: "must be an ISO 8601 date, or date-time with a time zone" })
+    .optional(),
+  limit: queryInt(1, 1000).optional(),
+  cursor: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
+});
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
@@ -62,9 +52,9 @@ function parseSince(since: string | undefined): number | undefined {
 }
 
 export const auditRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get<{ Querystring: AuditQuery }>("/audit", { schema: { querystring } }, async (req) => {
+    app.get("/audit", { schema: { querystring } }, async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
       if (limit < 1 || limit > MAX_LIMIT)

@@ -8,6 +8,7 @@ import * as m004 from "./004_reboot.js";
 import * as m005 from "./005_external_deploy.js";
 import * as m007 from "./007_audit_keyed.js";
 import * as m008 from "./008_result_detail.js";
+import * as m009 from "./009_refusal_counts.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -22,6 +23,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "005_external_deploy": m005,
   "007_audit_keyed": m007,
   "008_result_detail": m008,
+  "009_refusal_counts": m009,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
