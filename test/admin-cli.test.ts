@@ -6,7 +6,7 @@ import test from "ava";
 import { assertDetailOnly } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { request } from "./harness/http";
+import { exec, request } from "./harness/http";
 import { SERVER_MAIN } from "./harness/programs";
 
 let c: Cluster;
@@ -94,3 +94,16 @@ test.serial(
     t.regex(err!.message, /server 'no-such-server' not found/);
   },
 );
+
+test.serial("admin cli - revoke-agent closes the stream of an agent that is connected now", async (t) => {
+  const s = await c.addServer({ start: true });
+  const before = await exec(c, { server_id: s.serverId, command: "echo still-trusted", timeout_seconds: 30 });
+  t.is(before.status, 200, JSON.stringify(before.json));
+  await c.admin(["revoke-agent", "--server", s.serverName]);
+  // The gateway ends the open stream; the agent's reconnect is then turned away.
+  await s.agent!.proc.waitForMsg("gateway rejected the agent credential", { timeoutMs: 30_000 });
+  const after = await exec(c, { server_id: s.serverId, command: "echo revoked", timeout_seconds: 5 });
+  t.is(after.status, 409);
+  t.is(after.json.detail, `server '${s.serverName}' is not connected`);
+  await s.agent!.stop();
+});

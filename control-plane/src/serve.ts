@@ -11,6 +11,7 @@ import { type Config, ConfigError } from "./config.js";
 import { migrateWithRetry, openDb } from "./db/knex.js";
 import { type GatewayServer, startGateway } from "./gateway/server.js";
 import { AckWriter } from "./gateway/ack-writer.js";
+import { startCredentialWatch } from "./gateway/credential-watch.js";
 import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
@@ -61,12 +62,23 @@ export async function serve(
       config.tls,
       config.grpcReflection,
     );
-    stopSweeper = startSweeper(
+    const stopOpsSweep = startSweeper(
       ops,
       log.child({ component: "sweeper" }),
       config.sweepIntervalMs,
       config.leaseMs,
     );
+    // A revoked credential ends its open streams within one heartbeat interval.
+    const stopWatch = startCredentialWatch(
+      db,
+      registry,
+      log.child({ component: "gateway" }),
+      config.heartbeatIntervalMs,
+    );
+    stopSweeper = () => {
+      stopOpsSweep();
+      stopWatch();
+    };
     log.info({ url: gateway.url }, "gateway listening");
   }
 

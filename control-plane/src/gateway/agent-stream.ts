@@ -35,6 +35,7 @@ interface ServerRow {
   id: string;
   tenant_id: string;
   name: string;
+  agent_credential_hash: string;
 }
 
 export function handleConnect(deps: GatewayDeps, call: Call): void {
@@ -50,7 +51,7 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
   deps
     .db("servers")
     .where({ agent_credential_hash: sha256Hex(token) })
-    .first<ServerRow | undefined>("id", "tenant_id", "name")
+    .first<ServerRow | undefined>("id", "tenant_id", "name", "agent_credential_hash")
     .then(
       (server) => {
         if (server) new AgentStream(deps, call, server).start();
@@ -66,6 +67,8 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
 class AgentStream {
   readonly connectionId = randomUUID();
   readonly serverId: string;
+  /** The credential this stream authenticated with (credential-watch.ts checks it still holds). */
+  readonly credentialHash: string;
   private readonly log: Logger;
   private closed = false;
   private hello = false;
@@ -76,6 +79,7 @@ class AgentStream {
     private readonly server: ServerRow,
   ) {
     this.serverId = server.id;
+    this.credentialHash = server.agent_credential_hash;
     this.log = deps.log.child({ server_id: server.id, connection_id: this.connectionId });
   }
 

@@ -8,6 +8,8 @@ import type { JobBus, Job, Unsubscribe } from "../bus/job-bus.js";
 export interface StreamHandle {
   readonly connectionId: string;
   readonly serverId: string;
+  /** Hash of the agent credential the stream authenticated with. */
+  readonly credentialHash: string;
   /** Puts the job on the stream; false when the stream is gone. */
   sendJob(job: Job): boolean;
   close(reason: string): void;
@@ -59,6 +61,11 @@ export class StreamRegistry {
 
   acked(serverId: string, operationId: string): void {
     this.unacked.get(serverId)?.delete(operationId);
+  }
+
+  /** The streams held now. */
+  streams(): StreamHandle[] {
+    return [...this.held.values()].map((h) => h.stream);
   }
 
   closeAll(reason: string): void {
