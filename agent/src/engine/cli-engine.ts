@@ -1,5 +1,6 @@
 // The part docker and podman share: both CLIs take the same restart, login
-// (--password-stdin) and logout arguments. An adapter only names its binary.
+// (--password-stdin), logout and container inspect arguments. An adapter only
+// names its binary.
 import { runCli } from "./cli-process.js";
 import type { ContainerEngine, EngineOutcome, RegistryLogin } from "./engine.js";
 
@@ -27,5 +28,10 @@ export class CliEngine implements ContainerEngine {
 
   logout(registry: string, deadlineSeconds: number): Promise<EngineOutcome> {
     return runCli({ binary: this.binary, args: ["logout", registry], deadlineSeconds });
+  }
+
+  inspect(containerName: string, deadlineSeconds: number): Promise<EngineOutcome> {
+    // `container inspect`, not `inspect`: an image of the same name must not answer.
+    return runCli({ binary: this.binary, args: ["container", "inspect", containerName], deadlineSeconds });
   }
 }
