@@ -33,5 +33,7 @@ export const applicationFields = {
   },
   linked_container_name: { type: "string", pattern: CONTAINER_NAME_PATTERN, maxLength: 255 },
   container_port: { type: "integer", minimum: 1, maximum: 65535 },
+  /** Sync entries must name container_port (external-deploy/sync.ts). */
+  pin_port: { type: "boolean" },
   fqdns: { type: "array", maxItems: MAX_FQDNS, items: { type: "string", maxLength: 300 } },
 } as const;

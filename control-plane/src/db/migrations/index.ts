@@ -6,6 +6,7 @@ import * as m002 from "./002_keys.js";
 import * as m003 from "./003_registry.js";
 import * as m004 from "./004_reboot.js";
 import * as m005 from "./005_external_deploy.js";
+import * as m006 from "./006_application_pin_port.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -18,6 +19,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "003_registry": m003,
   "004_reboot": m004,
   "005_external_deploy": m005,
+  "006_application_pin_port": m006,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
