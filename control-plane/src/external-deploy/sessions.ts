@@ -2,7 +2,8 @@
 // they name the containers a pipeline started and carry the applications matched
 // by `linked_container_name` (within the key's tenant and server scope). The
 // `rds_` token is shown once and stored as SHA-256; a deleted or expired session
-// stops working at once.
+// stops working at once, and every call with the token is held to the opening
+// key's rules again (session-key.ts).
 import { randomUUID } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
