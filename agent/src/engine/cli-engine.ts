@@ -30,8 +30,12 @@ export class CliEngine implements ContainerEngine {
     return runCli({ binary: this.binary, args: ["logout", registry], deadlineSeconds });
   }
 
-  inspect(containerName: string, deadlineSeconds: number): Promise<EngineOutcome> {
+  inspect(containerNames: string[], deadlineSeconds: number): Promise<EngineOutcome> {
     // `container inspect`, not `inspect`: an image of the same name must not answer.
-    return runCli({ binary: this.binary, args: ["container", "inspect", containerName], deadlineSeconds });
+    return runCli({
+      binary: this.binary,
+      args: ["container", "inspect", ...containerNames],
+      deadlineSeconds,
+    });
   }
 }

@@ -42,15 +42,23 @@ function bindings(list: unknown): PortBinding[] {
   });
 }
 
-/** The first container of an inspect answer, or undefined when it is not one. */
-export function parseInspect(stdout: string): ContainerFacts | undefined {
+/** The containers of an inspect answer by name; empty when it is not one. */
+export function parseInspect(stdout: string): Map<string, ContainerFacts> {
   let doc: unknown;
   try {
     doc = JSON.parse(stdout);
   } catch {
-    return undefined;
+    return new Map();
   }
-  const c = obj(Array.isArray(doc) ? doc[0] : undefined);
+  const out = new Map<string, ContainerFacts>();
+  for (const item of Array.isArray(doc) ? doc : []) {
+    const facts = containerFacts(obj(item));
+    if (facts) out.set(facts.name, facts);
+  }
+  return out;
+}
+
+function containerFacts(c: Json): ContainerFacts | undefined {
   if (typeof c.Name !== "string") return undefined;
   const state = obj(c.State);
   const ports = new Map<number, PortBinding[]>();

@@ -33,7 +33,7 @@ const docker = JSON.stringify([
 ]);
 
 const facts = (json: string) => {
-  const f = parseInspect(json);
+  const [f] = parseInspect(json).values();
   if (!f) throw new Error("no facts");
   return f;
 };
@@ -83,6 +83,8 @@ test("port check - a stopped container, another name (id prefix) and the host ne
   );
 });
 
-test("port check - inspect output that is not a container gives no facts", (t) => {
-  for (const out of ["", "[]", "{}", "not json", '[{"Id":"x"}]']) t.is(parseInspect(out), undefined, out);
+test("port check - one inspect answer holds every container found, by name", (t) => {
+  const both = JSON.stringify([...JSON.parse(podman), ...JSON.parse(docker)]);
+  t.deepEqual([...parseInspect(both).keys()], ["web-1", "api"]);
+  for (const out of ["", "[]", "{}", "not json", '[{"Id":"x"}]']) t.is(parseInspect(out).size, 0, out);
 });

@@ -33,6 +33,11 @@ import type { ContainerEngine } from "../engine/engine.js";
 
 /** One inspect is a local CLI call; this only bounds a hung engine. */
 const INSPECT_DEADLINE_SECONDS = 15;
+/**
+ * Names per `container inspect` call: each container is ~11 KB of JSON (podman
+ * 4.3) and the engine's output is capped at 1 MiB, so 100 at once would be cut.
+ */
+const INSPECT_BATCH = 25;
 
 export type PortVerdict = { upstream: string } | { error: string };
 
@@ -89,33 +94,46 @@ export class PortCheck {
     readonly mode: UpstreamMode,
   ) {}
 
-  /** Inspects each container once (two applications may share one). */
+  /**
+   * One `container inspect` per batch of the job's containers (a sync of 100
+   * applications is 4 engine calls, not 100 CLI processes at once).
+   */
   async verdicts(routes: DesiredRoute[]): Promise<PortVerdict[]> {
-    const facts = new Map<string, Promise<ContainerFacts | string>>();
-    for (const r of routes) {
-      if (!facts.has(r.containerName)) facts.set(r.containerName, this.#inspect(r.containerName));
-    }
-    return Promise.all(
-      routes.map(async (r) => {
-        const f = await facts.get(r.containerName)!;
-        return typeof f === "string"
-          ? { error: f }
-          : portVerdict(f, r.containerName, r.containerPort, this.mode);
-      }),
-    );
+    const names = [...new Set(routes.map((r) => r.containerName))];
+    const batches: string[][] = [];
+    for (let i = 0; i < names.length; i += INSPECT_BATCH) batches.push(names.slice(i, i + INSPECT_BATCH));
+    const answers = await Promise.all(batches.map((b) => this.#inspect(b)));
+    const answerOf = new Map(batches.flatMap((b, i) => b.map((name) => [name, answers[i]!] as const)));
+    return routes.map((r) => {
+      const found = answerOf.get(r.containerName)!;
+      if (typeof found === "string") return { error: found };
+      const facts = found.facts.get(r.containerName);
+      if (!facts) {
+        // The engine's own line about this name, when it printed one.
+        const line = found.stderr.find(
+          (l) => l.includes(`'${r.containerName}'`) || l.endsWith(` ${r.containerName}`),
+        );
+        const why = line ? ` (${this.engine.name}: ${line.slice(0, 300)})` : "";
+        return { error: `no container is named '${r.containerName}' on this server${why}` };
+      }
+      return portVerdict(facts, r.containerName, r.containerPort, this.mode);
+    });
   }
 
-  async #inspect(name: string): Promise<ContainerFacts | string> {
+  async #inspect(
+    names: string[],
+  ): Promise<{ facts: Map<string, ContainerFacts>; stderr: string[] } | string> {
     const e = this.engine.name;
-    const o = await this.engine.inspect(name, INSPECT_DEADLINE_SECONDS);
-    if (o.status !== "completed") return `cannot ask ${e} about container '${name}': ${o.error ?? o.status}`;
-    if (o.exitCode !== 0) {
-      const why = o.stderr.trim().split("\n")[0]?.slice(0, 300) || `exit code ${o.exitCode}`;
-      return /no such (container|object)/i.test(why)
-        ? `no container is named '${name}' on this server (${e}: ${why})`
-        : `cannot inspect container '${name}' with ${e}: ${why}`;
+    const o = await this.engine.inspect(names, INSPECT_DEADLINE_SECONDS);
+    if (o.status !== "completed") return `cannot ask ${e} about the containers: ${o.error ?? o.status}`;
+    // A missing name makes the exit non-zero while the others are still printed.
+    const facts = parseInspect(o.stdout);
+    const stderr = o.stderr.trim().split("\n").filter(Boolean);
+    if (o.exitCode === 0 && facts.size === 0) return `${e} container inspect printed no readable container`;
+    if (o.exitCode !== 0 && facts.size === 0 && !stderr.some((l) => /no such (container|object)/i.test(l))) {
+      return `cannot inspect containers with ${e}: ${stderr[0]?.slice(0, 300) || `exit code ${o.exitCode}`}`;
     }
-    return parseInspect(o.stdout) ?? `${e} container inspect '${name}' gave no container`;
+    return { facts, stderr: o.exitCode === 0 ? [] : stderr };
   }
 }
 
