@@ -189,6 +189,35 @@ test.serial(
   },
 );
 
+test.serial(
+  "port check - a compose service name stands for its one running container; two are ambiguous",
+  async (t) => {
+    const service = `svc-${Math.random().toString(36).slice(2, 8)}`;
+    const labels = { "com.docker.compose.service": service };
+    // Compose names the container <project>-<service>-1; the pipeline syncs the service name.
+    const first = await startWebContainer(`shop-${service}-1`, ["c"], { labels });
+    await s.createApplication({
+      name: service,
+      linked_container_name: service,
+      container_port: first.containerPort("c"),
+      fqdns: [`${service}.example.test`],
+    });
+    const sess = await openSession([service]);
+    const ok = await s.sync(sess.token, [entry(service, first.hostPort("c"))]);
+    t.deepEqual(statuses(ok), ["synced"], describe(ok));
+    await waitForBackend(s.proxyPort, `${service}.example.test`, "c", 10_000);
+    const refused = await s.sync(sess.token, [entry(service, apiPort())]);
+    t.regex(
+      oneError(refused).reason,
+      new RegExp(`container '${service}' does not publish port ${apiPort()}`),
+    );
+    const second = await startWebContainer(`shop-${service}-2`, ["d"], { labels });
+    const twice = await s.sync(sess.token, [entry(service, second.hostPort("d"))]);
+    t.regex(oneError(twice).reason, new RegExp(`compose service '${service}' has 2 running containers`));
+    t.is((await proxyGet(s.proxyPort, `${service}.example.test`)).body, "backend c", "the live route stays");
+  },
+);
+
 test.serial("pinned port - another port is an errors entry before anything reaches the agent", async (t) => {
   const pinned = await startWebContainer("pin", ["p", "q"]);
   const created = await s.manage("/applications", {

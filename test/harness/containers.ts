@@ -64,6 +64,8 @@ export interface WebContainer {
 export interface WebContainerOptions {
   /** Container ports exposed but not published (`--expose`). */
   expose?: number[];
+  /** `--label` entries (e.g. com.docker.compose.service, as compose sets it). */
+  labels?: Record<string, string>;
 }
 
 /** A running container `<prefix>-<random>` serving each backend on container port 8001, 8002... */
@@ -84,6 +86,7 @@ export async function startWebContainer(
   const args = ["run", "-d", "--init", "--name", name];
   for (const p of ports.values()) args.push("-p", `127.0.0.1:${p.host}:${p.container}`);
   for (const port of opts.expose ?? []) args.push("--expose", String(port));
+  for (const [k, v] of Object.entries(opts.labels ?? {})) args.push("--label", `${k}=${v}`);
   await podman([...args, IMAGE, "sh", "-c", `${serve.join(" && ")} && exec sleep 2147483647`]);
   const stop = () => podman(["rm", "-f", "-t", "0", name]).then(() => undefined);
   onCleanup(stop);

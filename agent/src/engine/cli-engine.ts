@@ -1,6 +1,6 @@
 // The part docker and podman share: both CLIs take the same restart, login
-// (--password-stdin), logout and container inspect arguments. An adapter only
-// names its binary.
+// (--password-stdin), logout, container inspect and ps --filter/--format
+// arguments. An adapter only names its binary.
 import { runCli } from "./cli-process.js";
 import type { ContainerEngine, EngineOutcome, RegistryLogin } from "./engine.js";
 
@@ -35,6 +35,15 @@ export class CliEngine implements ContainerEngine {
     return runCli({
       binary: this.binary,
       args: ["container", "inspect", ...containerNames],
+      deadlineSeconds,
+    });
+  }
+
+  composeServiceContainers(service: string, deadlineSeconds: number): Promise<EngineOutcome> {
+    const filter = `label=com.docker.compose.service=${service}`;
+    return runCli({
+      binary: this.binary,
+      args: ["ps", "--filter", filter, "--format", "{{.Names}}"],
       deadlineSeconds,
     });
   }

@@ -34,6 +34,11 @@ export interface ContainerEngine {
    * found (container-facts.ts reads it); a non-zero exit when any name is missing.
    */
   inspect(containerNames: string[], deadlineSeconds: number): Promise<EngineOutcome>;
+  /**
+   * Names of the running containers of a compose service (label
+   * com.docker.compose.service=<service>), one per line on stdout.
+   */
+  composeServiceContainers(service: string, deadlineSeconds: number): Promise<EngineOutcome>;
 }
 
 /** Docker's rule for container names (daemon/names.RestrictedNamePattern), at most 255 long. */

@@ -9,6 +9,8 @@
 //   must expose the port.
 // - container-network: the container exposes (or publishes) the port; the proxy
 //   reaches it as <container_name>:<port>.
+// A name that is no container's may be a compose service: its one running
+// container (label com.docker.compose.service) is checked in its place.
 // A route that fails the check is reported `failed` with the reason and never
 // reaches the syncer; the control plane turns it into a sync `errors` entry.
 import {
@@ -99,30 +101,61 @@ export class PortCheck {
    * applications is 4 engine calls, not 100 CLI processes at once).
    */
   async verdicts(routes: DesiredRoute[]): Promise<PortVerdict[]> {
-    const names = [...new Set(routes.map((r) => r.containerName))];
-    const batches: string[][] = [];
-    for (let i = 0; i < names.length; i += INSPECT_BATCH) batches.push(names.slice(i, i + INSPECT_BATCH));
-    const answers = await Promise.all(batches.map((b) => this.#inspect(b)));
-    const answerOf = new Map(batches.flatMap((b, i) => b.map((name) => [name, answers[i]!] as const)));
+    const found = await this.#facts([...new Set(routes.map((r) => r.containerName))]);
+    const missing = [...found].filter(([, f]) => f === undefined).map(([name]) => name);
+    const services = await this.#composeFacts(missing);
     return routes.map((r) => {
-      const found = answerOf.get(r.containerName)!;
-      if (typeof found === "string") return { error: found };
-      const facts = found.facts.get(r.containerName);
-      if (!facts) {
-        // The engine's own line about this name, when it printed one.
-        const line = found.stderr.find(
-          (l) => l.includes(`'${r.containerName}'`) || l.endsWith(` ${r.containerName}`),
-        );
-        const why = line ? ` (${this.engine.name}: ${line.slice(0, 300)})` : "";
-        return { error: `no container is named '${r.containerName}' on this server${why}` };
-      }
-      return portVerdict(facts, r.containerName, r.containerPort, this.mode);
+      const name = r.containerName;
+      const f = found.get(name) ?? services.get(name);
+      if (typeof f === "string") return { error: f };
+      if (f === undefined) return { error: `no container is named '${name}' on this server` };
+      // A compose service answers under its name (also its DNS alias on the compose network).
+      return portVerdict({ ...f, name }, name, r.containerPort, this.mode);
     });
   }
 
-  async #inspect(
-    names: string[],
-  ): Promise<{ facts: Map<string, ContainerFacts>; stderr: string[] } | string> {
+  /** Facts by name; a string for a batch the engine could not answer, undefined for no such container. */
+  async #facts(names: string[]): Promise<Map<string, ContainerFacts | string | undefined>> {
+    const batches: string[][] = [];
+    for (let i = 0; i < names.length; i += INSPECT_BATCH) batches.push(names.slice(i, i + INSPECT_BATCH));
+    const answers = await Promise.all(batches.map((b) => this.#inspect(b)));
+    const out = new Map<string, ContainerFacts | string | undefined>();
+    batches.forEach((batch, i) => {
+      const a = answers[i]!;
+      for (const name of batch) out.set(name, typeof a === "string" ? a : a.get(name));
+    });
+    return out;
+  }
+
+  /**
+   * Names that are no container's may be compose services (compose names their
+   * containers <project>-<service>-<n>): the one running container labelled
+   * com.docker.compose.service=<name> stands for it; several are ambiguous.
+   */
+  async #composeFacts(names: string[]): Promise<Map<string, ContainerFacts | string | undefined>> {
+    const out = new Map<string, ContainerFacts | string | undefined>();
+    const listed = await Promise.all(
+      names.map((n) => this.engine.composeServiceContainers(n, INSPECT_DEADLINE_SECONDS)),
+    );
+    const single = new Map<string, string>();
+    names.forEach((name, i) => {
+      const o = listed[i]!;
+      const containers =
+        o.status === "completed" && o.exitCode === 0 ? o.stdout.split("\n").filter(Boolean) : [];
+      if (containers.length === 1) single.set(name, containers[0]!);
+      if (containers.length > 1) {
+        out.set(
+          name,
+          `compose service '${name}' has ${containers.length} running containers (${containers.slice(0, 5).join(", ")}): sync one container by its name`,
+        );
+      }
+    });
+    const facts = await this.#facts([...new Set(single.values())]);
+    for (const [name, container] of single) out.set(name, facts.get(container));
+    return out;
+  }
+
+  async #inspect(names: string[]): Promise<Map<string, ContainerFacts> | string> {
     const e = this.engine.name;
     const o = await this.engine.inspect(names, INSPECT_DEADLINE_SECONDS);
     if (o.status !== "completed") return `cannot ask ${e} about the containers: ${o.error ?? o.status}`;
@@ -133,7 +166,7 @@ export class PortCheck {
     if (o.exitCode !== 0 && facts.size === 0 && !stderr.some((l) => /no such (container|object)/i.test(l))) {
       return `cannot inspect containers with ${e}: ${stderr[0]?.slice(0, 300) || `exit code ${o.exitCode}`}`;
     }
-    return { facts, stderr: o.exitCode === 0 ? [] : stderr };
+    return facts;
   }
 }
 
