@@ -4,12 +4,14 @@
 // API), against loading the same routes straight into Caddy's admin API — in one run, as ratios.
 // Starts its own nats-server, MariaDB and Caddy on free loopback ports in a temp dir and removes all
 // of it on exit, also after an error or Ctrl-C. Writes bench/results/route-sync.json.
+import { copyFileSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { caddyAdmin } from "@relayctl/reverse-proxy-sync";
 import { startCaddy } from "./lib/caddy.mjs";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { run as runCmd } from "./lib/processes.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { formatTable, ratio, summarize } from "./lib/stats.mjs";
 import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
@@ -43,6 +45,54 @@ const PORT_BASES = [20000, 30000];
 const DIRECT_BASE = 40000;
 const PER_ROUTE_BASE = 50000;
 const CADDY_SERVER = "relayctl";
+const CONTAINER_PREFIX = `bench-app-${process.pid}-`;
+
+// --- the pipeline's containers ----------------------------------------------------------------
+// The agent routes only to a port its container engine shows the named container publishing, so
+// every application has a real podman container publishing both sync bases' ports (runc and a
+// busybox image FROM scratch, as DESIGN.md "Facts" says works here). They only need to exist:
+// the bench checks Caddy's config, not traffic.
+
+const CONTAINERS_CONF = "/tmp/relayctl-bench-containers.conf";
+const IMAGE = "localhost/relayctl-bench-busybox:1";
+const podmanEnv = { ...process.env, CONTAINERS_CONF };
+const podman = (args) => runCmd("podman", args, { env: podmanEnv });
+
+async function startContainers(tmp, names) {
+  writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
+  copyFileSync("/bin/busybox", join(tmp, "busybox"));
+  writeFileSync(join(tmp, "Containerfile"), "FROM scratch\nCOPY busybox /bin/busybox\n");
+  await podman(["build", "-q", "-t", IMAGE, "-f", join(tmp, "Containerfile"), tmp]);
+  const started = [];
+  const stop = () => (started.length ? podman(["rm", "-f", "-t", "0", ...started]) : undefined);
+  try {
+    for (let i = 0; i < names.length; i += 4) {
+      await Promise.all(
+        names.slice(i, i + 4).map(async (name, k) => {
+          const index = i + k;
+          const ports = PORT_BASES.flatMap((base, b) => ["-p", `127.0.0.1:${base + index}:${8001 + b}`]);
+          await podman([
+            "run",
+            "-d",
+            "--init",
+            "--name",
+            name,
+            ...ports,
+            IMAGE,
+            "/bin/busybox",
+            "sleep",
+            "2147483647",
+          ]);
+          started.push(name);
+        }),
+      );
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return stop;
+}
 
 // --- HTTP to the control plane ---------------------------------------------------------------
 
@@ -91,7 +141,7 @@ async function createApplications(stack, count) {
     const body = {
       server_id: stack.serverId,
       name: `bench-app-${i}`,
-      linked_container_name: `bench-app-${i}`,
+      linked_container_name: `${CONTAINER_PREFIX}${i}`,
       container_port: PORT_BASES[0] + i,
       fqdns: [`app-${i}.bench.test`, `www.app-${i}.bench.test`],
     };
@@ -338,6 +388,8 @@ async function run(group, tmp) {
     apiKeyCount: Math.ceil((maxApps + 1) / 90),
     logLevel: LOG_LEVEL,
     agentEnv: {
+      RELAYCTL_AGENT_CONTAINER_ENGINE: "podman",
+      CONTAINERS_CONF,
       RELAYCTL_AGENT_PROXY: "caddy",
       RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
       RELAYCTL_AGENT_CADDY_SERVER: CADDY_SERVER,
@@ -346,11 +398,18 @@ async function run(group, tmp) {
     },
   });
   log(`api ${stack.baseUrl}, agent connected as ${stack.serverId}; creating ${maxApps} applications`);
-  const apps = await createApplications(stack, maxApps);
-  const sizes = [];
-  const counter = { next: 0 };
-  for (const n of SIZES) sizes.push(await benchSize(stack, caddy, apps, n, counter));
-  return sizes;
+  const names = Array.from({ length: maxApps }, (_, i) => `${CONTAINER_PREFIX}${i}`);
+  log(`starting ${maxApps} podman containers`);
+  const stopContainers = await startContainers(tmp, names);
+  try {
+    const apps = await createApplications(stack, maxApps);
+    const sizes = [];
+    const counter = { next: 0 };
+    for (const n of SIZES) sizes.push(await benchSize(stack, caddy, apps, n, counter));
+    return sizes;
+  } finally {
+    await stopContainers();
+  }
 }
 
 async function main() {

@@ -1,5 +1,6 @@
 // The deploy-sync action v2, bundled, run as the GitHub runner runs it, against
-// a control plane, an agent and a real Caddy: compose files with several
+// a control plane, an agent, a real Caddy and real podman containers (the agent
+// checks that each publishes the port it is synced with): compose files with several
 // services (short and long port syntax, services no application links), the
 // services input, the conflict guard failing the step, force, a wrong key.
 import { writeFileSync } from "node:fs";
@@ -8,27 +9,32 @@ import test from "ava";
 import { describe } from "./harness/assertions";
 import { type ActionRun, runAction } from "./harness/action-runner";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
-import { type Backend, proxyGet, startBackend, waitForBackend } from "./harness/proxy-client";
+import { type WebContainer, podmanAgentEnv, startWebContainer } from "./harness/containers";
+import { proxyGet, waitForBackend } from "./harness/proxy-client";
 import { type RouteStack, startRouteStack } from "./harness/route-stack";
 
 let s: RouteStack;
-let web: Backend;
-let api: Backend;
+// Compose services are named after their containers (unique per run: podman is shared).
+let web: WebContainer;
+let api: WebContainer;
 let composeFile: string;
 
 test.before(async () => {
-  s = await startRouteStack({ proxy: "caddy" });
-  [web, api] = await Promise.all([startBackend("web"), startBackend("api")]);
+  s = await startRouteStack({ proxy: "caddy", agentEnv: podmanAgentEnv });
+  [web, api] = await Promise.all([
+    startWebContainer("web", ["web", "web-moved"]),
+    startWebContainer("api", ["api"]),
+  ]);
   await s.createApplication({
     name: "web",
-    linked_container_name: "web",
-    container_port: 3000,
+    linked_container_name: web.name,
+    container_port: web.containerPort("web"),
     fqdns: ["web.action.test"],
   });
   await s.createApplication({
     name: "api",
-    linked_container_name: "api",
-    container_port: 9000,
+    linked_container_name: api.name,
+    container_port: api.containerPort("api"),
     fqdns: ["api.action.test", "*.api.action.test"],
   });
   composeFile = join(makeTempDir("compose"), "compose.yml");
@@ -36,16 +42,16 @@ test.before(async () => {
     composeFile,
     `name: shop
 services:
-  web:
+  ${web.name}:
     image: ghcr.io/acme/web:\${WEB_TAG:-dev}
     ports:
-      - "127.0.0.1:${web.port}:3000"
-    depends_on: [api]
-  api:
+      - "127.0.0.1:${web.hostPort("web")}:${web.containerPort("web")}"
+    depends_on: [${api.name}]
+  ${api.name}:
     image: ghcr.io/acme/api:1.4.2
     ports:
-      - target: 9000
-        published: "${api.port}"
+      - target: ${api.containerPort("api")}
+        published: "${api.hostPort("api")}"
         protocol: tcp
         mode: host
   worker:
@@ -58,10 +64,7 @@ volumes:
 `,
   );
 });
-test.after.always(async () => {
-  await Promise.all([web?.stop(), api?.stop()]);
-  await cleanupAll();
-});
+test.after.always(cleanupAll);
 
 const inputs = (extra: Record<string, string> = {}) => ({
   api_key: s.c.key,
@@ -73,8 +76,9 @@ const inputs = (extra: Record<string, string> = {}) => ({
 const results = (run: ActionRun) =>
   JSON.parse(run.outputs.results ?? "[]") as { container_name: string; status: string; reason?: string }[];
 
+/** Statuses by service, the services named web and api (their containers' prefixes). */
 const statusOf = (run: ActionRun) =>
-  Object.fromEntries(results(run).map((r) => [r.container_name, r.status]));
+  Object.fromEntries(results(run).map((r) => [r.container_name.replace(/-[0-9a-z]{1,6}$/, ""), r.status]));
 
 async function auditEvents(type: string) {
   const res = await s.manage("/audit?limit=1000");
@@ -121,9 +125,12 @@ test.serial(
     t.regex(run.stdout, /::warning::service 'worker' matches no application/);
     t.regex(run.stdout, /::warning::service 'db' matches no application/);
     t.regex(run.stdout, /service\s+status\s+domains\s+signature\s+detail/);
-    t.regex(run.stdout, /web\s+synced\s+web\.action\.test\s+sha256:/);
+    t.regex(run.stdout, new RegExp(`${web.name}\\s+synced\\s+web\\.action\\.test\\s+sha256:`));
     t.regex(run.summary, /<th>service<\/th>/);
-    t.regex(run.summary, /<td>api<\/td><td>synced<\/td><td>\*\.api\.action\.test, api\.action\.test<\/td>/);
+    t.true(
+      run.summary.includes(`<td>${api.name}</td><td>synced</td><td>*.api.action.test, api.action.test</td>`),
+      run.summary,
+    );
 
     // Both compose port syntaxes gave the published host port the backends listen on.
     await waitForBackend(s.proxyPort, "web.action.test", "web", 10_000);
@@ -142,7 +149,7 @@ test.serial(
     t.truthy(token, "the session token is masked");
     assertMasked(t, run, [s.c.key, token!]);
     const afterDelete = await s.sync(token!, [
-      { container_name: "web", container_port: web.port, image_tag: "x:1" },
+      { container_name: web.name, container_port: web.hostPort("web"), image_tag: "x:1" },
     ]);
     t.is(afterDelete.status, 401, describe(afterDelete));
   },
@@ -156,7 +163,11 @@ test.serial(
     t.deepEqual(statusOf(run), { web: "conflict", api: "conflict" });
     t.is(run.outputs.conflicts, "2");
     t.regex(results(run)[0].reason ?? "", /session/);
-    t.regex(run.stdout, /::error::2 conflict\(s\) \((web, api|api, web)\); rerun with force: true/);
+    const both = [`${web.name}, ${api.name}`, `${api.name}, ${web.name}`];
+    t.true(
+      both.some((names) => run.stdout.includes(`::error::2 conflict(s) (${names}); rerun with force: true`)),
+      run.stdout,
+    );
     t.regex(run.summary, /<td>conflict<\/td>/);
     await sessionDeleted(t, run.outputs.session_id);
     t.is((await proxyGet(s.proxyPort, "web.action.test")).body, "backend web", "the live route is untouched");
@@ -174,10 +185,10 @@ test.serial("action - force: true overrides the guard and the step succeeds", as
 });
 
 test.serial("action - services input: name:port entries move the traffic", async (t) => {
-  const moved = await startBackend("web-moved");
-  try {
+  {
+    const moved = web.hostPort("web-moved");
     const run = await runAction(
-      inputs({ compose_file: "", services: `web:${moved.port}, ghost:8080`, force: "true" }),
+      inputs({ compose_file: "", services: `${web.name}:${moved}, ghost:8080`, force: "true" }),
     );
     t.is(run.code, 0, run.stdout + run.stderr);
     t.deepEqual(statusOf(run), { web: "synced" });
@@ -185,23 +196,23 @@ test.serial("action - services input: name:port entries move the traffic", async
     await waitForBackend(s.proxyPort, "web.action.test", "web-moved", 10_000);
     t.is((await proxyGet(s.proxyPort, "web.action.test")).body, "backend web-moved");
     await sessionDeleted(t, run.outputs.session_id);
-  } finally {
-    await moved.stop();
   }
 });
 
 test.serial("action - one service linked by two applications is sent once and routes both", async (t) => {
   await s.createApplication({
     name: "api-mirror",
-    linked_container_name: "api",
-    container_port: 9000,
+    linked_container_name: api.name,
+    container_port: api.containerPort("api"),
     fqdns: ["mirror.action.test"],
   });
-  const run = await runAction(inputs({ compose_file: "", services: `api:${api.port}`, force: "true" }));
+  const run = await runAction(
+    inputs({ compose_file: "", services: `${api.name}:${api.hostPort("api")}`, force: "true" }),
+  );
   t.is(run.code, 0, run.stdout + run.stderr);
   const rows = results(run);
   t.is(rows.length, 2);
-  t.true(rows.every((r) => r.container_name === "api" && r.status === "synced"));
+  t.true(rows.every((r) => r.container_name === api.name && r.status === "synced"));
   t.deepEqual(JSON.parse(run.outputs.errors), []);
   await waitForBackend(s.proxyPort, "mirror.action.test", "api", 10_000);
   t.is((await proxyGet(s.proxyPort, "api.action.test")).body, "backend api");

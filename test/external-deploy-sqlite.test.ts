@@ -1,16 +1,18 @@
 // External deploy on the store and bus of `make dev` (SQLite, in-process bus)
-// with a real Caddy: the batched claims, route-state upsert and audit appends
-// run on SQLite's dialect too, and the hash chain still verifies.
+// with a real Caddy and real podman containers: the batched claims, route-state
+// upsert, audit appends and the applications' pin_port column run on SQLite's
+// dialect too, and the hash chain still verifies.
 import { join } from "node:path";
 import test from "ava";
 import { Agent, enroll } from "./harness/agent";
 import { describe } from "./harness/assertions";
 import { startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { podmanAgentEnv, startWebContainer } from "./harness/containers";
 import { startControlPlane } from "./harness/control-plane";
 import { request } from "./harness/http";
 import { freePort } from "./harness/ports";
-import { proxyGet, startBackend, waitForBackend } from "./harness/proxy-client";
+import { proxyGet, waitForBackend } from "./harness/proxy-client";
 
 test.after.always(cleanupAll);
 
@@ -32,14 +34,14 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
   const stateDir = join(dir, "agent");
   const enrolled = await enroll(server.apiUrl, String(token.join_token), stateDir);
   const agent = await new Agent(stateDir, dir, {
+    ...podmanAgentEnv,
     RELAYCTL_AGENT_PROXY: "caddy",
     RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
     RELAYCTL_AGENT_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
     RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
   }).start();
   t.teardown(() => agent.stop());
-  const backends = [await startBackend("a"), await startBackend("b")];
-  t.teardown(() => Promise.all(backends.map((b) => b.stop())));
+  const boxes = await Promise.all([startWebContainer("a", ["a"]), startWebContainer("b", ["b"])]);
 
   const target = { baseUrl: server.apiUrl };
   for (const [i, name] of ["a", "b"].entries()) {
@@ -48,8 +50,9 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
       body: {
         server_id: enrolled.server_id,
         name,
-        linked_container_name: name,
-        container_port: backends[i]!.port,
+        linked_container_name: boxes[i]!.name,
+        container_port: boxes[i]!.containerPort(name),
+        pin_port: true,
         fqdns: [`${name}.sqlite.test`],
       },
     });
@@ -58,14 +61,14 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
   const open = async () => {
     const res = await request(target, "/external-deploy/session", {
       key,
-      body: { container_names: ["a", "b"] },
+      body: { container_names: boxes.map((b) => b.name) },
     });
     t.is(res.status, 201, describe(res));
     return String(res.json.session_token);
   };
-  const deployments = backends.map((b, i) => ({
-    container_name: ["a", "b"][i],
-    container_port: b.port,
+  const deployments = boxes.map((b, i) => ({
+    container_name: b.name,
+    container_port: b.containerPort(["a", "b"][i]!),
     image_tag: "app:1",
   }));
   const sync = (bearer: string) =>
@@ -86,6 +89,13 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
     (again.json.results as { status: string }[]).map((r) => r.status),
     ["noop", "noop"],
   );
+  // pin_port is read back from SQLite's integer column: another port is refused.
+  const wrong = await request(target, "/external-deploy/sync", {
+    key: first,
+    body: { deployments: [{ ...deployments[0], container_port: 1 }] },
+  });
+  t.deepEqual(wrong.json.results, [], describe(wrong));
+  t.regex(JSON.stringify(wrong.json.errors), /application 'a' pins its port to 8001/);
   const other = await sync(await open());
   t.deepEqual(
     (other.json.results as { status: string }[]).map((r) => r.status),
@@ -96,7 +106,7 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
   const entries = (audit.json.events as { event_type: string }[]).filter(
     (e) => e.event_type === "external_deploy.sync_entry",
   );
-  t.is(entries.length, 6);
+  t.is(entries.length, 7);
   const verified = await server.admin(["audit", "verify", "--tenant", tenant]);
   t.true(verified.ok, JSON.stringify(verified));
 });

@@ -1,26 +1,37 @@
 // External deploy through a real Caddy: applications, sessions, sync and its
-// statuses (synced, noop, drift_recovered, conflict), deletion, audit. Every
-// route is checked by sending HTTP through Caddy with `Host: <fqdn>` to a test
-// backend listening on the synced container port.
+// statuses (synced, noop, drift_recovered, conflict), deletion, audit. The
+// pipeline's containers are real podman containers (the agent checks with the
+// engine that a container serves the port before it writes a route); every route
+// is checked by sending HTTP through Caddy with `Host: <fqdn>` to the container
+// port it publishes.
 import test from "ava";
 import { ISO_UTC, UUID, assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
+import { type WebContainer, podmanAgentEnv, startWebContainer } from "./harness/containers";
 import { request } from "./harness/http";
-import { proxyGet, startBackend, waitForBackend } from "./harness/proxy-client";
+import { proxyGet, waitForBackend } from "./harness/proxy-client";
 import { type RouteStack, startRouteStack } from "./harness/route-stack";
 import { pollUntil } from "./harness/wait";
 
 let s: RouteStack;
-const backends: Record<string, { port: number; stop(): Promise<void> }> = {};
+// The pipeline's containers: web-1 serves "backend one/two/three" on three published ports.
+let web1: WebContainer;
+let race1: WebContainer;
+let api1: WebContainer;
+let docs1: WebContainer;
+let gone1: WebContainer;
 
 test.before(async () => {
-  s = await startRouteStack({ proxy: "caddy" });
-  for (const name of ["one", "two", "three"]) backends[name] = await startBackend(name);
+  s = await startRouteStack({ proxy: "caddy", agentEnv: podmanAgentEnv });
+  [web1, race1, api1, docs1, gone1] = await Promise.all([
+    startWebContainer("web-1", ["one", "two", "three"]),
+    startWebContainer("race-1", ["one"]),
+    startWebContainer("api-1", ["one"]),
+    startWebContainer("docs-1", ["two"]),
+    startWebContainer("gone-1", ["one"]),
+  ]);
 });
-test.after.always(async () => {
-  for (const b of Object.values(backends)) await b.stop();
-  await cleanupAll();
-});
+test.after.always(cleanupAll);
 
 const caddyConfig = async () => (await s.caddy!.admin("GET", "/config/")).text;
 
@@ -50,12 +61,12 @@ test.serial(
   async (t) => {
     web = await s.createApplication({
       name: "web",
-      linked_container_name: "web-1",
+      linked_container_name: web1.name,
       container_port: 8080,
       fqdns: ["Web.Example.test", "www.example.test"],
     });
     const res = await s.openSession({
-      container_names: ["web-1", "sidecar"],
+      container_names: [web1.name, "sidecar"],
       workflow_run_id: "run-4711",
       commit_sha: "0123456789abcdef0123456789abcdef01234567",
     });
@@ -67,7 +78,7 @@ test.serial(
     t.deepEqual(res.json.applications, [
       {
         id: web.id,
-        linked_container_name: "web-1",
+        linked_container_name: web1.name,
         container_port: 8080,
         bound_fqdns: ["web.example.test", "www.example.test"],
       },
@@ -91,7 +102,7 @@ test.serial(
     const created = await s.manage("/automation-keys", { body: { name: "exec-only", operations: ["exec"] } });
     t.is(created.status, 201, describe(created));
     const execOnly = String(created.json.key);
-    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, execOnly), 403);
+    assertDetailOnly(t, await s.openSession({ container_names: [web1.name] }, execOnly), 403);
     const none = assertDetailOnly(t, await s.openSession({ container_names: ["nothing-here"] }), 400);
     t.regex(none, /linked_container_name/);
     for (const body of [
@@ -99,23 +110,23 @@ test.serial(
       { container_names: [] },
       { container_names: "web-1" },
       { container_names: ["a b"] },
-      { container_names: ["web-1"], extra: 1 },
+      { container_names: [web1.name], extra: 1 },
     ]) {
       assertDetailOnly(t, await s.openSession(body), 422);
     }
-    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, `rk_t_${"x".repeat(30)}`), 401);
-    assertDetailOnly(t, await s.openSession({ container_names: ["web-1"] }, null), 401);
+    assertDetailOnly(t, await s.openSession({ container_names: [web1.name] }, `rk_t_${"x".repeat(30)}`), 401);
+    assertDetailOnly(t, await s.openSession({ container_names: [web1.name] }, null), 401);
   },
 );
 
 test.serial("sync - synced: Caddy routes the application's domains to the container port", async (t) => {
-  const res = await s.sync(s1.token, [entry("web-1", backends.one!.port)]);
+  const res = await s.sync(s1.token, [entry(web1.name, web1.hostPort("one"))]);
   t.is(res.status, 200, describe(res));
   t.is(res.json.session_id, s1.id);
   t.deepEqual(res.json.errors, []);
   const r = only(res);
   t.is(r.application_id, web.id);
-  t.is(r.container_name, "web-1");
+  t.is(r.container_name, web1.name);
   t.is(r.status, "synced", describe(res));
   t.regex(String(r.signature_hash), /^sha256:[0-9a-f]{64}$/);
   t.deepEqual(r.synced_fqdns, ["web.example.test", "www.example.test"]);
@@ -128,14 +139,14 @@ test.serial("sync - synced: Caddy routes the application's domains to the contai
 test.serial(
   "sync - a changed port is synced and traffic moves; the same request again is a noop",
   async (t) => {
-    const moved = await s.sync(s1.token, [entry("web-1", backends.two!.port)]);
+    const moved = await s.sync(s1.token, [entry(web1.name, web1.hostPort("two"))]);
     t.is(only(moved).status, "synced", describe(moved));
     await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
-    const again = await s.sync(s1.token, [entry("web-1", backends.two!.port)]);
+    const again = await s.sync(s1.token, [entry(web1.name, web1.hostPort("two"))]);
     t.is(only(again).status, "noop", describe(again));
     t.is(only(again).signature_hash, only(moved).signature_hash);
     const retagged = await s.sync(s1.token, [
-      entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+      entry(web1.name, web1.hostPort("two"), { image_tag: "registry.example.test/web:1.0.1" }),
     ]);
     t.is(only(retagged).status, "synced", "a new image tag is a new signature");
     t.not(only(retagged).signature_hash, only(moved).signature_hash);
@@ -147,7 +158,7 @@ test.serial("sync - a route deleted behind the agent's back is re-applied as dri
   t.is(del.status, 200, del.text);
   t.is((await proxyGet(s.proxyPort, "web.example.test")).status, 404);
   const res = await s.sync(s1.token, [
-    entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+    entry(web1.name, web1.hostPort("two"), { image_tag: "registry.example.test/web:1.0.1" }),
   ]);
   t.is(only(res).status, "drift_recovered", describe(res));
   await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
@@ -157,15 +168,15 @@ test.serial("sync - Caddy restarted with its config gone is drift_recovered", as
   await s.caddy!.restart();
   t.false((await caddyConfig()).includes(web.id));
   const res = await s.sync(s1.token, [
-    entry("web-1", backends.two!.port, { image_tag: "registry.example.test/web:1.0.1" }),
+    entry(web1.name, web1.hostPort("two"), { image_tag: "registry.example.test/web:1.0.1" }),
   ]);
   t.is(only(res).status, "drift_recovered", describe(res));
   await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
 });
 
 test.serial("sync - another session within 30 s gets conflict naming the session; force syncs", async (t) => {
-  const s2 = await session(["web-1"]);
-  const res = await s.sync(s2.token, [entry("web-1", backends.three!.port)]);
+  const s2 = await session([web1.name]);
+  const res = await s.sync(s2.token, [entry(web1.name, web1.hostPort("three"))]);
   t.is(res.status, 200, describe(res));
   const r = only(res);
   t.is(r.status, "conflict", describe(res));
@@ -173,11 +184,11 @@ test.serial("sync - another session within 30 s gets conflict naming the session
   t.regex(String(r.reason), /\d{4}-\d{2}-\d{2}T/);
   t.regex(String(r.reason), /force/);
   t.is((await proxyGet(s.proxyPort, "web.example.test")).body, "backend two", "a conflict changes nothing");
-  const forced = await s.sync(s2.token, [entry("web-1", backends.three!.port, { force: true })]);
+  const forced = await s.sync(s2.token, [entry(web1.name, web1.hostPort("three"), { force: true })]);
   t.is(only(forced).status, "synced", describe(forced));
   await waitForBackend(s.proxyPort, "web.example.test", "three", 10_000);
   // Now s1 is the other session.
-  const back = await s.sync(s1.token, [entry("web-1", backends.one!.port)]);
+  const back = await s.sync(s1.token, [entry(web1.name, web1.hostPort("one"))]);
   t.is(only(back).status, "conflict", describe(back));
   t.regex(String(only(back).reason), new RegExp(s2.id));
   await s.deleteSession(s2.id, s2.token);
@@ -188,13 +199,13 @@ test.serial(
   async (t) => {
     await s.createApplication({
       name: "race",
-      linked_container_name: "race-1",
+      linked_container_name: race1.name,
       container_port: 7200,
       fqdns: ["race.example.test"],
     });
-    const [a, b] = [await session(["race-1"]), await session(["race-1"])];
+    const [a, b] = [await session([race1.name]), await session([race1.name])];
     const answers = await Promise.all(
-      [a, b].map((x) => s.sync(x.token, [entry("race-1", backends.one!.port)])),
+      [a, b].map((x) => s.sync(x.token, [entry(race1.name, race1.hostPort("one"))])),
     );
     const got = answers.map((res) => String(only(res).status)).sort();
     t.deepEqual(got, ["conflict", "synced"], answers.map(describe).join("\n"));
@@ -213,14 +224,14 @@ test.serial(
       server_id: offline.serverId,
     });
     const sess = await session(["worker-1"]);
-    const res = await s.sync(sess.token, [entry("worker-1", 9000), entry("web-1", backends.one!.port)]);
+    const res = await s.sync(sess.token, [entry("worker-1", 9000), entry(web1.name, web1.hostPort("one"))]);
     t.is(res.status, 200, describe(res));
     t.deepEqual(res.json.results, []);
     const errors = res.json.errors as Record<string, unknown>[];
     t.is(errors.length, 2, describe(res));
     t.is(errors[0]!.container_name, "worker-1");
     t.regex(String(errors[0]!.reason), /not connected/);
-    t.is(errors[1]!.container_name, "web-1");
+    t.is(errors[1]!.container_name, web1.name);
     t.regex(String(errors[1]!.reason), /not in this session/);
     // The failed attempt did not take the conflict guard: a forced-free retry by another session may go.
     const rows = await s.c.db.query(
@@ -234,20 +245,20 @@ test.serial(
 test.serial("sync - several applications of one server go to its agent as one job", async (t) => {
   await s.createApplication({
     name: "api",
-    linked_container_name: "api-1",
+    linked_container_name: api1.name,
     container_port: 7000,
     fqdns: ["api.example.test"],
   });
   await s.createApplication({
     name: "docs",
-    linked_container_name: "docs-1",
+    linked_container_name: docs1.name,
     container_port: 7001,
     fqdns: ["*.docs.example.test"],
   });
-  const sess = await session(["api-1", "docs-1"], { workflow_run_id: "run-batch-1" });
+  const sess = await session([api1.name, docs1.name], { workflow_run_id: "run-batch-1" });
   const res = await s.sync(sess.token, [
-    entry("api-1", backends.one!.port),
-    entry("docs-1", backends.two!.port),
+    entry(api1.name, api1.hostPort("one")),
+    entry(docs1.name, docs1.hostPort("two")),
   ]);
   t.deepEqual(
     (res.json.results as { status: string }[]).map((r) => r.status),
@@ -268,33 +279,33 @@ test.serial("sync - several applications of one server go to its agent as one jo
 test.serial(
   "sync - 422 for a bad body, 401 for a deleted or expired session or a non-rds token",
   async (t) => {
-    const sess = await session(["web-1"]);
+    const sess = await session([web1.name]);
     for (const deployments of [
       [],
-      [{ container_name: "web-1" }],
-      [entry("web-1", 0)],
-      [entry("web-1", 70000)],
-      [entry("web-1", 80, { force: "yes" })],
+      [{ container_name: web1.name }],
+      [entry(web1.name, 0)],
+      [entry(web1.name, 70000)],
+      [entry(web1.name, 80, { force: "yes" })],
     ]) {
       assertDetailOnly(t, await s.sync(sess.token, deployments as Record<string, unknown>[]), 422);
     }
-    assertDetailOnly(t, await s.sync(s.c.key, [entry("web-1", 80)]), 401);
-    assertDetailOnly(t, await s.sync(`rds_${"A".repeat(40)}`, [entry("web-1", 80)]), 401);
+    assertDetailOnly(t, await s.sync(s.c.key, [entry(web1.name, 80)]), 401);
+    assertDetailOnly(t, await s.sync(`rds_${"A".repeat(40)}`, [entry(web1.name, 80)]), 401);
     await s.c.db.query("UPDATE external_deploy_sessions SET expires_at = ? WHERE id = ?", [
       Date.now() - 1,
       sess.id,
     ]);
-    t.regex(assertDetailOnly(t, await s.sync(sess.token, [entry("web-1", 80)]), 401), /expired/);
-    const other = await session(["web-1"]);
+    t.regex(assertDetailOnly(t, await s.sync(sess.token, [entry(web1.name, 80)]), 401), /expired/);
+    const other = await session([web1.name]);
     const del = await s.deleteSession(other.id, other.token);
     t.is(del.status, 204, describe(del));
     t.is(del.text, "");
-    t.regex(assertDetailOnly(t, await s.sync(other.token, [entry("web-1", 80)]), 401), /deleted/);
+    t.regex(assertDetailOnly(t, await s.sync(other.token, [entry(web1.name, 80)]), 401), /deleted/);
   },
 );
 
 test.serial("session delete - by an rca_ key of the tenant; another tenant's key gets 404", async (t) => {
-  const sess = await session(["web-1"]);
+  const sess = await session([web1.name]);
   const tenant = await s.c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
   const foreign = await s.c.admin([
     "create-automation-key",
@@ -305,24 +316,24 @@ test.serial("session delete - by an rca_ key of the tenant; another tenant's key
   ]);
   assertDetailOnly(t, await s.deleteSession(sess.id, String(foreign.key)), 404);
   t.is(
-    (await s.sync(sess.token, [entry("web-1", backends.one!.port, { force: true })])).status,
+    (await s.sync(sess.token, [entry(web1.name, web1.hostPort("one"), { force: true })])).status,
     200,
     "still alive",
   );
   t.is((await s.deleteSession(sess.id, s.c.key)).status, 204);
-  assertDetailOnly(t, await s.sync(sess.token, [entry("web-1", 80)]), 401);
+  assertDetailOnly(t, await s.sync(sess.token, [entry(web1.name, 80)]), 401);
   assertDetailOnly(t, await s.deleteSession("not-a-uuid", s.c.key), 404);
 });
 
 test.serial("applications - deleting one removes its route from the proxy", async (t) => {
   const gone = await s.createApplication({
     name: "gone",
-    linked_container_name: "gone-1",
+    linked_container_name: gone1.name,
     container_port: 7100,
     fqdns: ["gone.example.test"],
   });
-  const sess = await session(["gone-1"]);
-  t.is(only(await s.sync(sess.token, [entry("gone-1", backends.one!.port)])).status, "synced");
+  const sess = await session([gone1.name]);
+  t.is(only(await s.sync(sess.token, [entry(gone1.name, gone1.hostPort("one"))])).status, "synced");
   await waitForBackend(s.proxyPort, "gone.example.test", "one", 10_000);
   const del = await s.manage(`/applications/${gone.id}`, { method: "DELETE" });
   t.is(del.status, 204, describe(del));

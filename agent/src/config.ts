@@ -47,8 +47,9 @@ const schema = z
      */
     RELAYCTL_AGENT_SHELL: z.string().min(1).optional(),
     /**
-     * Container engine for restart and registry login/logout: docker, podman, or
-     * auto (docker when on PATH, else podman). @default auto
+     * Container engine for restart, registry login/logout and the port check of
+     * route syncs (container inspect): docker, podman, or auto (docker when on
+     * PATH, else podman). @default auto
      */
     RELAYCTL_AGENT_CONTAINER_ENGINE: z.enum(["docker", "podman", "auto"]).default("auto"),
     /** Run by reboot jobs through `/bin/sh -c` when the server has no cloud provider. @default systemctl reboot */
@@ -65,9 +66,10 @@ const schema = z
      */
     RELAYCTL_AGENT_PROXY: z.enum(["none", "caddy", "nginx", "traefik"]).default("none"),
     /**
-     * Upstream of a route: host → 127.0.0.1:<container_port> (proxy on the host);
-     * container-network → <container_name>:<container_port> (proxy on a shared
-     * container network). @default host
+     * Upstream of a route: host → 127.0.0.1:<port the container publishes> (proxy
+     * on the host); container-network → <container_name>:<container_port> (proxy
+     * on a shared container network). Either way the engine must show the
+     * container serving the port (jobs/port-check.ts). @default host
      */
     RELAYCTL_AGENT_PROXY_UPSTREAM: z.enum(["host", "container-network"]).default("host"),
     /** Caddy's admin API. @default http://127.0.0.1:2019 */

@@ -106,3 +106,25 @@ test("renderedProblem - a writer refuses injected domains and upstreams", (t) =>
   t.regex(renderedProblem({ ...ok, upstream: "127.0.0.1:99999" }) ?? "", /invalid upstream/);
   t.regex(renderedProblem({ ...ok, applicationId: "../../etc" }) ?? "", /application id/);
 });
+
+test("upstream - the agent's resolved upstream replaces the mode's default and is validated", (t) => {
+  const resolved = { ...route, upstream: "127.0.0.1:41999" };
+  t.is(renderRoute(resolved, "host").upstream, "127.0.0.1:41999");
+  t.not(
+    routeSignature(resolved, "host"),
+    routeSignature(route, "host"),
+    "a new host port is a new signature",
+  );
+  t.is(routeSignature({ ...route, upstream: "127.0.0.1:3000" }, "host"), routeSignature(route, "host"));
+  t.is(routeProblem(resolved), undefined);
+  for (const bad of [
+    "127.0.0.1:0",
+    "127.0.0.1:70000",
+    "a b:80",
+    "x:80; include /etc/passwd",
+    "[::1]:80",
+    ":80",
+  ]) {
+    t.is(routeProblem({ ...route, upstream: bad }), `invalid upstream '${bad}'`, bad);
+  }
+});

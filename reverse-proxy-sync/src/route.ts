@@ -12,6 +12,12 @@ export interface DesiredRoute {
   imageTag: string;
   /** Domain names, validated with validFqdn; order does not matter. */
   fqdns: string[];
+  /**
+   * `host:port` the proxy sends traffic to, when the agent resolved it from the
+   * container engine (host mode: where the container publishes the port). Absent:
+   * the mode's default (upstreamFor).
+   */
+  upstream?: string;
 }
 
 /**
@@ -35,6 +41,8 @@ const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 const APPLICATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 // docker's rule for container names (daemon/names.RestrictedNamePattern).
 const CONTAINER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$/;
+// An IPv4 address or a container name, then a port: what proxy configs may name.
+const UPSTREAM = /^(?:\d{1,3}(?:\.\d{1,3}){3}|[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}):(\d{1,5})$/;
 
 /**
  * A domain name of RFC 1123 labels (at least two, none all-numeric at the top),
@@ -71,16 +79,26 @@ export function routeProblem(route: DesiredRoute): string | undefined {
   if (!validApplicationId(route.applicationId)) return "invalid application id";
   if (!validContainerName(route.containerName)) return `invalid container name '${route.containerName}'`;
   if (!validPort(route.containerPort)) return `invalid container port ${route.containerPort}`;
+  if (route.upstream !== undefined && !validUpstream(route.upstream)) {
+    return `invalid upstream '${String(route.upstream).slice(0, 300)}'`;
+  }
   if (route.fqdns.length === 0) return "the application has no bound domain names";
   const bad = route.fqdns.find((f) => !validFqdn(f));
   if (bad !== undefined) return `invalid domain name '${bad.slice(0, 300)}'`;
   return undefined;
 }
 
+/** `<IPv4 or container name>:<port 1-65535>`. */
+export function validUpstream(upstream: string): boolean {
+  const m = typeof upstream === "string" ? UPSTREAM.exec(upstream) : null;
+  return m !== null && validPort(Number(m[1]));
+}
+
 export function upstreamFor(
-  route: Pick<DesiredRoute, "containerName" | "containerPort">,
+  route: Pick<DesiredRoute, "containerName" | "containerPort" | "upstream">,
   mode: UpstreamMode,
 ) {
+  if (route.upstream !== undefined) return route.upstream;
   return mode === "host"
     ? `127.0.0.1:${route.containerPort}`
     : `${route.containerName}:${route.containerPort}`;

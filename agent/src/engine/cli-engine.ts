@@ -1,5 +1,6 @@
 // The part docker and podman share: both CLIs take the same restart, login
-// (--password-stdin) and logout arguments. An adapter only names its binary.
+// (--password-stdin), logout, container inspect and ps --filter/--format
+// arguments. An adapter only names its binary.
 import { runCli } from "./cli-process.js";
 import type { ContainerEngine, EngineOutcome, RegistryLogin } from "./engine.js";
 
@@ -27,5 +28,23 @@ export class CliEngine implements ContainerEngine {
 
   logout(registry: string, deadlineSeconds: number): Promise<EngineOutcome> {
     return runCli({ binary: this.binary, args: ["logout", registry], deadlineSeconds });
+  }
+
+  inspect(containerNames: string[], deadlineSeconds: number): Promise<EngineOutcome> {
+    // `container inspect`, not `inspect`: an image of the same name must not answer.
+    return runCli({
+      binary: this.binary,
+      args: ["container", "inspect", ...containerNames],
+      deadlineSeconds,
+    });
+  }
+
+  composeServiceContainers(service: string, deadlineSeconds: number): Promise<EngineOutcome> {
+    const filter = `label=com.docker.compose.service=${service}`;
+    return runCli({
+      binary: this.binary,
+      args: ["ps", "--filter", filter, "--format", "{{.Names}}"],
+      deadlineSeconds,
+    });
   }
 }

@@ -29,6 +29,16 @@ export interface ContainerEngine {
   restart(containerName: string, deadlineSeconds: number): Promise<EngineOutcome>;
   login(login: RegistryLogin, deadlineSeconds: number): Promise<EngineOutcome>;
   logout(registry: string, deadlineSeconds: number): Promise<EngineOutcome>;
+  /**
+   * `<engine> container inspect <name>...`: a JSON array on stdout of the containers
+   * found (container-facts.ts reads it); a non-zero exit when any name is missing.
+   */
+  inspect(containerNames: string[], deadlineSeconds: number): Promise<EngineOutcome>;
+  /**
+   * Names of the running containers of a compose service (label
+   * com.docker.compose.service=<service>), one per line on stdout.
+   */
+  composeServiceContainers(service: string, deadlineSeconds: number): Promise<EngineOutcome>;
 }
 
 /** Docker's rule for container names (daemon/names.RestrictedNamePattern), at most 255 long. */

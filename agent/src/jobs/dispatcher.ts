@@ -68,7 +68,11 @@ export class Dispatcher {
       options.log,
       options.containerEngine ?? "auto",
       options.rebootCommand ?? "systemctl reboot",
-      new RouteSyncRunner(options.proxy ?? { kind: "none", upstream: "host" }, options.stateDir),
+      new RouteSyncRunner(
+        options.proxy ?? { kind: "none", upstream: "host" },
+        options.stateDir,
+        options.containerEngine ?? "auto",
+      ),
     );
     await dispatcher.#recoverInterrupted();
     return dispatcher;

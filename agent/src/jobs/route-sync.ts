@@ -20,6 +20,8 @@ import {
   TraefikWriter,
 } from "@relayctl/reverse-proxy-sync";
 import type { ProxyConfig } from "../config.js";
+import { type EngineSetting, selectEngine } from "../engine/select.js";
+import { PortCheck, syncCheckedRoutes } from "./port-check.js";
 
 /** Used when the gateway sends no deadline (an older control plane). */
 const DEFAULT_DEADLINE_SECONDS = 120;
@@ -96,6 +98,8 @@ export class RouteSyncRunner {
   constructor(
     readonly proxy: ProxyConfig,
     readonly stateDir: string,
+    /** Engine of the port check (port-check.ts) every route passes before it is written. */
+    readonly containerEngine: EngineSetting = "auto",
   ) {}
 
   async run(operationId: string, job: RouteSyncJob): Promise<JobResult> {
@@ -141,7 +145,8 @@ export class RouteSyncRunner {
   }
 
   #sync(syncer: RouteSyncer, job: RouteSyncJob) {
-    return syncer.sync({
+    const check = new PortCheck(selectEngine(this.containerEngine), this.proxy.upstream);
+    return syncCheckedRoutes(syncer, check, {
       routes: job.routes.map((r) => ({
         applicationId: r.applicationId,
         containerName: r.containerName,

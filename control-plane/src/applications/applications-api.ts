@@ -28,6 +28,8 @@ const fields = {
   server_id: uuidSchema,
   linked_container_name: z.string().regex(new RegExp(CONTAINER_NAME_PATTERN)).max(255),
   container_port: z.int().min(1).max(65535),
+  /** Sync entries must name container_port (external-deploy/sync.ts). */
+  pin_port: z.boolean().optional(),
   fqdns: z.array(z.string().max(300)).max(MAX_FQDNS).optional(),
 };
 const createSchema = z.strictObject(fields);

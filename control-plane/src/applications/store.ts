@@ -16,6 +16,8 @@ export interface ApplicationRow {
   name: string;
   linked_container_name: string;
   container_port: number;
+  /** 0/1 (MariaDB, SQLite) or boolean: sync entries must name container_port. */
+  pin_port: number | boolean;
   fqdns: string;
   created_at: number;
   updated_at: number;
@@ -26,6 +28,7 @@ export interface ApplicationInput {
   server_id?: string;
   linked_container_name?: string;
   container_port?: number;
+  pin_port?: boolean;
   fqdns?: string[];
 }
 
@@ -40,6 +43,7 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     ...(serverName !== undefined ? { server_name: serverName } : {}),
     linked_container_name: row.linked_container_name,
     container_port: Number(row.container_port),
+    pin_port: Boolean(Number(row.pin_port)),
     fqdns: JSON.parse(row.fqdns) as string[],
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
@@ -151,6 +155,7 @@ export async function createApplication(db: Knex, tenantId: string, input: Appli
     name: input.name!,
     linked_container_name: input.linked_container_name!,
     container_port: input.container_port!,
+    pin_port: input.pin_port === true,
     fqdns: JSON.stringify(fqdns),
     created_at: now,
     updated_at: now,
@@ -180,6 +185,7 @@ export async function updateApplication(
   if (input.server_id !== undefined) changes.server_id = await checkServer(db, tenantId, input.server_id);
   if (input.linked_container_name !== undefined) changes.linked_container_name = input.linked_container_name;
   if (input.container_port !== undefined) changes.container_port = input.container_port;
+  if (input.pin_port !== undefined) changes.pin_port = input.pin_port;
   const fqdns = input.fqdns !== undefined ? compileFqdns(input.fqdns) : JSON.parse(before.fqdns);
   changes.fqdns = JSON.stringify(fqdns);
   changes.updated_at = Date.now();

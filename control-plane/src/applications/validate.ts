@@ -24,14 +24,3 @@ export function compileFqdns(input: string[]): string[] {
 
 // docker's rule for container names (daemon/names.RestrictedNamePattern).
 export const CONTAINER_NAME_PATTERN = "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$";
-
-export const applicationFields = {
-  name: { type: "string", minLength: 1, maxLength: 128 },
-  server_id: {
-    type: "string",
-    pattern: "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
-  },
-  linked_container_name: { type: "string", pattern: CONTAINER_NAME_PATTERN, maxLength: 255 },
-  container_port: { type: "integer", minimum: 1, maximum: 65535 },
-  fqdns: { type: "array", maxItems: MAX_FQDNS, items: { type: "string", maxLength: 300 } },
-} as const;

@@ -33,6 +33,7 @@ export function registerApplicationCommands(admin: Command, withDb: WithDb): voi
     .requiredOption("--container <name>", "linked_container_name: the container name pipelines use")
     .requiredOption("--port <n>", "container_port the proxy reaches (1-65535)")
     .option("--fqdn <domain>", "a bound domain name (repeat for more)", collect, [])
+    .option("--pin-port", "external-deploy syncs must name --port (any other port is refused)", false)
     .action(
       (o: {
         tenant: string;
@@ -41,6 +42,7 @@ export function registerApplicationCommands(admin: Command, withDb: WithDb): voi
         container: string;
         port: string;
         fqdn: string[];
+        pinPort: boolean;
       }) =>
         withDb(async (db) => {
           const tenant = await resolveTenant(db, o.tenant);
@@ -56,6 +58,7 @@ export function registerApplicationCommands(admin: Command, withDb: WithDb): voi
             server_id: await resolveServer(db, tenant.id, o.server),
             linked_container_name: o.container,
             container_port: port,
+            pin_port: o.pinPort,
             fqdns: o.fqdn,
           };
           return createApplication(db, tenant.id, input, OPERATOR);

@@ -1,9 +1,11 @@
 // The external-deploy endpoints (no version segment, contract "Versioning"):
 //   POST   /external-deploy/session          rca_ key with `external_deploy` → 201 session
 //   POST   /external-deploy/sync             rds_ session token → 200 results + errors
-//   DELETE /external-deploy/session/{id}     rca_ key of the tenant or the session's token → 204
-// Calls made with a session token count against the rate limit of the key that
-// opened the session.
+//   DELETE /external-deploy/session/{id}     rca_ key with `external_deploy` whose server scope
+//                                            covers the session, or the session's token → 204
+// Calls made with a session token are held to the rules of the key that opened
+// the session, checked again each time (session-key.ts), and count against its
+// rate limit.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
@@ -15,12 +17,13 @@ import { RcError } from "../errors.js";
 import type { ApiContext } from "../api/context.js";
 import { CONTAINER_NAME_PATTERN } from "../applications/validate.js";
 import { type SessionRow, endSession, openSession, sessionBearer, sessionOfToken } from "./sessions.js";
+import { admitSessionKey } from "./session-key.js";
 import { syncDeployments } from "./sync.js";
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** The session of the request's rds_ token (sync). */
-    deploySession: SessionRow;
+    /** The session of the request's rds_ token and its key's server scope (sync). */
+    deploySession: { session: SessionRow; servers: string[] };
   }
 }
 
@@ -49,13 +52,26 @@ const syncSchema = z.strictObject({
 
 const sessionParams = z.object({ id: z.string() });
 
-async function admitSession(ctx: ApiContext, req: FastifyRequest, reply: FastifyReply, token: string) {
-  const session = await sessionOfToken(ctx.db, token);
+/**
+ * A call made with a session token: the session (401), its opening key's rules
+ * again (session-key.ts: 401/403), then that key's rate limit (429). Returns the
+ * session and the key's server scope.
+ */
+async function admitSession(
+  ctx: ApiContext,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  token: string,
+  ended: "refused" | "allowed" = "refused",
+) {
+  const session = await sessionOfToken(ctx.db, token, ended);
   const actor = { keyId: session.key_id, keyName: session.key_name, tenantId: session.tenant_id };
+  req.keyActor = { ...actor, keyType: "automation_key" };
+  const servers = admitSessionKey(session, req.ip);
   await enforceRateLimit(ctx.db, req.log, reply, { ...actor, keyType: "automation_key" }, req.ip, [
     { seconds: 60, limit: Number(session.key_rate_limit) },
   ]);
-  return session;
+  return { session, servers };
 }
 
 export const externalDeployApi =
@@ -94,13 +110,19 @@ export const externalDeployApi =
           req.deploySession = await admitSession(ctx, req, reply, token);
         },
       },
-      async (req) => syncDeployments(ctx, req.deploySession, req.body.deployments, req.ip),
+      async (req) => {
+        const { session, servers } = req.deploySession;
+        return syncDeployments(ctx, session, servers, req.body.deployments, req.ip);
+      },
     );
 
+    // With the session's own token: ending it again is 204 too (idempotent), as long
+    // as its key still admits the call. With an rca_ key: `external_deploy` and
+    // every application of the session within the key's server scope (403).
     app.delete("/session/:id", { schema: { params: sessionParams } }, async (req, reply) => {
       const token = sessionBearer(req);
       if (token) {
-        const session = await admitSession(ctx, req, reply, token);
+        const { session } = await admitSession(ctx, req, reply, token, "allowed");
         if (session.id !== req.params.id.toLowerCase()) {
           throw new RcError(
             "RC_ERR_SESSION_NOT_FOUND",
@@ -113,11 +135,12 @@ export const externalDeployApi =
         });
       } else {
         const p = await admitAutomationKey(ctx.db, req, reply);
+        requireOperation(p, "external_deploy");
         const actor = {
           actor: { key_id: p.keyId, key_name: p.keyName, key_type: "automation_key" },
           ip: req.ip,
         };
-        await endSession(ctx.db, p.tenantId, req.params.id, actor);
+        await endSession(ctx.db, p.tenantId, req.params.id, actor, p.servers);
       }
       return reply.status(204).send();
     });

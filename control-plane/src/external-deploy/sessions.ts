@@ -2,7 +2,8 @@
 // they name the containers a pipeline started and carry the applications matched
 // by `linked_container_name` (within the key's tenant and server scope). The
 // `rds_` token is shown once and stored as SHA-256; a deleted or expired session
-// stops working at once.
+// stops working at once, and every call with the token is held to the opening
+// key's rules again (session-key.ts).
 import { randomUUID } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
@@ -11,6 +12,7 @@ import { type AutomationPrincipal, bearerToken } from "../auth/automation-key.js
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { iso } from "../lib/time.js";
+import { SESSION_KEY_COLUMNS, type SessionKey, serverInScope } from "./session-key.js";
 
 export interface SessionRow {
   id: string;
@@ -125,15 +127,16 @@ const SESSION_COLUMNS = [
   "deleted_at",
 ];
 
-/** The automation key behind a session (its rate limit applies to the session's calls). */
-export interface SessionKey {
-  key_name: string;
-  key_rate_limit: number;
-  key_revoked_at: number | null;
-}
-
-/** The session of an `rds_` bearer token; 401 when unknown, deleted, expired or its key revoked. */
-export async function sessionOfToken(db: Knex, token: string): Promise<SessionRow & SessionKey> {
+/**
+ * The session of an `rds_` bearer token with its opening key's columns; 401 when
+ * unknown, and unless `ended` is "allowed" (a repeated DELETE), when deleted or
+ * expired. The key itself is checked by admitSessionKey.
+ */
+export async function sessionOfToken(
+  db: Knex,
+  token: string,
+  ended: "refused" | "allowed" = "refused",
+): Promise<SessionRow & SessionKey> {
   if (!token.startsWith("rds_")) {
     throw new RcError("RC_ERR_SESSION_INVALID", "invalid session token: session tokens start with rds_");
   }
@@ -142,17 +145,12 @@ export async function sessionOfToken(db: Knex, token: string): Promise<SessionRo
     .where({ "d.token_hash": sha256Hex(token) })
     .first<(SessionRow & SessionKey) | undefined>(
       ...SESSION_COLUMNS.map((c) => `d.${c}`),
-      "k.name as key_name",
-      "k.rate_limit as key_rate_limit",
-      "k.revoked_at as key_revoked_at",
+      ...SESSION_KEY_COLUMNS,
     );
   if (!row) throw new RcError("RC_ERR_SESSION_INVALID");
+  if (ended === "allowed") return row;
   if (row.deleted_at !== null) throw new RcError("RC_ERR_SESSION_ENDED");
   if (Number(row.expires_at) <= Date.now()) throw new RcError("RC_ERR_SESSION_EXPIRED");
-  // A session lives on its key: revoking the key ends its sessions at once.
-  if (row.key_revoked_at !== null) {
-    throw new RcError("RC_ERR_SESSION_ENDED", "the automation key that opened this session has been revoked");
-  }
   return row;
 }
 
@@ -162,14 +160,37 @@ export function sessionBearer(req: FastifyRequest): string | undefined {
 }
 
 /**
+ * 403 unless every application of the session is on a server within `servers`
+ * (a key scoped to some servers must not end another team's deploy).
+ */
+async function requireSessionInScope(db: Knex, row: SessionRow, servers: string[]): Promise<void> {
+  if (servers.length === 0) return;
+  const ids = JSON.parse(row.application_ids) as string[];
+  const apps = await db("applications as a")
+    .join("servers as s", "s.id", "a.server_id")
+    .where({ "a.tenant_id": row.tenant_id })
+    .whereIn("a.id", ids)
+    .select<{ server_id: string; server_name: string }[]>("a.server_id", "s.name as server_name");
+  const outside = apps.find((a) => !serverInScope(servers, a.server_id));
+  if (outside) {
+    throw new RcError(
+      "RC_ERR_FORBIDDEN",
+      `external-deploy session '${row.id}' reaches server '${outside.server_name}', outside this key's server scope`,
+    );
+  }
+}
+
+/**
  * Ends a session (idempotent: deleting an ended session again is 204 too).
- * `tenantId` limits it to one tenant; another tenant's id is 404.
+ * `tenantId` limits it to one tenant; another tenant's id is 404. `servers` is
+ * the server scope of an rca_ key that asks (empty = all servers).
  */
 export async function endSession(
   db: Knex,
   tenantId: string,
   sessionId: string,
   actor: Record<string, unknown>,
+  servers: string[] = [],
 ): Promise<void> {
   const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   const row = uuid.test(sessionId)
@@ -178,6 +199,7 @@ export async function endSession(
         .first<SessionRow | undefined>(SESSION_COLUMNS)
     : undefined;
   if (!row) throw new RcError("RC_ERR_SESSION_NOT_FOUND", `external-deploy session '${sessionId}' not found`);
+  await requireSessionInScope(db, row, servers);
   if (row.deleted_at !== null) return;
   await db.transaction(async (trx) => {
     await trx("external_deploy_sessions")

@@ -7,6 +7,7 @@ import { type AuditEventInput, appendAuditEvents } from "../audit/audit-log.js";
 import type { ApiContext } from "../api/context.js";
 import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
+import { serverInScope } from "./session-key.js";
 import type { SessionRow } from "./sessions.js";
 
 export interface DeploymentEntry {
@@ -38,6 +39,8 @@ interface AppRow {
   server_name: string;
   linked_container_name: string;
   fqdns: string;
+  container_port: number;
+  pin_port: number | boolean;
 }
 
 /** One (entry, application) pair that passed matching. */
@@ -63,6 +66,8 @@ async function sessionApplications(db: Knex, session: SessionRow): Promise<AppRo
       "s.name as server_name",
       "a.linked_container_name",
       "a.fqdns",
+      "a.container_port",
+      "a.pin_port",
     );
 }
 
@@ -99,14 +104,45 @@ function matchEntries(session: SessionRow, apps: AppRow[], entries: DeploymentEn
   return { work, errors };
 }
 
+/**
+ * Entries the application or the session's key does not allow, before anything
+ * is claimed or sent: an application outside the key's server scope (changed
+ * since the session was opened), a port other than the one the application pins.
+ */
+function refuseEntries(matched: Work[], servers: string[], errors: SyncError[]): Work[] {
+  return matched.filter(({ entry, app }) => {
+    const base = { container_name: entry.container_name, application_id: app.id };
+    if (!serverInScope(servers, app.server_id)) {
+      errors.push({
+        ...base,
+        reason: `application '${app.name}' is on server '${app.server_name}', outside the server scope of the key that opened this session`,
+      });
+      return false;
+    }
+    const pinned = Number(app.container_port);
+    if (Boolean(Number(app.pin_port)) && entry.container_port !== pinned) {
+      errors.push({
+        ...base,
+        reason: `application '${app.name}' pins its port to ${pinned}: container_port ${entry.container_port} is refused`,
+      });
+      return false;
+    }
+    return true;
+  });
+}
+
+/** `servers`: the server scope of the key that opened the session (empty = all). */
 export async function syncDeployments(
   ctx: ApiContext,
   session: SessionRow,
+  servers: string[],
   entries: DeploymentEntry[],
   ip: string,
 ) {
   const apps = await sessionApplications(ctx.db, session);
-  const { work, errors } = matchEntries(session, apps, entries);
+  const matched = matchEntries(session, apps, entries);
+  const errors = matched.errors;
+  const work = refuseEntries(matched.work, servers, errors);
   const results: SyncResult[] = [];
   const verdicts = await claimApplications(
     ctx.db,
@@ -154,7 +190,7 @@ export async function syncDeployments(
   await ctx.db.transaction(async (trx) => {
     await storeRouteStates(trx, states);
     await releaseClaims(trx, session.id, release);
-    await auditEntries(trx, session, work, results, errors, operations, ip);
+    await auditEntries(trx, session, matched.work, results, errors, operations, ip);
   });
   return { session_id: session.id, results, errors };
 }

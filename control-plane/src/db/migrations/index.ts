@@ -6,6 +6,7 @@ import * as m002 from "./002_keys.js";
 import * as m003 from "./003_registry.js";
 import * as m004 from "./004_reboot.js";
 import * as m005 from "./005_external_deploy.js";
+import * as m006 from "./006_application_pin_port.js";
 import * as m007 from "./007_audit_keyed.js";
 import * as m008 from "./008_result_detail.js";
 import * as m009 from "./009_refusal_counts.js";
@@ -21,6 +22,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "003_registry": m003,
   "004_reboot": m004,
   "005_external_deploy": m005,
+  "006_application_pin_port": m006,
   "007_audit_keyed": m007,
   "008_result_detail": m008,
   "009_refusal_counts": m009,

@@ -1,0 +1,207 @@
+// The port check of route-sync jobs: before a route is written, the container
+// engine must confirm that the named container runs and serves the port, so a
+// sync cannot point a domain at any other port of the server (the control
+// plane's own, a database...). Per upstream mode:
+// - host: the container publishes the port on the host. `container_port` may
+//   name the host port (what the deploy-sync action sends, and what relayctl
+//   always routed to: 127.0.0.1:<port>) or the container's port, then the route
+//   goes to the host port it is published on. A container on the host network
+//   must expose the port.
+// - container-network: the container exposes (or publishes) the port; the proxy
+//   reaches it as <container_name>:<port>.
+// A name that is no container's may be a compose service: its one running
+// container (label com.docker.compose.service) is checked in its place.
+// A route that fails the check is reported `failed` with the reason and never
+// reaches the syncer; the control plane turns it into a sync `errors` entry.
+import {
+  type DesiredRoute,
+  type RouteOutcome,
+  type RouteSyncer,
+  type SyncReport,
+  type SyncRequest,
+  type UpstreamMode,
+  routeProblem,
+  routeSignature,
+  sortedFqdns,
+  upstreamFor,
+} from "@relayctl/reverse-proxy-sync";
+import {
+  type ContainerFacts,
+  type PortBinding,
+  describePorts,
+  parseInspect,
+} from "../engine/container-facts.js";
+import type { ContainerEngine } from "../engine/engine.js";
+
+/** One inspect is a local CLI call; this only bounds a hung engine. */
+const INSPECT_DEADLINE_SECONDS = 15;
+/**
+ * Names per `container inspect` call: each container is ~11 KB of JSON (podman
+ * 4.3) and the engine's output is capped at 1 MiB, so 100 at once would be cut.
+ */
+const INSPECT_BATCH = 25;
+
+export type PortVerdict = { upstream: string } | { error: string };
+
+/** Where the proxy on the host reaches a binding; undefined for an IPv6-only one. */
+function hostAddress(b: PortBinding): string | undefined {
+  if (["", "0.0.0.0", "::", "127.0.0.1"].includes(b.hostIp)) return "127.0.0.1";
+  return /^\d{1,3}(\.\d{1,3}){3}$/.test(b.hostIp) ? b.hostIp : undefined;
+}
+
+function hostVerdict(c: ContainerFacts, port: number): PortVerdict {
+  const name = c.name;
+  if (c.networkMode === "host") {
+    if (c.ports.has(port)) return { upstream: `127.0.0.1:${port}` };
+    return {
+      error: `container '${name}' runs on the host network and does not expose port ${port} (EXPOSE it in the image or run it with --expose ${port})`,
+    };
+  }
+  const all = [...c.ports.values()].flat();
+  // The host port itself, published by this container: the upstream relayctl always used.
+  const asHostPort = all.find((b) => b.hostPort === port && hostAddress(b) !== undefined);
+  if (asHostPort) return { upstream: `${hostAddress(asHostPort)}:${port}` };
+  const published = (c.ports.get(port) ?? []).find((b) => hostAddress(b) !== undefined);
+  if (published) return { upstream: `${hostAddress(published)}:${published.hostPort}` };
+  return {
+    error: `container '${name}' does not publish port ${port} on the host (its ports: ${describePorts(c.ports)})`,
+  };
+}
+
+function networkVerdict(c: ContainerFacts, port: number): PortVerdict {
+  if (c.ports.has(port)) return { upstream: `${c.name}:${port}` };
+  return {
+    error: `container '${c.name}' does not expose port ${port} (its ports: ${describePorts(c.ports)}; EXPOSE it in the image or run it with --expose ${port})`,
+  };
+}
+
+/** The decision for one container's inspect facts (pure: the tests feed it engine output). */
+export function portVerdict(
+  facts: ContainerFacts,
+  containerName: string,
+  port: number,
+  mode: UpstreamMode,
+): PortVerdict {
+  // `container inspect` also takes an id prefix: the container found must carry the name asked for.
+  if (facts.name !== containerName) {
+    return { error: `no container is named '${containerName}' on this server` };
+  }
+  if (!facts.running) return { error: `container '${containerName}' is not running (${facts.status})` };
+  return mode === "host" ? hostVerdict(facts, port) : networkVerdict(facts, port);
+}
+
+export class PortCheck {
+  constructor(
+    readonly engine: ContainerEngine,
+    readonly mode: UpstreamMode,
+  ) {}
+
+  /**
+   * One `container inspect` per batch of the job's containers (a sync of 100
+   * applications is 4 engine calls, not 100 CLI processes at once).
+   */
+  async verdicts(routes: DesiredRoute[]): Promise<PortVerdict[]> {
+    const found = await this.#facts([...new Set(routes.map((r) => r.containerName))]);
+    const missing = [...found].filter(([, f]) => f === undefined).map(([name]) => name);
+    const services = await this.#composeFacts(missing);
+    return routes.map((r) => {
+      const name = r.containerName;
+      const f = found.get(name) ?? services.get(name);
+      if (typeof f === "string") return { error: f };
+      if (f === undefined) return { error: `no container is named '${name}' on this server` };
+      // A compose service answers under its name (also its DNS alias on the compose network).
+      return portVerdict({ ...f, name }, name, r.containerPort, this.mode);
+    });
+  }
+
+  /** Facts by name; a string for a batch the engine could not answer, undefined for no such container. */
+  async #facts(names: string[]): Promise<Map<string, ContainerFacts | string | undefined>> {
+    const batches: string[][] = [];
+    for (let i = 0; i < names.length; i += INSPECT_BATCH) batches.push(names.slice(i, i + INSPECT_BATCH));
+    const answers = await Promise.all(batches.map((b) => this.#inspect(b)));
+    const out = new Map<string, ContainerFacts | string | undefined>();
+    batches.forEach((batch, i) => {
+      const a = answers[i]!;
+      for (const name of batch) out.set(name, typeof a === "string" ? a : a.get(name));
+    });
+    return out;
+  }
+
+  /**
+   * Names that are no container's may be compose services (compose names their
+   * containers <project>-<service>-<n>): the one running container labelled
+   * com.docker.compose.service=<name> stands for it; several are ambiguous.
+   */
+  async #composeFacts(names: string[]): Promise<Map<string, ContainerFacts | string | undefined>> {
+    const out = new Map<string, ContainerFacts | string | undefined>();
+    const listed = await Promise.all(
+      names.map((n) => this.engine.composeServiceContainers(n, INSPECT_DEADLINE_SECONDS)),
+    );
+    const single = new Map<string, string>();
+    names.forEach((name, i) => {
+      const o = listed[i]!;
+      const containers =
+        o.status === "completed" && o.exitCode === 0 ? o.stdout.split("\n").filter(Boolean) : [];
+      if (containers.length === 1) single.set(name, containers[0]!);
+      if (containers.length > 1) {
+        out.set(
+          name,
+          `compose service '${name}' has ${containers.length} running containers (${containers.slice(0, 5).join(", ")}): sync one container by its name`,
+        );
+      }
+    });
+    const facts = await this.#facts([...new Set(single.values())]);
+    for (const [name, container] of single) out.set(name, facts.get(container));
+    return out;
+  }
+
+  async #inspect(names: string[]): Promise<Map<string, ContainerFacts> | string> {
+    const e = this.engine.name;
+    const o = await this.engine.inspect(names, INSPECT_DEADLINE_SECONDS);
+    if (o.status !== "completed") return `cannot ask ${e} about the containers: ${o.error ?? o.status}`;
+    // A missing name makes the exit non-zero while the others are still printed.
+    const facts = parseInspect(o.stdout);
+    const stderr = o.stderr.trim().split("\n").filter(Boolean);
+    if (o.exitCode === 0 && facts.size === 0) return `${e} container inspect printed no readable container`;
+    if (o.exitCode !== 0 && facts.size === 0 && !stderr.some((l) => /no such (container|object)/i.test(l))) {
+      return `cannot inspect containers with ${e}: ${stderr[0]?.slice(0, 300) || `exit code ${o.exitCode}`}`;
+    }
+    return facts;
+  }
+}
+
+function refused(route: DesiredRoute, mode: UpstreamMode, error: string): RouteOutcome {
+  return {
+    applicationId: route.applicationId,
+    status: "failed",
+    signatureHash: routeSignature(route, mode),
+    fqdns: sortedFqdns(route.fqdns),
+    upstream: upstreamFor(route, mode),
+    error,
+  };
+}
+
+/**
+ * Checks every route's port, gives the syncer only the routes that passed (with
+ * the upstream the engine showed), and reports all of them in request order.
+ * Routes the syncer refuses anyway (bad names...) skip the engine.
+ */
+export async function syncCheckedRoutes(
+  syncer: RouteSyncer,
+  check: PortCheck,
+  req: SyncRequest,
+): Promise<SyncReport> {
+  const toCheck = req.routes.filter((r) => routeProblem(r) === undefined);
+  const verdicts = new Map<DesiredRoute, PortVerdict>();
+  (await check.verdicts(toCheck)).forEach((v, i) => verdicts.set(toCheck[i]!, v));
+  const passed: DesiredRoute[] = [];
+  const outcomes: (RouteOutcome | undefined)[] = req.routes.map((r) => {
+    const v = verdicts.get(r);
+    if (v !== undefined && "error" in v) return refused(r, check.mode, v.error);
+    passed.push(v === undefined ? r : { ...r, upstream: v.upstream });
+    return undefined;
+  });
+  const report = await syncer.sync({ ...req, routes: passed });
+  const synced = report.routes[Symbol.iterator]();
+  return { routes: outcomes.map((o) => o ?? synced.next().value!), removed: report.removed };
+}

@@ -1,0 +1,111 @@
+// Real containers for the tests, run with podman the way DESIGN.md "Facts" says
+// works here: runc (crun fails on rlimits), an image built FROM scratch with
+// busybox-static, `--init` so a stop is quick. A web container serves
+// `backend <name>` on one container port per name, each published on
+// 127.0.0.1:<free port>, so a test sees which port a domain reaches. Names get a
+// random suffix: test files and other runs share the machine's podman.
+import { execFile } from "node:child_process";
+import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { makeTempDir, onCleanup } from "./cleanup";
+import { freePort } from "./ports";
+import { proxyGet } from "./proxy-client";
+import { pollUntil } from "./wait";
+
+const run = promisify(execFile);
+
+const CONTAINERS_CONF = "/tmp/relayctl-test-containers.conf";
+const IMAGE = "localhost/relayctl-test-busybox:1";
+
+if (!existsSync(CONTAINERS_CONF)) {
+  writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
+}
+
+/** Env of an agent that checks ports with this podman (auto would pick the daemon-less docker CLI). */
+export const podmanAgentEnv: Record<string, string> = {
+  RELAYCTL_AGENT_CONTAINER_ENGINE: "podman",
+  CONTAINERS_CONF,
+};
+
+export function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run("podman", args, { env: { ...process.env, CONTAINERS_CONF }, timeout: 120_000 });
+}
+
+let image: Promise<void> | undefined;
+
+function buildImage(): Promise<void> {
+  image ??= (async () => {
+    const exists = await podman(["image", "exists", IMAGE]).then(
+      () => true,
+      () => false,
+    );
+    if (exists) return;
+    const ctx = makeTempDir("image");
+    copyFileSync("/bin/busybox", join(ctx, "busybox"));
+    writeFileSync(
+      join(ctx, "Containerfile"),
+      'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n',
+    );
+    await podman(["build", "-q", "-t", IMAGE, ctx]);
+  })();
+  return image;
+}
+
+export interface WebContainer {
+  name: string;
+  /** The container port that serves `backend <backend>`. */
+  containerPort(backend: string): number;
+  /** The host port (on 127.0.0.1) that container port is published on. */
+  hostPort(backend: string): number;
+  stop(): Promise<void>;
+}
+
+export interface WebContainerOptions {
+  /** Container ports exposed but not published (`--expose`). */
+  expose?: number[];
+  /** `--label` entries (e.g. com.docker.compose.service, as compose sets it). */
+  labels?: Record<string, string>;
+}
+
+/** A running container `<prefix>-<random>` serving each backend on container port 8001, 8002... */
+export async function startWebContainer(
+  prefix: string,
+  backends: string[],
+  opts: WebContainerOptions = {},
+): Promise<WebContainer> {
+  if (!backends.every((b) => /^[\w.-]+$/.test(b))) throw new Error(`bad backend names: ${backends}`);
+  await buildImage();
+  const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
+  const ports = new Map<string, { container: number; host: number }>();
+  for (const [i, b] of backends.entries()) ports.set(b, { container: 8001 + i, host: await freePort() });
+  const serve = [...ports].map(
+    ([b, p]) =>
+      `mkdir -p /www/${b} && printf 'backend ${b}' > /www/${b}/index.html && httpd -p ${p.container} -h /www/${b}`,
+  );
+  const args = ["run", "-d", "--init", "--name", name];
+  for (const p of ports.values()) args.push("-p", `127.0.0.1:${p.host}:${p.container}`);
+  for (const port of opts.expose ?? []) args.push("--expose", String(port));
+  for (const [k, v] of Object.entries(opts.labels ?? {})) args.push("--label", `${k}=${v}`);
+  await podman([...args, IMAGE, "sh", "-c", `${serve.join(" && ")} && exec sleep 2147483647`]);
+  const stop = () => podman(["rm", "-f", "-t", "0", name]).then(() => undefined);
+  onCleanup(stop);
+  for (const [b, p] of ports) {
+    await pollUntil(
+      async () =>
+        (await proxyGet(p.host, "x").catch(() => undefined))?.body === `backend ${b}` ? true : undefined,
+      { what: `container ${name} to serve backend ${b} on 127.0.0.1:${p.host}`, timeoutMs: 20_000 },
+    );
+  }
+  const get = (b: string) => {
+    const p = ports.get(b);
+    if (!p) throw new Error(`container ${name} has no backend ${b}`);
+    return p;
+  };
+  return {
+    name,
+    containerPort: (b) => get(b).container,
+    hostPort: (b) => get(b).host,
+    stop,
+  };
+}
