@@ -8,6 +8,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";
 import { compileFqdns } from "./validate.js";
+import { isUuid } from "../api/validation.js";
 
 export interface ApplicationRow {
   id: string;
@@ -51,8 +52,7 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
 }
 
 export async function getApplication(db: Knex, tenantId: string, id: string): Promise<ApplicationRow> {
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const row = uuid.test(id)
+  const row = isUuid(id)
     ? await db("applications").where({ id: id.toLowerCase(), tenant_id: tenantId }).first<ApplicationRow>()
     : undefined;
   if (!row) throw new RcError("RC_ERR_APPLICATION_NOT_FOUND", `application '${id}' not found`);

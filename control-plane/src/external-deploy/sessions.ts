@@ -13,6 +13,7 @@ import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { iso } from "../lib/time.js";
 import { SESSION_KEY_COLUMNS, type SessionKey, serverInScope } from "./session-key.js";
+import { isUuid } from "../api/validation.js";
 
 export interface SessionRow {
   id: string;
@@ -192,8 +193,7 @@ export async function endSession(
   actor: Record<string, unknown>,
   servers: string[] = [],
 ): Promise<void> {
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-  const row = uuid.test(sessionId)
+  const row = isUuid(sessionId)
     ? await db("external_deploy_sessions")
         .where({ id: sessionId.toLowerCase(), tenant_id: tenantId })
         .first<SessionRow | undefined>(SESSION_COLUMNS)
