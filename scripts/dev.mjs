@@ -89,11 +89,15 @@ const cp = {
   ...require(join(CONTROL_PLANE, "cli/admin.js")),
   ...require(join(CONTROL_PLANE, "db/knex.js")),
   ...require(join(CONTROL_PLANE, "lib/logger.js")),
+  ...require(join(CONTROL_PLANE, "audit/chain-key.js")),
 };
 
 /** Runs fn with a database handle of its own (the admin steps), migrated first. */
 async function withDb(env, fn) {
-  const db = cp.openDb(cp.loadDatabaseUrl(env));
+  const url = cp.loadDatabaseUrl(env);
+  // The admin steps write audit events: key the chain as serve will (SQLite's key file).
+  cp.useAuditKeys(cp.auditKeysFromEnv(url, env));
+  const db = cp.openDb(url);
   try {
     await cp.migrateWithRetry(db, { warn: () => {} });
     return await fn(db);
