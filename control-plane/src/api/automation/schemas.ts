@@ -59,5 +59,3 @@ export const envSchema = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), 
 });
 
 export const timeoutSecondsSchema = z.int().min(LIMITS.timeoutMin).max(LIMITS.timeoutMax);
-
-export const errorSchema = z.object({ detail: z.string() });
