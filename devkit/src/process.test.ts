@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import test from "ava";
 import { ManagedProcess, ProcessGroup } from "./process.js";
+import { pollUntil } from "./wait.js";
 
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readStat(pid));
 function readStat(pid: number): string {
@@ -26,6 +27,8 @@ test("supervisor - stop reaches the process's children too, also when it ignores
   const exit = await proc.stop("SIGTERM", 300);
   t.is(exit.signal, "SIGKILL", "killed after the grace period");
   t.false(proc.running);
+  // kill(2) returns before the target has died: give the kernel a moment to end it.
+  await pollUntil(() => (alive(child) ? undefined : true), { what: "the child to die", timeoutMs: 5_000 });
   t.false(alive(child), "the child went with it");
 });
 
