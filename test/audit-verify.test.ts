@@ -4,15 +4,14 @@
 // no longer holds a signed checkpoint. The hashes are recomputed here independently of the
 // control plane's code.
 import { execFile } from "node:child_process";
-import { createHash, createHmac, hkdfSync } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
+import { CHAIN_KEY, eventHash } from "./harness/audit-chain";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { TEST_MASTER_KEY } from "./harness/control-plane";
 import { exec } from "./harness/http";
-import type { Row } from "./harness/mariadb";
 import { cleanEnv } from "./harness/process";
 import { SERVER_MAIN } from "./harness/programs";
 
@@ -75,35 +74,6 @@ async function checkpointFile(c: Cluster): Promise<string> {
   return file;
 }
 
-/** The chain key as the operator's docs describe it: HKDF-SHA256 of the master key. */
-const CHAIN_KEY = Buffer.from(
-  hkdfSync("sha256", Buffer.from(TEST_MASTER_KEY, "base64"), Buffer.alloc(0), "relayctl audit chain v1", 32),
-);
-
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value && typeof value === "object") {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Row)[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
-function hashOf(row: Row, prev: string | null, key?: Buffer): string {
-  const fields = {
-    seq: Number(row.seq),
-    event_type: row.event_type,
-    operation_id: row.operation_id,
-    key_id: row.key_id,
-    server_id: row.server_id,
-    run_id: row.run_id,
-    payload: row.payload,
-    created_at: Number(row.created_at),
-  };
-  const h = key ? createHmac("sha256", key) : createHash("sha256");
-  return h.update(`${prev ?? ""}\n${canonical(fields)}`).digest("hex");
-}
-
 /**
  * Recomputes every hash of the tenant's chain from `fromSeq` on, the way someone holding the
  * database would, with `keyFor(seq)` (undefined: plain SHA-256) and `algFor(seq)` as hash_alg,
@@ -120,7 +90,7 @@ async function rechain(
   for (const row of rows) {
     const seq = Number(row.seq);
     if (seq >= fromSeq) {
-      const hash = hashOf(row, prev, keyFor(seq));
+      const hash = eventHash(row, prev, keyFor(seq));
       await c.db.query(
         "UPDATE audit_events SET prev_hash = ?, hash = ?, hash_alg = ? WHERE tenant_id = ? AND seq = ?",
         [prev, hash, algFor(seq, String(row.hash_alg)), c.tenantId, seq],

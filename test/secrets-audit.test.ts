@@ -1,16 +1,16 @@
 // env values are never stored or logged (contract, Authentication 7), and every operation has
 // one audit event carrying its run_id, run_context and the env key names, written before it
 // runs, and one completion event carrying the hash of its result.
-import { createHash, createHmac, hkdfSync, randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
 import { assertCompleted, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { TEST_MASTER_KEY } from "./harness/control-plane";
 import { exec, waitForOperationEnd } from "./harness/http";
 import type { Row } from "./harness/mariadb";
+import { CHAIN_KEY, canonical, eventHash } from "./harness/audit-chain";
 
 let c: Cluster;
 
@@ -211,21 +211,6 @@ test.serial("audit - a refused exec (agent not connected) is audited too", async
   t.is(view.command, "echo offline");
 });
 
-/** The chain key as documented: HKDF-SHA256 of the master key, label "relayctl audit chain v1". */
-const CHAIN_KEY = Buffer.from(
-  hkdfSync("sha256", Buffer.from(TEST_MASTER_KEY, "base64"), Buffer.alloc(0), "relayctl audit chain v1", 32),
-);
-
-/** Sorted-key JSON, written here independently of the control plane's code. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value && typeof value === "object") {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Row)[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
 test.serial(
   "audit - events form an unbroken HMAC chain per tenant, concurrent writers included",
   async (t) => {
@@ -242,21 +227,8 @@ test.serial(
     for (const [i, row] of rows.entries()) {
       t.is(Number(row.seq), i + 1, "seq has no gaps");
       t.is(row.prev_hash, prev, `event ${row.seq} links to the previous one`);
-      const fields = {
-        seq: Number(row.seq),
-        event_type: row.event_type,
-        operation_id: row.operation_id,
-        key_id: row.key_id,
-        server_id: row.server_id,
-        run_id: row.run_id,
-        payload: row.payload,
-        created_at: Number(row.created_at),
-      };
       t.is(row.hash_alg, "hmac-sha256");
-      const expected = createHmac("sha256", CHAIN_KEY)
-        .update(`${prev ?? ""}\n${canonical(fields)}`)
-        .digest("hex");
-      t.is(row.hash, expected, `event ${row.seq} hash`);
+      t.is(row.hash, eventHash(row, prev, CHAIN_KEY), `event ${row.seq} hash`);
       prev = String(row.hash);
     }
   },

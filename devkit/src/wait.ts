@@ -58,3 +58,16 @@ export function waitForTcp(host: string, port: number, timeoutMs: number): Promi
     intervalMs: 20,
   });
 }
+
+/**
+ * Rate-limit windows are whole minutes of the wall clock. A test that must stay
+ * inside one window waits (polling the clock) until at least `needMs` of the
+ * current minute is left, so its burst never straddles two windows.
+ */
+export function waitForMinuteRoom(needMs: number): Promise<true> {
+  return pollUntil(async () => (60_000 - (Date.now() % 60_000) >= needMs ? true : undefined), {
+    what: `${needMs} ms left in the current minute`,
+    timeoutMs: 61_000,
+    intervalMs: 100,
+  });
+}

@@ -16,6 +16,7 @@ import { createLogger } from "../lib/logger.js";
 import { buildApi } from "./app.js";
 import { resolveAuditKeys, useAuditKeys } from "../audit/chain-key.js";
 import { OperationService } from "../operations/service.js";
+import { waitForMinuteRoom } from "@relayctl/devkit";
 
 const test = anyTest as TestFn<{
   app: FastifyInstance;
@@ -232,11 +233,6 @@ test("timeouts - a client trickling its body is answered 408 and cut off at the 
   t.regex(received, /^HTTP\/1\.1 408/);
 });
 
-/** Waits (polling) until the current minute has `ms` left, so a burst stays in one rate-limit window. */
-async function minuteRoom(ms: number) {
-  while (60_000 - (Date.now() % 60_000) < ms) await new Promise((r) => setTimeout(r, 100));
-}
-
 async function newKey(
   t: { context: { app: FastifyInstance; apiKey: string } },
   body: Record<string, unknown>,
@@ -263,7 +259,7 @@ test.serial(
   "refusals - 150 refused requests of a key limited to 5/min: 5 refusals, 145 429s, two events",
   async (t) => {
     const { id, key } = await newKey(t, { rate_limit: 5, operations: ["deploy"] });
-    await minuteRoom(20_000);
+    await waitForMinuteRoom(20_000);
     const statuses: number[] = [];
     for (let i = 0; i < 150; i++) {
       const res = await t.context.app.inject({
@@ -294,7 +290,7 @@ test.serial("refusals - a revoked key's requests count too: 401 up to its limit,
     url: `/api/automation-keys/${id}`,
     headers: { "x-api-key": t.context.apiKey },
   });
-  await minuteRoom(10_000);
+  await waitForMinuteRoom(10_000);
   const statuses: number[] = [];
   for (let i = 0; i < 10; i++) {
     const res = await t.context.app.inject({
