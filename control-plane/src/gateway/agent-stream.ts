@@ -4,7 +4,7 @@
 // the bus, so nothing reported is ever lost between the two.
 import { randomUUID } from "node:crypto";
 import { type ServerDuplexStream, status as GrpcStatus } from "@grpc/grpc-js";
-import type { AgentMessage, GatewayMessage, Hello, JobResult } from "@relayctl/proto";
+import type { AgentMessage, GatewayMessage, Hello, JobProgress, JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
 import type { Logger } from "pino";
 import type { Job, JobBus } from "../bus/job-bus.js";
@@ -25,6 +25,8 @@ export interface GatewayDeps {
   log: Logger;
   heartbeatIntervalMs: number;
   leaseMs: number;
+  /** Records a running job's progress (a deployment's steps and log). */
+  progress?: (serverId: string, p: JobProgress) => Promise<void>;
 }
 
 type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
@@ -123,7 +125,9 @@ class AgentStream {
           ? this.onAck(msg.jobAck.operationId)
           : msg.$case === "heartbeat"
             ? renewLeases(this.deps.db, this.serverId, msg.heartbeat.runningOperationIds, this.deps.leaseMs)
-            : this.onResult(msg.jobResult);
+            : msg.$case === "jobProgress"
+              ? this.onProgress(msg.jobProgress)
+              : this.onResult(msg.jobResult);
     work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 
@@ -159,6 +163,11 @@ class AgentStream {
   private async onAck(operationId: string): Promise<void> {
     this.deps.registry.acked(this.serverId, operationId);
     this.deps.acks.add(this.serverId, operationId);
+  }
+
+  /** Best effort (the final result carries the whole report): a failure is logged, never fatal. */
+  private async onProgress(p: JobProgress): Promise<void> {
+    await this.deps.progress?.(this.serverId, p);
   }
 
   private async onResult(r: JobResult): Promise<void> {

@@ -134,12 +134,65 @@ export function routeOutcomeStatusToJSON(object: RouteOutcomeStatus): string {
   }
 }
 
+export enum DeployStepStatus {
+  DEPLOY_STEP_STATUS_UNSPECIFIED = 0,
+  DEPLOY_STEP_STATUS_RUNNING = 1,
+  DEPLOY_STEP_STATUS_SUCCEEDED = 2,
+  DEPLOY_STEP_STATUS_FAILED = 3,
+  /** DEPLOY_STEP_STATUS_SKIPPED - Not needed for this deployment (no fetch for an image without a repository). */
+  DEPLOY_STEP_STATUS_SKIPPED = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function deployStepStatusFromJSON(object: any): DeployStepStatus {
+  switch (object) {
+    case 0:
+    case "DEPLOY_STEP_STATUS_UNSPECIFIED":
+      return DeployStepStatus.DEPLOY_STEP_STATUS_UNSPECIFIED;
+    case 1:
+    case "DEPLOY_STEP_STATUS_RUNNING":
+      return DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING;
+    case 2:
+    case "DEPLOY_STEP_STATUS_SUCCEEDED":
+      return DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED;
+    case 3:
+    case "DEPLOY_STEP_STATUS_FAILED":
+      return DeployStepStatus.DEPLOY_STEP_STATUS_FAILED;
+    case 4:
+    case "DEPLOY_STEP_STATUS_SKIPPED":
+      return DeployStepStatus.DEPLOY_STEP_STATUS_SKIPPED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return DeployStepStatus.UNRECOGNIZED;
+  }
+}
+
+export function deployStepStatusToJSON(object: DeployStepStatus): string {
+  switch (object) {
+    case DeployStepStatus.DEPLOY_STEP_STATUS_UNSPECIFIED:
+      return "DEPLOY_STEP_STATUS_UNSPECIFIED";
+    case DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING:
+      return "DEPLOY_STEP_STATUS_RUNNING";
+    case DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED:
+      return "DEPLOY_STEP_STATUS_SUCCEEDED";
+    case DeployStepStatus.DEPLOY_STEP_STATUS_FAILED:
+      return "DEPLOY_STEP_STATUS_FAILED";
+    case DeployStepStatus.DEPLOY_STEP_STATUS_SKIPPED:
+      return "DEPLOY_STEP_STATUS_SKIPPED";
+    case DeployStepStatus.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export interface AgentMessage {
   msg:
     | { $case: "hello"; hello: Hello }
     | { $case: "jobAck"; jobAck: JobAck }
     | { $case: "jobResult"; jobResult: JobResult }
     | { $case: "heartbeat"; heartbeat: Heartbeat }
+    | { $case: "jobProgress"; jobProgress: JobProgress }
     | undefined;
 }
 
@@ -178,7 +231,10 @@ export interface JobResult {
    * The structured outcome of job kinds that have one. It travels beside
    * stdout, never inside it: stdout stays what a person reads.
    */
-  detail: { $case: "routeSync"; routeSync: RouteSyncReport } | undefined;
+  detail:
+    | { $case: "routeSync"; routeSync: RouteSyncReport }
+    | { $case: "deploy"; deploy: DeployReport }
+    | undefined;
 }
 
 /** What a RouteSyncJob did, per route and in all. */
@@ -204,6 +260,76 @@ export interface RouteOutcome {
 
 export interface Heartbeat {
   runningOperationIds: string[];
+}
+
+/**
+ * Progress of a long job while it runs (a deployment's steps and log). Best
+ * effort: a progress message lost with a stream is not sent again, because the
+ * final JobResult carries the whole report (DeployReport) and that is what lasts.
+ */
+export interface JobProgress {
+  operationId: string;
+  /** 1, 2, 3... per operation: a follower orders and de-duplicates by it. */
+  seq: number;
+  progress: { $case: "deploy"; deploy: DeployProgress } | undefined;
+}
+
+/** One step's change of state and/or new log text. */
+export interface DeployProgress {
+  /** fetch, build, start, health_check, switch, retire. */
+  step: string;
+  status: DeployStepStatus;
+  /** Log text of the step since its previous progress message, already scrubbed. */
+  log: string;
+  /** Agent's clock, Unix epoch milliseconds. */
+  atUnixMs: number;
+  /** Set on the message that ends the fetch step (the resolved commit). */
+  commit: CommitInfo | undefined;
+}
+
+export interface CommitInfo {
+  sha: string;
+  /** The subject line. */
+  message: string;
+  /** "Name <email>". */
+  author: string;
+}
+
+/**
+ * What a DeployJob did. COMPLETED (exit code 0) only when the new version serves
+ * traffic; FAILED with `failed_step` and the reason in stderr; TIMEOUT at the
+ * deadline. In every outcome but COMPLETED, what the run started is removed and
+ * the old version keeps serving.
+ */
+export interface DeployReport {
+  deploymentId: string;
+  commit: CommitInfo | undefined;
+  /**
+   * The image the new container runs (relayctl/<application_id>:<tag> for a
+   * build, the pulled reference for an image).
+   */
+  image: string;
+  containerName: string;
+  /** Host port (on 127.0.0.1) the new container is published on. */
+  hostPort: number;
+  /** The proxy's upstream after the switch; empty when the agent has no proxy. */
+  upstream: string;
+  /** caddy, nginx, traefik or none. */
+  proxy: string;
+  steps: DeployStep[];
+  /** The step that failed or was cut by the deadline; empty on success. */
+  failedStep: string;
+  /** The container that served before (retired after the drain), if any. */
+  previousContainerName: string;
+}
+
+export interface DeployStep {
+  name: string;
+  status: DeployStepStatus;
+  startedAtUnixMs: number;
+  endedAtUnixMs: number;
+  /** The step's whole log, scrubbed, capped like command output. */
+  log: string;
 }
 
 export interface GatewayMessage {
@@ -232,6 +358,7 @@ export interface Job {
     | { $case: "registryLogout"; registryLogout: RegistryLogoutJob }
     | { $case: "reboot"; reboot: RebootJob }
     | { $case: "routeSync"; routeSync: RouteSyncJob }
+    | { $case: "deploy"; deploy: DeployJob }
     | undefined;
 }
 
@@ -312,6 +439,78 @@ export interface RouteSpec {
   fqdns: string[];
 }
 
+/**
+ * Deploy a new version of an application (DESIGN.md "Deployments"): fetch →
+ * build or pull → start beside the old container → health check → switch the
+ * route → retire the old container after a drain. Deployments of one
+ * application run one at a time, in the order the agent receives them. Every
+ * secret here (env values, git and registry passwords) is scrubbed from the log
+ * and never written to disk or argv.
+ */
+export interface DeployJob {
+  deploymentId: string;
+  applicationId: string;
+  applicationName: string;
+  /** Absent for an image build without a repository (no fetch step). */
+  source: GitSource | undefined;
+  build:
+    | { $case: "dockerfile"; dockerfile: DockerfileBuild }
+    | { $case: "image"; image: ImageBuild }
+    | undefined;
+  /** The port the application listens on inside its container. */
+  containerPort: number;
+  healthCheckPath: string;
+  healthCheckTimeoutSeconds: number;
+  /**
+   * The application's env with this deployment's overrides applied. Values
+   * reach the container through the engine's environment, never its argv.
+   */
+  env: { [key: string]: string };
+  fqdns: string[];
+  /** Base of the containers' names: <base>-<first 8 of the deployment id>. */
+  containerBaseName: string;
+  /** Hard deadline, Unix epoch milliseconds (the control plane's clock). */
+  deadlineUnixMs: number;
+}
+
+export interface DeployJob_EnvEntry {
+  key: string;
+  value: string;
+}
+
+export interface GitSource {
+  /** https://, ssh:// or scp-like URL, or a local path. */
+  repository: string;
+  /** Branch, tag or commit SHA. */
+  ref: string;
+  /** For HTTPS; given to git through an askpass helper, never its config or argv. */
+  credential: GitCredential | undefined;
+}
+
+export interface GitCredential {
+  username: string;
+  password: string;
+}
+
+export interface DockerfileBuild {
+  /** Path of the Dockerfile inside the repository. */
+  dockerfile: string;
+  /** Build context directory inside the repository. */
+  context: string;
+}
+
+export interface ImageBuild {
+  image: string;
+  /** Absent for a public image. */
+  auth: RegistryAuth | undefined;
+}
+
+export interface RegistryAuth {
+  registry: string;
+  username: string;
+  password: string;
+}
+
 export interface ResultAck {
   operationId: string;
 }
@@ -334,6 +533,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         break;
       case "heartbeat":
         Heartbeat.encode(message.msg.heartbeat, writer.uint32(34).fork()).join();
+        break;
+      case "jobProgress":
+        JobProgress.encode(message.msg.jobProgress, writer.uint32(42).fork()).join();
         break;
     }
     return writer;
@@ -384,6 +586,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.msg = { $case: "heartbeat", heartbeat: Heartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.msg = { $case: "jobProgress", jobProgress: JobProgress.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -410,7 +620,11 @@ export const AgentMessage: MessageFns<AgentMessage> = {
                 ? { $case: "jobResult", jobResult: JobResult.fromJSON(object.job_result) }
                 : isSet(object.heartbeat)
                   ? { $case: "heartbeat", heartbeat: Heartbeat.fromJSON(object.heartbeat) }
-                  : undefined,
+                  : isSet(object.jobProgress)
+                    ? { $case: "jobProgress", jobProgress: JobProgress.fromJSON(object.jobProgress) }
+                    : isSet(object.job_progress)
+                      ? { $case: "jobProgress", jobProgress: JobProgress.fromJSON(object.job_progress) }
+                      : undefined,
     };
   },
 
@@ -424,6 +638,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.jobResult = JobResult.toJSON(message.msg.jobResult);
     } else if (message.msg?.$case === "heartbeat") {
       obj.heartbeat = Heartbeat.toJSON(message.msg.heartbeat);
+    } else if (message.msg?.$case === "jobProgress") {
+      obj.jobProgress = JobProgress.toJSON(message.msg.jobProgress);
     }
     return obj;
   },
@@ -455,6 +671,15 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "heartbeat": {
         if (object.msg?.heartbeat !== undefined && object.msg?.heartbeat !== null) {
           message.msg = { $case: "heartbeat", heartbeat: Heartbeat.fromPartial(object.msg.heartbeat) };
+        }
+        break;
+      }
+      case "jobProgress": {
+        if (object.msg?.jobProgress !== undefined && object.msg?.jobProgress !== null) {
+          message.msg = {
+            $case: "jobProgress",
+            jobProgress: JobProgress.fromPartial(object.msg.jobProgress),
+          };
         }
         break;
       }
@@ -705,6 +930,9 @@ export const JobResult: MessageFns<JobResult> = {
       case "routeSync":
         RouteSyncReport.encode(message.detail.routeSync, writer.uint32(66).fork()).join();
         break;
+      case "deploy":
+        DeployReport.encode(message.detail.deploy, writer.uint32(74).fork()).join();
+        break;
     }
     return writer;
   },
@@ -789,6 +1017,14 @@ export const JobResult: MessageFns<JobResult> = {
             };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.detail = { $case: "deploy", deploy: DeployReport.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -826,7 +1062,9 @@ export const JobResult: MessageFns<JobResult> = {
         ? { $case: "routeSync", routeSync: RouteSyncReport.fromJSON(object.routeSync) }
         : isSet(object.route_sync)
           ? { $case: "routeSync", routeSync: RouteSyncReport.fromJSON(object.route_sync) }
-          : undefined,
+          : isSet(object.deploy)
+            ? { $case: "deploy", deploy: DeployReport.fromJSON(object.deploy) }
+            : undefined,
     };
   },
 
@@ -855,6 +1093,8 @@ export const JobResult: MessageFns<JobResult> = {
     }
     if (message.detail?.$case === "routeSync") {
       obj.routeSync = RouteSyncReport.toJSON(message.detail.routeSync);
+    } else if (message.detail?.$case === "deploy") {
+      obj.deploy = DeployReport.toJSON(message.detail.deploy);
     }
     return obj;
   },
@@ -878,6 +1118,12 @@ export const JobResult: MessageFns<JobResult> = {
             $case: "routeSync",
             routeSync: RouteSyncReport.fromPartial(object.detail.routeSync),
           };
+        }
+        break;
+      }
+      case "deploy": {
+        if (object.detail?.deploy !== undefined && object.detail?.deploy !== null) {
+          message.detail = { $case: "deploy", deploy: DeployReport.fromPartial(object.detail.deploy) };
         }
         break;
       }
@@ -1245,6 +1491,753 @@ export const Heartbeat: MessageFns<Heartbeat> = {
   },
 };
 
+function createBaseJobProgress(): JobProgress {
+  return { operationId: "", seq: 0, progress: undefined };
+}
+
+export const JobProgress: MessageFns<JobProgress> = {
+  encode(message: JobProgress, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operationId !== "") {
+      writer.uint32(10).string(message.operationId);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint32(message.seq);
+    }
+    switch (message.progress?.$case) {
+      case "deploy":
+        DeployProgress.encode(message.progress.deploy, writer.uint32(26).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): JobProgress {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJobProgress();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.progress = { $case: "deploy", deploy: DeployProgress.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): JobProgress {
+    return {
+      operationId: isSet(object.operationId)
+        ? globalThis.String(object.operationId)
+        : isSet(object.operation_id)
+          ? globalThis.String(object.operation_id)
+          : "",
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      progress: isSet(object.deploy)
+        ? { $case: "deploy", deploy: DeployProgress.fromJSON(object.deploy) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: JobProgress): unknown {
+    const obj: any = {};
+    if (message.operationId !== "") {
+      obj.operationId = message.operationId;
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.progress?.$case === "deploy") {
+      obj.deploy = DeployProgress.toJSON(message.progress.deploy);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<JobProgress>, I>>(base?: I): JobProgress {
+    return JobProgress.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<JobProgress>, I>>(object: I): JobProgress {
+    const message = createBaseJobProgress();
+    message.operationId = object.operationId ?? "";
+    message.seq = object.seq ?? 0;
+    switch (object.progress?.$case) {
+      case "deploy": {
+        if (object.progress?.deploy !== undefined && object.progress?.deploy !== null) {
+          message.progress = { $case: "deploy", deploy: DeployProgress.fromPartial(object.progress.deploy) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseDeployProgress(): DeployProgress {
+  return { step: "", status: 0, log: "", atUnixMs: 0, commit: undefined };
+}
+
+export const DeployProgress: MessageFns<DeployProgress> = {
+  encode(message: DeployProgress, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.step !== "") {
+      writer.uint32(10).string(message.step);
+    }
+    if (message.status !== 0) {
+      writer.uint32(16).int32(message.status);
+    }
+    if (message.log !== "") {
+      writer.uint32(26).string(message.log);
+    }
+    if (message.atUnixMs !== 0) {
+      writer.uint32(32).uint64(message.atUnixMs);
+    }
+    if (message.commit !== undefined) {
+      CommitInfo.encode(message.commit, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeployProgress {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeployProgress();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.step = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.log = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.atUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.commit = CommitInfo.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeployProgress {
+    return {
+      step: isSet(object.step) ? globalThis.String(object.step) : "",
+      status: isSet(object.status) ? deployStepStatusFromJSON(object.status) : 0,
+      log: isSet(object.log) ? globalThis.String(object.log) : "",
+      atUnixMs: isSet(object.atUnixMs)
+        ? globalThis.Number(object.atUnixMs)
+        : isSet(object.at_unix_ms)
+          ? globalThis.Number(object.at_unix_ms)
+          : 0,
+      commit: isSet(object.commit) ? CommitInfo.fromJSON(object.commit) : undefined,
+    };
+  },
+
+  toJSON(message: DeployProgress): unknown {
+    const obj: any = {};
+    if (message.step !== "") {
+      obj.step = message.step;
+    }
+    if (message.status !== 0) {
+      obj.status = deployStepStatusToJSON(message.status);
+    }
+    if (message.log !== "") {
+      obj.log = message.log;
+    }
+    if (message.atUnixMs !== 0) {
+      obj.atUnixMs = Math.round(message.atUnixMs);
+    }
+    if (message.commit !== undefined) {
+      obj.commit = CommitInfo.toJSON(message.commit);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeployProgress>, I>>(base?: I): DeployProgress {
+    return DeployProgress.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeployProgress>, I>>(object: I): DeployProgress {
+    const message = createBaseDeployProgress();
+    message.step = object.step ?? "";
+    message.status = object.status ?? 0;
+    message.log = object.log ?? "";
+    message.atUnixMs = object.atUnixMs ?? 0;
+    message.commit =
+      object.commit !== undefined && object.commit !== null
+        ? CommitInfo.fromPartial(object.commit)
+        : undefined;
+    return message;
+  },
+};
+
+function createBaseCommitInfo(): CommitInfo {
+  return { sha: "", message: "", author: "" };
+}
+
+export const CommitInfo: MessageFns<CommitInfo> = {
+  encode(message: CommitInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sha !== "") {
+      writer.uint32(10).string(message.sha);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    if (message.author !== "") {
+      writer.uint32(26).string(message.author);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CommitInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCommitInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sha = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.author = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CommitInfo {
+    return {
+      sha: isSet(object.sha) ? globalThis.String(object.sha) : "",
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      author: isSet(object.author) ? globalThis.String(object.author) : "",
+    };
+  },
+
+  toJSON(message: CommitInfo): unknown {
+    const obj: any = {};
+    if (message.sha !== "") {
+      obj.sha = message.sha;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.author !== "") {
+      obj.author = message.author;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CommitInfo>, I>>(base?: I): CommitInfo {
+    return CommitInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CommitInfo>, I>>(object: I): CommitInfo {
+    const message = createBaseCommitInfo();
+    message.sha = object.sha ?? "";
+    message.message = object.message ?? "";
+    message.author = object.author ?? "";
+    return message;
+  },
+};
+
+function createBaseDeployReport(): DeployReport {
+  return {
+    deploymentId: "",
+    commit: undefined,
+    image: "",
+    containerName: "",
+    hostPort: 0,
+    upstream: "",
+    proxy: "",
+    steps: [],
+    failedStep: "",
+    previousContainerName: "",
+  };
+}
+
+export const DeployReport: MessageFns<DeployReport> = {
+  encode(message: DeployReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deploymentId !== "") {
+      writer.uint32(10).string(message.deploymentId);
+    }
+    if (message.commit !== undefined) {
+      CommitInfo.encode(message.commit, writer.uint32(18).fork()).join();
+    }
+    if (message.image !== "") {
+      writer.uint32(26).string(message.image);
+    }
+    if (message.containerName !== "") {
+      writer.uint32(34).string(message.containerName);
+    }
+    if (message.hostPort !== 0) {
+      writer.uint32(40).uint32(message.hostPort);
+    }
+    if (message.upstream !== "") {
+      writer.uint32(50).string(message.upstream);
+    }
+    if (message.proxy !== "") {
+      writer.uint32(58).string(message.proxy);
+    }
+    for (const v of message.steps) {
+      DeployStep.encode(v!, writer.uint32(66).fork()).join();
+    }
+    if (message.failedStep !== "") {
+      writer.uint32(74).string(message.failedStep);
+    }
+    if (message.previousContainerName !== "") {
+      writer.uint32(82).string(message.previousContainerName);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeployReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeployReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deploymentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.commit = CommitInfo.decode(reader, reader.uint32());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.image = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.containerName = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.hostPort = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.upstream = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.proxy = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.steps.push(DeployStep.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.failedStep = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.previousContainerName = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeployReport {
+    return {
+      deploymentId: isSet(object.deploymentId)
+        ? globalThis.String(object.deploymentId)
+        : isSet(object.deployment_id)
+          ? globalThis.String(object.deployment_id)
+          : "",
+      commit: isSet(object.commit) ? CommitInfo.fromJSON(object.commit) : undefined,
+      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      containerName: isSet(object.containerName)
+        ? globalThis.String(object.containerName)
+        : isSet(object.container_name)
+          ? globalThis.String(object.container_name)
+          : "",
+      hostPort: isSet(object.hostPort)
+        ? globalThis.Number(object.hostPort)
+        : isSet(object.host_port)
+          ? globalThis.Number(object.host_port)
+          : 0,
+      upstream: isSet(object.upstream) ? globalThis.String(object.upstream) : "",
+      proxy: isSet(object.proxy) ? globalThis.String(object.proxy) : "",
+      steps: globalThis.Array.isArray(object?.steps)
+        ? object.steps.map((e: any) => DeployStep.fromJSON(e))
+        : [],
+      failedStep: isSet(object.failedStep)
+        ? globalThis.String(object.failedStep)
+        : isSet(object.failed_step)
+          ? globalThis.String(object.failed_step)
+          : "",
+      previousContainerName: isSet(object.previousContainerName)
+        ? globalThis.String(object.previousContainerName)
+        : isSet(object.previous_container_name)
+          ? globalThis.String(object.previous_container_name)
+          : "",
+    };
+  },
+
+  toJSON(message: DeployReport): unknown {
+    const obj: any = {};
+    if (message.deploymentId !== "") {
+      obj.deploymentId = message.deploymentId;
+    }
+    if (message.commit !== undefined) {
+      obj.commit = CommitInfo.toJSON(message.commit);
+    }
+    if (message.image !== "") {
+      obj.image = message.image;
+    }
+    if (message.containerName !== "") {
+      obj.containerName = message.containerName;
+    }
+    if (message.hostPort !== 0) {
+      obj.hostPort = Math.round(message.hostPort);
+    }
+    if (message.upstream !== "") {
+      obj.upstream = message.upstream;
+    }
+    if (message.proxy !== "") {
+      obj.proxy = message.proxy;
+    }
+    if (message.steps?.length) {
+      obj.steps = message.steps.map((e) => DeployStep.toJSON(e));
+    }
+    if (message.failedStep !== "") {
+      obj.failedStep = message.failedStep;
+    }
+    if (message.previousContainerName !== "") {
+      obj.previousContainerName = message.previousContainerName;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeployReport>, I>>(base?: I): DeployReport {
+    return DeployReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeployReport>, I>>(object: I): DeployReport {
+    const message = createBaseDeployReport();
+    message.deploymentId = object.deploymentId ?? "";
+    message.commit =
+      object.commit !== undefined && object.commit !== null
+        ? CommitInfo.fromPartial(object.commit)
+        : undefined;
+    message.image = object.image ?? "";
+    message.containerName = object.containerName ?? "";
+    message.hostPort = object.hostPort ?? 0;
+    message.upstream = object.upstream ?? "";
+    message.proxy = object.proxy ?? "";
+    message.steps = object.steps?.map((e) => DeployStep.fromPartial(e)) || [];
+    message.failedStep = object.failedStep ?? "";
+    message.previousContainerName = object.previousContainerName ?? "";
+    return message;
+  },
+};
+
+function createBaseDeployStep(): DeployStep {
+  return { name: "", status: 0, startedAtUnixMs: 0, endedAtUnixMs: 0, log: "" };
+}
+
+export const DeployStep: MessageFns<DeployStep> = {
+  encode(message: DeployStep, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.status !== 0) {
+      writer.uint32(16).int32(message.status);
+    }
+    if (message.startedAtUnixMs !== 0) {
+      writer.uint32(24).uint64(message.startedAtUnixMs);
+    }
+    if (message.endedAtUnixMs !== 0) {
+      writer.uint32(32).uint64(message.endedAtUnixMs);
+    }
+    if (message.log !== "") {
+      writer.uint32(42).string(message.log);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeployStep {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeployStep();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.startedAtUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.endedAtUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.log = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeployStep {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      status: isSet(object.status) ? deployStepStatusFromJSON(object.status) : 0,
+      startedAtUnixMs: isSet(object.startedAtUnixMs)
+        ? globalThis.Number(object.startedAtUnixMs)
+        : isSet(object.started_at_unix_ms)
+          ? globalThis.Number(object.started_at_unix_ms)
+          : 0,
+      endedAtUnixMs: isSet(object.endedAtUnixMs)
+        ? globalThis.Number(object.endedAtUnixMs)
+        : isSet(object.ended_at_unix_ms)
+          ? globalThis.Number(object.ended_at_unix_ms)
+          : 0,
+      log: isSet(object.log) ? globalThis.String(object.log) : "",
+    };
+  },
+
+  toJSON(message: DeployStep): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.status !== 0) {
+      obj.status = deployStepStatusToJSON(message.status);
+    }
+    if (message.startedAtUnixMs !== 0) {
+      obj.startedAtUnixMs = Math.round(message.startedAtUnixMs);
+    }
+    if (message.endedAtUnixMs !== 0) {
+      obj.endedAtUnixMs = Math.round(message.endedAtUnixMs);
+    }
+    if (message.log !== "") {
+      obj.log = message.log;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeployStep>, I>>(base?: I): DeployStep {
+    return DeployStep.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeployStep>, I>>(object: I): DeployStep {
+    const message = createBaseDeployStep();
+    message.name = object.name ?? "";
+    message.status = object.status ?? 0;
+    message.startedAtUnixMs = object.startedAtUnixMs ?? 0;
+    message.endedAtUnixMs = object.endedAtUnixMs ?? 0;
+    message.log = object.log ?? "";
+    return message;
+  },
+};
+
 function createBaseGatewayMessage(): GatewayMessage {
   return { msg: undefined };
 }
@@ -1510,6 +2503,9 @@ export const Job: MessageFns<Job> = {
       case "routeSync":
         RouteSyncJob.encode(message.kind.routeSync, writer.uint32(58).fork()).join();
         break;
+      case "deploy":
+        DeployJob.encode(message.kind.deploy, writer.uint32(66).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1589,6 +2585,14 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "routeSync", routeSync: RouteSyncJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "deploy", deploy: DeployJob.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1632,7 +2636,9 @@ export const Job: MessageFns<Job> = {
                       ? { $case: "routeSync", routeSync: RouteSyncJob.fromJSON(object.routeSync) }
                       : isSet(object.route_sync)
                         ? { $case: "routeSync", routeSync: RouteSyncJob.fromJSON(object.route_sync) }
-                        : undefined,
+                        : isSet(object.deploy)
+                          ? { $case: "deploy", deploy: DeployJob.fromJSON(object.deploy) }
+                          : undefined,
     };
   },
 
@@ -1653,6 +2659,8 @@ export const Job: MessageFns<Job> = {
       obj.reboot = RebootJob.toJSON(message.kind.reboot);
     } else if (message.kind?.$case === "routeSync") {
       obj.routeSync = RouteSyncJob.toJSON(message.kind.routeSync);
+    } else if (message.kind?.$case === "deploy") {
+      obj.deploy = DeployJob.toJSON(message.kind.deploy);
     }
     return obj;
   },
@@ -1703,6 +2711,12 @@ export const Job: MessageFns<Job> = {
       case "routeSync": {
         if (object.kind?.routeSync !== undefined && object.kind?.routeSync !== null) {
           message.kind = { $case: "routeSync", routeSync: RouteSyncJob.fromPartial(object.kind.routeSync) };
+        }
+        break;
+      }
+      case "deploy": {
+        if (object.kind?.deploy !== undefined && object.kind?.deploy !== null) {
+          message.kind = { $case: "deploy", deploy: DeployJob.fromPartial(object.kind.deploy) };
         }
         break;
       }
@@ -2603,6 +3617,915 @@ export const RouteSpec: MessageFns<RouteSpec> = {
   },
 };
 
+function createBaseDeployJob(): DeployJob {
+  return {
+    deploymentId: "",
+    applicationId: "",
+    applicationName: "",
+    source: undefined,
+    build: undefined,
+    containerPort: 0,
+    healthCheckPath: "",
+    healthCheckTimeoutSeconds: 0,
+    env: {},
+    fqdns: [],
+    containerBaseName: "",
+    deadlineUnixMs: 0,
+  };
+}
+
+export const DeployJob: MessageFns<DeployJob> = {
+  encode(message: DeployJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deploymentId !== "") {
+      writer.uint32(10).string(message.deploymentId);
+    }
+    if (message.applicationId !== "") {
+      writer.uint32(18).string(message.applicationId);
+    }
+    if (message.applicationName !== "") {
+      writer.uint32(26).string(message.applicationName);
+    }
+    if (message.source !== undefined) {
+      GitSource.encode(message.source, writer.uint32(34).fork()).join();
+    }
+    switch (message.build?.$case) {
+      case "dockerfile":
+        DockerfileBuild.encode(message.build.dockerfile, writer.uint32(42).fork()).join();
+        break;
+      case "image":
+        ImageBuild.encode(message.build.image, writer.uint32(50).fork()).join();
+        break;
+    }
+    if (message.containerPort !== 0) {
+      writer.uint32(56).uint32(message.containerPort);
+    }
+    if (message.healthCheckPath !== "") {
+      writer.uint32(66).string(message.healthCheckPath);
+    }
+    if (message.healthCheckTimeoutSeconds !== 0) {
+      writer.uint32(72).uint32(message.healthCheckTimeoutSeconds);
+    }
+    globalThis.Object.entries(message.env).forEach(([key, value]: [string, string]) => {
+      DeployJob_EnvEntry.encode({ key: key as any, value }, writer.uint32(82).fork()).join();
+    });
+    for (const v of message.fqdns) {
+      writer.uint32(90).string(v!);
+    }
+    if (message.containerBaseName !== "") {
+      writer.uint32(98).string(message.containerBaseName);
+    }
+    if (message.deadlineUnixMs !== 0) {
+      writer.uint32(104).uint64(message.deadlineUnixMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeployJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeployJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deploymentId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.applicationName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.source = GitSource.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.build = {
+              $case: "dockerfile",
+              dockerfile: DockerfileBuild.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.build = { $case: "image", image: ImageBuild.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.containerPort = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.healthCheckPath = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.healthCheckTimeoutSeconds = reader.uint32();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            const entry10 = DeployJob_EnvEntry.decode(reader, reader.uint32());
+            if (entry10.value !== undefined) {
+              message.env[entry10.key] = entry10.value;
+            }
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.fqdns.push(reader.string());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.containerBaseName = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.deadlineUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeployJob {
+    return {
+      deploymentId: isSet(object.deploymentId)
+        ? globalThis.String(object.deploymentId)
+        : isSet(object.deployment_id)
+          ? globalThis.String(object.deployment_id)
+          : "",
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      applicationName: isSet(object.applicationName)
+        ? globalThis.String(object.applicationName)
+        : isSet(object.application_name)
+          ? globalThis.String(object.application_name)
+          : "",
+      source: isSet(object.source) ? GitSource.fromJSON(object.source) : undefined,
+      build: isSet(object.dockerfile)
+        ? { $case: "dockerfile", dockerfile: DockerfileBuild.fromJSON(object.dockerfile) }
+        : isSet(object.image)
+          ? { $case: "image", image: ImageBuild.fromJSON(object.image) }
+          : undefined,
+      containerPort: isSet(object.containerPort)
+        ? globalThis.Number(object.containerPort)
+        : isSet(object.container_port)
+          ? globalThis.Number(object.container_port)
+          : 0,
+      healthCheckPath: isSet(object.healthCheckPath)
+        ? globalThis.String(object.healthCheckPath)
+        : isSet(object.health_check_path)
+          ? globalThis.String(object.health_check_path)
+          : "",
+      healthCheckTimeoutSeconds: isSet(object.healthCheckTimeoutSeconds)
+        ? globalThis.Number(object.healthCheckTimeoutSeconds)
+        : isSet(object.health_check_timeout_seconds)
+          ? globalThis.Number(object.health_check_timeout_seconds)
+          : 0,
+      env: isObject(object.env)
+        ? (globalThis.Object.entries(object.env) as [string, any][]).reduce(
+            (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+              globalThis.Object.defineProperty(acc, key, {
+                value: globalThis.String(value),
+                enumerable: true,
+                configurable: true,
+                writable: true,
+              });
+              return acc;
+            },
+            {},
+          )
+        : {},
+      fqdns: globalThis.Array.isArray(object?.fqdns)
+        ? object.fqdns.map((e: any) => globalThis.String(e))
+        : [],
+      containerBaseName: isSet(object.containerBaseName)
+        ? globalThis.String(object.containerBaseName)
+        : isSet(object.container_base_name)
+          ? globalThis.String(object.container_base_name)
+          : "",
+      deadlineUnixMs: isSet(object.deadlineUnixMs)
+        ? globalThis.Number(object.deadlineUnixMs)
+        : isSet(object.deadline_unix_ms)
+          ? globalThis.Number(object.deadline_unix_ms)
+          : 0,
+    };
+  },
+
+  toJSON(message: DeployJob): unknown {
+    const obj: any = {};
+    if (message.deploymentId !== "") {
+      obj.deploymentId = message.deploymentId;
+    }
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.applicationName !== "") {
+      obj.applicationName = message.applicationName;
+    }
+    if (message.source !== undefined) {
+      obj.source = GitSource.toJSON(message.source);
+    }
+    if (message.build?.$case === "dockerfile") {
+      obj.dockerfile = DockerfileBuild.toJSON(message.build.dockerfile);
+    } else if (message.build?.$case === "image") {
+      obj.image = ImageBuild.toJSON(message.build.image);
+    }
+    if (message.containerPort !== 0) {
+      obj.containerPort = Math.round(message.containerPort);
+    }
+    if (message.healthCheckPath !== "") {
+      obj.healthCheckPath = message.healthCheckPath;
+    }
+    if (message.healthCheckTimeoutSeconds !== 0) {
+      obj.healthCheckTimeoutSeconds = Math.round(message.healthCheckTimeoutSeconds);
+    }
+    if (message.env) {
+      const entries = globalThis.Object.entries(message.env) as [string, string][];
+      if (entries.length > 0) {
+        obj.env = {};
+        entries.forEach(([k, v]) => {
+          obj.env[k] = v;
+        });
+      }
+    }
+    if (message.fqdns?.length) {
+      obj.fqdns = message.fqdns;
+    }
+    if (message.containerBaseName !== "") {
+      obj.containerBaseName = message.containerBaseName;
+    }
+    if (message.deadlineUnixMs !== 0) {
+      obj.deadlineUnixMs = Math.round(message.deadlineUnixMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeployJob>, I>>(base?: I): DeployJob {
+    return DeployJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeployJob>, I>>(object: I): DeployJob {
+    const message = createBaseDeployJob();
+    message.deploymentId = object.deploymentId ?? "";
+    message.applicationId = object.applicationId ?? "";
+    message.applicationName = object.applicationName ?? "";
+    message.source =
+      object.source !== undefined && object.source !== null
+        ? GitSource.fromPartial(object.source)
+        : undefined;
+    switch (object.build?.$case) {
+      case "dockerfile": {
+        if (object.build?.dockerfile !== undefined && object.build?.dockerfile !== null) {
+          message.build = {
+            $case: "dockerfile",
+            dockerfile: DockerfileBuild.fromPartial(object.build.dockerfile),
+          };
+        }
+        break;
+      }
+      case "image": {
+        if (object.build?.image !== undefined && object.build?.image !== null) {
+          message.build = { $case: "image", image: ImageBuild.fromPartial(object.build.image) };
+        }
+        break;
+      }
+    }
+    message.containerPort = object.containerPort ?? 0;
+    message.healthCheckPath = object.healthCheckPath ?? "";
+    message.healthCheckTimeoutSeconds = object.healthCheckTimeoutSeconds ?? 0;
+    message.env = (globalThis.Object.entries(object.env ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.fqdns = object.fqdns?.map((e) => e) || [];
+    message.containerBaseName = object.containerBaseName ?? "";
+    message.deadlineUnixMs = object.deadlineUnixMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseDeployJob_EnvEntry(): DeployJob_EnvEntry {
+  return { key: "", value: "" };
+}
+
+export const DeployJob_EnvEntry: MessageFns<DeployJob_EnvEntry> = {
+  encode(message: DeployJob_EnvEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeployJob_EnvEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeployJob_EnvEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DeployJob_EnvEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: DeployJob_EnvEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DeployJob_EnvEntry>, I>>(base?: I): DeployJob_EnvEntry {
+    return DeployJob_EnvEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeployJob_EnvEntry>, I>>(object: I): DeployJob_EnvEntry {
+    const message = createBaseDeployJob_EnvEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseGitSource(): GitSource {
+  return { repository: "", ref: "", credential: undefined };
+}
+
+export const GitSource: MessageFns<GitSource> = {
+  encode(message: GitSource, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.repository !== "") {
+      writer.uint32(10).string(message.repository);
+    }
+    if (message.ref !== "") {
+      writer.uint32(18).string(message.ref);
+    }
+    if (message.credential !== undefined) {
+      GitCredential.encode(message.credential, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GitSource {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGitSource();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.repository = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.ref = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.credential = GitCredential.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GitSource {
+    return {
+      repository: isSet(object.repository) ? globalThis.String(object.repository) : "",
+      ref: isSet(object.ref) ? globalThis.String(object.ref) : "",
+      credential: isSet(object.credential) ? GitCredential.fromJSON(object.credential) : undefined,
+    };
+  },
+
+  toJSON(message: GitSource): unknown {
+    const obj: any = {};
+    if (message.repository !== "") {
+      obj.repository = message.repository;
+    }
+    if (message.ref !== "") {
+      obj.ref = message.ref;
+    }
+    if (message.credential !== undefined) {
+      obj.credential = GitCredential.toJSON(message.credential);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GitSource>, I>>(base?: I): GitSource {
+    return GitSource.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GitSource>, I>>(object: I): GitSource {
+    const message = createBaseGitSource();
+    message.repository = object.repository ?? "";
+    message.ref = object.ref ?? "";
+    message.credential =
+      object.credential !== undefined && object.credential !== null
+        ? GitCredential.fromPartial(object.credential)
+        : undefined;
+    return message;
+  },
+};
+
+function createBaseGitCredential(): GitCredential {
+  return { username: "", password: "" };
+}
+
+export const GitCredential: MessageFns<GitCredential> = {
+  encode(message: GitCredential, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.username !== "") {
+      writer.uint32(10).string(message.username);
+    }
+    if (message.password !== "") {
+      writer.uint32(18).string(message.password);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GitCredential {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGitCredential();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GitCredential {
+    return {
+      username: isSet(object.username) ? globalThis.String(object.username) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+    };
+  },
+
+  toJSON(message: GitCredential): unknown {
+    const obj: any = {};
+    if (message.username !== "") {
+      obj.username = message.username;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GitCredential>, I>>(base?: I): GitCredential {
+    return GitCredential.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GitCredential>, I>>(object: I): GitCredential {
+    const message = createBaseGitCredential();
+    message.username = object.username ?? "";
+    message.password = object.password ?? "";
+    return message;
+  },
+};
+
+function createBaseDockerfileBuild(): DockerfileBuild {
+  return { dockerfile: "", context: "" };
+}
+
+export const DockerfileBuild: MessageFns<DockerfileBuild> = {
+  encode(message: DockerfileBuild, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.dockerfile !== "") {
+      writer.uint32(10).string(message.dockerfile);
+    }
+    if (message.context !== "") {
+      writer.uint32(18).string(message.context);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DockerfileBuild {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDockerfileBuild();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.dockerfile = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.context = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): DockerfileBuild {
+    return {
+      dockerfile: isSet(object.dockerfile) ? globalThis.String(object.dockerfile) : "",
+      context: isSet(object.context) ? globalThis.String(object.context) : "",
+    };
+  },
+
+  toJSON(message: DockerfileBuild): unknown {
+    const obj: any = {};
+    if (message.dockerfile !== "") {
+      obj.dockerfile = message.dockerfile;
+    }
+    if (message.context !== "") {
+      obj.context = message.context;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<DockerfileBuild>, I>>(base?: I): DockerfileBuild {
+    return DockerfileBuild.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DockerfileBuild>, I>>(object: I): DockerfileBuild {
+    const message = createBaseDockerfileBuild();
+    message.dockerfile = object.dockerfile ?? "";
+    message.context = object.context ?? "";
+    return message;
+  },
+};
+
+function createBaseImageBuild(): ImageBuild {
+  return { image: "", auth: undefined };
+}
+
+export const ImageBuild: MessageFns<ImageBuild> = {
+  encode(message: ImageBuild, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.image !== "") {
+      writer.uint32(10).string(message.image);
+    }
+    if (message.auth !== undefined) {
+      RegistryAuth.encode(message.auth, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImageBuild {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImageBuild();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.image = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.auth = RegistryAuth.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImageBuild {
+    return {
+      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      auth: isSet(object.auth) ? RegistryAuth.fromJSON(object.auth) : undefined,
+    };
+  },
+
+  toJSON(message: ImageBuild): unknown {
+    const obj: any = {};
+    if (message.image !== "") {
+      obj.image = message.image;
+    }
+    if (message.auth !== undefined) {
+      obj.auth = RegistryAuth.toJSON(message.auth);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImageBuild>, I>>(base?: I): ImageBuild {
+    return ImageBuild.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImageBuild>, I>>(object: I): ImageBuild {
+    const message = createBaseImageBuild();
+    message.image = object.image ?? "";
+    message.auth =
+      object.auth !== undefined && object.auth !== null ? RegistryAuth.fromPartial(object.auth) : undefined;
+    return message;
+  },
+};
+
+function createBaseRegistryAuth(): RegistryAuth {
+  return { registry: "", username: "", password: "" };
+}
+
+export const RegistryAuth: MessageFns<RegistryAuth> = {
+  encode(message: RegistryAuth, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.registry !== "") {
+      writer.uint32(10).string(message.registry);
+    }
+    if (message.username !== "") {
+      writer.uint32(18).string(message.username);
+    }
+    if (message.password !== "") {
+      writer.uint32(26).string(message.password);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RegistryAuth {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRegistryAuth();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.registry = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.username = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.password = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RegistryAuth {
+    return {
+      registry: isSet(object.registry) ? globalThis.String(object.registry) : "",
+      username: isSet(object.username) ? globalThis.String(object.username) : "",
+      password: isSet(object.password) ? globalThis.String(object.password) : "",
+    };
+  },
+
+  toJSON(message: RegistryAuth): unknown {
+    const obj: any = {};
+    if (message.registry !== "") {
+      obj.registry = message.registry;
+    }
+    if (message.username !== "") {
+      obj.username = message.username;
+    }
+    if (message.password !== "") {
+      obj.password = message.password;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RegistryAuth>, I>>(base?: I): RegistryAuth {
+    return RegistryAuth.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RegistryAuth>, I>>(object: I): RegistryAuth {
+    const message = createBaseRegistryAuth();
+    message.registry = object.registry ?? "";
+    message.username = object.username ?? "";
+    message.password = object.password ?? "";
+    return message;
+  },
+};
+
 function createBaseResultAck(): ResultAck {
   return { operationId: "" };
 }
@@ -2745,6 +4668,17 @@ type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin
   ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isObject(value: any): boolean {
   return typeof value === "object" && value !== null;
