@@ -139,5 +139,7 @@ test.serial(
     const pulled = await podman(["image", "inspect", "--format", "{{.Id}}", ref]);
     const original = await podman(["image", "inspect", "--format", "{{.Id}}", local]);
     t.is(pulled.stdout, original.stdout);
+    // What the deployment tests read to tell an authenticated pull.
+    t.regex(registry.proc.text(), /auth\.user\.name="?puller/);
   },
 );

@@ -122,7 +122,6 @@ export async function startDeployStack(opts: DeployStackOptions = {}): Promise<D
         fqdns: [`${name}.deploy.test`],
         git_repository: repo?.path ?? null,
         build: { type: "dockerfile" },
-        health_check_timeout_seconds: 30,
         ...fields,
       };
       const created = await s.manage("/applications", { body });
