@@ -84,7 +84,16 @@ async function buildPart(
   if (!build.registry_credential_id || !key) {
     return { $case: "image", image: { image: build.image, auth: undefined } };
   }
-  const c = await openCredential(db, key, tenantId, build.registry_credential_id);
+  const c = await openCredential(db, key, tenantId, build.registry_credential_id).catch((err) => {
+    // Deleted since the build named it: the application's setting is at fault, not the request.
+    if (err instanceof RcError && err.code === "RC_ERR_CREDENTIAL_NOT_FOUND")
+      throw new RcError(
+        "RC_ERR_NOT_DEPLOYABLE",
+        `the build's registry credential '${build.registry_credential_id}' no longer exists: set another`,
+        { cause: err },
+      );
+    throw err;
+  });
   return {
     $case: "image",
     image: {
