@@ -128,6 +128,7 @@ test.serial("deploy - a second deploy switches with zero failed requests under s
   const report = await traffic.stop();
   t.deepEqual(report.failures, [], `${report.failures.length} of ${report.total} requests failed`);
   t.deepEqual(report.sequence, ["version 1", "version 2"]);
+  t.is(report.stale, 0, "a request sent after version 2 answered got version 1");
   t.true(report.total > 20, `only ${report.total} requests`);
   // The previous image stays: a rollback is a switch, not a rebuild.
   await t.notThrowsAsync(podman(["image", "exists", String(previous.image)]));

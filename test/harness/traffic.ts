@@ -18,8 +18,14 @@ export interface TrafficReport {
   failures: TrafficFailure[];
   /** Answers per body (`version <label>`). */
   versions: Record<string, number>;
-  /** Bodies in the order they were first seen, each listed again when it comes back. */
+  /** Bodies in the order they were first answered. */
   sequence: string[];
+  /**
+   * Answers of a version older than one already answered before the request was
+   * sent: traffic that went back. Requests in flight across the switch may get
+   * either version, so they do not count.
+   */
+  stale: number;
 }
 
 export interface Traffic {
@@ -41,9 +47,12 @@ const isVersion = (body: string) => /^version \S+$/.test(body);
 
 /** Starts sending requests to 127.0.0.1:<port> with `Host: <host>` until stop(). */
 export function startTraffic(port: number, host: string, opts: TrafficOptions = {}): Traffic {
-  const r: TrafficReport = { total: 0, failures: [], versions: {}, sequence: [] };
+  const r: TrafficReport = { total: 0, failures: [], versions: {}, sequence: [], stale: 0 };
+  /** When each version was first answered. */
+  const firstAnswer = new Map<string, number>();
   let running = true;
   const one = async () => {
+    const sentAt = Date.now();
     try {
       const res = await proxyGet(port, host, opts.path ?? "/");
       r.total += 1;
@@ -52,7 +61,12 @@ export function startTraffic(port: number, host: string, opts: TrafficOptions = 
         return;
       }
       r.versions[res.body] = (r.versions[res.body] ?? 0) + 1;
-      if (r.sequence[r.sequence.length - 1] !== res.body) r.sequence.push(res.body);
+      if (!firstAnswer.has(res.body)) {
+        firstAnswer.set(res.body, Date.now());
+        r.sequence.push(res.body);
+      }
+      const newer = r.sequence.slice(r.sequence.indexOf(res.body) + 1);
+      if (newer.some((v) => firstAnswer.get(v)! < sentAt)) r.stale += 1;
     } catch (err) {
       r.total += 1;
       r.failures.push({ at: Date.now(), status: 0, detail: (err as Error).message });
@@ -70,6 +84,7 @@ export function startTraffic(port: number, host: string, opts: TrafficOptions = 
     failures: [...r.failures],
     versions: { ...r.versions },
     sequence: [...r.sequence],
+    stale: r.stale,
   });
   return {
     report: snapshot,
