@@ -20,6 +20,7 @@ import { type Registry, startRegistry } from "./harness/registry";
 import { readSse } from "./harness/sse";
 
 const GIT_PASSWORD = plantSecret("gitpw");
+const WRONG_GIT_PASSWORD = plantSecret("wronggitpw");
 const REGISTRY_PASSWORD = plantSecret("regpw");
 const APP_SECRET = plantSecret("appenv");
 const OVERRIDE_SECRET = plantSecret("override");
@@ -101,6 +102,32 @@ test.serial("env - overrides apply to one deployment; a deleted variable is gone
   t.is(await envOf(app, "APP_SECRET"), APP_SECRET);
 });
 
+test.serial(
+  "private repository - an unknown ref or a wrong password fails at fetch; the old version serves",
+  async (t) => {
+    const unknown = await deploy(app, { commit_ref: "no-such-branch" });
+    t.like(unknown.op.json, { status: "failed", result: { exit_code: 1 } }, describe(unknown.op));
+    t.regex(String((unknown.op.json.result as Record<string, unknown>).stderr), /^fetch: .*no-such-branch/);
+
+    const patched = await s.manage(`/applications/${app.id}`, {
+      method: "PATCH",
+      body: { git_credential: { username: "deployer", password: WRONG_GIT_PASSWORD } },
+    });
+    t.is(patched.status, 200, describe(patched));
+    const refusedBefore = git.requests.filter((r) => !r.authorized).length;
+    const wrong = await deploy(app);
+    t.like(wrong.op.json, { status: "failed", result: { exit_code: 1 } }, describe(wrong.op));
+    t.regex(String((wrong.op.json.result as Record<string, unknown>).stderr), /^fetch: /);
+    t.true(
+      git.requests.filter((r) => !r.authorized).length > refusedBefore,
+      "the git host refused the agent",
+    );
+    const v = await s.deployment(app.id, wrong.deploymentId);
+    t.like(v.json, { status: "failed", failed_step: "fetch" });
+    t.is((await proxyGet(s.proxyPort, app.fqdn)).body, "version private-2");
+  },
+);
+
 test.serial("image build - pulls from the private registry with a stored credential", async (t) => {
   const imageRepo = await createAppRepo({ first: "from-registry" });
   const local = `localhost/relayctl-test-pushed-${suffix}:1`;
@@ -143,7 +170,7 @@ test.serial("image build - pulls from the private registry with a stored credent
 test.serial(
   "secrets - no planted value in the database, logs, deployment logs, state dir or argv",
   async (t) => {
-    const secrets = [GIT_PASSWORD, REGISTRY_PASSWORD, APP_SECRET, OVERRIDE_SECRET];
+    const secrets = [GIT_PASSWORD, WRONG_GIT_PASSWORD, REGISTRY_PASSWORD, APP_SECRET, OVERRIDE_SECRET];
     const dump = await s.c.db.dumpText();
     for (const d of deployments) t.true(dump.includes(d.id), `the dump should hold deployment ${d.id}`);
     assertAbsent(t, dump, secrets, "the database");
