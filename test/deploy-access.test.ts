@@ -133,6 +133,15 @@ test.serial("tenant - another tenant's application or deployment is 404 under ou
   assertDetailOnly(t, await s.deploy(randomUUID()), 404);
   const op = await request(s.c, `/api/automation/v1/operations/${other.operationId}`, {});
   assertDetailOnly(t, op, 404);
+  const listed = await s.manage("/applications");
+  t.is(listed.status, 200, describe(listed));
+  t.false(listed.text.includes(other.appId), "our listing shows their application");
+  assertDetailOnly(t, await s.manage(`/applications/${other.appId}`), 404);
+  assertDetailOnly(
+    t,
+    await s.manage(`/applications/${other.appId}`, { method: "PATCH", body: { auto_deploy: true } }),
+    404,
+  );
   // And the other way round: their keys see nothing of ours.
   const theirs = await otherManage(`/tenants/${other.tenantId}/applications/${own.id}/deployments`);
   assertDetailOnly(t, theirs, 404);
