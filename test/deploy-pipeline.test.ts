@@ -5,7 +5,7 @@
 // Images are built FROM the harness's busybox image, so a build is one COPY.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -23,6 +23,7 @@ import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv } from "./harness/containers";
+import { startGitHttp } from "./harness/git-http";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
@@ -97,6 +98,7 @@ async function makeRepo(): Promise<Repo> {
 }
 
 interface Stack {
+  stateDir: string;
   caddy: CaddyServer;
   deployer: Deployer;
   progress: JobProgress[];
@@ -126,7 +128,7 @@ function startStack(): Promise<Stack> {
       engine: () => new PodmanEngine(),
       emit: (p) => progress.push(p),
     });
-    return { caddy, deployer, progress };
+    return { stateDir, caddy, deployer, progress };
   })();
   return stack;
 }
@@ -366,5 +368,42 @@ test.serial(
       outside.result.stderr,
       /^build: dockerfile '..\/..\/etc\/passwd' is not a file inside the repository/,
     );
+  },
+);
+
+test.serial(
+  "deploy pipeline - a private repository over HTTP: the credential goes through askpass and is stored nowhere",
+  async (t) => {
+    const { progress, stateDir } = await startStack();
+    const app = await makeApp();
+    const sha = await app.repo.commit("private");
+    const root = makeTempDir("git-http");
+    await git(root, "clone", "-q", "--bare", app.repo.dir, join(root, "app.git"));
+    const password = `git-pass-${randomUUID()}`;
+    const server = await startGitHttp(root, "deployer", password);
+    const source = (pw: string) => ({
+      repository: server.url("app.git"),
+      ref: "main",
+      credential: { username: "deployer", password: pw },
+    });
+
+    const wrong = await deploy(job(app, "main", { source: source(`${password}-wrong`) }));
+    t.is(wrong.result.status, JobStatus.JOB_STATUS_FAILED);
+    t.regex(wrong.result.stderr, /^fetch: git fetch exited with code 128/);
+    t.false(JSON.stringify([wrong.result, progressOf(wrong.opId, progress)]).includes(`${password}-wrong`));
+
+    const d = await deploy(job(app, "main", { source: source(password) }));
+    t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
+    t.is(d.report.commit?.sha, sha);
+    t.true(
+      server.requests.some((r) => r.authorized),
+      "git sent the credential when asked",
+    );
+    t.is(await through(app), "200 version private");
+    const cache = join(stateDir, "deploy", app.id);
+    const config = readFileSync(join(cache, "config"), "utf8");
+    t.false(config.includes(password), "no credential in the cache repository's config");
+    t.false(config.includes("[remote"), "no remote stored: fetched by URL each time");
+    t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
   },
 );
