@@ -7,7 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { execFile } from "node:child_process";
 import { chmodSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
@@ -99,22 +99,23 @@ test.serial(
 test.serial(
   "git http - a clone with the right credentials; 401 without; the password never in a URL",
   async (t) => {
-    const git = await startGitHttp({ repoPath: repo.path, username: "deployer", password: PASSWORD });
+    const git = await startGitHttp(dirname(repo.path), "deployer", PASSWORD);
+    const url = git.url(basename(repo.path));
     const dest = join(makeTempDir("clone"), "c");
-    await run("git", ["-c", "credential.helper=", "clone", "-q", git.url, dest], {
+    await run("git", ["-c", "credential.helper=", "clone", "-q", url, dest], {
       env: askpassEnv("deployer", PASSWORD),
     });
     const { stdout } = await run("git", ["-C", dest, "rev-parse", "HEAD"]);
     t.is(stdout.trim(), repo.head().sha);
 
-    const denied = await run("git", ["-c", "credential.helper=", "ls-remote", git.url], {
+    const denied = await run("git", ["-c", "credential.helper=", "ls-remote", url], {
       env: askpassEnv("deployer", "wrong-password"),
     }).catch((err: { stderr: string }) => err);
     t.regex(String((denied as { stderr: string }).stderr), /Authentication failed|401/);
 
     t.true(git.requests.some((r) => r.status === 401 && !r.authorized));
-    t.true(git.requests.some((r) => r.authorized && r.status === 200 && r.url.includes("git-upload-pack")));
-    for (const r of git.requests) t.false(r.url.includes(PASSWORD), r.url);
+    t.true(git.requests.some((r) => r.authorized && r.status === 200 && r.path.includes("git-upload-pack")));
+    for (const r of git.requests) t.false(r.path.includes(PASSWORD), r.path);
   },
 );
 

@@ -7,6 +7,7 @@
 // logs, the deployment logs and the live log, the operation results, the agent's
 // state dir (its git cache included) and the command line podman recorded.
 import { randomBytes } from "node:crypto";
+import { basename, dirname } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
@@ -29,6 +30,7 @@ const suffix = randomBytes(3).toString("hex");
 let s: DeployStack;
 let repo: AppRepo;
 let git: GitHttpServer;
+let repoUrl: string;
 let registry: Registry;
 let app: App;
 let imageApp: App;
@@ -37,7 +39,8 @@ const deployments: { app: App; id: string; operationId: string }[] = [];
 test.before(async () => {
   registry = await startRegistry({ username: "puller", password: REGISTRY_PASSWORD });
   repo = await createAppRepo({ first: "private-1" });
-  git = await startGitHttp({ repoPath: repo.path, username: "deployer", password: GIT_PASSWORD });
+  git = await startGitHttp(dirname(repo.path), "deployer", GIT_PASSWORD);
+  repoUrl = git.url(basename(repo.path));
   s = await startDeployStack({ registriesConf: registry.registriesConf });
 });
 test.after.always(cleanupAll);
@@ -53,7 +56,7 @@ async function deploy(a: App, body: Parameters<DeployStack["deployAndWait"]>[1] 
 
 test.serial("private repository - fetched over HTTP with the application's git credential", async (t) => {
   app = await s.createApp({
-    git_repository: git.url,
+    git_repository: repoUrl,
     git_credential: { username: "deployer", password: GIT_PASSWORD },
   });
   t.like(app.created.json.git_credential, { username: "deployer" });
@@ -75,8 +78,9 @@ test.serial("private repository - fetched over HTTP with the application's git c
   t.like((await s.deployment(app.id, d.deploymentId)).json, { commit_sha: repo.head().sha });
   // The agent asked, was challenged, and came back with the credential in the header.
   t.true(git.requests.some((r) => r.status === 401 && !r.authorized));
-  t.true(git.requests.some((r) => r.authorized && r.url.includes("git-upload-pack")));
-  for (const r of git.requests) t.false(r.url.includes(GIT_PASSWORD) || r.url.includes("deployer@"), r.url);
+  t.true(git.requests.some((r) => r.authorized && r.path.includes("git-upload-pack")));
+  for (const r of git.requests)
+    t.false(r.path.includes(GIT_PASSWORD) || r.path.includes("deployer@"), r.path);
 });
 
 test.serial("env - the application's values and the overrides reach the container", async (t) => {

@@ -1,18 +1,19 @@
 // A private git host for the tests: git's smart-HTTP protocol served by the real
-// `git http-backend` as a CGI behind a Node HTTP server on a free loopback port,
-// with HTTP Basic auth. A request without the right credentials gets 401 and a
-// WWW-Authenticate challenge, which is what makes a git client ask its askpass
-// helper. Every request line and its headers are recorded so a test can show
-// that the password travelled only in the Authorization header, never in a URL.
+// `git http-backend` (git's own CGI) behind a Node HTTP server on a free loopback
+// port that demands HTTP Basic auth, the way a private HTTPS host answers git: a
+// request without the right credentials gets 401 and a WWW-Authenticate
+// challenge, which is what makes a git client ask its askpass helper. Every
+// request is recorded (method, path, headers, whether it was authorised, the
+// status) so a test can see what git sent, and that the password travelled only
+// in the Authorization header, never in a URL.
 import { spawn } from "node:child_process";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
-import { basename, dirname } from "node:path";
 import { onCleanup } from "./cleanup";
 
 export interface GitHttpRequest {
   method: string;
   /** The request target as sent (path and query). */
-  url: string;
+  path: string;
   headers: IncomingMessage["headers"];
   /** Whether the request carried the right credentials. */
   authorized: boolean;
@@ -20,37 +21,24 @@ export interface GitHttpRequest {
 }
 
 export interface GitHttpServer {
-  /** http://127.0.0.1:<port>/<repo name> — a URL without credentials. */
-  url: string;
+  /** http://127.0.0.1:<port>/<name> — a URL without credentials for the repository `<root>/<name>`. */
+  url(name: string): string;
   port: number;
   requests: GitHttpRequest[];
   stop(): Promise<void>;
 }
 
-export interface GitHttpOptions {
-  /** The repository to serve (a work tree or a bare repository). */
-  repoPath: string;
-  username: string;
-  password: string;
-}
-
-function authorized(req: IncomingMessage, expected: string): boolean {
-  const header = req.headers.authorization ?? "";
-  if (!header.startsWith("Basic ")) return false;
-  return Buffer.from(header.slice(6), "base64").toString("utf8") === expected;
-}
-
 /** Runs one request through `git http-backend` (RFC 3875 CGI) and relays its answer. */
-function runBackend(
-  req: IncomingMessage,
-  res: ServerResponse,
+function serveCgi(
   root: string,
   user: string,
+  req: IncomingMessage,
+  res: ServerResponse,
   log: GitHttpRequest,
 ) {
-  const url = new URL(req.url ?? "/", "http://x");
+  const url = new URL(req.url ?? "/", "http://127.0.0.1");
   const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
     GIT_PROJECT_ROOT: root,
     GIT_HTTP_EXPORT_ALL: "1",
     GIT_CONFIG_GLOBAL: "/dev/null",
@@ -65,6 +53,7 @@ function runBackend(
     HTTP_CONTENT_ENCODING: req.headers["content-encoding"] ?? "",
     GIT_PROTOCOL: String(req.headers["git-protocol"] ?? ""),
   };
+  if (req.headers["content-length"]) env.CONTENT_LENGTH = req.headers["content-length"];
   const child = spawn("git", ["http-backend"], { env, stdio: ["pipe", "pipe", "pipe"] });
   req.pipe(child.stdin);
   let head = Buffer.alloc(0);
@@ -80,9 +69,9 @@ function runBackend(
     headersDone = true;
     let status = 200;
     for (const line of head.subarray(0, end).toString("latin1").split("\r\n")) {
-      const i = line.indexOf(":");
-      const name = line.slice(0, i).trim();
-      const value = line.slice(i + 1).trim();
+      const at = line.indexOf(":");
+      const name = line.slice(0, at).trim();
+      const value = line.slice(at + 1).trim();
       if (name.toLowerCase() === "status") status = Number.parseInt(value, 10);
       else res.setHeader(name, value);
     }
@@ -95,32 +84,31 @@ function runBackend(
     stderr += d.toString();
   });
   child.on("close", (code) => {
-    if (!headersDone) {
-      log.status = 500;
-      res.statusCode = 500;
-      res.end(`git http-backend exited ${code}: ${stderr}`);
+    if (headersDone) {
+      res.end();
       return;
     }
-    res.end();
+    log.status = 500;
+    res.statusCode = 500;
+    res.end(`git http-backend exited ${code}: ${stderr}`);
   });
 }
 
-/** Serves repoPath at http://127.0.0.1:<free port>/<basename of repoPath>, Basic auth required. */
-export async function startGitHttp(opts: GitHttpOptions): Promise<GitHttpServer> {
-  const root = dirname(opts.repoPath);
-  const expected = `${opts.username}:${opts.password}`;
+/** Serves the repositories under `root` (bare, or work trees) to `user`:`password` only. */
+export async function startGitHttp(root: string, user: string, password: string): Promise<GitHttpServer> {
   const requests: GitHttpRequest[] = [];
+  const expected = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
   const server = createServer((req, res) => {
-    const ok = authorized(req, expected);
+    const authorized = req.headers.authorization === expected;
     const log: GitHttpRequest = {
       method: req.method ?? "",
-      url: req.url ?? "",
+      path: req.url ?? "",
       headers: req.headers,
-      authorized: ok,
+      authorized,
       status: 401,
     };
     requests.push(log);
-    if (!ok) {
+    if (!authorized) {
       req.resume();
       res.writeHead(401, {
         "www-authenticate": 'Basic realm="relayctl-test-git"',
@@ -129,7 +117,7 @@ export async function startGitHttp(opts: GitHttpOptions): Promise<GitHttpServer>
       res.end("authentication required\n");
       return;
     }
-    runBackend(req, res, root, opts.username, log);
+    serveCgi(root, user, req, res, log);
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -143,10 +131,6 @@ export async function startGitHttp(opts: GitHttpOptions): Promise<GitHttpServer>
       server.close(() => resolve());
     });
   onCleanup(stop);
-  return {
-    url: `http://127.0.0.1:${address.port}/${basename(opts.repoPath)}`,
-    port: address.port,
-    requests,
-    stop,
-  };
+  const port = address.port;
+  return { url: (name) => `http://127.0.0.1:${port}/${name}`, port, requests, stop };
 }

@@ -44,5 +44,6 @@ export function outputOf(o: EngineOutcome): string {
 export function check(o: EngineOutcome, what: string): EngineOutcome {
   if (o.status === "completed" && o.exitCode === 0) return o;
   const last = o.stderr.trim().split("\n").filter(Boolean).at(-1)?.slice(0, 500);
-  throw new StepError(`${what} ${o.error ?? `exited with code ${o.exitCode}`}${last ? `: ${last}` : ""}`);
+  const how = o.error ? `failed: ${o.error}` : `exited with code ${o.exitCode}`;
+  throw new StepError(`${what} ${how}${last ? `: ${last}` : ""}`);
 }

@@ -3,10 +3,10 @@
 // pull, run, stop, rm, logs and image rm arguments. An adapter names its binary
 // and says how a call is pointed at a temporary registry auth file (authFor),
 // the one place the two CLIs differ here.
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildArgs, runArgs, runEnv } from "./cli-args.js";
+import { buildArgs, runCall } from "./cli-args.js";
 import { runCli } from "./cli-process.js";
 import type {
   BuildSpec,
@@ -21,6 +21,19 @@ import type {
 export interface AuthUse {
   args: string[];
   env: Record<string, string>;
+}
+
+/** A fresh 0700 dir on tmpfs (memory, never disk), or undefined when there is none. */
+async function memoryDir(): Promise<string | undefined> {
+  for (const base of ["/dev/shm", process.env.XDG_RUNTIME_DIR]) {
+    if (!base) continue;
+    const ok = await stat(base).then(
+      (s) => s.isDirectory(),
+      () => false,
+    );
+    if (ok) return mkdtemp(join(base, "relayctl-env-"));
+  }
+  return undefined;
 }
 
 export abstract class CliEngine implements ContainerEngine {
@@ -83,9 +96,39 @@ export abstract class CliEngine implements ContainerEngine {
     }
   }
 
-  run(spec: RunSpec, opts: CallOptions): Promise<EngineOutcome> {
-    const secrets = [...(opts.secrets ?? []), ...Object.values(spec.env)];
-    return this.#cli(runArgs(spec), { ...opts, secrets }, runEnv(spec));
+  async run(spec: RunSpec, opts: CallOptions): Promise<EngineOutcome> {
+    const failed = (error: string): EngineOutcome => ({
+      status: "failed",
+      exitCode: -1,
+      stdout: "",
+      stderr: "",
+      durationMs: 0,
+      error,
+    });
+    let dir: string | undefined;
+    try {
+      let call = runCall(spec, "");
+      if (call.envFile !== undefined) {
+        dir = await memoryDir();
+        if (dir === undefined)
+          return failed("no in-memory directory (/dev/shm) for the engine's own variables");
+        const file = join(dir, "env");
+        call = runCall(spec, file);
+        await writeFile(file, call.envFile ?? "", { mode: 0o600, flag: "wx" });
+      }
+      return await runCli({
+        binary: this.binary,
+        args: call.args,
+        env: call.env,
+        deadlineSeconds: opts.deadlineSeconds,
+        signal: opts.signal,
+        secrets: [...(opts.secrets ?? []), ...Object.values(spec.env)],
+      });
+    } catch (err) {
+      return failed((err as Error).message);
+    } finally {
+      if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+    }
   }
 
   stop(containerName: string, graceSeconds: number, opts: CallOptions): Promise<EngineOutcome> {
