@@ -5,7 +5,8 @@
 // Images are built FROM the harness's busybox image, so a build is one COPY.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -24,6 +25,7 @@ import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv } from "./harness/containers";
 import { startGitHttp } from "./harness/git-http";
+import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
@@ -405,5 +407,65 @@ test.serial(
     t.false(config.includes(password), "no credential in the cache repository's config");
     t.false(config.includes("[remote"), "no remote stored: fetched by URL each time");
     t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
+  },
+);
+
+test.serial(
+  "deploy pipeline - an image build pulls from a private registry through a temporary auth file",
+  async (t) => {
+    const { progress } = await startStack();
+    const app = await makeApp();
+    const password = `registry-pass-${randomUUID()}`;
+    const registry = await startRegistry("puller", password);
+    // Every podman of this process (the pipeline's included) may talk plain HTTP to it.
+    process.env.CONTAINERS_REGISTRIES_CONF = registry.registriesConf;
+    const image = `${registry.host}/team/app-${app.id.slice(0, 8)}:1`;
+    await app.repo.commit("pulled");
+    await podman(["build", "-q", "-t", image, app.repo.dir]);
+    const authDir = makeTempDir("push-auth");
+    const authfile = join(authDir, "auth.json");
+    await new Promise<void>((resolve, reject) => {
+      const child = execFile(
+        "podman",
+        ["login", "--authfile", authfile, "-u", "puller", "--password-stdin", registry.host],
+        { env: process.env },
+        (err) => (err ? reject(err) : resolve()),
+      );
+      child.stdin?.end(password);
+    });
+    await podman(["push", "-q", "--authfile", authfile, image]);
+    await podman(["image", "rm", image]); // the deployment must pull it
+    builtImages.add(image);
+
+    const before = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const d = await deploy(
+      job(app, "", {
+        source: undefined,
+        build: {
+          $case: "image",
+          image: { image, auth: { registry: registry.host, username: "puller", password } },
+        },
+      }),
+    );
+    t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
+    t.is(d.report.image, image);
+    t.is(d.report.commit, undefined);
+    t.deepEqual(
+      d.report.steps.slice(0, 2).map((s) => [s.name, s.status]),
+      [
+        ["fetch", DeployStepStatus.DEPLOY_STEP_STATUS_SKIPPED],
+        ["build", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+      ],
+    );
+    t.is(await through(app), "200 version pulled");
+    t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
+    const after = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    t.deepEqual(after, before, "the temporary auth dir is gone");
+    // The engine's own login was not touched: the credential lived in the temporary file only.
+    const own = await podman(["login", "--get-login", registry.host]).then(
+      (o) => o.stdout,
+      () => "not logged in",
+    );
+    t.is(own, "not logged in");
   },
 );
