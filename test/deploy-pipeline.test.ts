@@ -201,6 +201,27 @@ const exists = (name: string) =>
     () => false,
   );
 
+/** Requests through Caddy one after another (bounded) until stopped; what they got. */
+function steadyTraffic(app: App) {
+  let running = true;
+  const bodies = new Set<string>();
+  const failures: string[] = [];
+  const loop = (async () => {
+    for (let i = 0; running && i < 5_000; i++) {
+      const got = await through(app).catch((err: Error) => `error ${err.message}`);
+      if (got.startsWith("200 ")) bodies.add(got.slice(4));
+      else failures.push(got);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return { bodies, failures };
+    },
+  };
+}
+
 function progressOf(opId: string, progress: JobProgress[]) {
   return progress.filter((p) => p.operationId === opId);
 }
@@ -246,6 +267,8 @@ test.serial(
     const sha2 = await app.repo.commit("2");
     await git(app.repo.dir, "tag", "v2");
     await git(app.repo.dir, "reset", "-q", "--hard", sha1); // main stays at 1: only the tag names 2
+    // A client sends requests the whole time: the switch and the retire must fail none of them.
+    const traffic = steadyTraffic(app);
     const second = await deploy(job(app, "v2"));
     t.is(second.result.status, JobStatus.JOB_STATUS_COMPLETED, second.result.stderr);
     t.is(second.report.commit?.sha, sha2);
@@ -262,6 +285,9 @@ test.serial(
         p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
     );
     t.truthy(retired, "progress reports the end of retire");
+    const seen = await traffic.stop();
+    t.deepEqual(seen.failures, [], "no request failed across the switch and the retire");
+    t.true(seen.bodies.has("version 1") && seen.bodies.has("version 2"), [...seen.bodies].join(", "));
     t.true(await exists(second.report.containerName));
     t.is(await through(app), "200 version 2");
     // The previous image is kept for a rollback.
