@@ -31,7 +31,7 @@ import { pollUntil } from "./harness/wait";
 
 const run = promisify(execFile);
 const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
-const DRAIN_SECONDS = 2;
+const DRAIN_SECONDS = 3;
 const SECRET = `env-secret-${randomUUID()}`;
 
 // The engine CLI the pipeline runs inherits this process's environment.
@@ -314,6 +314,10 @@ test.serial(
     t.is(failed.report.failedStep, "health_check");
     t.is(failed.report.commit?.sha, bad);
     t.false(await exists(failed.report.containerName), "the new container is removed");
+    const { progress } = await startStack();
+    const last = progressOf(failed.opId, progress).at(-1)?.progress?.deploy;
+    t.is(last?.status, DeployStepStatus.DEPLOY_STEP_STATUS_FAILED, "nothing is reported after the failure");
+    t.regex(last?.log ?? "", /removed the new container/);
     t.true(await exists(good.report.containerName), "the old container is intact");
     t.is(await through(app), "200 version good");
   },
@@ -329,7 +333,7 @@ test.serial(
     await app.repo.commit("slow", ["sleep", "3600"]);
     const started = Date.now();
     const late = await deploy(
-      job(app, "main", { deadlineUnixMs: Date.now() + 12_000, healthCheckTimeoutSeconds: 60 }),
+      job(app, "main", { deadlineUnixMs: Date.now() + 20_000, healthCheckTimeoutSeconds: 60 }),
     );
     t.is(late.result.status, JobStatus.JOB_STATUS_TIMEOUT);
     t.is(late.result.exitCode, -1);
@@ -338,8 +342,13 @@ test.serial(
     );
     t.is(late.result.stderr, "deadline passed during health_check", took.join(", "));
     t.is(late.report.failedStep, "health_check");
-    t.true(Date.now() - started < 25_000, "cleanup ends a few seconds past the deadline");
+    t.true(Date.now() - started < 35_000, "cleanup ends a few seconds past the deadline");
     t.false(await exists(late.report.containerName));
+    const { progress } = await startStack();
+    t.is(
+      progressOf(late.opId, progress).at(-1)?.progress?.deploy.status,
+      DeployStepStatus.DEPLOY_STEP_STATUS_FAILED,
+    );
     t.true(await exists(good.report.containerName));
     t.is(await through(app), "200 version good");
   },
