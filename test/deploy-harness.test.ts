@@ -122,7 +122,7 @@ test.serial(
 test.serial(
   "registry - pushes a local image; a pull needs the password and the registries.conf",
   async (t) => {
-    const registry = await startRegistry({ username: "puller", password: PASSWORD });
+    const registry = await startRegistry("puller", PASSWORD);
     const local = `localhost/relayctl-test-harness-${suffix}:v2`;
     const ref = await registry.pushImage(local, `harness-${suffix}:v2`);
     t.is(ref, `${registry.host}/harness-${suffix}:v2`);

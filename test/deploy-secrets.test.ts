@@ -37,7 +37,7 @@ let imageApp: App;
 const deployments: { app: App; id: string; operationId: string }[] = [];
 
 test.before(async () => {
-  registry = await startRegistry({ username: "puller", password: REGISTRY_PASSWORD });
+  registry = await startRegistry("puller", REGISTRY_PASSWORD);
   repo = await createAppRepo({ first: "private-1" });
   git = await startGitHttp(dirname(repo.path), "deployer", GIT_PASSWORD);
   repoUrl = git.url(basename(repo.path));

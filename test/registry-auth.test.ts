@@ -45,7 +45,7 @@ function dockerAuths(): Record<string, unknown> {
 }
 
 test.before(async () => {
-  registry = (await startRegistry({ username: USER, password: PASSWORD })).host;
+  registry = (await startRegistry(USER, PASSWORD)).host;
   dockerConfig = makeTempDir("docker-config");
   c = await startCluster({
     agentEnv: {

@@ -8,7 +8,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeTempDir, onCleanup } from "./cleanup";
+import { makeTempDir } from "./cleanup";
 import { podman, podmanAgentEnv } from "./containers";
 import { freePort } from "./ports";
 import { ManagedProcess } from "./process";
@@ -26,7 +26,7 @@ export interface Registry {
   pushImage(localImage: string, repository: string): Promise<string>;
 }
 
-export interface RegistryOptions {
+interface RegistryOptions {
   username: string;
   password: string;
 }
@@ -68,7 +68,9 @@ function login(host: string, opts: RegistryOptions, authfile: string): Promise<v
   });
 }
 
-export async function startRegistry(opts: RegistryOptions): Promise<Registry> {
+/** A registry on a free loopback port that lets `username`:`password` (only) push and pull. */
+export async function startRegistry(username: string, password: string): Promise<Registry> {
+  const opts: RegistryOptions = { username, password };
   const dir = makeTempDir("registry");
   const port = await freePort();
   const config = writeConfig(dir, port, opts);
@@ -103,9 +105,4 @@ export async function startRegistry(opts: RegistryOptions): Promise<Registry> {
       return ref;
     },
   };
-}
-
-/** Removes an image (and whatever tags it) when the test file ends. */
-export function removeImageAtCleanup(ref: string): void {
-  onCleanup(() => podman(["rmi", "-f", ref]).then(() => undefined));
 }
