@@ -1,6 +1,7 @@
 // Control-plane configuration: read once at boot from the environment (and
 // optionally a JSON file), validated with one schema. Every variable is documented
 // here with its default; docs/process-interfaces.md and the README mirror this.
+import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
@@ -125,6 +126,32 @@ const schema = z
         message: "must be the base64 of exactly 32 bytes (openssl rand -base64 32)",
       })
       .optional(),
+    /**
+     * GitHub App (README "GitHub App"): its numeric id, slug, private key (PEM
+     * file) and webhook secret, all four or none. Without them the GitHub
+     * endpoints answer 503 RC_ERR_GITHUB_UNCONFIGURED. @default unset
+     */
+    RELAYCTL_GITHUB_APP_ID: z
+      .string()
+      .regex(/^\d{1,12}$/, "must be the App's numeric id")
+      .optional(),
+    RELAYCTL_GITHUB_APP_SLUG: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,99}$/, "must be the App's slug (github.com/apps/<slug>)")
+      .optional(),
+    RELAYCTL_GITHUB_PRIVATE_KEY_FILE: z.string().optional(),
+    RELAYCTL_GITHUB_WEBHOOK_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
+    /** GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3). @default https://api.github.com */
+    RELAYCTL_GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.github.com"),
+    /** Deadline of a deployment started by a push (seconds). @default 600 */
+    RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS: int(1, 3600).default(600),
+    /** GitHub's web address, for install links (GHES: https://HOST). @default https://github.com */
+    RELAYCTL_GITHUB_WEB_URL: z.url({ protocol: /^https?$/ }).default("https://github.com"),
+    /**
+     * relayctl's public base URL, for the setup redirect back and the link to a
+     * deployment in commit statuses. @default unset (statuses carry no link)
+     */
+    RELAYCTL_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -151,6 +178,21 @@ const schema = z
     message: "must not exceed RELAYCTL_HTTP_REQUEST_TIMEOUT_MS",
     path: ["RELAYCTL_HTTP_HEADERS_TIMEOUT_MS"],
   })
+  .refine(
+    (c) =>
+      new Set(
+        [
+          c.RELAYCTL_GITHUB_APP_ID,
+          c.RELAYCTL_GITHUB_APP_SLUG,
+          c.RELAYCTL_GITHUB_PRIVATE_KEY_FILE,
+          c.RELAYCTL_GITHUB_WEBHOOK_SECRET,
+        ].map(Boolean),
+      ).size === 1,
+    {
+      message: "set all of RELAYCTL_GITHUB_APP_ID, _APP_SLUG, _PRIVATE_KEY_FILE and _WEBHOOK_SECRET, or none",
+      path: ["RELAYCTL_GITHUB_APP_ID"],
+    },
+  )
   .refine((c) => Boolean(c.RELAYCTL_TLS_CERT_FILE) === Boolean(c.RELAYCTL_TLS_KEY_FILE), {
     message: "set both RELAYCTL_TLS_CERT_FILE and RELAYCTL_TLS_KEY_FILE, or neither",
     path: ["RELAYCTL_TLS_CERT_FILE"],
@@ -193,7 +235,24 @@ export interface Config {
   masterKey: Buffer | undefined;
   /** RELAYCTL_AUDIT_HMAC_KEY as given (base64); audit/chain-key.ts resolves the key from it or its defaults. */
   auditHmacKey: string | undefined;
+  /** The GitHub App; undefined when not configured (its endpoints answer 503). */
+  github: GitHubAppConfig | undefined;
+  githubDeployTimeoutSeconds: number;
+  /** RELAYCTL_PUBLIC_URL without a trailing slash. */
+  publicUrl: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+}
+
+export interface GitHubAppConfig {
+  appId: string;
+  slug: string;
+  /** PEM text of the App's private key (read at boot). */
+  privateKey: string;
+  webhookSecret: string;
+  /** REST API base, without a trailing slash. */
+  apiUrl: string;
+  /** Web base, without a trailing slash. */
+  webUrl: string;
 }
 
 /** How the control plane authenticates to NATS and secures the connection. */
@@ -287,7 +346,37 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
     auditHmacKey: c.RELAYCTL_AUDIT_HMAC_KEY,
+    github: githubApp(c),
+    githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
+    publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: c.RELAYCTL_LOG_LEVEL,
+  };
+}
+
+function githubApp(c: Raw): GitHubAppConfig | undefined {
+  if (!c.RELAYCTL_GITHUB_APP_ID) return undefined;
+  let privateKey: string;
+  try {
+    privateKey = readFileSync(c.RELAYCTL_GITHUB_PRIVATE_KEY_FILE!, "utf8");
+  } catch (err) {
+    throw new ConfigError(
+      `RELAYCTL_GITHUB_PRIVATE_KEY_FILE: cannot read ${c.RELAYCTL_GITHUB_PRIVATE_KEY_FILE}: ${(err as Error).message}`,
+    );
+  }
+  try {
+    createPrivateKey(privateKey);
+  } catch {
+    throw new ConfigError(
+      "RELAYCTL_GITHUB_PRIVATE_KEY_FILE: not a PEM private key (the App's .pem download)",
+    );
+  }
+  return {
+    appId: c.RELAYCTL_GITHUB_APP_ID,
+    slug: c.RELAYCTL_GITHUB_APP_SLUG!,
+    privateKey,
+    webhookSecret: c.RELAYCTL_GITHUB_WEBHOOK_SECRET!,
+    apiUrl: c.RELAYCTL_GITHUB_API_URL.replace(/\/+$/, ""),
+    webUrl: c.RELAYCTL_GITHUB_WEB_URL.replace(/\/+$/, ""),
   };
 }
 

@@ -65,6 +65,27 @@ export const ERRORS = {
     status: 422,
     detail: "the application has nothing to deploy from: set git_repository or an image build",
   },
+  RC_ERR_GITHUB_UNCONFIGURED: {
+    status: 503,
+    detail: "the GitHub App is not configured on this control plane (RELAYCTL_GITHUB_APP_ID and friends)",
+  },
+  RC_ERR_WEBHOOK_SIGNATURE: {
+    status: 401,
+    detail: "missing or wrong X-Hub-Signature-256 for this body and the App's webhook secret",
+  },
+  RC_ERR_GITHUB_STATE_INVALID: {
+    status: 400,
+    detail: "the install state is invalid, expired or already used: ask relayctl for a new install link",
+  },
+  RC_ERR_GITHUB_INSTALLATION_TAKEN: {
+    status: 409,
+    detail: "this GitHub App installation is already bound to another tenant",
+  },
+  RC_ERR_GITHUB_REPOSITORY_NOT_FOUND: {
+    status: 404,
+    detail: "no repository with this id is reachable through an installation bound to your tenant",
+  },
+  RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
 import { DeployService } from "./deployments/service.js";
+import { type GitHubIntegration, startGitHub } from "./github/integration.js";
 import { recordProgress } from "./deployments/store.js";
 import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
@@ -98,14 +99,16 @@ export async function serve(
 
   let api: FastifyInstance | undefined;
   let apiUrl: string | undefined;
+  let github: GitHubIntegration | undefined;
   if (config.runsApi) {
+    github = await startGitHub(config, db, deploys, log.child({ component: "github" }));
     const scheme = config.tls ? "grpcs" : "grpc";
     const listenHost = config.gatewayListen.host.includes(":")
       ? `[${config.gatewayListen.host}]`
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
-    api = await buildApi({ config, db, bus, ops, deploys }, log, gatewayUrls);
+    api = await buildApi({ config, db, bus, ops, deploys, github }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.apiListen.port;
@@ -117,6 +120,7 @@ export async function serve(
   const stop = async () => {
     stopSweeper();
     await api?.close().catch(() => {});
+    await github?.processor.close();
     await deploys.close();
     await gateway?.close().catch(() => {});
     await acks?.flush();

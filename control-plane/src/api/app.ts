@@ -5,6 +5,8 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import { externalDeployApi } from "../external-deploy/routes.js";
+import { setupRoute } from "../github/routes.js";
+import { webhookRoute } from "../github/webhook-route.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import { automationApi } from "./automation/index.js";
 import type { ApiContext } from "./context.js";
@@ -57,5 +59,7 @@ export async function buildApi(
   await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
+  await app.register(webhookRoute(ctx.github));
+  await app.register(setupRoute(ctx));
   return app;
 }

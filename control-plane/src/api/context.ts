@@ -4,6 +4,7 @@ import type { Knex } from "knex";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
 import type { DeployService } from "../deployments/service.js";
+import type { GitHubIntegration } from "../github/integration.js";
 import type { OperationService } from "../operations/service.js";
 
 export interface ApiContext {
@@ -12,4 +13,6 @@ export interface ApiContext {
   bus: JobBus;
   ops: OperationService;
   deploys: DeployService;
+  /** The GitHub App integration; undefined when not configured. */
+  github?: GitHubIntegration;
 }

@@ -41,6 +41,8 @@ export interface ApplicationRow {
   health_check_path: string;
   health_check_timeout_seconds: number;
   auto_deploy: number | boolean;
+  /** GitHub's repository id when linked through the GitHub App (migration 012). */
+  github_repository_id?: number | null;
   created_at: number;
   updated_at: number;
 }

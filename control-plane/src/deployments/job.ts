@@ -28,6 +28,8 @@ export async function buildDeployJob(
   deploymentId: string,
   commitRef: string,
   overrides: Record<string, string>,
+  /** A credential minted for this deployment (a GitHub installation token); wins over the stored one. */
+  minted?: { username: string; password: string },
 ): Promise<JobWithoutDeadline> {
   const build = parseBuild(app.build);
   if (!build) throw new RcError("RC_ERR_NOT_DEPLOYABLE");
@@ -44,8 +46,9 @@ export async function buildDeployJob(
       ? {
           repository: app.git_repository,
           ref: commitRef,
-          credential:
-            key && app.git_username && app.git_password_sealed
+          credential: minted
+            ? minted
+            : key && app.git_username && app.git_password_sealed
               ? { username: app.git_username, password: openSealed(key, app.git_password_sealed) }
               : undefined,
         }

@@ -38,6 +38,15 @@ export interface DeployRequest {
   audit: Record<string, unknown>;
 }
 
+/**
+ * Supplies a git credential minted for one deployment (the GitHub App's
+ * installation token), or undefined to use the application's stored one; throws
+ * RC_ERR_NOT_DEPLOYABLE when the application's source cannot be reached.
+ */
+export type SourceCredentialHook = (
+  app: ApplicationRow,
+) => Promise<{ username: string; password: string } | undefined>;
+
 export interface Deployment {
   operationId: string;
   deploymentId: string;
@@ -52,6 +61,9 @@ const TURN_RECHECK_MS = 5_000;
 export class DeployService {
   readonly #drivers = new Set<Promise<void>>();
   readonly #stop = new AbortController();
+  /** Drivers of this process by deployment id: cancelled before dispatch, or dispatching now. */
+  readonly #local = new Map<string, { cancelled: boolean; dispatching: boolean }>();
+  #sourceCredential: SourceCredentialHook | undefined;
 
   constructor(
     readonly db: Knex,
@@ -62,11 +74,25 @@ export class DeployService {
     readonly leaseMs: number,
   ) {}
 
+  /** Set once at boot by the GitHub integration (serve.ts). */
+  useSourceCredentials(hook: SourceCredentialHook): void {
+    this.#sourceCredential = hook;
+  }
+
   async request(r: DeployRequest): Promise<Deployment> {
     const deploymentId = randomUUID();
     const commitRef = r.commitRef ?? r.app.deploy_branch;
+    const minted = await this.#sourceCredential?.(r.app);
     // Opened before anything is recorded: a secret that cannot be read is the caller's error now.
-    const job = await buildDeployJob(this.db, this.masterKey, r.app, deploymentId, commitRef, r.envOverrides);
+    const job = await buildDeployJob(
+      this.db,
+      this.masterKey,
+      r.app,
+      deploymentId,
+      commitRef,
+      r.envOverrides,
+      minted,
+    );
     const deadlineAt = Date.now() + r.timeoutSeconds * 1000;
     const spec: StartSpec = {
       tenantId: r.tenantId,
@@ -105,11 +131,36 @@ export class DeployService {
       ],
     };
     const op = await this.ops.start(spec);
+    this.#local.set(deploymentId, { cancelled: false, dispatching: false });
     const driver = this.#drive(op, deploymentId, r.app.id, job, deadlineAt)
       .catch((err) => this.log.error({ err, operation_id: op.id }, "deployment driver failed"))
-      .finally(() => this.#drivers.delete(driver));
+      .finally(() => {
+        this.#drivers.delete(driver);
+        this.#local.delete(deploymentId);
+      });
     this.#drivers.add(driver);
     return { operationId: op.id, deploymentId };
+  }
+
+  /**
+   * Ends a deployment that has not reached its agent yet (waiting for its turn
+   * or for the agent), failing its operation with `reason`; false when it is
+   * already on the agent or finished. Used to supersede a queued push deploy by
+   * a newer one. A driver of this process checks the mark before every
+   * dispatch, and one that is dispatching right now is not cancelled; a driver
+   * of another instance sees the operation finished before its next dispatch.
+   */
+  async cancelQueued(deploymentId: string, reason: string): Promise<boolean> {
+    const row = await this.db("deployments")
+      .where({ id: deploymentId })
+      .whereNull("dispatched_at")
+      .first<{ operation_id: string } | undefined>("operation_id");
+    if (!row) return false;
+    // Checked and marked with no await between, as the driver does the reverse.
+    const local = this.#local.get(deploymentId);
+    if (local?.dispatching) return false;
+    if (local) local.cancelled = true;
+    return this.ops.fail(row.operation_id, "failed", reason);
   }
 
   /** Stops every driver; deployments not yet on their agent's stream are failed. */
@@ -134,14 +185,21 @@ export class DeployService {
           "deadline passed while an earlier deployment of the application was running",
         ));
       const kind = { $case: "deploy" as const, deploy: { ...job, deadlineUnixMs: deadlineAt } };
+      const local = this.#local.get(deploymentId);
       let delay = RETRY_MIN_MS;
       for (;;) {
+        if (!(await this.#stillRunning(op.id))) return;
+        // Checked and marked with no await between (see cancelQueued); once on
+        // the stream it stays "dispatching": it can no longer be cancelled.
+        if (local?.cancelled) return;
+        if (local) local.dispatching = true;
         const d = await this.ops.dispatch(op, kind, { awaitResult: false, retryNotRun: true });
         if (d.state === "on_stream") {
           await markDispatched(this.db, deploymentId);
           await startLease(this.db, op.id, this.leaseMs);
           return;
         }
+        if (local) local.dispatching = false;
         if (deadlineAt - Date.now() <= delay)
           return void (await end("timeout", `deadline passed: ${d.reason}`));
         await sleep(delay, undefined, { signal: this.#stop.signal });
@@ -157,6 +215,11 @@ export class DeployService {
       await end("failed", "the deployment could not be handed to its agent").catch(() => {});
       throw err;
     }
+  }
+
+  /** False once the operation was finished by someone else (cancelled, swept). */
+  async #stillRunning(operationId: string): Promise<boolean> {
+    return Boolean(await this.db("operations").where({ id: operationId, status: "running" }).first("id"));
   }
 
   /** True once no earlier deployment of the application is running; false at the deadline. */

@@ -62,6 +62,8 @@ export const STEP_STATUS: Record<DeployStepStatus, string> = {
   [DeployStepStatus.UNRECOGNIZED]: "running",
 };
 
+const clip = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
+
 /** The row insert that rides in the operation's transaction. */
 export function insertDeployment(trx: Knex.Transaction, d: NewDeployment, operationId: string, now: number) {
   return trx("deployments").insert({
@@ -79,6 +81,25 @@ export function insertDeployment(trx: Knex.Transaction, d: NewDeployment, operat
   });
 }
 
+/**
+ * Commit facts known before the agent reports them (a push payload names the
+ * commit, its message and author); the agent's report replaces them.
+ */
+export async function noteCommit(
+  db: Knex,
+  deploymentId: string,
+  c: { sha: string; message: string | null; author: string | null },
+): Promise<void> {
+  await db("deployments")
+    .where({ id: deploymentId })
+    .whereNull("commit_sha")
+    .update({
+      commit_sha: clip(c.sha, 64),
+      commit_message: c.message,
+      commit_author: c.author ? clip(c.author, 512) : null,
+    });
+}
+
 /** The operation went onto the agent's stream: no longer queued. */
 export async function markDispatched(db: Knex, deploymentId: string): Promise<void> {
   await db("deployments")
@@ -86,8 +107,6 @@ export async function markDispatched(db: Knex, deploymentId: string): Promise<vo
     .whereNull("dispatched_at")
     .update({ dispatched_at: Date.now() });
 }
-
-const clip = (s: string, n: number) => (s.length > n ? s.slice(0, n) : s);
 
 /** Called inside the transaction that finishes a deploy operation. */
 export async function recordReport(

@@ -1,0 +1,155 @@
+// The one way relayctl talks to GitHub as its App: the App JWT and installation
+// tokens come from @octokit/auth-app (no hand-written JWT), requests go through
+// @octokit/request against RELAYCTL_GITHUB_API_URL (GitHub Enterprise Server
+// works by changing it), and webhook signatures are checked by @octokit/webhooks
+// (constant-time HMAC-SHA256). The octokit packages are ESM-only: loaded with
+// `await import()` once (DESIGN.md Facts: static imports fail under ava's tsx).
+import type { GitHubAppConfig } from "../config.js";
+import { RcError } from "../errors.js";
+
+export interface GitHubRepository {
+  id: number;
+  full_name: string;
+  default_branch: string | null;
+  private: boolean;
+  archived: boolean;
+  clone_url: string | null;
+}
+
+export interface GitHubInstallation {
+  id: number;
+  account: { login: string; type: string };
+  created_at: string;
+  suspended_at: string | null;
+}
+
+export type CommitState = "pending" | "success" | "failure" | "error";
+
+type RequestFn = (route: string, params?: Record<string, unknown>) => Promise<{ data: unknown }>;
+type AuthFn = (o: Record<string, unknown>) => Promise<{ token: string }>;
+
+/** The repository fields relayctl keeps, from an API or webhook repository object. */
+export function repositoryOf(r: Record<string, unknown>): GitHubRepository {
+  return {
+    id: Number(r.id),
+    full_name: String(r.full_name),
+    default_branch: typeof r.default_branch === "string" ? r.default_branch : null,
+    private: Boolean(r.private),
+    archived: Boolean(r.archived),
+    clone_url: typeof r.clone_url === "string" ? r.clone_url : null,
+  };
+}
+
+export class GitHubApp {
+  private constructor(
+    readonly config: GitHubAppConfig,
+    private readonly request: RequestFn,
+    private readonly auth: AuthFn & { hook: unknown },
+    private readonly verifier: { verify(payload: string, signature: string): Promise<boolean> },
+  ) {}
+
+  static async create(config: GitHubAppConfig): Promise<GitHubApp> {
+    const [{ request }, { createAppAuth }, { Webhooks }] = await Promise.all([
+      import("@octokit/request"),
+      import("@octokit/auth-app"),
+      import("@octokit/webhooks"),
+    ]);
+    const base = request.defaults({
+      baseUrl: config.apiUrl,
+      headers: { "user-agent": `relayctl-github-app/${config.slug}` },
+    });
+    const auth = createAppAuth({ appId: config.appId, privateKey: config.privateKey, request: base });
+    const authed = base.defaults({ request: { hook: auth.hook } });
+    return new GitHubApp(
+      config,
+      authed as unknown as RequestFn,
+      auth as unknown as AuthFn & { hook: unknown },
+      new Webhooks({ secret: config.webhookSecret }),
+    );
+  }
+
+  /** Constant-time check of `X-Hub-Signature-256` over the body's exact bytes. */
+  async verify(raw: Buffer, signature: string | undefined): Promise<boolean> {
+    if (!signature || raw.length === 0) return false;
+    const text = raw.toString("utf8");
+    // The library signs a string; a body that is not valid UTF-8 would not
+    // round-trip to the same bytes, so it is refused rather than re-encoded.
+    if (!Buffer.from(text, "utf8").equals(raw)) return false;
+    return this.verifier.verify(text, signature).catch(() => false);
+  }
+
+  /** GET /app/installations/{id} with the App JWT; undefined when GitHub does not know it. */
+  async installation(id: number): Promise<GitHubInstallation | undefined> {
+    try {
+      const { data } = await this.request("GET /app/installations/{installation_id}", {
+        installation_id: id,
+      });
+      return data as GitHubInstallation;
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) return undefined;
+      throw apiError("reading the installation", err);
+    }
+  }
+
+  /** A fresh installation access token (one per deployment; GitHub makes it expire in an hour). */
+  async installationToken(installationId: number, repositoryId?: number): Promise<string> {
+    try {
+      const { token } = await this.auth({
+        type: "installation",
+        installationId,
+        refresh: true,
+        ...(repositoryId !== undefined ? { repositoryIds: [repositoryId] } : {}),
+      });
+      return token;
+    } catch (err) {
+      throw apiError("minting an installation token", err);
+    }
+  }
+
+  /** GET /repositories/{id} as the installation. */
+  async repository(installationId: number, repositoryId: number): Promise<GitHubRepository | undefined> {
+    try {
+      const token = await this.installationToken(installationId, repositoryId);
+      const { data } = await this.request("GET /repositories/{id}", {
+        id: repositoryId,
+        headers: { authorization: `token ${token}` },
+      });
+      return repositoryOf(data as Record<string, unknown>);
+    } catch (err) {
+      const status = (err as { status?: number }).status;
+      if (status === 404 || status === 403) return undefined;
+      throw err instanceof RcError ? err : apiError("reading the repository", err);
+    }
+  }
+
+  /** POST /repos/{owner}/{repo}/statuses/{sha} as the installation. */
+  async createStatus(
+    installationId: number,
+    fullName: string,
+    sha: string,
+    status: { state: CommitState; description: string; target_url?: string },
+  ): Promise<void> {
+    const [owner, repo] = fullName.split("/");
+    const token = await this.installationToken(installationId);
+    try {
+      await this.request("POST /repos/{owner}/{repo}/statuses/{sha}", {
+        owner,
+        repo,
+        sha,
+        context: "relayctl",
+        ...status,
+        description: status.description.slice(0, 140),
+        headers: { authorization: `token ${token}` },
+      });
+    } catch (err) {
+      throw apiError("reporting a commit status", err);
+    }
+  }
+}
+
+function apiError(what: string, err: unknown): RcError {
+  const status = (err as { status?: number }).status;
+  return new RcError("RC_ERR_GITHUB_API", `GitHub's API failed ${what}${status ? ` (HTTP ${status})` : ""}`, {
+    cause: err,
+  });
+}

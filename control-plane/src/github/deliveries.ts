@@ -1,0 +1,166 @@
+// The github_deliveries table: every verified delivery is recorded here before
+// it is answered, and the processor works from here. The delivery id
+// (X-GitHub-Delivery) is unique, so a redelivery records nothing and causes
+// nothing. A delivery is claimed by a conditional UPDATE with a lease, so with
+// several api instances each delivery is processed by one at a time, and one
+// whose processor died is taken up again when its lease runs out.
+import type { Knex } from "knex";
+import { isDuplicate } from "./sql.js";
+
+export interface NewDelivery {
+  id: string;
+  event: string;
+  action: string | null;
+  installationId: number | null;
+  repositoryId: number | null;
+  payload: string;
+}
+
+export interface DeliveryRow {
+  seq: number;
+  id: string;
+  event: string;
+  action: string | null;
+  installation_id: number | null;
+  repository_id: number | null;
+  tenant_id: string | null;
+  payload: string;
+  status: string;
+  attempts: number;
+  outcome: string | null;
+  received_at: number;
+  processed_at: number | null;
+}
+
+/** What a delivery did, shown to its tenant. `result` is a short machine word. */
+export interface Outcome {
+  result: string;
+  detail: string;
+  deployments?: { application_id: string; deployment_id: string; commit_sha: string }[];
+  skipped?: { application_id: string; reason: string }[];
+}
+
+/** How long a claim holds before another processor may take the delivery. */
+export const CLAIM_MS = 60_000;
+/** A delivery that failed this often is left failed (its outcome says why). */
+export const MAX_ATTEMPTS = 5;
+
+/** Records a delivery; false when its id was recorded before (a redelivery). */
+export async function recordDelivery(db: Knex, d: NewDelivery): Promise<boolean> {
+  try {
+    await db("github_deliveries").insert({
+      id: d.id,
+      event: d.event,
+      action: d.action,
+      installation_id: d.installationId,
+      repository_id: d.repositoryId,
+      payload: d.payload,
+      status: "pending",
+      attempts: 0,
+      received_at: Date.now(),
+    });
+    return true;
+  } catch (err) {
+    if (isDuplicate(err)) return false;
+    throw err;
+  }
+}
+
+/** Claims the oldest delivery waiting (or whose claim ran out); undefined when none. */
+export async function claimNext(db: Knex): Promise<DeliveryRow | undefined> {
+  for (let tries = 0; tries < 5; tries++) {
+    const now = Date.now();
+    const next = await db("github_deliveries")
+      .where((q) =>
+        q
+          .where({ status: "pending" })
+          .orWhere((q2) => q2.where({ status: "processing" }).andWhere("claimed_until", "<", now)),
+      )
+      .orderBy("seq", "asc")
+      .first<{ seq: number; status: string; claimed_until: number | null } | undefined>(
+        "seq",
+        "status",
+        "claimed_until",
+      );
+    if (!next) return undefined;
+    const won = await db("github_deliveries")
+      .where({ seq: next.seq, status: next.status })
+      .andWhere((q) =>
+        next.claimed_until === null
+          ? q.whereNull("claimed_until")
+          : q.where({ claimed_until: next.claimed_until }),
+      )
+      .update({ status: "processing", claimed_until: now + CLAIM_MS, attempts: db.raw("attempts + 1") });
+    if (won === 1) return db("github_deliveries").where({ seq: next.seq }).first<DeliveryRow>();
+  }
+  return undefined;
+}
+
+export async function finishDelivery(
+  db: Knex | Knex.Transaction,
+  seq: number,
+  status: "done" | "failed" | "pending",
+  outcome: Outcome,
+  tenantId: string | null,
+): Promise<void> {
+  await db("github_deliveries")
+    .where({ seq })
+    .update({
+      status,
+      outcome: JSON.stringify(outcome),
+      tenant_id: tenantId,
+      claimed_until: null,
+      processed_at: status === "pending" ? null : Date.now(),
+    });
+}
+
+/** Deliveries of an installation received before it was bound become its tenant's. */
+export async function adoptDeliveries(
+  trx: Knex | Knex.Transaction,
+  installationId: number,
+  tenantId: string,
+) {
+  await trx("github_deliveries")
+    .where({ installation_id: installationId })
+    .whereNull("tenant_id")
+    .update({ tenant_id: tenantId });
+}
+
+export async function listDeliveries(db: Knex, tenantId: string, limit: number, cursor?: number) {
+  const q = db("github_deliveries")
+    .where({ tenant_id: tenantId })
+    .orderBy("seq", "desc")
+    .limit(limit + 1)
+    .select<Omit<DeliveryRow, "payload">[]>(
+      "seq",
+      "id",
+      "event",
+      "action",
+      "installation_id",
+      "repository_id",
+      "status",
+      "attempts",
+      "outcome",
+      "received_at",
+      "processed_at",
+    );
+  if (cursor !== undefined) q.andWhere("seq", "<", cursor);
+  const rows = await q;
+  const more = rows.length > limit;
+  const page = rows.slice(0, limit);
+  return {
+    deliveries: page.map((r) => ({
+      delivery_id: r.id,
+      event: r.event,
+      action: r.action,
+      installation_id: r.installation_id === null ? null : Number(r.installation_id),
+      repository_id: r.repository_id === null ? null : Number(r.repository_id),
+      status: r.status,
+      attempts: Number(r.attempts),
+      outcome: r.outcome ? (JSON.parse(r.outcome) as Outcome) : null,
+      received_at: new Date(Number(r.received_at)).toISOString(),
+      processed_at: r.processed_at === null ? null : new Date(Number(r.processed_at)).toISOString(),
+    })),
+    next_cursor: more ? String(page[page.length - 1]!.seq) : null,
+  };
+}

@@ -1,0 +1,52 @@
+// The GitHub integration of one control-plane process: the App client, the
+// context its handlers share and the background delivery processor. Built at
+// boot when the App is configured (serve.ts); absent otherwise, and every
+// GitHub endpoint then answers 503 RC_ERR_GITHUB_UNCONFIGURED.
+import type { Knex } from "knex";
+import type { Logger } from "pino";
+import type { Config } from "../config.js";
+import type { ApplicationRow } from "../applications/store.js";
+import type { DeployService } from "../deployments/service.js";
+import { RcError } from "../errors.js";
+import { GitHubApp } from "./app-client.js";
+import type { GitHubContext } from "./context.js";
+import { cannotDeploy, reachableRepository } from "./installations.js";
+import { DeliveryProcessor } from "./processor.js";
+
+export interface GitHubIntegration {
+  app: GitHubApp;
+  ctx: GitHubContext;
+  processor: DeliveryProcessor;
+}
+
+export async function startGitHub(
+  config: Config,
+  db: Knex,
+  deploys: DeployService,
+  log: Logger,
+): Promise<GitHubIntegration | undefined> {
+  if (!config.github) return undefined;
+  const app = await GitHubApp.create(config.github);
+  const ctx: GitHubContext = {
+    db,
+    deploys,
+    app,
+    log,
+    deployTimeoutSeconds: config.githubDeployTimeoutSeconds,
+    publicUrl: config.publicUrl,
+  };
+  // Every deployment of a linked application (push or not) fetches with a token minted for it.
+  deploys.useSourceCredentials((a) => installationCredential(ctx, a));
+  const processor = new DeliveryProcessor(ctx);
+  processor.start();
+  return { app, ctx, processor };
+}
+
+async function installationCredential(ctx: GitHubContext, a: ApplicationRow) {
+  if (a.github_repository_id === null || a.github_repository_id === undefined) return undefined;
+  const repo = await reachableRepository(ctx.db, Number(a.github_repository_id));
+  const blocked = cannotDeploy(repo, a.tenant_id);
+  if (blocked) throw new RcError("RC_ERR_NOT_DEPLOYABLE", `cannot deploy: ${blocked}`);
+  const token = await ctx.app.installationToken(Number(repo!.installation_id), Number(repo!.id));
+  return { username: "x-access-token", password: token };
+}

@@ -1,0 +1,81 @@
+// Commit statuses owed to GitHub for push deployments (context "relayctl"):
+// `pending` once the deployment exists, then `success` when it serves, or
+// `failure` (`error` when a newer push superseded it). github_commit_statuses
+// remembers the last state told, so a pass sends only what changed, and a
+// control plane restarted in between catches up; a state is sent before it is
+// recorded, so at worst GitHub hears one twice (statuses are append-only there).
+import type { CommitState } from "./app-client.js";
+import type { GitHubContext } from "./context.js";
+
+interface Owed {
+  deployment_id: string;
+  installation_id: number;
+  repository_id: number;
+  commit_sha: string;
+  reported_state: string | null;
+  full_name: string;
+  tenant_id: string;
+  application_id: string;
+  status: string;
+  stderr: string | null;
+}
+
+function stateOf(o: Owed): { state: CommitState; description: string } {
+  if (o.status === "running") return { state: "pending", description: "relayctl is deploying this commit" };
+  if (o.status === "completed") return { state: "success", description: "deployed and serving" };
+  const why = (o.stderr ?? "").split("\n")[0] ?? "";
+  if (why.startsWith("superseded")) return { state: "error", description: why };
+  return { state: "failure", description: `deployment ${o.status}: ${why}` };
+}
+
+const FINAL = ["success", "failure", "error"];
+
+/** One pass: tells GitHub every state that changed since it was last told. Returns how many were sent. */
+export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<number> {
+  const owed = await ctx
+    .db("github_commit_statuses as s")
+    .join("deployments as d", "d.id", "s.deployment_id")
+    .join("operations as o", "o.id", "d.operation_id")
+    .join("github_repositories as r", "r.id", "s.repository_id")
+    .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
+    .orderBy("s.created_at", "asc")
+    .limit(limit)
+    .select<Owed[]>(
+      "s.deployment_id",
+      "s.installation_id",
+      "s.repository_id",
+      "s.commit_sha",
+      "s.reported_state",
+      "r.full_name",
+      "d.tenant_id",
+      "d.application_id",
+      "o.status",
+      "o.stderr",
+    );
+  let sent = 0;
+  for (const o of owed) {
+    const next = stateOf(o);
+    if (next.state === o.reported_state) continue;
+    const target = ctx.publicUrl
+      ? `${ctx.publicUrl}/api/tenants/${o.tenant_id}/applications/${o.application_id}/deployments/${o.deployment_id}`
+      : undefined;
+    try {
+      await ctx.app.createStatus(Number(o.installation_id), o.full_name, o.commit_sha, {
+        ...next,
+        ...(target ? { target_url: target } : {}),
+      });
+    } catch (err) {
+      ctx.log.warn(
+        { err, deployment_id: o.deployment_id },
+        "commit status not reported; retried on the next pass",
+      );
+      continue;
+    }
+    await ctx
+      .db("github_commit_statuses")
+      .where({ deployment_id: o.deployment_id })
+      .update({ reported_state: next.state });
+    sent++;
+  }
+  return sent;
+}
