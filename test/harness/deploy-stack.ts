@@ -15,6 +15,7 @@ export interface DeployStackOptions {
   /** registries.conf for the agent's podman (CONTAINERS_REGISTRIES_CONF). */
   registriesConf?: string;
   agentEnv?: Record<string, string>;
+  serverEnv?: Record<string, string>;
 }
 
 /** Application fields of the contract; createApp fills what a test leaves out. */
@@ -101,6 +102,7 @@ export async function startDeployStack(opts: DeployStackOptions = {}): Promise<D
       ...(opts.registriesConf ? { CONTAINERS_REGISTRIES_CONF: opts.registriesConf } : {}),
       ...opts.agentEnv,
     },
+    serverEnv: opts.serverEnv,
   });
   const tenantId = s.c.tenantId;
   const appPath = (appId: string, suffix = "", tid = tenantId) =>

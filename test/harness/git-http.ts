@@ -94,12 +94,26 @@ function serveCgi(
   });
 }
 
-/** Serves the repositories under `root` (bare, or work trees) to `user`:`password` only. */
-export async function startGitHttp(root: string, user: string, password: string): Promise<GitHttpServer> {
+/**
+ * Serves the repositories under `root` (bare, or work trees) to `user`:`password`
+ * only; `password` may be a check (a token the test minted, say).
+ */
+export async function startGitHttp(
+  root: string,
+  user: string,
+  password: string | ((given: string) => boolean),
+): Promise<GitHttpServer> {
   const requests: GitHttpRequest[] = [];
-  const expected = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+  const ok = typeof password === "string" ? (p: string) => p === password : password;
+  const authorizedBy = (header: string | undefined) => {
+    const m = /^Basic (.+)$/.exec(header ?? "");
+    if (!m) return false;
+    const text = Buffer.from(m[1]!, "base64").toString("utf8");
+    const at = text.indexOf(":");
+    return at > 0 && text.slice(0, at) === user && ok(text.slice(at + 1));
+  };
   const server = createServer((req, res) => {
-    const authorized = req.headers.authorization === expected;
+    const authorized = authorizedBy(req.headers.authorization);
     const log: GitHttpRequest = {
       method: req.method ?? "",
       path: req.url ?? "",

@@ -10,6 +10,8 @@ import { type NginxServer, startNginx } from "./nginx";
 export interface RouteStackOptions {
   proxy?: "caddy" | "nginx";
   agentEnv?: Record<string, string>;
+  /** Extra env of the control-plane processes (the GitHub App settings, say). */
+  serverEnv?: Record<string, string>;
 }
 
 export interface ApplicationBody {
@@ -67,7 +69,7 @@ async function proxyFor(kind: "caddy" | "nginx") {
 
 export async function startRouteStack(opts: RouteStackOptions = {}): Promise<RouteStack> {
   const proxy = await proxyFor(opts.proxy ?? "caddy");
-  const c = await startCluster({ agentEnv: { ...proxy.env, ...opts.agentEnv } });
+  const c = await startCluster({ agentEnv: { ...proxy.env, ...opts.agentEnv }, serverEnv: opts.serverEnv });
   const out = await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", uniq("mgmt")]);
   const apiKey = String(out.key);
   const manage = (path: string, o: RequestOptions = {}) =>

@@ -1,0 +1,350 @@
+// The GitHub App integration against a running control plane (api and gateway
+// processes, MariaDB, NATS), a podman agent and Caddy. GitHub's API is the only
+// stand-in (harness/github-api.ts, checking the App JWT signed with the test
+// key); deliveries are the real example payloads of @octokit/webhooks-examples,
+// signed with @octokit/webhooks' own signer; the private repository is served
+// over smart HTTP with basic auth that accepts only tokens the stand-in minted.
+import { randomBytes, randomUUID } from "node:crypto";
+import { symlinkSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import test from "ava";
+import { describe } from "./harness/assertions";
+import { cleanupAll } from "./harness/cleanup";
+import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
+import { type GitHttpServer, startGitHttp } from "./harness/git-http";
+import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
+import { waitForBody } from "./harness/traffic";
+import { pollUntil } from "./harness/wait";
+
+// biome-ignore lint/suspicious/noExplicitAny: example payloads are read and edited field by field
+type Json = Record<string, any>;
+const INSTALLATION = 31337;
+const REPO_ID = 1296269;
+const FULL_NAME = "octo-org/app";
+const SECRET = randomBytes(24).toString("hex");
+
+let gh: GitHubApiStandIn;
+let git: GitHttpServer;
+let repo: AppRepo;
+let s: DeployStack;
+let app: App;
+let sign: (body: string) => Promise<string>;
+let examples: { name: string; examples: Json[] }[];
+
+const example = (event: string, pick: (e: Json) => boolean): Json => {
+  const found = examples.find((e) => e.name === event)?.examples.find(pick);
+  if (!found) throw new Error(`no ${event} example`);
+  return structuredClone(found);
+};
+const repositoryJson = (name = FULL_NAME) => ({
+  ...example("push", (e) => e.ref === "refs/heads/master").repository,
+  id: REPO_ID,
+  name: name.split("/")[1],
+  full_name: name,
+  private: true,
+  default_branch: "main",
+  clone_url: git.url(name.split("/")[1]!),
+});
+
+async function deliver(
+  event: string,
+  payload: Json,
+  opts: { id?: string; signature?: string | null; body?: string } = {},
+) {
+  const body = opts.body ?? JSON.stringify(payload);
+  const id = opts.id ?? randomUUID();
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    "x-github-event": event,
+    "x-github-delivery": id,
+    "user-agent": "GitHub-Hookshot/test",
+  };
+  const signature = opts.signature === undefined ? await sign(body) : opts.signature;
+  if (signature !== null) headers["x-hub-signature-256"] = signature;
+  const res = await fetch(`${s.c.baseUrl}/webhooks/github`, { method: "POST", headers, body });
+  const text = await res.text();
+  return { id, status: res.status, json: text ? (JSON.parse(text) as Json) : {} };
+}
+
+function pushPayload(sha: string, opts: { ref?: string; deleted?: boolean; message?: string } = {}): Json {
+  const p = example("push", (e) => e.ref === "refs/heads/master" && !e.deleted);
+  p.ref = opts.ref ?? "refs/heads/main";
+  p.after = opts.deleted ? "0000000000000000000000000000000000000000" : sha;
+  p.deleted = Boolean(opts.deleted);
+  p.head_commit = opts.deleted ? null : { ...p.head_commit, id: sha, message: opts.message ?? "a commit" };
+  p.repository = repositoryJson();
+  p.installation = { id: INSTALLATION, node_id: "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==" };
+  return p;
+}
+
+/** The tenant's view of one delivery, once processed. */
+async function processed(id: string): Promise<Json> {
+  return pollUntil(
+    async () => {
+      const res = await s.manage("/github/deliveries?limit=100");
+      const d = (res.json.deliveries as Json[] | undefined)?.find((x) => x.delivery_id === id);
+      return d && d.status !== "pending" && d.status !== "processing" ? d : undefined;
+    },
+    { what: `delivery ${id} processed`, timeoutMs: 30_000 },
+  );
+}
+
+async function deploymentCount(): Promise<number> {
+  const rows = await s.c.db.query<{ n: number }>(
+    "SELECT COUNT(*) AS n FROM deployments WHERE application_id = ?",
+    [app.id],
+  );
+  return Number(rows[0]!.n);
+}
+
+test.before(async () => {
+  examples = (await import("@octokit/webhooks-examples")).default as never;
+  const { Webhooks } = await import("@octokit/webhooks");
+  const webhooks = new Webhooks({ secret: SECRET });
+  sign = (body) => webhooks.sign(body);
+  gh = await startGitHubApi();
+  repo = await createAppRepo({ name: "app", first: "1" });
+  // The repository's new name after the rename test, served from the same work tree.
+  symlinkSync(repo.path, join(dirname(repo.path), "app-renamed"));
+  git = await startGitHttp(dirname(repo.path), "x-access-token", (token) => gh.acceptsToken(token));
+  gh.repositories.set(REPO_ID, {
+    id: REPO_ID,
+    full_name: FULL_NAME,
+    default_branch: "main",
+    private: true,
+    clone_url: git.url(basename(repo.path)),
+  });
+  s = await startDeployStack({
+    serverEnv: {
+      RELAYCTL_GITHUB_APP_ID: gh.appId,
+      RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
+      RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
+      RELAYCTL_GITHUB_WEBHOOK_SECRET: SECRET,
+      RELAYCTL_GITHUB_API_URL: gh.url,
+      RELAYCTL_PUBLIC_URL: "https://relayctl.example",
+    },
+  });
+  app = await s.createApp({ auto_deploy: true, git_repository: git.url("app") });
+});
+test.after.always(cleanupAll);
+
+test.serial(
+  "github - a missing, wrong-secret or tampered signature is 401 and records nothing",
+  async (t) => {
+    const body = JSON.stringify(pushPayload(repo.head().sha));
+    const id = randomUUID();
+    const wrong = await new (await import("@octokit/webhooks")).Webhooks({
+      secret: "not-the-secret-at-all",
+    }).sign(body);
+    const good = await sign(body);
+    const cases = {
+      missing: await deliver("push", {}, { id, body, signature: null }),
+      wrongSecret: await deliver("push", {}, { id, body, signature: wrong }),
+      tampered: await deliver(
+        "push",
+        {},
+        { id, body: body.replace('"refs/heads/main"', '"refs/heads/prod"'), signature: good },
+      ),
+      malformed: await deliver("push", {}, { id, body, signature: "sha256=zz" }),
+    };
+    for (const [name, res] of Object.entries(cases)) t.is(res.status, 401, name);
+    const rows = await s.c.db.query("SELECT id FROM github_deliveries WHERE id = ?", [id]);
+    t.is(rows.length, 0);
+  },
+);
+
+test.serial(
+  "github - the setup URL binds an installation to the tenant that asked; a state is single-use and unforgeable",
+  async (t) => {
+    gh.installations.set(INSTALLATION, {
+      id: INSTALLATION,
+      account: { login: "octo-org", type: "Organization" },
+      created_at: new Date(Date.now() + 1000).toISOString(),
+      repositories: [REPO_ID],
+    });
+    // The installation arrives by webhook first and waits unbound.
+    const created = example("installation", (e) => e.action === "created");
+    created.installation = {
+      ...created.installation,
+      id: INSTALLATION,
+      account: { ...created.installation.account, login: "octo-org" },
+    };
+    created.repositories = [{ id: REPO_ID, name: "app", full_name: FULL_NAME, private: true }];
+    const d = await deliver("installation", created);
+    t.is(d.status, 202);
+    await pollUntil(
+      async () =>
+        (await s.c.db.query("SELECT status FROM github_deliveries WHERE id = ? AND status = 'done'", [d.id]))
+          .length === 1 || undefined,
+      { what: "installation delivery processed", timeoutMs: 30_000 },
+    );
+    t.deepEqual((await s.manage("/github/installations")).json.installations, [], "unbound: nobody's yet");
+
+    const link = await s.manage("/github/install-link", { method: "POST" });
+    t.is(link.status, 200, describe(link));
+    t.regex(String(link.json.url), /^https:\/\/github\.com\/apps\/relayctl-test\/installations\/new\?state=/);
+    const state = String(link.json.state);
+    const setup = (st: string) =>
+      fetch(
+        `${s.c.baseUrl}/github/setup?installation_id=${INSTALLATION}&state=${encodeURIComponent(st)}&setup_action=install`,
+      );
+    const [nonce, exp] = state.split(".");
+    t.is((await setup(`${nonce}.${exp}.${"A".repeat(43)}`)).status, 400, "forged signature");
+    const ok = await setup(state);
+    t.is(ok.status, 200);
+    t.like(await ok.json(), { installation_id: INSTALLATION, tenant_id: s.tenantId, account: "octo-org" });
+    t.is((await setup(state)).status, 400, "the state was spent");
+
+    const insts = (await s.manage("/github/installations")).json.installations as Json[];
+    t.deepEqual(insts[0]?.repositories, [{ repository_id: REPO_ID, full_name: FULL_NAME, private: true }]);
+    // The delivery received before the binding is now the tenant's, with what it did.
+    t.like(await processed(d.id), {
+      event: "installation",
+      action: "created",
+      outcome: { result: "recorded" },
+    });
+    t.true(gh.refused.length === 0, `stand-in refused: ${gh.refused.join(", ")}`);
+  },
+);
+
+test.serial(
+  "github - a push to the deploy branch deploys the commit through Caddy and reports success on the commit",
+  async (t) => {
+    const linked = await s.manage(s.appPath(app.id, "/github-repository"), {
+      method: "PUT",
+      body: { repository_id: REPO_ID },
+    });
+    t.is(linked.status, 200, describe(linked));
+    t.like(linked.json, { repository_id: REPO_ID, full_name: FULL_NAME, deployable: true });
+    const v2 = await repo.commitVersion("2", "Ship version 2");
+    const d = await deliver("push", pushPayload(v2.sha, { message: v2.message }));
+    t.deepEqual([d.status, d.json.duplicate], [202, false]);
+    const outcome = (await processed(d.id)).outcome as Json;
+    t.is(outcome.result, "deployed", JSON.stringify(outcome));
+    const deploymentId = String(outcome.deployments[0].deployment_id);
+    const view = await s.deployment(app.id, deploymentId);
+    t.like(view.json, { trigger: "webhook", commit_sha: v2.sha, triggered_by: { type: "github_app" } });
+    const op = await s.waitOperation(String(view.json.operation_id));
+    t.is(op.json.status, "completed", describe(op));
+    await waitForBody(s.proxyPort, app.fqdn, "version 2");
+    t.like((await s.deployment(app.id, deploymentId)).json, { commit_message: "Ship version 2" });
+    // git fetched with a minted installation token, which went nowhere else.
+    t.true(
+      git.requests.some((r) => r.authorized),
+      "git was authorised by a minted token",
+    );
+    t.false(git.requests.some((r) => /ghs_/.test(r.path)));
+    const dump = await s.c.db.dumpText();
+    for (const m of gh.minted) t.false(dump.includes(m.token), "a minted token is stored nowhere");
+    const states = await pollUntil(
+      async () => {
+        const mine = gh.statuses.filter((x) => x.sha === v2.sha).map((x) => x.state);
+        return mine.includes("success") ? mine : undefined;
+      },
+      { what: "success status on the stand-in", timeoutMs: 30_000 },
+    );
+    t.is(states[0], "pending");
+    const last = gh.statuses.filter((x) => x.sha === v2.sha).at(-1)!;
+    t.like(last, { full_name: FULL_NAME, context: "relayctl", state: "success" });
+    t.is(
+      last.target_url,
+      `https://relayctl.example/api/tenants/${s.tenantId}/applications/${app.id}/deployments/${deploymentId}`,
+    );
+  },
+);
+
+test.serial(
+  "github - one deployment per (application, commit); other branches, deletions and auto-deploy off deploy nothing, and say so",
+  async (t) => {
+    const before = await deploymentCount();
+    const sha = repo.head().sha;
+    const first = gh.statuses.length;
+    // The same push again under a new delivery id (a second installation covering the repository, say).
+    const again = await deliver("push", pushPayload(sha));
+    t.regex(JSON.stringify((await processed(again.id)).outcome), /already deployed/);
+    // A redelivery of one delivery id.
+    const redelivered = await deliver("push", pushPayload(sha), { id: again.id });
+    t.deepEqual([redelivered.status, redelivered.json.duplicate], [202, true]);
+    const other = await deliver("push", pushPayload("a".repeat(40), { ref: "refs/heads/feature" }));
+    t.regex(
+      JSON.stringify((await processed(other.id)).outcome),
+      /push to 'feature'; the application deploys 'main'/,
+    );
+    const deletion = await deliver("push", pushPayload(sha, { deleted: true }));
+    t.regex(JSON.stringify((await processed(deletion.id)).outcome), /deleted: a deletion deploys nothing/);
+    const off = await s.manage(`/applications/${app.id}`, { method: "PATCH", body: { auto_deploy: false } });
+    t.is(off.status, 200, describe(off));
+    const whileOff = await deliver("push", pushPayload("b".repeat(40)));
+    t.like((await processed(whileOff.id)).outcome, {
+      result: "nothing",
+      skipped: [{ reason: "auto_deploy is off" }],
+    });
+    await s.manage(`/applications/${app.id}`, { method: "PATCH", body: { auto_deploy: true } });
+    t.is(await deploymentCount(), before);
+    t.is(gh.statuses.length, first, "nothing deployed, nothing reported");
+  },
+);
+
+test.serial(
+  "github - pushes in quick succession deploy the newest commit; a queued older one is superseded",
+  async (t) => {
+    const v3 = await repo.commitVersion("3");
+    const v4 = await repo.commitVersion("4");
+    const v5 = await repo.commitVersion("5");
+    const ids: string[] = [];
+    for (const c of [v3, v4, v5]) ids.push((await deliver("push", pushPayload(c.sha))).id);
+    const outcomes = await Promise.all(ids.map(async (id) => (await processed(id)).outcome as Json));
+    const [d3, d4, d5] = outcomes.map((o) => String(o.deployments?.[0]?.deployment_id));
+    const op5 = await s.waitOperation(String((await s.deployment(app.id, d5!)).json.operation_id));
+    t.is(op5.json.status, "completed", describe(op5));
+    await waitForBody(s.proxyPort, app.fqdn, "version 5");
+    // v4 waited behind v3 (or v3 too was still waiting): the newer push replaced it.
+    const view4 = (await s.deployment(app.id, d4!)).json;
+    t.like(view4, { status: "failed" }, JSON.stringify(view4));
+    t.regex(String(view4.error), /superseded by a newer push/);
+    const view3 = (await s.deployment(app.id, d3!)).json;
+    t.true(view3.status === "completed" || /superseded/.test(String(view3.error)), JSON.stringify(view3));
+    await pollUntil(
+      async () => gh.statuses.some((x) => x.sha === v4.sha && x.state === "error") || undefined,
+      {
+        what: "the superseded commit's error status",
+        timeoutMs: 30_000,
+      },
+    );
+  },
+);
+
+test.serial(
+  "github - a renamed repository keeps its application; one removed from the installation cannot deploy",
+  async (t) => {
+    const renamed = example("repository", (e) => e.action === "renamed");
+    renamed.repository = repositoryJson("octo-org/app-renamed");
+    renamed.installation = { id: INSTALLATION };
+    const r = await deliver("repository", renamed);
+    t.like((await processed(r.id)).outcome, { result: "recorded" });
+    const link = await s.manage(s.appPath(app.id, "/github-repository"));
+    t.like(link.json, { repository_id: REPO_ID, full_name: "octo-org/app-renamed", deployable: true });
+    t.is((await s.manage(`/applications/${app.id}`)).json.git_repository, git.url("app-renamed"));
+    // Still found by id: the head commit's push is recognised as deployed already.
+    const push = await deliver("push", pushPayload(repo.head().sha));
+    t.regex(JSON.stringify((await processed(push.id)).outcome), /already deployed/);
+
+    const removed = example("installation_repositories", (e) => e.action === "removed");
+    removed.installation = { ...removed.installation, id: INSTALLATION };
+    removed.repositories_removed = [
+      { id: REPO_ID, name: "app-renamed", full_name: "octo-org/app-renamed", private: true },
+    ];
+    const rm = await deliver("installation_repositories", removed);
+    await processed(rm.id);
+    const after = await s.manage(s.appPath(app.id, "/github-repository"));
+    t.like(after.json, { deployable: false });
+    t.regex(String(after.json.reason), /removed from the GitHub App installation/);
+    const v6 = await repo.commitVersion("6");
+    const p6 = await deliver("push", pushPayload(v6.sha));
+    t.regex(JSON.stringify((await processed(p6.id)).outcome), /cannot deploy: .*removed/);
+    const manual = await s.dashboardDeploy(app.id);
+    t.is(manual.status, 422, describe(manual));
+    await waitForBody(s.proxyPort, app.fqdn, "version 5");
+  },
+);

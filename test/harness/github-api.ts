@@ -1,0 +1,193 @@
+// A stand-in for GitHub's REST API (GitHub is outside this machine's reach),
+// following GitHub's documented contract for the endpoints relayctl calls as
+// its App:
+//   GET  /app/installations/{id}                  App JWT (RS256, iss = App id, exp ≤ 10 min)
+//   POST /app/installations/{id}/access_tokens    App JWT → 201 {token, expires_at, ...}
+//   GET  /repositories/{id}                       installation token
+//   POST /repos/{owner}/{repo}/statuses/{sha}     installation token → 201
+// The App JWT is checked against the test key's public half, so a client that
+// signs badly (or with another key) gets GitHub's 401. Tokens are random per
+// mint, valid only for their installation (and the repositories asked for), and
+// `acceptsToken` lets a git host accept exactly the minted ones.
+import { createPublicKey, generateKeyPairSync, randomBytes, verify } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
+import { join } from "node:path";
+import { makeTempDir, onCleanup } from "./cleanup";
+
+export interface StandInRepository {
+  id: number;
+  full_name: string;
+  default_branch: string;
+  private: boolean;
+  clone_url: string;
+}
+
+export interface StandInInstallation {
+  id: number;
+  account: { login: string; type: string };
+  created_at: string;
+  repositories: number[];
+}
+
+export interface PostedStatus {
+  full_name: string;
+  sha: string;
+  state: string;
+  description: string;
+  target_url?: string;
+  context: string;
+}
+
+export interface GitHubApiStandIn {
+  url: string;
+  appId: string;
+  /** Path of the App's private key (PEM), for RELAYCTL_GITHUB_PRIVATE_KEY_FILE. */
+  privateKeyFile: string;
+  installations: Map<number, StandInInstallation>;
+  repositories: Map<number, StandInRepository>;
+  statuses: PostedStatus[];
+  /** Every token minted, in order. */
+  minted: { token: string; installationId: number }[];
+  /** Requests refused for a bad App JWT or token. */
+  refused: string[];
+  acceptsToken(token: string): boolean;
+  stop(): Promise<void>;
+}
+
+function b64json(part: string): Record<string, unknown> | undefined {
+  try {
+    return JSON.parse(Buffer.from(part, "base64url").toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}
+
+export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn> {
+  const { privateKey, publicKey } = generateKeyPairSync("rsa", { modulusLength: 2048 });
+  const privateKeyFile = join(makeTempDir("gh-app"), "app.pem");
+  writeFileSync(privateKeyFile, privateKey.export({ type: "pkcs1", format: "pem" }), { mode: 0o600 });
+  const pub = createPublicKey(publicKey.export({ type: "spki", format: "pem" }));
+  const installations = new Map<number, StandInInstallation>();
+  const repositories = new Map<number, StandInRepository>();
+  const statuses: PostedStatus[] = [];
+  const minted: { token: string; installationId: number; repositoryIds?: number[] }[] = [];
+  const refused: string[] = [];
+
+  const appJwtOk = (req: IncomingMessage): boolean => {
+    const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/.exec(req.headers.authorization ?? "");
+    if (!m) return false;
+    const header = b64json(m[1]!);
+    const claims = b64json(m[2]!);
+    if (header?.alg !== "RS256" || !claims) return false;
+    const signed = verify("RSA-SHA256", Buffer.from(`${m[1]}.${m[2]}`), pub, Buffer.from(m[3]!, "base64url"));
+    const now = Math.floor(Date.now() / 1000);
+    const exp = Number(claims.exp);
+    const iat = Number(claims.iat);
+    return signed && String(claims.iss) === appId && exp > now && exp - iat <= 600 && iat <= now + 60;
+  };
+  const tokenOf = (req: IncomingMessage) => {
+    const m = /^(?:token|Bearer) (ghs_\w+)$/.exec(req.headers.authorization ?? "");
+    return m ? minted.find((t) => t.token === m[1]) : undefined;
+  };
+  const send = (res: ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { "content-type": "application/json; charset=utf-8" });
+    res.end(JSON.stringify(body));
+  };
+  const unauthorized = (req: IncomingMessage, res: ServerResponse) => {
+    refused.push(`${req.method} ${req.url}`);
+    send(res, 401, { message: "Bad credentials", documentation_url: "https://docs.github.com/rest" });
+  };
+  const notFound = (res: ServerResponse) => send(res, 404, { message: "Not Found" });
+  const installationView = (i: StandInInstallation) => ({
+    id: i.id,
+    account: { login: i.account.login, type: i.account.type, id: i.id * 10 },
+    app_id: Number(appId),
+    target_type: i.account.type,
+    created_at: i.created_at,
+    suspended_at: null,
+    permissions: { contents: "read", statuses: "write", metadata: "read" },
+  });
+
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : {};
+      const url = new URL(req.url ?? "/", "http://x");
+      const path = url.pathname;
+      let m: RegExpExecArray | null;
+      m = req.method === "GET" ? /^\/app\/installations\/(\d+)$/.exec(path) : null;
+      if (m) {
+        if (!appJwtOk(req)) return unauthorized(req, res);
+        const i = installations.get(Number(m[1]));
+        return i ? send(res, 200, installationView(i)) : notFound(res);
+      }
+      m = req.method === "POST" ? /^\/app\/installations\/(\d+)\/access_tokens$/.exec(path) : null;
+      if (m) {
+        if (!appJwtOk(req)) return unauthorized(req, res);
+        const i = installations.get(Number(m[1]));
+        if (!i) return notFound(res);
+        const asked = (body.repository_ids ?? []) as number[];
+        if (asked.some((id) => !i.repositories.includes(id)))
+          return send(res, 422, {
+            message:
+              "There is at least one repository that does not exist or is not accessible to the parent installation.",
+          });
+        const token = `ghs_${randomBytes(18).toString("hex")}`;
+        minted.push({ token, installationId: i.id, repositoryIds: asked.length ? asked : undefined });
+        return send(res, 201, {
+          token,
+          expires_at: new Date(Date.now() + 3600_000).toISOString(),
+          permissions: { contents: "read", statuses: "write", metadata: "read" },
+          repository_selection: asked.length ? "selected" : "all",
+        });
+      }
+      m = req.method === "GET" ? /^\/repositories\/(\d+)$/.exec(path) : null;
+      if (m) {
+        const t = tokenOf(req);
+        if (!t) return unauthorized(req, res);
+        const id = Number(m[1]);
+        const r = repositories.get(id);
+        const i = installations.get(t.installationId);
+        if (!r || !i?.repositories.includes(id) || (t.repositoryIds && !t.repositoryIds.includes(id)))
+          return notFound(res);
+        return send(res, 200, {
+          ...r,
+          name: r.full_name.split("/")[1],
+          owner: { login: r.full_name.split("/")[0] },
+          archived: false,
+        });
+      }
+      m = req.method === "POST" ? /^\/repos\/([^/]+)\/([^/]+)\/statuses\/([0-9a-f]{40})$/.exec(path) : null;
+      if (m) {
+        const t = tokenOf(req);
+        if (!t) return unauthorized(req, res);
+        const full = `${m[1]}/${m[2]}`;
+        const r = [...repositories.values()].find((x) => x.full_name === full);
+        if (!r || !installations.get(t.installationId)?.repositories.includes(r.id)) return notFound(res);
+        if (!["error", "failure", "pending", "success"].includes(body.state))
+          return send(res, 422, { message: "Validation Failed" });
+        statuses.push({ full_name: full, sha: m[3]!, ...body });
+        return send(res, 201, { id: statuses.length, state: body.state, context: body.context ?? "default" });
+      }
+      notFound(res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as { port: number }).port;
+  const stop = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  onCleanup(stop);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    appId,
+    privateKeyFile,
+    installations,
+    repositories,
+    statuses,
+    minted,
+    refused,
+    acceptsToken: (token) => minted.some((t) => t.token === token),
+    stop,
+  };
+}
