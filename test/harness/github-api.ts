@@ -75,7 +75,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const refused: string[] = [];
 
   const appJwtOk = (req: IncomingMessage): boolean => {
-    const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/.exec(req.headers.authorization ?? "");
+    const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/i.exec(req.headers.authorization ?? "");
     if (!m) return false;
     const header = b64json(m[1]!);
     const claims = b64json(m[2]!);
@@ -87,7 +87,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     return signed && String(claims.iss) === appId && exp > now && exp - iat <= 600 && iat <= now + 60;
   };
   const tokenOf = (req: IncomingMessage) => {
-    const m = /^(?:token|Bearer) (ghs_\w+)$/.exec(req.headers.authorization ?? "");
+    const m = /^(?:token|Bearer) (ghs_\w+)$/i.exec(req.headers.authorization ?? "");
     return m ? minted.find((t) => t.token === m[1]) : undefined;
   };
   const send = (res: ServerResponse, status: number, body: unknown) => {

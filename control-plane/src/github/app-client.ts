@@ -43,6 +43,9 @@ export function repositoryOf(r: Record<string, unknown>): GitHubRepository {
 export class GitHubApp {
   private constructor(
     readonly config: GitHubAppConfig,
+    /** Requests as the App (JWT, through auth-app's hook): /app/... routes. */
+    private readonly asApp: RequestFn,
+    /** Requests with an installation token the caller puts in `authorization`. */
     private readonly request: RequestFn,
     private readonly auth: AuthFn & { hook: unknown },
     private readonly verifier: { verify(payload: string, signature: string): Promise<boolean> },
@@ -63,6 +66,7 @@ export class GitHubApp {
     return new GitHubApp(
       config,
       authed as unknown as RequestFn,
+      base as unknown as RequestFn,
       auth as unknown as AuthFn & { hook: unknown },
       new Webhooks({ secret: config.webhookSecret }),
     );
@@ -81,7 +85,7 @@ export class GitHubApp {
   /** GET /app/installations/{id} with the App JWT; undefined when GitHub does not know it. */
   async installation(id: number): Promise<GitHubInstallation | undefined> {
     try {
-      const { data } = await this.request("GET /app/installations/{installation_id}", {
+      const { data } = await this.asApp("GET /app/installations/{installation_id}", {
         installation_id: id,
       });
       return data as GitHubInstallation;
