@@ -209,6 +209,26 @@ test.serial(
 );
 
 test.serial(
+  "github - deliveries up to GitHub's 25 MB cap are accepted and unknown events ignored; a larger body is 413",
+  async (t) => {
+    const ping = {
+      zen: "Keep it logically awesome.",
+      hook_id: 1,
+      installation: { id: INSTALLATION },
+      pad: "",
+    };
+    const overhead = Buffer.byteLength(JSON.stringify(ping));
+    ping.pad = "x".repeat(25 * 1024 * 1024 - overhead);
+    const big = await deliver("ping", ping);
+    t.is(big.status, 202);
+    t.like(await processed(big.id), { event: "ping", outcome: { result: "ignored" } });
+    ping.pad += "x";
+    const over = await deliver("ping", ping);
+    t.is(over.status, 413);
+  },
+);
+
+test.serial(
   "github - a push to the deploy branch deploys the commit through Caddy and reports success on the commit",
   async (t) => {
     const linked = await s.manage(s.appPath(app.id, "/github-repository"), {

@@ -4,6 +4,7 @@
 // nothing. A delivery is claimed by a conditional UPDATE with a lease, so with
 // several api instances each delivery is processed by one at a time, and one
 // whose processor died is taken up again when its lease runs out.
+import { gunzipSync, gzipSync } from "node:zlib";
 import type { Knex } from "knex";
 import { isDuplicate } from "./sql.js";
 
@@ -13,7 +14,7 @@ export interface NewDelivery {
   action: string | null;
   installationId: number | null;
   repositoryId: number | null;
-  payload: string;
+  payload: Buffer;
 }
 
 export interface DeliveryRow {
@@ -24,12 +25,17 @@ export interface DeliveryRow {
   installation_id: number | null;
   repository_id: number | null;
   tenant_id: string | null;
-  payload: string;
+  payload_gz: Buffer;
   status: string;
   attempts: number;
   outcome: string | null;
   received_at: number;
   processed_at: number | null;
+}
+
+/** The delivery's body as GitHub sent it. */
+export function payloadText(d: DeliveryRow): string {
+  return gunzipSync(d.payload_gz).toString("utf8");
 }
 
 /** What a delivery did, shown to its tenant. `result` is a short machine word. */
@@ -54,7 +60,7 @@ export async function recordDelivery(db: Knex, d: NewDelivery): Promise<boolean>
       action: d.action,
       installation_id: d.installationId,
       repository_id: d.repositoryId,
-      payload: d.payload,
+      payload_gz: gzipSync(d.payload),
       status: "pending",
       attempts: 0,
       received_at: Date.now(),
@@ -131,7 +137,7 @@ export async function listDeliveries(db: Knex, tenantId: string, limit: number, 
     .where({ tenant_id: tenantId })
     .orderBy("seq", "desc")
     .limit(limit + 1)
-    .select<Omit<DeliveryRow, "payload">[]>(
+    .select<Omit<DeliveryRow, "payload_gz">[]>(
       "seq",
       "id",
       "event",

@@ -8,7 +8,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import type { GitHubContext, Payload } from "./context.js";
-import { type DeliveryRow, MAX_ATTEMPTS, type Outcome, claimNext, finishDelivery } from "./deliveries.js";
+import {
+  type DeliveryRow,
+  MAX_ATTEMPTS,
+  type Outcome,
+  claimNext,
+  finishDelivery,
+  payloadText,
+} from "./deliveries.js";
 import { installationEvent, installationRepositoriesEvent, repositoryEvent } from "./installations.js";
 import { pushEvent } from "./push.js";
 import { reportStatuses } from "./statuses.js";
@@ -96,7 +103,7 @@ export class DeliveryProcessor {
   }
 
   async #handle(d: DeliveryRow): Promise<Handled> {
-    const p = JSON.parse(d.payload) as Payload;
+    const p = JSON.parse(payloadText(d)) as Payload;
     const action = d.action ?? "";
     const db = this.ctx.db;
     const tenantOf = async () => {

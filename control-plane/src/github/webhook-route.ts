@@ -50,7 +50,7 @@ export const webhookRoute =
         action: typeof payload.action === "string" ? payload.action.slice(0, 64) : null,
         installationId: payload.installation?.id ? Number(payload.installation.id) : null,
         repositoryId: payload.repository?.id ? Number(payload.repository.id) : null,
-        payload: raw.toString("utf8"),
+        payload: raw,
       });
       if (recorded) github.processor.nudge();
       return reply.status(202).send({ delivery_id: id, duplicate: !recorded });

@@ -44,7 +44,9 @@ export async function up(knex: Knex): Promise<void> {
     t.bigInteger("installation_id").nullable();
     t.bigInteger("repository_id").nullable();
     t.string("tenant_id", 36).nullable();
-    t.text("payload", "longtext").notNullable();
+    // gzip of the raw body: GitHub sends up to 25 MB, more than MariaDB's
+    // default max_allowed_packet (16 MB) lets one INSERT carry as text.
+    t.specificType("payload_gz", "longblob").notNullable();
     /** pending | processing | done | failed */
     t.string("status", 16).notNullable();
     t.integer("attempts").notNullable().defaultTo(0);
