@@ -1,3 +1,7 @@
+import { generateKeyPairSync } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import test from "ava";
 import { ConfigError, loadConfig } from "./config.js";
 
@@ -82,4 +86,52 @@ test("config - HTTP timeouts have defaults and the headers timeout fits in the r
       }),
     { message: /RELAYCTL_HTTP_HEADERS_TIMEOUT_MS: must not exceed RELAYCTL_HTTP_REQUEST_TIMEOUT_MS/ },
   );
+});
+
+test("config - the GitHub App settings come all together, with a readable PEM key", (t) => {
+  const dir = mkdtempSync(join(tmpdir(), "relayctl-gh-config-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const pem = join(dir, "app.pem");
+  writeFileSync(
+    pem,
+    generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs1", format: "pem" }),
+  );
+  const notPem = join(dir, "not.pem");
+  writeFileSync(notPem, "hello");
+  const gh = {
+    ...base,
+    RELAYCTL_GITHUB_APP_ID: "12345",
+    RELAYCTL_GITHUB_APP_SLUG: "relayctl",
+    RELAYCTL_GITHUB_PRIVATE_KEY_FILE: pem,
+    RELAYCTL_GITHUB_WEBHOOK_SECRET: "0123456789abcdef0123",
+  };
+  const c = loadConfig({ ...gh, RELAYCTL_GITHUB_API_URL: "https://ghe.example/api/v3/" });
+  t.like(c.github, {
+    appId: "12345",
+    slug: "relayctl",
+    apiUrl: "https://ghe.example/api/v3",
+    webUrl: "https://github.com",
+  });
+  t.is(c.githubDeployTimeoutSeconds, 600);
+  const cases: [Record<string, string | undefined>, RegExp][] = [
+    [{ ...gh, RELAYCTL_GITHUB_WEBHOOK_SECRET: undefined }, /set all of RELAYCTL_GITHUB_APP_ID/],
+    [{ ...gh, RELAYCTL_GITHUB_APP_ID: "my-app" }, /RELAYCTL_GITHUB_APP_ID: must be the App's numeric id/],
+    [
+      { ...gh, RELAYCTL_GITHUB_PRIVATE_KEY_FILE: join(dir, "missing.pem") },
+      /RELAYCTL_GITHUB_PRIVATE_KEY_FILE: cannot read/,
+    ],
+    [
+      { ...gh, RELAYCTL_GITHUB_PRIVATE_KEY_FILE: notPem },
+      /RELAYCTL_GITHUB_PRIVATE_KEY_FILE: not a PEM private key/,
+    ],
+    [
+      { ...gh, RELAYCTL_GITHUB_WEBHOOK_SECRET: "short" },
+      /RELAYCTL_GITHUB_WEBHOOK_SECRET: must be at least 16/,
+    ],
+  ];
+  for (const [env, re] of cases) {
+    const err = t.throws(() => loadConfig(env as Record<string, string>), { instanceOf: ConfigError });
+    t.regex(err.message, re);
+    t.false(err.message.includes("\n"));
+  }
 });
