@@ -196,6 +196,36 @@ test.serial(
     t.like(await ok.json(), { installation_id: INSTALLATION, tenant_id: s.tenantId, account: "octo-org" });
     t.is((await setup(state)).status, 400, "the state was spent");
 
+    // Another tenant with a good state of its own cannot take the installation,
+    // nor bind one that existed before its link was issued (a guessed id).
+    const other = await s.c.admin(["create-tenant", "--name", `other-${randomUUID().slice(0, 6)}`]);
+    const otherKey = await s.c.admin([
+      "create-api-key",
+      "--tenant",
+      String(other.tenant_id),
+      "--name",
+      "other",
+    ]);
+    const otherLink = async () => {
+      const res = await fetch(`${s.c.baseUrl}/api/github/install-link`, {
+        method: "POST",
+        headers: { "x-api-key": String(otherKey.key) },
+      });
+      return String(((await res.json()) as Json).state);
+    };
+    t.is((await setup(await otherLink())).status, 409, "bound to the first tenant already");
+    gh.installations.set(INSTALLATION + 1, {
+      id: INSTALLATION + 1,
+      account: { login: "victim-org", type: "Organization" },
+      created_at: new Date(Date.now() - 3600_000).toISOString(),
+      repositories: [],
+    });
+    const guessed = await fetch(
+      `${s.c.baseUrl}/github/setup?installation_id=${INSTALLATION + 1}&state=${encodeURIComponent(await otherLink())}`,
+    );
+    t.is(guessed.status, 400);
+    t.regex(((await guessed.json()) as Json).detail, /existed before this install link was issued/);
+
     const insts = (await s.manage("/github/installations")).json.installations as Json[];
     t.deepEqual(insts[0]?.repositories, [{ repository_id: REPO_ID, full_name: FULL_NAME, private: true }]);
     // The delivery received before the binding is now the tenant's, with what it did.
