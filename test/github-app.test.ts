@@ -6,6 +6,7 @@
 // over smart HTTP with basic auth that accepts only tokens the stand-in minted.
 import { randomBytes, randomUUID } from "node:crypto";
 import { symlinkSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { basename, dirname, join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
@@ -398,3 +399,19 @@ test.serial(
     await waitForBody(s.proxyPort, app.fqdn, "version 5");
   },
 );
+
+test.serial("github - a delivery an api took and died with is processed by the next one", async (t) => {
+  // What a crash between recording (or claiming) and finishing leaves: the row,
+  // claimed by a process that is gone. Written here while no api runs.
+  await s.c.api.stop("SIGKILL");
+  const id = randomUUID();
+  const body = JSON.stringify(pushPayload("c".repeat(40), { ref: "refs/heads/feature" }));
+  await s.c.db.query(
+    "INSERT INTO github_deliveries (id, event, action, installation_id, repository_id, payload_gz, status, attempts, claimed_until, received_at) VALUES (?, 'push', NULL, ?, ?, ?, 'processing', 1, ?, ?)",
+    [id, INSTALLATION, REPO_ID, gzipSync(body), Date.now() - 1, Date.now()],
+  );
+  await s.c.api.start();
+  s.c.baseUrl = s.c.api.apiUrl; // the api came back on another port
+  const d = await processed(id);
+  t.like(d, { status: "done", attempts: 2, outcome: { result: "nothing" } });
+});
