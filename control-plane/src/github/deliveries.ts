@@ -102,10 +102,21 @@ export async function claimNext(db: Knex): Promise<DeliveryRow | undefined> {
   return undefined;
 }
 
+/** A failed attempt: left claimed until its backoff ends (2 s, 4 s, 8 s...), then taken up again. */
+export async function retryLater(db: Knex, seq: number, attempts: number, outcome: Outcome): Promise<void> {
+  await db("github_deliveries")
+    .where({ seq })
+    .update({
+      status: "processing",
+      outcome: JSON.stringify(outcome),
+      claimed_until: Date.now() + 1000 * 2 ** Math.min(attempts, 8),
+    });
+}
+
 export async function finishDelivery(
   db: Knex | Knex.Transaction,
   seq: number,
-  status: "done" | "failed" | "pending",
+  status: "done" | "failed",
   outcome: Outcome,
   tenantId: string | null,
 ): Promise<void> {
@@ -116,7 +127,7 @@ export async function finishDelivery(
       outcome: JSON.stringify(outcome),
       tenant_id: tenantId,
       claimed_until: null,
-      processed_at: status === "pending" ? null : Date.now(),
+      processed_at: Date.now(),
     });
 }
 

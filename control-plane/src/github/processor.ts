@@ -15,6 +15,7 @@ import {
   claimNext,
   finishDelivery,
   payloadText,
+  retryLater,
 } from "./deliveries.js";
 import { installationEvent, installationRepositoriesEvent, repositoryEvent } from "./installations.js";
 import { pushEvent } from "./push.js";
@@ -78,7 +79,8 @@ export class DeliveryProcessor {
         result: "error",
         detail: `processing failed (attempt ${d.attempts}): ${(err as Error).message}`,
       };
-      await finishDelivery(this.ctx.db, d.seq, last ? "failed" : "pending", outcome, null);
+      if (last) await finishDelivery(this.ctx.db, d.seq, "failed", outcome, null);
+      else await retryLater(this.ctx.db, d.seq, Number(d.attempts), outcome);
       return true;
     }
     await this.ctx.db.transaction(async (trx) => {
