@@ -262,6 +262,14 @@ test.serial(
       seqs.map((_, i) => i + 1),
       "seq is 1, 2, 3... per operation",
     );
+    // The build's output went out while it ran, before the step ended.
+    const build = progressOf(first.opId, progress).filter((p) => p.progress?.deploy.step === "build");
+    const live = build.filter(
+      (p) =>
+        p.progress?.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING &&
+        /STEP \d/.test(p.progress.deploy.log),
+    );
+    t.true(live.length > 0, "build output streamed as progress");
 
     // The second version comes from a tag.
     const sha2 = await app.repo.commit("2");
