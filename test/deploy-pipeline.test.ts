@@ -5,10 +5,9 @@
 // Images are built FROM the harness's busybox image, so a build is one COPY.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import {
   type DeployJob,
   type DeployReport,
@@ -24,13 +23,12 @@ import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv } from "./harness/containers";
+import { type Repo, baseImage, git, makeRepo } from "./harness/deploy-repo";
 import { startGitHttp } from "./harness/git-http";
 import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
-const run = promisify(execFile);
-const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
 const DRAIN_SECONDS = 3;
 const SECRET = `env-secret-${randomUUID()}`;
 
@@ -38,66 +36,6 @@ const SECRET = `env-secret-${randomUUID()}`;
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
 test.after.always(cleanupAll);
-
-async function git(cwd: string, ...args: string[]): Promise<string> {
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: "Dev One",
-    GIT_AUTHOR_EMAIL: "dev@example.test",
-    GIT_COMMITTER_NAME: "Dev One",
-    GIT_COMMITTER_EMAIL: "dev@example.test",
-  };
-  return (await run("git", args, { cwd, env })).stdout.trim();
-}
-
-/** The harness's busybox base image (same recipe as harness/containers.ts), built once per machine. */
-async function baseImage(): Promise<void> {
-  if (
-    await podman(["image", "exists", BASE_IMAGE]).then(
-      () => true,
-      () => false,
-    )
-  )
-    return;
-  const ctx = makeTempDir("base");
-  copyFileSync("/bin/busybox", join(ctx, "busybox"));
-  writeFileSync(
-    join(ctx, "Containerfile"),
-    'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n',
-  );
-  await podman(["build", "-q", "-t", BASE_IMAGE, ctx]);
-}
-
-interface Repo {
-  dir: string;
-  /** Commits `version` as the served page (cmd: the container's command) and returns its SHA. */
-  commit(version: string, cmd?: string[]): Promise<string>;
-}
-
-async function makeRepo(): Promise<Repo> {
-  const dir = makeTempDir("repo");
-  await git(dir, "init", "-q", "-b", "main");
-  mkdirSync(join(dir, "www", "cgi-bin"), { recursive: true });
-  // Prints the variable the env test sets, so its value is seen coming out of the container.
-  writeFileSync(
-    join(dir, "www", "cgi-bin", "env"),
-    '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nprintf "APP_SECRET=%s PATH=%s" "$APP_SECRET" "$PATH"\n',
-  );
-  chmodSync(join(dir, "www", "cgi-bin", "env"), 0o755);
-  return {
-    dir,
-    commit: async (version, cmd = ["httpd", "-f", "-p", "8080", "-h", "/www"]) => {
-      writeFileSync(join(dir, "www", "index.html"), `version ${version}`);
-      writeFileSync(
-        join(dir, "Dockerfile"),
-        `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ${JSON.stringify(cmd)}\n`,
-      );
-      await git(dir, "add", "-A");
-      await git(dir, "commit", "-q", "-m", `release ${version}`);
-      return git(dir, "rev-parse", "HEAD");
-    },
-  };
-}
 
 interface Stack {
   stateDir: string;
@@ -262,6 +200,14 @@ test.serial(
       seqs.map((_, i) => i + 1),
       "seq is 1, 2, 3... per operation",
     );
+    // The build's output went out while it ran, before the step ended.
+    const build = progressOf(first.opId, progress).filter((p) => p.progress?.deploy.step === "build");
+    const live = build.filter(
+      (p) =>
+        p.progress?.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING &&
+        /STEP \d/.test(p.progress.deploy.log),
+    );
+    t.true(live.length > 0, "build output streamed as progress");
 
     // The second version comes from a tag.
     const sha2 = await app.repo.commit("2");
