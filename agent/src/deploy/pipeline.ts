@@ -122,9 +122,15 @@ export async function runDeployment(
   clearTimeout(timer);
   rec.begin("retire", state.previous.length > 0 ? `old: ${state.previous.join(", ")}` : "");
   onResult(completed(operationId, rec.scrub(summary(job, state, deps)), report(""), startedAt));
-  await retireOld(deps.engine, rec, job.applicationId, state.name, deps.settings.drainSeconds, secrets).catch(
-    (err) => rec.fail("retire", `agent error: ${message(err)}`),
-  );
+  await retireOld(
+    deps.engine,
+    rec,
+    job.applicationId,
+    state.name,
+    state.image,
+    deps.settings.drainSeconds,
+    secrets,
+  ).catch((err) => rec.fail("retire", `agent error: ${message(err)}`));
 }
 
 async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Promise<void> {

@@ -151,6 +151,12 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(["image", "rm", image], opts);
   }
 
+  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
+    // Both CLIs list images newest first.
+    const args = ["images", "--filter", `label=${key}=${value}`, "--format", "{{.Repository}}:{{.Tag}}"];
+    return this.#cli(args, opts);
+  }
+
   #login(login: RegistryLogin, opts: CallOptions, use: AuthUse): Promise<EngineOutcome> {
     const args = this.#split(["login", login.registry, "-u", login.username, "--password-stdin"], use);
     return runCli({

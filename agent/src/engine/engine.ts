@@ -95,6 +95,8 @@ export interface ContainerEngine {
   /** The last `lines` lines of a container's output (stdout and stderr of the CLI). */
   logsTail(containerName: string, lines: number, opts: CallOptions): Promise<EngineOutcome>;
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** `repository:tag` of the images carrying label `key=value`, newest first, one per line. */
+  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
 }
 
 /** What can be put in `--env NAME`: a name with "=" in it would carry a value on argv. */
