@@ -438,7 +438,9 @@ test.serial(
     await podman(["image", "rm", image]); // the deployment must pull it
     builtImages.add(image);
 
-    const before = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const authDirs = () =>
+      ["/dev/shm", tmpdir()].flatMap((d) => readdirSync(d).filter((f) => f.startsWith("relayctl-auth-")));
+    const before = authDirs();
     const d = await deploy(
       job(app, "", {
         source: undefined,
@@ -460,7 +462,7 @@ test.serial(
     );
     t.is(await through(app), "200 version pulled");
     t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
-    const after = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const after = authDirs();
     t.deepEqual(after, before, "the temporary auth dir is gone");
     // The engine's own login was not touched: the credential lived in the temporary file only.
     const own = await podman(["login", "--get-login", registry.host]).then(

@@ -14,6 +14,7 @@ import {
   type JobResult,
   JobStatus,
 } from "@relayctl/proto";
+import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
 import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
@@ -190,7 +191,9 @@ async function step<T>(ctx: DeployContext, state: State, name: StepName, run: ()
   }
 }
 
+/** What the wire must not be trusted with, checked before the first step does any work. */
 async function preflight(job: DeployJob): Promise<void> {
+  if (!validApplicationId(job.applicationId)) throw new StepError("invalid application id");
   const problem = namingProblem(job.containerBaseName, job.deploymentId);
   if (problem !== undefined) throw new StepError(problem);
 }

@@ -81,8 +81,9 @@ export interface ContainerEngine {
   build(spec: BuildSpec, opts: CallOptions): Promise<EngineOutcome>;
   /**
    * Pulls an image; with `auth`, through a login into a temporary auth file of
-   * this call only (removed after), so the credential never joins the engine's
-   * default one. Login output is part of the outcome.
+   * this call only (on tmpfs when there is one, 0600, removed after), so the
+   * credential never joins the engine's default one. Login output is part of
+   * the outcome.
    */
   pull(image: string, auth: RegistryLogin | undefined, opts: CallOptions): Promise<EngineOutcome>;
   /** `run -d`: the container's id on stdout. */
