@@ -6,14 +6,7 @@
 // keeps serving (the route only moves at the switch, and nothing can fail after
 // it). Results: FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1,
 // "deadline passed during <step>"), with failed_step in the DeployReport.
-import {
-  type CommitInfo,
-  type DeployJob,
-  type DeployReport,
-  type JobProgress,
-  type JobResult,
-  JobStatus,
-} from "@relayctl/proto";
+import type { CommitInfo, DeployJob, DeployReport, JobProgress, JobResult } from "@relayctl/proto";
 import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
@@ -22,6 +15,8 @@ import { healthCheck } from "./health-check.js";
 import { buildImage } from "./image-step.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
+import { completed, ended, summary } from "./result.js";
+import { jobSecrets } from "./secrets.js";
 import { currentContainers, retireOld } from "./retire.js";
 import { startContainer } from "./start-step.js";
 import { type SwitchTarget, switchRoute } from "./switch-step.js";
@@ -40,7 +35,7 @@ export interface PipelineDeps {
   logCapBytes?: number;
 }
 
-interface State {
+export interface State {
   commit?: CommitInfo;
   image: string;
   name: string;
@@ -51,25 +46,6 @@ interface State {
   started: boolean;
   /** The running step's work: cut by the deadline, it is awaited (its child killed) before cleanup. */
   inflight: Promise<unknown>;
-}
-
-/** The job's secrets: what every log line and output is scrubbed of. */
-export function jobSecrets(job: DeployJob): string[] {
-  const out = [...Object.values(job.env), job.source?.credential?.password ?? ""];
-  out.push(...urlPassword(job.source?.repository ?? ""));
-  if (job.build?.$case === "image") out.push(job.build.image.auth?.password ?? "");
-  return out.filter((s) => s !== "");
-}
-
-/** A password written into a repository URL (https://user:pass@host/...), as written and decoded. */
-export function urlPassword(repository: string): string[] {
-  const m = /^[a-z][a-z0-9+.-]*:\/\/[^/@:]*:([^/@]*)@/i.exec(repository);
-  if (!m?.[1]) return [];
-  let decoded = m[1];
-  try {
-    decoded = decodeURIComponent(m[1]);
-  } catch {}
-  return [...new Set([m[1], decoded])];
 }
 
 /**
@@ -216,51 +192,6 @@ async function removeNew(ctx: DeployContext, name: string): Promise<string> {
   if (o.status === "completed" && o.exitCode === 0) return `removed the new container ${name}`;
   // `rm -f` of a container the engine never created says so: nothing is left behind then either.
   return `removing the new container ${name}: ${(o.stderr.trim() || o.error) ?? ""}`.trim();
-}
-
-function summary(job: DeployJob, s: State, deps: PipelineDeps): string {
-  const lines: string[] = [];
-  if (s.commit) lines.push(`commit ${s.commit.sha.slice(0, 12)} ${s.commit.message}`);
-  lines.push(`image ${s.image}`, `container ${s.name} on 127.0.0.1:${s.hostPort}`);
-  if (s.upstream)
-    lines.push(`serving ${job.fqdns.join(", ")} through ${deps.target.proxy.kind} -> ${s.upstream}`);
-  else lines.push(`listening on 127.0.0.1:${s.hostPort} (no proxy route)`);
-  if (s.previous.length > 0)
-    lines.push(`retiring ${s.previous.join(", ")} after ${deps.settings.drainSeconds} s`);
-  return `${lines.join("\n")}\n`;
-}
-
-function completed(operationId: string, stdout: string, report: DeployReport, startedAt: number): JobResult {
-  return {
-    operationId,
-    status: JobStatus.JOB_STATUS_COMPLETED,
-    exitCode: 0,
-    stdout,
-    stderr: "",
-    durationMs: Date.now() - startedAt,
-    error: "",
-    detail: { $case: "deploy", deploy: report },
-  };
-}
-
-function ended(
-  operationId: string,
-  timedOut: boolean,
-  reason: string,
-  report: DeployReport,
-  startedAt: number,
-) {
-  const result: JobResult = {
-    operationId,
-    status: timedOut ? JobStatus.JOB_STATUS_TIMEOUT : JobStatus.JOB_STATUS_FAILED,
-    exitCode: timedOut ? -1 : 1,
-    stdout: "",
-    stderr: reason,
-    durationMs: Date.now() - startedAt,
-    error: reason,
-    detail: { $case: "deploy", deploy: report },
-  };
-  return result;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -1,5 +1,5 @@
 import test from "ava";
-import { jobSecrets, urlPassword } from "./pipeline.js";
+import { jobSecrets, urlPassword } from "./secrets.js";
 
 test("deploy secrets - env values, the git and registry passwords, and a password inside the URL", (t) => {
   t.deepEqual(urlPassword("https://ci:p%40ss-word@git.example.test/app.git"), ["p%40ss-word", "p@ss-word"]);
