@@ -221,16 +221,17 @@ test.serial(
     t.is(second.report.previousContainerName, first.report.containerName);
     t.is(await through(app), "200 version 2", "traffic moved at the switch");
     t.true(await exists(first.report.containerName), "the old container drains before it goes");
-    await pollUntil(async () => ((await exists(first.report.containerName)) ? undefined : true), {
-      what: "the old container to be retired",
-      timeoutMs: 30_000,
-    });
-    const retired = progressOf(second.opId, progress).find(
-      (p) =>
-        p.progress?.deploy.step === "retire" &&
-        p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
+    // Progress reports the end of retire; the old container is gone by then.
+    await pollUntil(
+      () =>
+        progressOf(second.opId, progress).find(
+          (p) =>
+            p.progress?.deploy.step === "retire" &&
+            p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
+        ),
+      { what: "the end of retire", timeoutMs: 30_000 },
     );
-    t.truthy(retired, "progress reports the end of retire");
+    t.false(await exists(first.report.containerName), "the old container is retired");
     const seen = await traffic.stop();
     t.deepEqual(seen.failures, [], "no request failed across the switch and the retire");
     t.true(seen.bodies.has("version 1") && seen.bodies.has("version 2"), [...seen.bodies].join(", "));
@@ -238,6 +239,22 @@ test.serial(
     t.is(await through(app), "200 version 2");
     // The previous image is kept for a rollback.
     await t.notThrowsAsync(podman(["image", "exists", first.report.image]));
+
+    // A third version: the newest image before it stays, older built ones go.
+    await app.repo.commit("3");
+    const third = await deploy(job(app, "main"));
+    t.is(third.result.status, JobStatus.JOB_STATUS_COMPLETED, third.result.stderr);
+    t.is(await through(app), "200 version 3");
+    await startStack().then((s) => s.deployer.idle()); // retire (and the image cleanup) ended
+    t.false(await exists(second.report.containerName));
+    const image = (ref: string) =>
+      podman(["image", "exists", ref]).then(
+        () => true,
+        () => false,
+      );
+    t.false(await image(first.report.image), "the oldest image is removed");
+    t.true(await image(second.report.image), "the previous image stays for a rollback");
+    t.true(await image(third.report.image));
   },
 );
 
@@ -421,7 +438,9 @@ test.serial(
     await podman(["image", "rm", image]); // the deployment must pull it
     builtImages.add(image);
 
-    const before = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const authDirs = () =>
+      ["/dev/shm", tmpdir()].flatMap((d) => readdirSync(d).filter((f) => f.startsWith("relayctl-auth-")));
+    const before = authDirs();
     const d = await deploy(
       job(app, "", {
         source: undefined,
@@ -443,7 +462,7 @@ test.serial(
     );
     t.is(await through(app), "200 version pulled");
     t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
-    const after = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const after = authDirs();
     t.deepEqual(after, before, "the temporary auth dir is gone");
     // The engine's own login was not touched: the credential lived in the temporary file only.
     const own = await podman(["login", "--get-login", registry.host]).then(
