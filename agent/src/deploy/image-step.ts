@@ -31,13 +31,25 @@ export async function buildImage(ctx: DeployContext, source: FetchedSource | und
   );
   const labels = deployLabels(job.applicationId, job.deploymentId);
   const live = (text: string) => rec.stream("build", text);
-  const o = await engine.build(
-    { contextDir, dockerfile, tag, labels },
-    { ...callOptions(ctx), onOutput: live },
-  );
+  const spec = { contextDir, dockerfile, tag, labels };
+  let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
+  if (o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(o.stderr + o.stdout)) {
+    rec.log(
+      "build",
+      "the engine's image store changed under the build (another image removed); building again",
+    );
+    o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
+  }
   check(o, `${engine.name} build`);
   return tag;
 }
+
+/**
+ * podman's layer cache lookup fails when an image it considered is removed at
+ * that moment (another application's retire pruning its old images): a race of
+ * the shared store, worth one more try.
+ */
+const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 
 async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $case: "image" }>["image"]) {
   const ref = image.image;
