@@ -25,7 +25,11 @@ export function subjectId(label: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
-/** Counts one attempt for every subject; 429 (with retry-after seconds) at the first exhausted. */
+/**
+ * Counts one attempt for every subject; 429 (with retry-after seconds) at the
+ * first exhausted. Counted before the guess is checked, so parallel guesses
+ * cannot slip past the limit; a guess that turns out right is refunded.
+ */
 export async function countAttempt(
   db: Knex,
   subjects: { label: string; limit: { seconds: number; limit: number } }[],
@@ -36,5 +40,21 @@ export async function countAttempt(
       throw new RcError("RC_ERR_SIGNIN_LIMITED", `too many attempts: retry in ${r.retryAfterSeconds} s`, {
         extra: { retry_after: r.retryAfterSeconds },
       });
+  }
+}
+
+/** Gives back the attempt of a guess that was right (a correct code or password is no guessing). */
+export async function refundAttempt(db: Knex, subjects: { label: string; limit: { seconds: number } }[]) {
+  const now = Date.now();
+  for (const s of subjects) {
+    const windowMs = s.limit.seconds * 1000;
+    await db("rate_limit_counters")
+      .where({
+        key_id: subjectId(s.label),
+        window_seconds: s.limit.seconds,
+        window_start: Math.floor(now / windowMs) * windowMs,
+      })
+      .where("count", ">", 0)
+      .decrement("count", 1);
   }
 }

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { ApiContext } from "../api/context.js";
 import { RcError } from "../errors.js";
-import { LIMITS, countAttempt } from "./attempt-limits.js";
+import { LIMITS, countAttempt, refundAttempt } from "./attempt-limits.js";
 import { auditUserEvent } from "./audit.js";
 import { type FormBody, acceptForms } from "./form-body.js";
 import { csrfField, html, sendPage } from "./html.js";
@@ -65,11 +65,12 @@ export const webRoutes =
       const email = String(body.email ?? "")
         .trim()
         .toLowerCase();
+      const subjects = [
+        { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
+        { label: `signin-account\n${email}`, limit: LIMITS.signinAccount },
+      ];
       try {
-        await countAttempt(db, [
-          { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
-          { label: `signin-account\n${email}`, limit: LIMITS.signinAccount },
-        ]);
+        await countAttempt(db, subjects);
       } catch (err) {
         if (!(err instanceof RcError)) throw err;
         const user = await findUserByEmail(db, email);
@@ -97,6 +98,7 @@ export const webRoutes =
         else req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
         return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
       }
+      await refundAttempt(db, subjects);
       const token = await createSession(db, user, req.ip, ttl);
       setCookie(req, reply, SESSION_COOKIE, token, ttl);
       setCookie(req, reply, LOGIN_CSRF_COOKIE, "", 0);

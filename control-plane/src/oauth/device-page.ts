@@ -4,7 +4,7 @@
 // the session's CSRF token; typed codes are limited per user and per IP, since
 // a guessed code would hand a stranger's device a token.
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
+import { LIMITS, countAttempt, refundAttempt } from "../accounts/attempt-limits.js";
 import { acceptForms, type FormBody } from "../accounts/form-body.js";
 import { csrfField, html, sendPage } from "../accounts/html.js";
 import { type WebSession, currentSession, requireCsrf } from "../accounts/sessions.js";
@@ -41,13 +41,15 @@ export const devicePage =
       return s;
     };
 
-    /** Counts a typed code against the limits; null with the page sent when over. */
+    const subjects = (req: FastifyRequest, s: WebSession) => [
+      { label: `device-ip\n${req.ip}`, limit: LIMITS.deviceCodeIp },
+      { label: `device-user\n${s.user.id}`, limit: LIMITS.deviceCodeUser },
+    ];
+
+    /** Counts a typed code against the limits; true with the page sent when over. */
     const limited = async (req: FastifyRequest, reply: FastifyReply, s: WebSession, code: string) => {
       try {
-        await countAttempt(db, [
-          { label: `device-ip\n${req.ip}`, limit: LIMITS.deviceCodeIp },
-          { label: `device-user\n${s.user.id}`, limit: LIMITS.deviceCodeUser },
-        ]);
+        await countAttempt(db, subjects(req, s));
         return false;
       } catch (err) {
         if (!(err instanceof RcError)) throw err;
@@ -73,6 +75,7 @@ export const devicePage =
       const code = normalizeUserCode(typed);
       const row = code ? await findPendingByUserCode(db, code) : undefined;
       if (!row || !code) return codeForm(reply, s, 404, typed, "That code is unknown or has expired.");
+      await refundAttempt(db, subjects(req, s));
       const client = findClient(row.client_id);
       return sendPage(
         reply,
@@ -100,6 +103,7 @@ export const devicePage =
       const approve = body.decision === "approve";
       if (!code || !(await decide(db, code, s.user, approve, req.ip)))
         return codeForm(reply, s, 404, typed, "That code is unknown, expired or already answered.");
+      await refundAttempt(db, subjects(req, s));
       return sendPage(
         reply,
         200,
