@@ -15,8 +15,9 @@ export interface GlobalOptions {
 
 export type ApiKind = "dashboard" | "automation";
 
-/** Refresh this long before the access token's stated expiry (clock skew, slow requests). */
+/** Refresh this long before the access token's stated expiry (clock skew, slow requests), at most a tenth of its life. */
 const REFRESH_MARGIN_MS = 30_000;
+const marginOf = (c: Credentials) => Math.min(REFRESH_MARGIN_MS, (c.lifetime_ms ?? 0) / 10);
 
 export const CLIENT_ID = "relayctl-cli";
 
@@ -65,7 +66,7 @@ export class Api {
   private async token(): Promise<string> {
     if (this.explicitToken) return this.explicitToken;
     if (!this.stored) throw authError("not logged in: run 'relayctl login' (or pass --token)");
-    if (this.stored.expires_at - REFRESH_MARGIN_MS <= Date.now()) await this.refresh();
+    if (this.stored.expires_at - marginOf(this.stored) <= Date.now()) await this.refresh();
     return this.stored.access_token;
   }
 
@@ -94,6 +95,7 @@ export class Api {
       access_token: t.access_token,
       refresh_token: t.refresh_token,
       expires_at: Date.now() + t.expires_in * 1000,
+      lifetime_ms: t.expires_in * 1000,
     };
     saveCredentials(this.stored);
   }

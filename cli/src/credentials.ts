@@ -13,6 +13,8 @@ export interface Credentials {
   refresh_token: string;
   /** Epoch ms when the access token expires. */
   expires_at: number;
+  /** The access token's lifetime as issued (ms), to refresh a tenth of it early. */
+  lifetime_ms: number;
   client_id: string;
 }
 

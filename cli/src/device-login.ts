@@ -82,6 +82,7 @@ export async function deviceLogin(baseUrl: string, opts: { browser: boolean }): 
         access_token: t.access_token,
         refresh_token: t.refresh_token,
         expires_at: Date.now() + t.expires_in * 1000,
+        lifetime_ms: t.expires_in * 1000,
         client_id: CLIENT_ID,
       };
       saveCredentials(creds);
