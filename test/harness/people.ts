@@ -161,3 +161,16 @@ export async function postForm(baseUrl: string, path: string, params: Record<str
   }
   return { status: res.status, json, text, headers: res.headers };
 }
+
+/** A whole device flow for `browser`'s signed-in person: the token answer. */
+export async function deviceTokens(baseUrl: string, browser: Browser) {
+  const d = await postForm(baseUrl, "/oauth/device/code", { client_id: "relayctl-cli" });
+  await browser.answerDevice(String(d.json.verification_uri_complete), "approve");
+  const r = await postForm(baseUrl, "/oauth/token", {
+    grant_type: "urn:ietf:params:oauth:grant-type:device_code",
+    device_code: String(d.json.device_code),
+    client_id: "relayctl-cli",
+  });
+  if (r.status !== 200) throw new Error(`token: ${r.status} ${r.text}`);
+  return r.json as { access_token: string; refresh_token: string };
+}
