@@ -73,3 +73,21 @@ test("config - no proxy by default; caddy, nginx and traefik settings are parsed
     message: /^RELAYCTL_AGENT_NGINX_LISTEN: /,
   });
 });
+
+test("config - deployment settings: drain 5 s, no network, --init by default", (t) => {
+  t.deepEqual(loadConfig({}).deploy, { drainSeconds: 5, network: undefined, init: true });
+  t.deepEqual(
+    loadConfig({
+      RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "0",
+      RELAYCTL_AGENT_DEPLOY_NETWORK: "relayctl-net",
+      RELAYCTL_AGENT_DEPLOY_INIT: "false",
+    }).deploy,
+    { drainSeconds: 0, network: "relayctl-net", init: false },
+  );
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "-1" }), {
+    message: /^RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: /,
+  });
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_DEPLOY_NETWORK: "--privileged" }), {
+    message: /^RELAYCTL_AGENT_DEPLOY_NETWORK: /,
+  });
+});

@@ -100,6 +100,25 @@ const schema = z
     RELAYCTL_AGENT_TRAEFIK_DIR: z.string().min(1).default("/etc/traefik/dynamic"),
     /** Comma list of Traefik entry points of the routers. @default web */
     RELAYCTL_AGENT_TRAEFIK_ENTRYPOINTS: z.string().min(1).default("web"),
+    /**
+     * Seconds a deployment lets the old container finish its requests after the
+     * route switched to the new one, before it is stopped and removed. @default 5
+     */
+    RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: int(0, 3600).default(5),
+    /**
+     * Container network deployed containers join (needed with
+     * RELAYCTL_AGENT_PROXY_UPSTREAM=container-network, where the proxy reaches
+     * them by name). @default none (the engine's default network)
+     */
+    RELAYCTL_AGENT_DEPLOY_NETWORK: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/, "must be a container network name")
+      .optional(),
+    /**
+     * Run deployed containers with `--init` (a tiny init as PID 1 that forwards
+     * SIGTERM, so a stop takes a moment instead of the engine's 10 s). @default true
+     */
+    RELAYCTL_AGENT_DEPLOY_INIT: z.enum(["true", "false"]).default("true"),
     /** pino level; logs are JSON lines on stdout. @default info */
     RELAYCTL_AGENT_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -125,6 +144,13 @@ export interface AgentConfig {
   bootIdFile: string;
   logLevel: LogLevel;
   proxy: ProxyConfig;
+  deploy: DeployConfig;
+}
+
+export interface DeployConfig {
+  drainSeconds: number;
+  network: string | undefined;
+  init: boolean;
 }
 
 export type ProxyConfig =
@@ -215,5 +241,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
     proxy: proxyConfig(c),
+    deploy: {
+      drainSeconds: c.RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS,
+      network: c.RELAYCTL_AGENT_DEPLOY_NETWORK,
+      init: c.RELAYCTL_AGENT_DEPLOY_INIT === "true",
+    },
   };
 }

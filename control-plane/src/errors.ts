@@ -58,6 +58,13 @@ export const ERRORS = {
   },
   RC_ERR_STORE_UNAVAILABLE: { status: 503, detail: "database unavailable: nothing was run, retry later" },
   RC_ERR_INTERNAL: { status: 500, detail: "internal error" },
+  RC_ERR_DEPLOYMENT_NOT_FOUND: { status: 404, detail: "deployment not found" },
+  RC_ERR_TENANT_NOT_FOUND: { status: 404, detail: "tenant not found" },
+  RC_ERR_ENV_VAR_NOT_FOUND: { status: 404, detail: "environment variable is not set" },
+  RC_ERR_NOT_DEPLOYABLE: {
+    status: 422,
+    detail: "the application has nothing to deploy from: set git_repository or an image build",
+  },
   RC_ERR_ACCESS_TOKEN_EXPIRED: { status: 401, detail: "OAuth access token has expired: refresh it" },
   RC_ERR_ACCESS_TOKEN_REVOKED: { status: 401, detail: "OAuth access token has been revoked: log in again" },
   RC_ERR_ROLE_FORBIDDEN: { status: 403, detail: "this needs the owner role" },

@@ -3,6 +3,8 @@
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
+import { DeployService } from "./deployments/service.js";
+import { recordProgress } from "./deployments/store.js";
 import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
 import { connectNatsBus } from "./bus/nats-bus.js";
@@ -40,6 +42,14 @@ export async function serve(
       : await connectNatsBus(config.natsServers, log, `relayctl-${config.role}-${process.pid}`, config.nats);
   log.info({ bus: config.bus }, "job bus ready");
   const ops = new OperationService(db, bus, log.child({ component: "operations" }), config.leaseMs);
+  const deploys = new DeployService(
+    db,
+    bus,
+    ops,
+    log.child({ component: "deployments" }),
+    config.masterKey,
+    config.leaseMs,
+  );
 
   let gateway: GatewayServer | undefined;
   let acks: AckWriter | undefined;
@@ -57,6 +67,10 @@ export async function serve(
         log: log.child({ component: "gateway" }),
         heartbeatIntervalMs: config.heartbeatIntervalMs,
         leaseMs: config.leaseMs,
+        progress: async (serverId, p) => {
+          if (p.progress?.$case === "deploy")
+            await recordProgress(db, serverId, p.operationId, p.seq, p.progress.deploy);
+        },
       },
       config.gatewayListen,
       config.tls,
@@ -91,7 +105,7 @@ export async function serve(
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
-    api = await buildApi({ config, db, bus, ops }, log, gatewayUrls);
+    api = await buildApi({ config, db, bus, ops, deploys }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.apiListen.port;
@@ -103,6 +117,7 @@ export async function serve(
   const stop = async () => {
     stopSweeper();
     await api?.close().catch(() => {});
+    await deploys.close();
     await gateway?.close().catch(() => {});
     await acks?.flush();
     await bus.close().catch(() => {});

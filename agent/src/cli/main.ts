@@ -61,6 +61,8 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     containerEngine: cfg.containerEngine,
     rebootCommand: cfg.rebootCommand,
     proxy: cfg.proxy,
+    deploy: cfg.deploy,
+    outputCapBytes: cfg.outputCapBytes,
   });
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,

@@ -1,5 +1,5 @@
 import test from "ava";
-import { runCli } from "./cli-process.js";
+import { resolveBinary, runCli } from "./cli-process.js";
 
 test("engine cli - argv is passed as is (no shell) and stdin reaches the program", async (t) => {
   const o = await runCli({
@@ -36,4 +36,28 @@ test("engine cli - a missing binary is failed, a slow one is killed at the deadl
   const slow = await runCli({ binary: "/bin/sleep", args: ["30"], deadlineSeconds: 1 });
   t.is(slow.status, "timeout");
   t.not(slow.exitCode, 0);
+});
+
+test("engine cli - the binary is found on the agent's PATH, not on a PATH given to the child", async (t) => {
+  const o = await runCli({
+    binary: "sh",
+    args: ["-c", 'printf "%s" "$PATH"'],
+    env: { PATH: "/nonexistent-app-path" },
+    deadlineSeconds: 10,
+  });
+  t.is(o.status, "completed", o.error);
+  t.is(o.stdout, "/nonexistent-app-path", "the child still gets the PATH it was given");
+  t.regex(resolveBinary("sh"), /^\/.*\/sh$/);
+  t.is(resolveBinary("/bin/sh"), "/bin/sh");
+});
+
+test("engine cli - aborting the job's signal kills the child at once", async (t) => {
+  const abort = new AbortController();
+  const started = Date.now();
+  const run = runCli({ binary: "/bin/sleep", args: ["30"], deadlineSeconds: 60, signal: abort.signal });
+  abort.abort();
+  const o = await run;
+  t.is(o.status, "timeout");
+  t.regex(o.error ?? "", /deadline passed/);
+  t.true(Date.now() - started < 10_000);
 });

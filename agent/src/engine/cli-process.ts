@@ -1,7 +1,10 @@
-// Runs an engine CLI as a plain child process: argv only (no shell), optional
-// stdin, a hard deadline (SIGTERM, then SIGKILL), capped output, and the job's
-// secrets scrubbed from what it printed before anything leaves this module.
+// Runs an engine CLI (or git) as a plain child process: argv only (no shell),
+// optional stdin, a hard deadline (SIGTERM, then SIGKILL) or an abort signal,
+// capped output, and the job's secrets scrubbed from what it printed before
+// anything leaves this module.
 import { spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { delimiter, isAbsolute, join } from "node:path";
 import { SecretMatcher, scrubText } from "../runner/scrubber.js";
 import type { EngineOutcome } from "./engine.js";
 
@@ -17,6 +20,32 @@ export interface CliRun {
   deadlineSeconds: number;
   /** Values removed from stdout and stderr (in their common encodings too). */
   secrets?: string[];
+  /**
+   * Variables set for the child on top of the agent's own environment. They may
+   * hold secrets (a container's env values): the environment is the one place
+   * a value may travel, never argv.
+   */
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Aborting kills the child like the deadline does (the job's own deadline passed). */
+  signal?: AbortSignal;
+}
+
+/**
+ * The absolute path of `binary`, looked up on the agent's own PATH: a child's
+ * env may carry an application's variable named PATH, which must not decide
+ * which program runs. Unchanged when it is a path already or is not found.
+ */
+export function resolveBinary(binary: string, path = process.env.PATH ?? ""): string {
+  if (binary.includes("/") || isAbsolute(binary)) return binary;
+  for (const dir of path.split(delimiter).filter(Boolean)) {
+    const candidate = join(dir, binary);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {}
+  }
+  return binary;
 }
 
 class Capped {
@@ -54,11 +83,17 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     const stderr = new Capped();
     let timedOut = false;
     let settled = false;
-    const child = spawn(run.binary, run.args, { stdio: ["pipe", "pipe", "pipe"], shell: false });
+    const child = spawn(resolveBinary(run.binary), run.args, {
+      stdio: ["pipe", "pipe", "pipe"],
+      shell: false,
+      cwd: run.cwd,
+      env: run.env ? { ...process.env, ...run.env } : process.env,
+    });
     const finish = (o: Omit<EngineOutcome, "stdout" | "stderr" | "durationMs">): void => {
       if (settled) return;
       settled = true;
       clearTimeout(deadline);
+      run.signal?.removeEventListener("abort", kill);
       resolve({
         ...o,
         stdout: scrub(stdout.text(), secrets),
@@ -66,11 +101,14 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
         durationMs: Date.now() - started,
       });
     };
-    const deadline = setTimeout(() => {
+    const kill = () => {
       timedOut = true;
       child.kill("SIGTERM");
       setTimeout(() => child.kill("SIGKILL"), KILL_GRACE_MS).unref();
-    }, Math.max(1, run.deadlineSeconds) * 1000);
+    };
+    const deadline = setTimeout(kill, Math.max(1, run.deadlineSeconds) * 1000);
+    if (run.signal?.aborted) kill();
+    else run.signal?.addEventListener("abort", kill, { once: true });
     child.stdout.on("data", (c: Buffer) => stdout.push(c));
     child.stderr.on("data", (c: Buffer) => stderr.push(c));
     // A CLI that exits without reading stdin makes the write fail with EPIPE: harmless.
@@ -83,7 +121,10 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     child.on("close", (code, signal) => {
       const exitCode = code ?? 128 + signalNumber(signal);
       if (timedOut) {
-        finish({ status: "timeout", exitCode, error: `killed after the ${run.deadlineSeconds} s deadline` });
+        const why = run.signal?.aborted
+          ? "killed: the job's deadline passed"
+          : `killed after the ${run.deadlineSeconds} s deadline`;
+        finish({ status: "timeout", exitCode, error: why });
       } else {
         finish({ status: "completed", exitCode });
       }

@@ -23,6 +23,42 @@ export interface RegistryLogin {
   password: string;
 }
 
+/** Options of the deployment calls: a deadline, the job's abort signal and secrets. */
+export interface CallOptions {
+  deadlineSeconds: number;
+  /** Kills the CLI when the job's own deadline passes. */
+  signal?: AbortSignal;
+  /** Values scrubbed from the CLI's output. */
+  secrets?: string[];
+}
+
+export interface BuildSpec {
+  /** Build context directory (absolute). */
+  contextDir: string;
+  /** Dockerfile path (absolute, inside the context's repository). */
+  dockerfile: string;
+  tag: string;
+  labels: Record<string, string>;
+}
+
+export interface RunSpec {
+  name: string;
+  image: string;
+  labels: Record<string, string>;
+  /** `-p 127.0.0.1:<hostPort>:<containerPort>`. */
+  hostPort: number;
+  containerPort: number;
+  /** `--init`: a tiny init as PID 1 forwards SIGTERM, so a stop is quick. */
+  init: boolean;
+  /** Network the container joins (container-network upstream mode). */
+  network?: string;
+  /**
+   * The container's variables. Only the names reach argv (`--env NAME`); the
+   * values travel in the CLI's environment, which the CLI copies from.
+   */
+  env: Record<string, string>;
+}
+
 export interface ContainerEngine {
   /** `docker` or `podman`. */
   readonly name: string;
@@ -39,7 +75,28 @@ export interface ContainerEngine {
    * com.docker.compose.service=<service>), one per line on stdout.
    */
   composeServiceContainers(service: string, deadlineSeconds: number): Promise<EngineOutcome>;
+  /** Builds and tags an image with the engine's own registry credentials. */
+  build(spec: BuildSpec, opts: CallOptions): Promise<EngineOutcome>;
+  /**
+   * Pulls an image; with `auth`, through a login into a temporary auth file of
+   * this call only (removed after), so the credential never joins the engine's
+   * default one. Login output is part of the outcome.
+   */
+  pull(image: string, auth: RegistryLogin | undefined, opts: CallOptions): Promise<EngineOutcome>;
+  /** `run -d`: the container's id on stdout. */
+  run(spec: RunSpec, opts: CallOptions): Promise<EngineOutcome>;
+  stop(containerName: string, graceSeconds: number, opts: CallOptions): Promise<EngineOutcome>;
+  /** `rm -f`: stops (SIGKILL) and removes. */
+  remove(containerName: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** Names of all containers (running or not) carrying label `key=value`, one per line. */
+  containersByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** The last `lines` lines of a container's output (stdout and stderr of the CLI). */
+  logsTail(containerName: string, lines: number, opts: CallOptions): Promise<EngineOutcome>;
+  removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
 }
+
+/** What can be put in `--env NAME`: a name with "=" in it would carry a value on argv. */
+export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Docker's rule for container names (daemon/names.RestrictedNamePattern), at most 255 long. */
 export const CONTAINER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;

@@ -10,7 +10,8 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
-import type { ProxyConfig } from "../config.js";
+import type { DeployConfig, ProxyConfig } from "../config.js";
+import { Deployer } from "../deploy/deployer.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../runner/runner.js";
@@ -35,8 +36,12 @@ export interface DispatcherOptions {
   containerEngine?: EngineSetting;
   /** Shell command of reboot jobs. @default systemctl reboot */
   rebootCommand?: string;
-  /** Reverse proxy of route-sync jobs. @default none (route-sync jobs fail) */
+  /** Reverse proxy of route-sync jobs and of deployments' switch. @default none (route-sync jobs fail) */
   proxy?: ProxyConfig;
+  /** Deployment settings. @default drain 5 s, no network, --init */
+  deploy?: DeployConfig;
+  /** Bytes of log kept per deployment step. @default 1 MiB */
+  outputCapBytes?: number;
 }
 
 export class Dispatcher {
@@ -54,7 +59,22 @@ export class Dispatcher {
     readonly containerEngine: EngineSetting,
     readonly rebootCommand: string,
     readonly routes: RouteSyncRunner,
-  ) {}
+    deploy: DeployConfig,
+    stateDir: string,
+    outputCapBytes: number | undefined,
+  ) {
+    this.deployer = new Deployer({
+      settings: { stateDir, ...deploy },
+      target: { proxy: routes.proxy, syncer: () => routes.syncer() },
+      engine: () => this.#engine(),
+      // Progress goes out only while a stream is attached: it is best effort (agent.proto JobProgress).
+      emit: (jobProgress) => this.#emit({ $case: "jobProgress", jobProgress }),
+      logCapBytes: outputCapBytes,
+      onError: (err) => this.log.error({ err }, "deployment pipeline error"),
+    });
+  }
+
+  readonly deployer: Deployer;
 
   static async open(options: DispatcherOptions): Promise<Dispatcher> {
     await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
@@ -73,6 +93,9 @@ export class Dispatcher {
         options.stateDir,
         options.containerEngine ?? "auto",
       ),
+      options.deploy ?? { drainSeconds: 5, network: undefined, init: true },
+      options.stateDir,
+      options.outputCapBytes,
     );
     await dispatcher.#recoverInterrupted();
     return dispatcher;
@@ -122,6 +145,7 @@ export class Dispatcher {
   /** Resolves when every job taken on so far has finished (shutdown, tests). */
   async idle(): Promise<void> {
     await Promise.allSettled([...this.#running.values()]);
+    await this.deployer.idle();
   }
 
   async close(): Promise<void> {
@@ -182,6 +206,8 @@ export class Dispatcher {
           return await runRegistryLogoutJob(this.#engine(), job.operationId, job.kind.registryLogout);
         case "routeSync":
           return await this.routes.run(job.operationId, job.kind.routeSync);
+        case "deploy":
+          return await this.deployer.run(job.operationId, job.kind.deploy);
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
       }

@@ -102,6 +102,20 @@ export class RouteSyncRunner {
     readonly containerEngine: EngineSetting = "auto",
   ) {}
 
+  /**
+   * The process's one syncer (and ledger), shared by route-sync jobs and the
+   * deployments' switch step: syncs are serialised inside it, and both see the
+   * same routes.json. Undefined when no proxy is configured.
+   */
+  syncer(): Promise<RouteSyncer> | undefined {
+    const proxy = this.proxy;
+    if (proxy.kind === "none") return undefined;
+    this.#syncer ??= RouteLedger.open(join(this.stateDir, "routes.json")).then(
+      (ledger) => new RouteSyncer({ writer: writerFor(proxy), ledger, upstreamMode: proxy.upstream }),
+    );
+    return this.#syncer;
+  }
+
   async run(operationId: string, job: RouteSyncJob): Promise<JobResult> {
     const startedAt = Date.now();
     const proxy = this.proxy;
@@ -110,11 +124,7 @@ export class RouteSyncRunner {
         "this agent has no reverse proxy configured: set RELAYCTL_AGENT_PROXY to caddy, nginx or traefik";
       return failed(operationId, why, startedAt);
     }
-    // One syncer (and ledger) per process: jobs are serialised inside it.
-    this.#syncer ??= RouteLedger.open(join(this.stateDir, "routes.json")).then(
-      (ledger) => new RouteSyncer({ writer: writerFor(proxy), ledger, upstreamMode: proxy.upstream }),
-    );
-    const syncer = await this.#syncer;
+    const syncer = await this.syncer()!;
     const deadlineMs = (job.deadlineSeconds || DEFAULT_DEADLINE_SECONDS) * 1000;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<"late">((resolve) => {

@@ -16,6 +16,7 @@ import { createLogger } from "../lib/logger.js";
 import { buildApi } from "./app.js";
 import { resolveAuditKeys, useAuditKeys } from "../audit/chain-key.js";
 import { OperationService } from "../operations/service.js";
+import { DeployService } from "../deployments/service.js";
 import { waitForMinuteRoom } from "@relayctl/devkit";
 
 const test = anyTest as TestFn<{
@@ -45,7 +46,8 @@ test.before(async (t) => {
   const log = createLogger("silent", {});
   useAuditKeys(resolveAuditKeys({ databaseUrl: url }));
   const ops = new OperationService(db, bus, log, config.leaseMs);
-  const app = await buildApi({ config, db, bus, ops }, log, () => []);
+  const deploys = new DeployService(db, bus, ops, log, config.masterKey, config.leaseMs);
+  const app = await buildApi({ config, db, bus, ops, deploys }, log, () => []);
   const tenant = await createTenant(db, "inject");
   const { key } = await createAutomationKey(db, { tenant: tenant.tenant_id, name: "ci", rateLimit: 1000 });
   const apiKey = (await createApiKey(db, { tenant: tenant.tenant_id, name: "mgmt" })).key;

@@ -3,6 +3,7 @@
 import type { Knex } from "knex";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
+import type { DeployService } from "../deployments/service.js";
 import type { OperationService } from "../operations/service.js";
 
 export interface ApiContext {
@@ -10,4 +11,5 @@ export interface ApiContext {
   db: Knex;
   bus: JobBus;
   ops: OperationService;
+  deploys: DeployService;
 }

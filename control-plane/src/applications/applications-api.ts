@@ -19,6 +19,7 @@ import {
   presentApplication,
   updateApplication,
 } from "./store.js";
+import { buildSchema, gitCredentialSchema, healthPathSchema, refSchema } from "./source.js";
 import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
 
 // The route's schema (types, validation, docs); domain names get their RFC 1123
@@ -31,6 +32,14 @@ const fields = {
   /** Sync entries must name container_port (external-deploy/sync.ts). */
   pin_port: z.boolean().optional(),
   fqdns: z.array(z.string().max(300)).max(MAX_FQDNS).optional(),
+  // Deployments (source.ts checks what a schema cannot).
+  git_repository: z.string().min(1).max(2048).nullable().optional(),
+  deploy_branch: refSchema.optional(),
+  git_credential: gitCredentialSchema.nullable().optional(),
+  build: buildSchema.nullable().optional(),
+  health_check_path: healthPathSchema.optional(),
+  health_check_timeout_seconds: z.int().min(1).max(600).optional(),
+  auto_deploy: z.boolean().optional(),
 };
 const createSchema = z.strictObject(fields);
 const patchSchema = z
@@ -60,7 +69,13 @@ export const applicationsRoutes =
     app.get("/servers", async (req) => ({ servers: await listServers(ctx.db, req.apiPrincipal.tenantId) }));
 
     app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
-      const created = await createApplication(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
+      const created = await createApplication(
+        ctx.db,
+        req.apiPrincipal.tenantId,
+        req.body,
+        actorOf(req),
+        ctx.config.masterKey,
+      );
       return reply.status(201).send(created);
     });
 
@@ -80,6 +95,7 @@ export const applicationsRoutes =
         req.params.id,
         req.body,
         actorOf(req),
+        ctx.config.masterKey,
       );
       if (resource.server_id !== before.server_id) {
         await removeQuietly(ctx, req.log, {

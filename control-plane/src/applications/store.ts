@@ -9,6 +9,17 @@ import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";
 import { compileFqdns } from "./validate.js";
 import { isUuid } from "../api/validation.js";
+import { seal } from "../registry/crypto.js";
+import { requireMasterKey } from "../registry/credentials.js";
+import {
+  type BuildInput,
+  DEFAULT_BRANCH,
+  DEFAULT_HEALTH_PATH,
+  DEFAULT_HEALTH_TIMEOUT_SECONDS,
+  checkRepository,
+  compileBuild,
+  parseBuild,
+} from "./source.js";
 
 export interface ApplicationRow {
   id: string;
@@ -20,6 +31,16 @@ export interface ApplicationRow {
   /** 0/1 (MariaDB, SQLite) or boolean: sync entries must name container_port. */
   pin_port: number | boolean;
   fqdns: string;
+  git_repository: string | null;
+  deploy_branch: string;
+  git_username: string | null;
+  git_password_sealed: string | null;
+  git_credential_updated_at: number | null;
+  /** JSON of a Build (source.ts), or null: nothing to deploy from (external deploy only). */
+  build: string | null;
+  health_check_path: string;
+  health_check_timeout_seconds: number;
+  auto_deploy: number | boolean;
   created_at: number;
   updated_at: number;
 }
@@ -31,6 +52,14 @@ export interface ApplicationInput {
   container_port?: number;
   pin_port?: boolean;
   fqdns?: string[];
+  git_repository?: string | null;
+  deploy_branch?: string;
+  /** Write-only; null removes it. */
+  git_credential?: { username: string; password: string } | null;
+  build?: BuildInput | null;
+  health_check_path?: string;
+  health_check_timeout_seconds?: number;
+  auto_deploy?: boolean;
 }
 
 /** Who made a change, for the audit event (key ids and names, the caller's IP). */
@@ -46,6 +75,16 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     container_port: Number(row.container_port),
     pin_port: Boolean(Number(row.pin_port)),
     fqdns: JSON.parse(row.fqdns) as string[],
+    git_repository: row.git_repository ?? null,
+    deploy_branch: row.deploy_branch ?? DEFAULT_BRANCH,
+    git_credential:
+      row.git_username && row.git_password_sealed
+        ? { username: row.git_username, updated_at: iso(Number(row.git_credential_updated_at)) }
+        : null,
+    build: parseBuild(row.build ?? null),
+    health_check_path: row.health_check_path ?? DEFAULT_HEALTH_PATH,
+    health_check_timeout_seconds: Number(row.health_check_timeout_seconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS),
+    auto_deploy: Boolean(Number(row.auto_deploy ?? 0)),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -143,11 +182,66 @@ async function audited<T>(
   }
 }
 
-export async function createApplication(db: Knex, tenantId: string, input: ApplicationInput, actor: Actor) {
+/** A registry credential named by a build must be the tenant's own (422 otherwise, like key scopes). */
+async function checkCredential(db: Knex, tenantId: string, build: ReturnType<typeof compileBuild>) {
+  if (build?.type !== "image" || !build.registry_credential_id) return;
+  const found = await db("registry_credentials")
+    .where({ id: build.registry_credential_id.toLowerCase(), tenant_id: tenantId })
+    .first("id");
+  if (!found)
+    throw new RcError(
+      "RC_ERR_VALIDATION",
+      `build.registry_credential_id: unknown registry credential '${build.registry_credential_id}'`,
+    );
+}
+
+/** The columns a deploy source sets, checked; secrets sealed (never stored in the clear). */
+async function sourceColumns(
+  db: Knex,
+  tenantId: string,
+  input: ApplicationInput,
+  before: ApplicationRow | undefined,
+  masterKey: Buffer | undefined,
+  now: number,
+): Promise<Partial<ApplicationRow>> {
+  const out: Partial<ApplicationRow> = {};
+  if (input.git_repository !== undefined)
+    out.git_repository = input.git_repository === null ? null : checkRepository(input.git_repository);
+  if (input.deploy_branch !== undefined) out.deploy_branch = input.deploy_branch;
+  if (input.git_credential !== undefined) {
+    out.git_username = input.git_credential?.username ?? null;
+    out.git_password_sealed = input.git_credential
+      ? seal(requireMasterKey(masterKey), input.git_credential.password)
+      : null;
+    out.git_credential_updated_at = input.git_credential ? now : null;
+  }
+  const repository = out.git_repository !== undefined ? out.git_repository : (before?.git_repository ?? null);
+  if (input.build !== undefined || input.git_repository !== undefined) {
+    const current =
+      input.build !== undefined ? input.build : (parseBuild(before?.build ?? null) ?? undefined);
+    const build = compileBuild(current, repository !== null);
+    await checkCredential(db, tenantId, build);
+    out.build = build ? JSON.stringify(build) : null;
+  }
+  if (input.health_check_path !== undefined) out.health_check_path = input.health_check_path;
+  if (input.health_check_timeout_seconds !== undefined)
+    out.health_check_timeout_seconds = input.health_check_timeout_seconds;
+  if (input.auto_deploy !== undefined) out.auto_deploy = input.auto_deploy;
+  return out;
+}
+
+export async function createApplication(
+  db: Knex,
+  tenantId: string,
+  input: ApplicationInput,
+  actor: Actor,
+  masterKey?: Buffer,
+) {
   const fqdns = compileFqdns(input.fqdns ?? []);
   const serverId = await checkServer(db, tenantId, input.server_id!);
   await checkName(db, tenantId, input.name!);
   const now = Date.now();
+  const source = await sourceColumns(db, tenantId, input, undefined, masterKey, now);
   const row: ApplicationRow = {
     id: randomUUID(),
     tenant_id: tenantId,
@@ -157,6 +251,16 @@ export async function createApplication(db: Knex, tenantId: string, input: Appli
     container_port: input.container_port!,
     pin_port: input.pin_port === true,
     fqdns: JSON.stringify(fqdns),
+    git_repository: null,
+    deploy_branch: DEFAULT_BRANCH,
+    git_username: null,
+    git_password_sealed: null,
+    git_credential_updated_at: null,
+    build: null,
+    health_check_path: DEFAULT_HEALTH_PATH,
+    health_check_timeout_seconds: DEFAULT_HEALTH_TIMEOUT_SECONDS,
+    auto_deploy: false,
+    ...source,
     created_at: now,
     updated_at: now,
   };
@@ -175,6 +279,7 @@ export async function updateApplication(
   id: string,
   input: ApplicationInput,
   actor: Actor,
+  masterKey?: Buffer,
 ) {
   const before = await getApplication(db, tenantId, id);
   const changes: Partial<ApplicationRow> = {};
@@ -189,6 +294,7 @@ export async function updateApplication(
   const fqdns = input.fqdns !== undefined ? compileFqdns(input.fqdns) : JSON.parse(before.fqdns);
   changes.fqdns = JSON.stringify(fqdns);
   changes.updated_at = Date.now();
+  Object.assign(changes, await sourceColumns(db, tenantId, input, before, masterKey, changes.updated_at));
   const after: ApplicationRow = { ...before, ...changes };
   const resource = presentApplication(after);
   const changed = Object.keys(input).sort();
@@ -210,6 +316,7 @@ export async function deleteApplication(db: Knex, tenantId: string, id: string, 
   await audited(db, row, "application.deleted", { ...actor }, async (trx) => {
     await trx("application_fqdns").where({ application_id: row.id }).delete();
     await trx("application_route_state").where({ application_id: row.id }).delete();
+    await trx("application_env").where({ application_id: row.id }).delete();
     await trx("applications").where({ id: row.id }).delete();
   });
   return row;

@@ -25,6 +25,7 @@ import {
 import {
   type FinalResult,
   type FinalStatus,
+  type NewOperation,
   type OperationResult,
   createOperation,
   finishOperation,
@@ -50,6 +51,8 @@ export interface StartSpec {
   preBootId?: string | null;
   /** Type-specific audit fields (never secrets, never env values). */
   audit: Record<string, unknown>;
+  /** Rows that belong to the operation, written in its transaction (store.ts). */
+  together?: NewOperation["together"];
 }
 
 export interface StartedOperation {
@@ -79,6 +82,12 @@ export interface DispatchOptions {
   notRunStatus?: FinalStatus;
   /** Subscribe to the completion (needed only when the caller will wait). @default true */
   awaitResult?: boolean;
+  /**
+   * Leave the operation running when the job cannot be handed over, for the
+   * caller to try again (a deploy waits for its agent until its deadline).
+   * @default false
+   */
+  retryNotRun?: boolean;
 }
 
 /** A job handed to the bus; wait on it (or release it) exactly once. */
@@ -121,6 +130,7 @@ export class OperationService {
       leaseMs: spec.leased === false ? null : this.leaseMs,
       deadlineAt: Date.now() + spec.deadlineSeconds * 1000,
       preBootId: spec.preBootId,
+      together: spec.together,
       audit: { ...spec.audit, server_id: spec.server.id, server_name: spec.server.name },
     });
     return { id, server: spec.server, startedAt };
@@ -132,7 +142,15 @@ export class OperationService {
    * reason, and the answer says so.
    */
   async dispatch(op: StartedOperation, kind: JobKind, opts: DispatchOptions = {}): Promise<Dispatched> {
-    const notRun = (cause: NotRunCause, reason: string) => this.#notRun(op, cause, reason, opts);
+    const notRun = async (cause: NotRunCause, reason: string): Promise<Dispatched> =>
+      opts.retryNotRun
+        ? {
+            state: "not_run",
+            cause,
+            reason,
+            result: { exit_code: -1, stdout: "", stderr: reason, duration_ms: 0 },
+          }
+        : this.#notRun(op, cause, reason, opts);
     let waiter: DoneWaiter | undefined;
     try {
       if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);

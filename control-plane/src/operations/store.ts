@@ -6,6 +6,7 @@ import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
 import { type AuditEventInput, appendAuditEvent, appendAuditEventAfter } from "../audit/audit-log.js";
 import { resultHash } from "../audit/result-hash.js";
+import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
 
 export type OperationStatus = "running" | "completed" | "failed" | "timeout";
@@ -23,6 +24,8 @@ export interface NewOperation {
   /** The server's boot id when a reboot was asked for. */
   preBootId?: string | null;
   audit: AuditEventInput["payload"];
+  /** Rows that belong to the operation (a deployment's), written in its transaction. */
+  together?: (trx: Knex.Transaction, id: string, startedAt: number) => Knex.QueryBuilder[];
 }
 
 export interface FinalResult {
@@ -87,7 +90,7 @@ export async function createOperation(
           runId: op.runId,
           payload: { operation_id: id, ...op.audit },
         },
-        [insertOperation],
+        [insertOperation, ...(op.together?.(trx, id, startedAt) ?? [])],
       );
     });
   } catch (err) {
@@ -136,7 +139,10 @@ export async function finishOperation(
           result_detail: encodeDetail(result.detail),
           completed_at: Date.now(),
         });
-      return n === 1 ? completionEvent(id, op, result) : null;
+      if (n !== 1) return null;
+      // A deployment's steps and commit land with its final state, never apart.
+      if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
+      return completionEvent(id, op, result);
     }),
   );
 }
@@ -184,6 +190,13 @@ export async function readResult(
     duration_ms: row?.duration_ms ?? 0,
     detail: decodeDetail(row?.result_detail),
   };
+}
+
+/** Gives a running operation its first lease (one started without: a deploy waiting for its turn). */
+export async function startLease(db: Knex, id: string, leaseMs: number): Promise<void> {
+  await db("operations")
+    .where({ id, status: "running" })
+    .update({ lease_expires_at: Date.now() + leaseMs });
 }
 
 /** Records agents' acks; only operations of the acking agent's own server move. */

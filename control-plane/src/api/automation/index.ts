@@ -4,6 +4,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import { automationKeyAuth } from "../../auth/plugins.js";
 import type { ApiContext } from "../context.js";
+import { deployRoute } from "./deploy.js";
 import { execRoute } from "./exec.js";
 import { operationsRoute } from "./operations.js";
 import { rebootRoute } from "./reboot.js";
@@ -19,4 +20,5 @@ export const automationApi =
     await app.register(restartRoute(ctx));
     await app.register(rebootRoute(ctx));
     await app.register(registryAuthRoutes(ctx));
+    await app.register(deployRoute(ctx));
   };

@@ -4,6 +4,7 @@
 import type { FastifyPluginAsync } from "fastify";
 import { applicationsRoutes } from "../../applications/applications-api.js";
 import { apiKeyAuth } from "../../auth/plugins.js";
+import { deploymentsRoutes } from "../../deployments/routes.js";
 import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { registryCredentialsApi } from "../../registry/credentials-api.js";
 import type { ApiContext } from "../context.js";
@@ -19,4 +20,5 @@ export const managementApi =
     await app.register(providerBindingRoutes(ctx));
     await app.register(applicationsRoutes(ctx));
     await app.register(registryCredentialsApi(ctx), { prefix: "/registry-credentials" });
+    await app.register(deploymentsRoutes(ctx));
   };

@@ -10,6 +10,7 @@ import * as m006 from "./006_application_pin_port.js";
 import * as m007 from "./007_audit_keyed.js";
 import * as m008 from "./008_result_detail.js";
 import * as m009 from "./009_refusal_counts.js";
+import * as m010 from "./010_deployments.js";
 import * as m011 from "./011_accounts.js";
 
 interface Migration {
@@ -27,6 +28,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "007_audit_keyed": m007,
   "008_result_detail": m008,
   "009_refusal_counts": m009,
+  "010_deployments": m010,
   "011_accounts": m011,
 };
 

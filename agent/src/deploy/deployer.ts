@@ -1,0 +1,58 @@
+// The agent's deployments: one SerialQueues turn per application (deployments
+// of one application in the order received; the turn lasts until the old
+// container is retired), the engine chosen by the agent setting at each job,
+// and progress handed to the dispatcher's emit. run() resolves with the
+// JobResult as soon as the pipeline has one (after the switch, or at the
+// failure), while retire goes on in the background.
+import type { DeployJob, JobProgress, JobResult } from "@relayctl/proto";
+import type { ContainerEngine } from "../engine/engine.js";
+import { failedResult } from "../jobs/exec.js";
+import type { DeploySettings } from "./context.js";
+import { runDeployment } from "./pipeline.js";
+import { SerialQueues } from "./queue.js";
+import type { SwitchTarget } from "./switch-step.js";
+
+export interface DeployerOptions {
+  settings: DeploySettings;
+  target: SwitchTarget;
+  engine: () => ContainerEngine;
+  emit: (progress: JobProgress) => void;
+  logCapBytes?: number;
+  /** Told about a pipeline that threw (a bug): its job still gets a result. */
+  onError?: (err: unknown) => void;
+}
+
+export class Deployer {
+  readonly #queues = new SerialQueues();
+
+  constructor(readonly options: DeployerOptions) {}
+
+  run(operationId: string, job: DeployJob): Promise<JobResult> {
+    return new Promise<JobResult>((resolve) => {
+      let sent = false;
+      const onResult = (r: JobResult) => {
+        sent = true;
+        resolve(r);
+      };
+      const o = this.options;
+      const deps = {
+        engine: o.engine(),
+        settings: o.settings,
+        target: o.target,
+        emit: o.emit,
+        logCapBytes: o.logCapBytes,
+      };
+      void this.#queues
+        .run(job.applicationId, () => runDeployment(operationId, job, deps, onResult))
+        .catch((err) => {
+          o.onError?.(err);
+          if (!sent) resolve(failedResult(operationId, `agent error: ${(err as Error).message}`));
+        });
+    });
+  }
+
+  /** Resolves when every deployment taken so far has ended, retire included. */
+  idle(): Promise<void> {
+    return this.#queues.idle();
+  }
+}

@@ -1,0 +1,135 @@
+// The fetch step: the application's repository into a cache (a bare repository
+// per application in <stateDir>/deploy/<application id>/), fetched by URL each
+// time so no remote, and no credential, is ever stored in its config; the ref
+// resolved (refs.ts); the commit described (git log); and that commit exported
+// into a temp dir that is the build context (removed by the caller).
+// Credentials reach git only through GIT_ASKPASS reading the git child's own
+// environment; credential helpers are switched off and prompts fail.
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { CommitInfo, GitSource } from "@relayctl/proto";
+import { validApplicationId } from "@relayctl/reverse-proxy-sync";
+import { runCli } from "../engine/cli-process.js";
+import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
+import { refCandidates, validRef } from "./refs.js";
+
+/** No secret inside: it prints what the git child's environment holds. */
+const ASKPASS = `#!/bin/sh
+case "$1" in
+  Username*|username*) printf '%s\\n' "$RELAYCTL_GIT_USERNAME" ;;
+  *) printf '%s\\n' "$RELAYCTL_GIT_PASSWORD" ;;
+esac
+`;
+
+export interface FetchedSource {
+  commit: CommitInfo;
+  /** Temp dir holding the export (`<dir>/src`); the caller removes it. */
+  dir: string;
+  root: string;
+}
+
+class Git {
+  constructor(
+    readonly ctx: DeployContext,
+    readonly gitDir: string,
+    readonly env: Record<string, string>,
+  ) {}
+
+  async run(args: string[], what: string, extraEnv: Record<string, string> = {}) {
+    const o = await runCli({
+      binary: "git",
+      args: ["--git-dir", this.gitDir, "-c", "credential.helper=", "-c", "protocol.ext.allow=never", ...args],
+      env: { ...this.env, ...extraEnv },
+      ...callOptions(this.ctx),
+    });
+    this.ctx.rec.log("fetch", outputOf(o));
+    return check(o, what);
+  }
+
+  async tryRun(args: string[]) {
+    const o = await runCli({
+      binary: "git",
+      args: ["--git-dir", this.gitDir, ...args],
+      env: this.env,
+      ...callOptions(this.ctx),
+    });
+    return o.status === "completed" && o.exitCode === 0 ? o.stdout.trim() : undefined;
+  }
+}
+
+export async function fetchSource(
+  ctx: DeployContext,
+  source: GitSource,
+  work: string,
+): Promise<FetchedSource> {
+  const appId = ctx.job.applicationId;
+  if (!validApplicationId(appId)) throw new StepError("invalid application id");
+  if (!validRef(source.ref)) throw new StepError(`invalid ref '${source.ref.slice(0, 100)}'`);
+  if (source.repository === "" || source.repository.startsWith("-")) {
+    throw new StepError("invalid repository");
+  }
+  const gitDir = join(ctx.settings.stateDir, "deploy", appId);
+  const askpass = join(work, "askpass.sh");
+  await writeFile(askpass, ASKPASS, { mode: 0o700 });
+  await chmod(askpass, 0o700);
+  const git = new Git(ctx, gitDir, {
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_ASKPASS: askpass,
+    GIT_SSH_COMMAND: "ssh -o BatchMode=yes",
+    RELAYCTL_GIT_USERNAME: source.credential?.username ?? "",
+    RELAYCTL_GIT_PASSWORD: source.credential?.password ?? "",
+  });
+  await mkdir(gitDir, { recursive: true, mode: 0o700 });
+  await git.run(["init", "-q", "--bare"], "git init");
+  ctx.rec.log("fetch", `fetching ${source.repository}`);
+  const refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
+  await git.run(["fetch", "--prune", "--no-tags", "--", source.repository, ...refspecs], "git fetch");
+  let sha = await resolve(git, source.ref);
+  if (sha === undefined && /^[0-9a-f]{40}$/i.test(source.ref)) {
+    // A commit no branch or tag reaches: servers that allow it hand it out by SHA.
+    await git.run(["fetch", "--no-tags", "--", source.repository, source.ref], "git fetch of the commit");
+    sha = await resolve(git, source.ref);
+  }
+  if (sha === undefined)
+    throw new StepError(`ref '${source.ref}' is no branch, tag or commit of the repository`);
+  const commit = await describe(git, sha);
+  const root = join(work, "src");
+  await mkdir(root);
+  const index = { GIT_INDEX_FILE: join(work, "index") };
+  await git.run(["--work-tree", root, "read-tree", sha], "git read-tree", index);
+  await git.run(["--work-tree", root, "checkout-index", "-a", "-f"], "git checkout-index", index);
+  return { commit, dir: work, root };
+}
+
+async function resolve(git: Git, ref: string): Promise<string | undefined> {
+  for (const c of refCandidates(ref)) {
+    const sha = await git.tryRun([
+      "rev-parse",
+      "--verify",
+      "--quiet",
+      "--end-of-options",
+      `${c.rev}^{commit}`,
+    ]);
+    if (sha) {
+      git.ctx.rec.log("fetch", `${ref} is a ${c.kind}: ${sha}`);
+      return sha;
+    }
+  }
+  return undefined;
+}
+
+async function describe(git: Git, sha: string): Promise<CommitInfo> {
+  const out = await git.tryRun(["log", "-1", "--format=%H%x00%s%x00%an <%ae>", sha, "--"]);
+  const [full, message, author] = (out ?? "").split("\0");
+  return { sha: full || sha, message: message ?? "", author: author ?? "" };
+}
+
+/** A temp dir for one deployment's export and askpass helper. */
+export function workDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), "relayctl-deploy-"));
+}
+
+export function removeWorkDir(dir: string): Promise<void> {
+  return rm(dir, { recursive: true, force: true });
+}

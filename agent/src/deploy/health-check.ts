@@ -1,0 +1,81 @@
+// The health check step: GET http://127.0.0.1:<host port><path> until a 2xx or
+// 3xx, within health_check_timeout_seconds (and the job's deadline). A
+// container that exits fails at once, with the tail of its logs (scrubbed by the
+// recorder) in the step log.
+import { request } from "node:http";
+import { setTimeout as delay } from "node:timers/promises";
+import { parseInspect } from "../engine/container-facts.js";
+import { type DeployContext, StepError, callOptions, outputOf } from "./context.js";
+
+const REQUEST_TIMEOUT_MS = 2_000;
+const INTERVAL_MS = 200;
+/** The engine is asked whether the container still runs at most this often. */
+const STATE_EVERY_MS = 1_000;
+const LOG_TAIL_LINES = 30;
+
+function get(port: number, path: string, signal: AbortSignal): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        path,
+        method: "GET",
+        agent: false,
+        signal,
+        headers: { connection: "close" },
+      },
+      (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      },
+    );
+    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
+      req.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)),
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+export async function healthCheck(ctx: DeployContext, name: string, hostPort: number): Promise<void> {
+  const { job, rec, signal } = ctx;
+  const path = job.healthCheckPath.startsWith("/") ? job.healthCheckPath : `/${job.healthCheckPath}`;
+  const timeoutMs = (job.healthCheckTimeoutSeconds || 30) * 1000;
+  const until = Date.now() + timeoutMs;
+  rec.log("health_check", `GET http://127.0.0.1:${hostPort}${path}, up to ${timeoutMs / 1000} s`);
+  let last = "no answer yet";
+  let stateAt = 0;
+  while (!signal.aborted) {
+    try {
+      const status = await get(hostPort, path, signal);
+      if (status >= 200 && status < 400) {
+        rec.log("health_check", `answered ${status}`);
+        return;
+      }
+      last = `answered ${status}`;
+    } catch (err) {
+      last = (err as Error).message;
+    }
+    if (Date.now() - stateAt >= STATE_EVERY_MS) {
+      stateAt = Date.now();
+      await failIfExited(ctx, name);
+    }
+    if (Date.now() >= until) {
+      throw new StepError(`no 2xx or 3xx answer from ${path} within ${timeoutMs / 1000} s (last: ${last})`);
+    }
+    await delay(INTERVAL_MS, undefined, { signal }).catch(() => undefined);
+  }
+}
+
+async function failIfExited(ctx: DeployContext, name: string): Promise<void> {
+  const o = await ctx.engine.inspect([name], callOptions(ctx).deadlineSeconds);
+  const facts = parseInspect(o.stdout).get(name);
+  if (facts === undefined || facts.running) return;
+  const logs = await ctx.engine.logsTail(name, LOG_TAIL_LINES, callOptions(ctx));
+  ctx.rec.log(
+    "health_check",
+    `the container stopped (${facts.status}); the end of its log:\n${outputOf(logs)}`,
+  );
+  throw new StepError(`the container stopped (${facts.status}) before it answered`);
+}

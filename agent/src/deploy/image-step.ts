@@ -1,0 +1,50 @@
+// The build step: a Dockerfile build of the exported commit, tagged
+// relayctl/<application id>:<sha12> and labelled with the application and
+// deployment, or a pull of a prebuilt image (through a temporary auth file when
+// the application has a registry credential). The previous image is kept, so a
+// rollback is a switch, not a rebuild.
+import type { DeployJob } from "@relayctl/proto";
+import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
+import type { FetchedSource } from "./git-fetch.js";
+import { builtImageTag, deployLabels, validImageReference } from "./naming.js";
+import { realInsideRepo } from "./repo-paths.js";
+
+/** Returns the image the new container runs. */
+export async function buildImage(ctx: DeployContext, source: FetchedSource | undefined): Promise<string> {
+  const { job, engine, rec } = ctx;
+  const build = job.build;
+  if (build?.$case === "image") return pull(ctx, build.image);
+  if (build?.$case !== "dockerfile") throw new StepError("the job names no build (dockerfile or image)");
+  if (source === undefined) throw new StepError("a dockerfile build needs the application's git repository");
+  const dockerfileRel = build.dockerfile.dockerfile || "Dockerfile";
+  const contextRel = build.dockerfile.context || ".";
+  const dockerfile = await realInsideRepo(source.root, dockerfileRel);
+  if (dockerfile === undefined)
+    throw new StepError(`dockerfile '${dockerfileRel}' is not a file inside the repository`);
+  const contextDir = await realInsideRepo(source.root, contextRel);
+  if (contextDir === undefined)
+    throw new StepError(`build context '${contextRel}' is not inside the repository`);
+  const tag = builtImageTag(job.applicationId, source.commit.sha, job.deploymentId);
+  rec.log(
+    "build",
+    `building ${tag} with ${engine.name} (dockerfile ${dockerfileRel}, context ${contextRel})`,
+  );
+  const labels = deployLabels(job.applicationId, job.deploymentId);
+  const o = await engine.build({ contextDir, dockerfile, tag, labels }, callOptions(ctx));
+  rec.log("build", outputOf(o));
+  check(o, `${engine.name} build`);
+  return tag;
+}
+
+async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $case: "image" }>["image"]) {
+  const ref = image.image;
+  if (!validImageReference(ref)) throw new StepError(`invalid image reference '${ref.slice(0, 200)}'`);
+  const auth = image.auth
+    ? { registry: image.auth.registry, username: image.auth.username, password: image.auth.password }
+    : undefined;
+  ctx.rec.log("build", `pulling ${ref}${auth ? ` (logged in to ${auth.registry} as ${auth.username})` : ""}`);
+  const o = await ctx.engine.pull(ref, auth, callOptions(ctx));
+  ctx.rec.log("build", outputOf(o));
+  check(o, `${ctx.engine.name} pull`);
+  return ref;
+}

@@ -1,0 +1,242 @@
+// One deployment, start to end (DESIGN.md "Deployments"): fetch → build →
+// start → health_check → switch, then the result goes out (COMPLETED: the new
+// version serves), then retire after the drain, still inside the application's
+// turn (deployer.ts). Any failure, or the job's deadline, stops the pipeline:
+// the CLI child running is killed, the new container is removed, the old one
+// keeps serving (the route only moves at the switch, and nothing can fail after
+// it). Results: FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1,
+// "deadline passed during <step>"), with failed_step in the DeployReport.
+import {
+  type CommitInfo,
+  type DeployJob,
+  type DeployReport,
+  type JobProgress,
+  type JobResult,
+  JobStatus,
+} from "@relayctl/proto";
+import type { ContainerEngine } from "../engine/engine.js";
+import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
+import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
+import { healthCheck } from "./health-check.js";
+import { buildImage } from "./image-step.js";
+import { containerName, namingProblem } from "./naming.js";
+import { type StepName, StepRecorder } from "./recorder.js";
+import { currentContainers, retireOld } from "./retire.js";
+import { startContainer } from "./start-step.js";
+import { type SwitchTarget, switchRoute } from "./switch-step.js";
+
+/** When a job carries no deadline (it always should). */
+const DEFAULT_DEADLINE_MS = 60_000;
+/** Bounds the removal of the new container after a failure (it may run past the deadline). */
+const CLEANUP_SECONDS = 30;
+
+export interface PipelineDeps {
+  engine: ContainerEngine;
+  settings: DeploySettings;
+  target: SwitchTarget;
+  emit: (progress: JobProgress) => void;
+  /** Bytes of log kept per step. @default 1 MiB */
+  logCapBytes?: number;
+}
+
+interface State {
+  commit?: CommitInfo;
+  image: string;
+  name: string;
+  hostPort: number;
+  upstream: string;
+  previous: string[];
+  /** The start step began: a container of this name may exist and must go on failure. */
+  started: boolean;
+  /** The running step's work: cut by the deadline, it is awaited (its child killed) before cleanup. */
+  inflight: Promise<unknown>;
+}
+
+/** The job's secrets: what every log line and output is scrubbed of. */
+export function jobSecrets(job: DeployJob): string[] {
+  const out = [...Object.values(job.env), job.source?.credential?.password ?? ""];
+  if (job.build?.$case === "image") out.push(job.build.image.auth?.password ?? "");
+  return out.filter((s) => s !== "");
+}
+
+/**
+ * Runs the deployment; `onResult` is called exactly once (right after the switch,
+ * or at the failure). The promise settles when retire has ended too.
+ */
+export async function runDeployment(
+  operationId: string,
+  job: DeployJob,
+  deps: PipelineDeps,
+  onResult: (result: JobResult) => void,
+): Promise<void> {
+  const startedAt = Date.now();
+  const secrets = jobSecrets(job);
+  const rec = new StepRecorder(operationId, secrets, deps.emit, deps.logCapBytes);
+  const deadlineMs = Number(job.deadlineUnixMs) || startedAt + DEFAULT_DEADLINE_MS;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), Math.max(0, deadlineMs - Date.now()));
+  const ctx: DeployContext = {
+    job,
+    engine: deps.engine,
+    rec,
+    signal: abort.signal,
+    deadlineMs,
+    secrets,
+    settings: deps.settings,
+  };
+  const state: State = {
+    image: "",
+    name: "",
+    hostPort: 0,
+    upstream: "",
+    previous: [],
+    started: false,
+    inflight: Promise.resolve(),
+  };
+  const report = (failedStep: string): DeployReport => ({
+    deploymentId: job.deploymentId,
+    commit: state.commit,
+    image: state.image,
+    containerName: state.name,
+    hostPort: state.hostPort,
+    upstream: state.upstream,
+    proxy: deps.target.proxy.kind,
+    steps: rec.snapshot(),
+    failedStep,
+    previousContainerName: state.previous[0] ?? "",
+  });
+  try {
+    await steps(ctx, deps, state);
+  } catch (err) {
+    clearTimeout(timer);
+    const step = rec.current ?? "fetch";
+    const timedOut = abort.signal.aborted;
+    const reason = timedOut ? `deadline passed during ${step}` : `${step}: ${message(err)}`;
+    rec.fail(step, timedOut ? "deadline passed" : message(err));
+    await state.inflight;
+    if (state.started) await removeNew(ctx, state.name);
+    onResult(ended(operationId, timedOut, rec.scrub(reason), report(step), startedAt));
+    return;
+  }
+  clearTimeout(timer);
+  rec.begin("retire", state.previous.length > 0 ? `old: ${state.previous.join(", ")}` : "");
+  onResult(completed(operationId, rec.scrub(summary(job, state, deps)), report(""), startedAt));
+  await retireOld(deps.engine, rec, job.applicationId, state.name, deps.settings.drainSeconds, secrets).catch(
+    (err) => rec.fail("retire", `agent error: ${message(err)}`),
+  );
+}
+
+async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Promise<void> {
+  const { job, rec } = ctx;
+  const work = await workDir();
+  try {
+    let source: FetchedSource | undefined;
+    const src = job.source;
+    if (src === undefined) rec.skip("fetch", "no git repository: the image is pulled as it is");
+    else {
+      const fetched = await step(ctx, state, "fetch", () =>
+        preflight(job).then(() => fetchSource(ctx, src, work)),
+      );
+      source = fetched;
+      state.commit = fetched.commit;
+      rec.succeed("fetch", `commit ${fetched.commit.sha} ${fetched.commit.message}`, fetched.commit);
+    }
+    state.image = await step(ctx, state, "build", async () => {
+      if (src === undefined) await preflight(job);
+      return buildImage(ctx, source);
+    });
+    rec.succeed("build", `image ${state.image}`);
+  } finally {
+    await removeWorkDir(work);
+  }
+  state.name = containerName(job.containerBaseName, job.deploymentId);
+  state.hostPort = await step(ctx, state, "start", async () => {
+    state.previous = await currentContainers(ctx.engine, job.applicationId, callOptions(ctx));
+    state.started = true;
+    return startContainer(ctx, state.name, state.image);
+  });
+  rec.succeed("start", `container ${state.name} on 127.0.0.1:${state.hostPort}`);
+  await step(ctx, state, "health_check", () => healthCheck(ctx, state.name, state.hostPort));
+  rec.succeed("health_check");
+  state.upstream = await step(ctx, state, "switch", () =>
+    switchRoute(ctx, deps.target, { name: state.name, hostPort: state.hostPort, image: state.image }),
+  );
+  rec.succeed("switch");
+}
+
+/** Begins the step and runs it until it ends or the deadline passes, whichever is first. */
+async function step<T>(ctx: DeployContext, state: State, name: StepName, run: () => Promise<T>): Promise<T> {
+  ctx.rec.begin(name);
+  const signal = ctx.signal;
+  if (signal.aborted) throw new StepError("deadline passed");
+  let onAbort = () => {};
+  const deadline = new Promise<never>((_, reject) => {
+    onAbort = () => reject(new StepError("deadline passed"));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    const work = run();
+    state.inflight = work.catch(() => undefined);
+    return await Promise.race([work, deadline]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+async function preflight(job: DeployJob): Promise<void> {
+  const problem = namingProblem(job.containerBaseName, job.deploymentId);
+  if (problem !== undefined) throw new StepError(problem);
+}
+
+async function removeNew(ctx: DeployContext, name: string): Promise<void> {
+  const o = await ctx.engine.remove(name, { deadlineSeconds: CLEANUP_SECONDS, secrets: ctx.secrets });
+  if (o.status === "completed" && o.exitCode === 0)
+    ctx.rec.log(ctx.rec.steps.at(-1)?.name as StepName, `removed ${name}`);
+}
+
+function summary(job: DeployJob, s: State, deps: PipelineDeps): string {
+  const lines: string[] = [];
+  if (s.commit) lines.push(`commit ${s.commit.sha.slice(0, 12)} ${s.commit.message}`);
+  lines.push(`image ${s.image}`, `container ${s.name} on 127.0.0.1:${s.hostPort}`);
+  if (s.upstream)
+    lines.push(`serving ${job.fqdns.join(", ")} through ${deps.target.proxy.kind} -> ${s.upstream}`);
+  else lines.push(`listening on 127.0.0.1:${s.hostPort} (no proxy route)`);
+  if (s.previous.length > 0)
+    lines.push(`retiring ${s.previous.join(", ")} after ${deps.settings.drainSeconds} s`);
+  return `${lines.join("\n")}\n`;
+}
+
+function completed(operationId: string, stdout: string, report: DeployReport, startedAt: number): JobResult {
+  return {
+    operationId,
+    status: JobStatus.JOB_STATUS_COMPLETED,
+    exitCode: 0,
+    stdout,
+    stderr: "",
+    durationMs: Date.now() - startedAt,
+    error: "",
+    detail: { $case: "deploy", deploy: report },
+  };
+}
+
+function ended(
+  operationId: string,
+  timedOut: boolean,
+  reason: string,
+  report: DeployReport,
+  startedAt: number,
+) {
+  const result: JobResult = {
+    operationId,
+    status: timedOut ? JobStatus.JOB_STATUS_TIMEOUT : JobStatus.JOB_STATUS_FAILED,
+    exitCode: timedOut ? -1 : 1,
+    stdout: "",
+    stderr: reason,
+    durationMs: Date.now() - startedAt,
+    error: reason,
+    detail: { $case: "deploy", deploy: report },
+  };
+  return result;
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -1,0 +1,67 @@
+// POST /api/automation/v1/deploy — deploy an application (scope `deploy`).
+// Always asynchronous: 202 {operation_id, status: "running", deployment_id} once
+// the operation, its audit event and the deployment are recorded; the caller
+// polls the operation (or follows the deployment's log). 404 for an unknown or
+// another tenant's application, 403 when its server is outside the key's scope.
+import type { FastifyRequest } from "fastify";
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { z } from "zod";
+import { getApplication } from "../../applications/store.js";
+import { refSchema } from "../../applications/source.js";
+import { requireOperation } from "../../auth/automation-key.js";
+import type { ApiContext } from "../context.js";
+import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
+import { findServer } from "./servers.js";
+
+/** The contract's default; the bound is ours (an hour covers any real build). */
+export const DEPLOY_TIMEOUT = { min: 1, max: 3600, default: 60 } as const;
+export const deployTimeoutSchema = z.int().min(DEPLOY_TIMEOUT.min).max(DEPLOY_TIMEOUT.max);
+
+const bodySchema = z.strictObject({
+  application_id: uuidSchema,
+  commit_ref: refSchema.optional(),
+  env_overrides: envSchema.optional(),
+  timeout_seconds: deployTimeoutSchema.optional(),
+  run_id: runIdSchema.optional(),
+  run_context: runContextSchema.optional(),
+});
+type DeployBody = z.infer<typeof bodySchema>;
+
+export const deployRoute =
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
+  async (app) => {
+    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "deploy");
+    app.post<{ Body: DeployBody }>(
+      "/deploy",
+      { schema: { body: bodySchema }, preValidation },
+      async (req, reply) => {
+        const body = req.body;
+        const p = req.principal;
+        const application = await getApplication(ctx.db, p.tenantId, body.application_id);
+        const server = await findServer(ctx.db, p, application.server_id);
+        const runId = body.run_id ?? null;
+        const d = await ctx.deploys.request({
+          tenantId: p.tenantId,
+          app: application,
+          server,
+          commitRef: body.commit_ref,
+          envOverrides: body.env_overrides ?? {},
+          timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
+          runId,
+          trigger: "api",
+          actor: { type: "automation_key", id: p.keyId, name: p.keyName },
+          keyId: p.keyId,
+          audit: {
+            key_id: p.keyId,
+            key_name: p.keyName,
+            run_id: runId,
+            ip: req.ip,
+            run_context: body.run_context ?? null,
+          },
+        });
+        return reply
+          .status(202)
+          .send({ operation_id: d.operationId, status: "running", deployment_id: d.deploymentId });
+      },
+    );
+  };

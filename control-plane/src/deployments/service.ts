@@ -1,0 +1,194 @@
+// Starting a deployment and seeing it onto its agent. A request records the
+// operation (type `deploy`), its audit event and the deployment row in one
+// transaction, answers at once, and leaves a driver here to:
+//   1. wait for its turn: deployments of one application run one at a time, in
+//      request order (deployments.seq), so it waits for every earlier one of
+//      the application to finish;
+//   2. hand the job to the agent, waiting for the agent to connect when it is
+//      not (a deploy waits until its deadline; exec and the others refuse);
+//   3. then the agent runs it and its result finishes the operation like any
+//      other (gateway → operations service).
+// The job carries secrets (env values, credentials) that are never stored, so
+// it lives only in this driver's memory until it is on the stream: a control
+// plane that stops first fails the deployment rather than leaving it queued.
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Knex } from "knex";
+import type { Logger } from "pino";
+import type { ApplicationRow } from "../applications/store.js";
+import type { JobBus } from "../bus/job-bus.js";
+import type { OperationService, ServerRef, StartSpec, StartedOperation } from "../operations/service.js";
+import { startLease } from "../operations/store.js";
+import { buildDeployJob, type JobWithoutDeadline } from "./job.js";
+import { type DeploymentActor, type Trigger, insertDeployment, markDispatched } from "./store.js";
+
+export interface DeployRequest {
+  tenantId: string;
+  app: ApplicationRow;
+  server: ServerRef;
+  commitRef: string | undefined;
+  /** Applied to this deployment only; never stored (audited by name). */
+  envOverrides: Record<string, string>;
+  timeoutSeconds: number;
+  runId: string | null;
+  trigger: Trigger;
+  actor: DeploymentActor;
+  keyId: string | null;
+  /** Caller fields of the audit event (key, ip, run_context...). */
+  audit: Record<string, unknown>;
+}
+
+export interface Deployment {
+  operationId: string;
+  deploymentId: string;
+}
+
+/** Retry cadence while the agent is not connected. */
+const RETRY_MIN_MS = 250;
+const RETRY_MAX_MS = 2_000;
+/** Longest wait on an earlier deployment's done event before looking at the table again. */
+const TURN_RECHECK_MS = 5_000;
+
+export class DeployService {
+  readonly #drivers = new Set<Promise<void>>();
+  readonly #stop = new AbortController();
+
+  constructor(
+    readonly db: Knex,
+    readonly bus: JobBus,
+    readonly ops: OperationService,
+    readonly log: Logger,
+    readonly masterKey: Buffer | undefined,
+    readonly leaseMs: number,
+  ) {}
+
+  async request(r: DeployRequest): Promise<Deployment> {
+    const deploymentId = randomUUID();
+    const commitRef = r.commitRef ?? r.app.deploy_branch;
+    // Opened before anything is recorded: a secret that cannot be read is the caller's error now.
+    const job = await buildDeployJob(this.db, this.masterKey, r.app, deploymentId, commitRef, r.envOverrides);
+    const deadlineAt = Date.now() + r.timeoutSeconds * 1000;
+    const spec: StartSpec = {
+      tenantId: r.tenantId,
+      server: r.server,
+      operationType: "deploy",
+      keyId: r.keyId,
+      runId: r.runId,
+      deadlineSeconds: r.timeoutSeconds,
+      // Leased once on the agent's stream: waiting for its turn is not "agent lost".
+      leased: false,
+      audit: {
+        ...r.audit,
+        application_id: r.app.id,
+        application_name: r.app.name,
+        deployment_id: deploymentId,
+        commit_ref: commitRef,
+        env_override_keys: Object.keys(r.envOverrides).sort(),
+        timeout_seconds: r.timeoutSeconds,
+        trigger: r.trigger,
+      },
+      together: (trx, operationId, now) => [
+        insertDeployment(
+          trx,
+          {
+            id: deploymentId,
+            tenantId: r.tenantId,
+            applicationId: r.app.id,
+            serverId: r.server.id,
+            trigger: r.trigger,
+            actor: r.actor,
+            commitRef,
+          },
+          operationId,
+          now,
+        ),
+      ],
+    };
+    const op = await this.ops.start(spec);
+    const driver = this.#drive(op, deploymentId, r.app.id, job, deadlineAt)
+      .catch((err) => this.log.error({ err, operation_id: op.id }, "deployment driver failed"))
+      .finally(() => this.#drivers.delete(driver));
+    this.#drivers.add(driver);
+    return { operationId: op.id, deploymentId };
+  }
+
+  /** Stops every driver; deployments not yet on their agent's stream are failed. */
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await Promise.allSettled([...this.#drivers]);
+  }
+
+  async #drive(
+    op: StartedOperation,
+    deploymentId: string,
+    applicationId: string,
+    job: JobWithoutDeadline,
+    deadlineAt: number,
+  ): Promise<void> {
+    const end = (status: "failed" | "timeout", why: string) =>
+      this.ops.fail(op.id, status, why, Date.now() - op.startedAt);
+    try {
+      if (!(await this.#waitTurn(deploymentId, applicationId, deadlineAt)))
+        return void (await end(
+          "timeout",
+          "deadline passed while an earlier deployment of the application was running",
+        ));
+      const kind = { $case: "deploy" as const, deploy: { ...job, deadlineUnixMs: deadlineAt } };
+      let delay = RETRY_MIN_MS;
+      for (;;) {
+        const d = await this.ops.dispatch(op, kind, { awaitResult: false, retryNotRun: true });
+        if (d.state === "on_stream") {
+          await markDispatched(this.db, deploymentId);
+          await startLease(this.db, op.id, this.leaseMs);
+          return;
+        }
+        if (deadlineAt - Date.now() <= delay)
+          return void (await end("timeout", `deadline passed: ${d.reason}`));
+        await sleep(delay, undefined, { signal: this.#stop.signal });
+        delay = Math.min(delay * 2, RETRY_MAX_MS);
+      }
+    } catch (err) {
+      if (this.#stop.signal.aborted) {
+        await end("failed", "the control plane stopped before the deployment reached its agent").catch(
+          () => {},
+        );
+        return;
+      }
+      await end("failed", "the deployment could not be handed to its agent").catch(() => {});
+      throw err;
+    }
+  }
+
+  /** True once no earlier deployment of the application is running; false at the deadline. */
+  async #waitTurn(deploymentId: string, applicationId: string, deadlineAt: number): Promise<boolean> {
+    const mine = await this.db("deployments").where({ id: deploymentId }).first<{ seq: number }>("seq");
+    for (;;) {
+      const earlier = await this.db("deployments as d")
+        .join("operations as o", "o.id", "d.operation_id")
+        .where({ "d.application_id": applicationId, "o.status": "running" })
+        .andWhere("d.seq", "<", Number(mine!.seq))
+        .orderBy("d.seq", "desc")
+        .first<{ operation_id: string } | undefined>("d.operation_id");
+      if (!earlier) return true;
+      const left = deadlineAt - Date.now();
+      if (left <= 0) return false;
+      await this.#awaitFinish(earlier.operation_id, Math.min(left, TURN_RECHECK_MS));
+    }
+  }
+
+  /** Its done event, or `ms`, whichever is first; the table is the truth either way. */
+  async #awaitFinish(operationId: string, ms: number): Promise<void> {
+    const waiter = await this.bus.awaitDone(operationId).catch(() => undefined);
+    try {
+      // Subscribed first, then looked: a finish in between is not waited out.
+      const running = await this.db("operations").where({ id: operationId, status: "running" }).first("id");
+      if (!running) return;
+      await Promise.race([
+        waiter?.done ?? new Promise(() => {}),
+        sleep(ms, undefined, { signal: this.#stop.signal }),
+      ]);
+    } finally {
+      waiter?.cancel();
+    }
+  }
+}

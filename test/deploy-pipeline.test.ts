@@ -1,0 +1,409 @@
+// The agent's deployment pipeline in-process (agent/src/deploy), against a real
+// podman, a real Caddy and real git repositories on local paths: what the
+// control plane sees of a deployment (the JobResult, its DeployReport and the
+// JobProgress stream) and what a client of the application sees through Caddy.
+// Images are built FROM the harness's busybox image, so a build is one COPY.
+import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import {
+  type DeployJob,
+  type DeployReport,
+  DeployStepStatus,
+  type JobProgress,
+  type JobResult,
+  JobStatus,
+} from "@relayctl/proto";
+import test from "ava";
+import { Deployer } from "../agent/src/deploy/deployer";
+import { PodmanEngine } from "../agent/src/engine/podman-engine";
+import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
+import { type CaddyServer, startCaddy } from "./harness/caddy";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { podman, podmanAgentEnv } from "./harness/containers";
+import { startGitHttp } from "./harness/git-http";
+import { proxyGet } from "./harness/proxy-client";
+import { pollUntil } from "./harness/wait";
+
+const run = promisify(execFile);
+const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
+const DRAIN_SECONDS = 2;
+const SECRET = `env-secret-${randomUUID()}`;
+
+// The engine CLI the pipeline runs inherits this process's environment.
+process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
+
+test.after.always(cleanupAll);
+
+async function git(cwd: string, ...args: string[]): Promise<string> {
+  const env = {
+    ...process.env,
+    GIT_AUTHOR_NAME: "Dev One",
+    GIT_AUTHOR_EMAIL: "dev@example.test",
+    GIT_COMMITTER_NAME: "Dev One",
+    GIT_COMMITTER_EMAIL: "dev@example.test",
+  };
+  return (await run("git", args, { cwd, env })).stdout.trim();
+}
+
+/** The harness's busybox base image (same recipe as harness/containers.ts), built once per machine. */
+async function baseImage(): Promise<void> {
+  if (
+    await podman(["image", "exists", BASE_IMAGE]).then(
+      () => true,
+      () => false,
+    )
+  )
+    return;
+  const ctx = makeTempDir("base");
+  copyFileSync("/bin/busybox", join(ctx, "busybox"));
+  writeFileSync(
+    join(ctx, "Containerfile"),
+    'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n',
+  );
+  await podman(["build", "-q", "-t", BASE_IMAGE, ctx]);
+}
+
+interface Repo {
+  dir: string;
+  /** Commits `version` as the served page (cmd: the container's command) and returns its SHA. */
+  commit(version: string, cmd?: string[]): Promise<string>;
+}
+
+async function makeRepo(): Promise<Repo> {
+  const dir = makeTempDir("repo");
+  await git(dir, "init", "-q", "-b", "main");
+  mkdirSync(join(dir, "www", "cgi-bin"), { recursive: true });
+  // Prints the variable the env test sets, so its value is seen coming out of the container.
+  writeFileSync(
+    join(dir, "www", "cgi-bin", "env"),
+    '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nprintf "APP_SECRET=%s PATH=%s" "$APP_SECRET" "$PATH"\n',
+  );
+  chmodSync(join(dir, "www", "cgi-bin", "env"), 0o755);
+  return {
+    dir,
+    commit: async (version, cmd = ["httpd", "-f", "-p", "8080", "-h", "/www"]) => {
+      writeFileSync(join(dir, "www", "index.html"), `version ${version}`);
+      writeFileSync(
+        join(dir, "Dockerfile"),
+        `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ${JSON.stringify(cmd)}\n`,
+      );
+      await git(dir, "add", "-A");
+      await git(dir, "commit", "-q", "-m", `release ${version}`);
+      return git(dir, "rev-parse", "HEAD");
+    },
+  };
+}
+
+interface Stack {
+  stateDir: string;
+  caddy: CaddyServer;
+  deployer: Deployer;
+  progress: JobProgress[];
+}
+
+let stack: Promise<Stack> | undefined;
+const builtImages = new Set<string>();
+
+function startStack(): Promise<Stack> {
+  stack ??= (async () => {
+    await baseImage();
+    const caddy = await startCaddy();
+    const stateDir = makeTempDir("agent-state");
+    const proxy = {
+      kind: "caddy" as const,
+      upstream: "host" as const,
+      adminUrl: caddy.adminUrl,
+      serverName: "relayctl",
+      listen: [`127.0.0.1:${caddy.httpPort}`],
+      automaticHttps: false,
+    };
+    const routes = new RouteSyncRunner(proxy, stateDir, "podman");
+    const progress: JobProgress[] = [];
+    const deployer = new Deployer({
+      settings: { stateDir, drainSeconds: DRAIN_SECONDS, network: undefined, init: true },
+      target: { proxy, syncer: () => routes.syncer() },
+      engine: () => new PodmanEngine(),
+      emit: (p) => progress.push(p),
+    });
+    return { stateDir, caddy, deployer, progress };
+  })();
+  return stack;
+}
+
+interface App {
+  id: string;
+  fqdn: string;
+  base: string;
+  repo: Repo;
+}
+
+async function makeApp(): Promise<App> {
+  const id = randomUUID();
+  const suffix = id.slice(0, 6);
+  onCleanup(async () => {
+    const { stdout } = await podman([
+      "ps",
+      "-a",
+      "--filter",
+      `label=relayctl.application=${id}`,
+      "--format",
+      "{{.Names}}",
+    ]);
+    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
+    // By the tags the deployments reported: listing images races other users of the machine's podman.
+    for (const image of builtImages)
+      if (image.includes(id)) await podman(["image", "rm", "-f", image]).catch(() => undefined);
+  });
+  return { id, fqdn: `app-${suffix}.example.test`, base: `deptest-${suffix}`, repo: await makeRepo() };
+}
+
+function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
+  return {
+    deploymentId: randomUUID(),
+    applicationId: app.id,
+    applicationName: app.base,
+    source: { repository: app.repo.dir, ref, credential: undefined },
+    build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
+    containerPort: 8080,
+    healthCheckPath: "/",
+    healthCheckTimeoutSeconds: 20,
+    env: {},
+    fqdns: [app.fqdn],
+    containerBaseName: app.base,
+    deadlineUnixMs: Date.now() + 90_000,
+    ...over,
+  };
+}
+
+async function deploy(j: DeployJob): Promise<{ result: JobResult; report: DeployReport; opId: string }> {
+  const { deployer } = await startStack();
+  const opId = randomUUID();
+  const result = await deployer.run(opId, j);
+  if (result.detail?.$case !== "deploy") throw new Error(`no DeployReport: ${JSON.stringify(result)}`);
+  if (result.detail.deploy.image) builtImages.add(result.detail.deploy.image);
+  return { result, report: result.detail.deploy, opId };
+}
+
+async function through(app: App, path = "/"): Promise<string> {
+  const { caddy } = await startStack();
+  const res = await proxyGet(caddy.httpPort, app.fqdn, path);
+  return `${res.status} ${res.body}`;
+}
+
+const exists = (name: string) =>
+  podman(["container", "exists", name]).then(
+    () => true,
+    () => false,
+  );
+
+function progressOf(opId: string, progress: JobProgress[]) {
+  return progress.filter((p) => p.operationId === opId);
+}
+
+test.serial(
+  "deploy pipeline - a first deploy serves through Caddy; a second switches and retires the old after the drain",
+  async (t) => {
+    const { progress } = await startStack();
+    const app = await makeApp();
+    const sha1 = await app.repo.commit("1");
+    const first = await deploy(job(app, "main"));
+    t.is(first.result.status, JobStatus.JOB_STATUS_COMPLETED, first.result.stderr);
+    t.is(first.result.exitCode, 0);
+    t.is(first.report.commit?.sha, sha1);
+    t.is(first.report.commit?.message, "release 1");
+    t.is(first.report.commit?.author, "Dev One <dev@example.test>");
+    t.is(first.report.image, `relayctl/${app.id}:${sha1.slice(0, 12)}`);
+    t.is(
+      first.report.containerName,
+      `${app.base}-${first.report.deploymentId.replace(/-/g, "").slice(0, 8)}`,
+    );
+    t.is(first.report.upstream, `127.0.0.1:${first.report.hostPort}`);
+    t.deepEqual(
+      first.report.steps.map((s) => [s.name, s.status]),
+      [
+        ["fetch", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+        ["build", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+        ["start", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+        ["health_check", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+        ["switch", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+        ["retire", DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING],
+      ],
+    );
+    t.is(await through(app), "200 version 1");
+    const seqs = progressOf(first.opId, progress).map((p) => p.seq);
+    t.deepEqual(
+      seqs,
+      seqs.map((_, i) => i + 1),
+      "seq is 1, 2, 3... per operation",
+    );
+
+    // The second version comes from a tag.
+    const sha2 = await app.repo.commit("2");
+    await git(app.repo.dir, "tag", "v2");
+    await git(app.repo.dir, "reset", "-q", "--hard", sha1); // main stays at 1: only the tag names 2
+    const second = await deploy(job(app, "v2"));
+    t.is(second.result.status, JobStatus.JOB_STATUS_COMPLETED, second.result.stderr);
+    t.is(second.report.commit?.sha, sha2);
+    t.is(second.report.previousContainerName, first.report.containerName);
+    t.is(await through(app), "200 version 2", "traffic moved at the switch");
+    t.true(await exists(first.report.containerName), "the old container drains before it goes");
+    await pollUntil(async () => ((await exists(first.report.containerName)) ? undefined : true), {
+      what: "the old container to be retired",
+      timeoutMs: 30_000,
+    });
+    const retired = progressOf(second.opId, progress).find(
+      (p) =>
+        p.progress?.deploy.step === "retire" &&
+        p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
+    );
+    t.truthy(retired, "progress reports the end of retire");
+    t.true(await exists(second.report.containerName));
+    t.is(await through(app), "200 version 2");
+    // The previous image is kept for a rollback.
+    await t.notThrowsAsync(podman(["image", "exists", first.report.image]));
+  },
+);
+
+test.serial(
+  "deploy pipeline - an unhealthy version fails at health_check; the old keeps serving, the new is removed",
+  async (t) => {
+    const app = await makeApp();
+    await app.repo.commit("good");
+    const good = await deploy(job(app, "main"));
+    t.is(good.result.status, JobStatus.JOB_STATUS_COMPLETED, good.result.stderr);
+    // Never listens: a commit on another branch, deployed by its SHA.
+    await git(app.repo.dir, "checkout", "-q", "-b", "broken");
+    const bad = await app.repo.commit("bad", ["sleep", "3600"]);
+    await git(app.repo.dir, "checkout", "-q", "main");
+    const failed = await deploy(job(app, bad, { healthCheckTimeoutSeconds: 2 }));
+    t.is(failed.result.status, JobStatus.JOB_STATUS_FAILED);
+    t.is(failed.result.exitCode, 1);
+    t.regex(failed.result.stderr, /^health_check: no 2xx or 3xx answer/);
+    t.is(failed.result.error, failed.result.stderr);
+    t.is(failed.report.failedStep, "health_check");
+    t.is(failed.report.commit?.sha, bad);
+    t.false(await exists(failed.report.containerName), "the new container is removed");
+    t.true(await exists(good.report.containerName), "the old container is intact");
+    t.is(await through(app), "200 version good");
+  },
+);
+
+test.serial(
+  "deploy pipeline - the deadline gives TIMEOUT, removes the new container and leaves the old serving",
+  async (t) => {
+    const app = await makeApp();
+    await app.repo.commit("good");
+    const good = await deploy(job(app, "main"));
+    t.is(good.result.status, JobStatus.JOB_STATUS_COMPLETED, good.result.stderr);
+    await app.repo.commit("slow", ["sleep", "3600"]);
+    const started = Date.now();
+    const late = await deploy(
+      job(app, "main", { deadlineUnixMs: Date.now() + 12_000, healthCheckTimeoutSeconds: 60 }),
+    );
+    t.is(late.result.status, JobStatus.JOB_STATUS_TIMEOUT);
+    t.is(late.result.exitCode, -1);
+    const took = late.report.steps.map(
+      (s) => `${s.name} ${Number(s.endedAtUnixMs) - Number(s.startedAtUnixMs)} ms`,
+    );
+    t.is(late.result.stderr, "deadline passed during health_check", took.join(", "));
+    t.is(late.report.failedStep, "health_check");
+    t.true(Date.now() - started < 25_000, "cleanup ends a few seconds past the deadline");
+    t.false(await exists(late.report.containerName));
+    t.true(await exists(good.report.containerName));
+    t.is(await through(app), "200 version good");
+  },
+);
+
+test.serial(
+  "deploy pipeline - env values reach the container and nothing else: no progress, argv or report",
+  async (t) => {
+    const { progress } = await startStack();
+    const app = await makeApp();
+    await app.repo.commit("env");
+    // An application variable named PATH must not change which engine binary runs.
+    const env = { APP_SECRET: SECRET, PATH: "/bin:/nonexistent-app-path" };
+    const d = await deploy(job(app, "main", { env }));
+    t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
+    t.is(await through(app, "/cgi-bin/env"), `200 APP_SECRET=${SECRET} PATH=/bin:/nonexistent-app-path`);
+    const [inspect] = JSON.parse((await podman(["container", "inspect", d.report.containerName])).stdout);
+    const argv = JSON.stringify([inspect.Config.CreateCommand, inspect.Args, inspect.Path]);
+    t.true(argv.includes("APP_SECRET"), "the name is on argv (--env NAME)");
+    t.false(argv.includes(SECRET), "the value is not");
+    t.false(JSON.stringify(progressOf(d.opId, progress)).includes(SECRET));
+    t.false(JSON.stringify(d.result).includes(SECRET));
+  },
+);
+
+test.serial("deploy pipeline - a container that exits fails fast with its scrubbed log tail", async (t) => {
+  const { progress } = await startStack();
+  const app = await makeApp();
+  await app.repo.commit("crash", ["sh", "-c", 'echo "boom $APP_SECRET"; exit 3']);
+  const d = await deploy(job(app, "main", { env: { APP_SECRET: SECRET }, healthCheckTimeoutSeconds: 60 }));
+  t.is(d.result.status, JobStatus.JOB_STATUS_FAILED);
+  t.regex(d.result.stderr, /^health_check: the container stopped/);
+  const log = d.report.steps.find((s) => s.name === "health_check")?.log ?? "";
+  t.regex(log, /boom \*\*\*/, "the tail of its log, scrubbed");
+  t.false(JSON.stringify(progressOf(d.opId, progress)).includes(SECRET));
+  t.false(await exists(d.report.containerName));
+});
+
+test.serial(
+  "deploy pipeline - git refs: a name that is no branch, tag or SHA fails at fetch; paths must stay inside",
+  async (t) => {
+    const app = await makeApp();
+    await app.repo.commit("1");
+    const missing = await deploy(job(app, "no-such-branch"));
+    t.is(missing.result.status, JobStatus.JOB_STATUS_FAILED);
+    t.regex(missing.result.stderr, /^fetch: ref 'no-such-branch' is no branch, tag or commit/);
+    const outside = await deploy(
+      job(app, "main", {
+        build: { $case: "dockerfile", dockerfile: { dockerfile: "../../etc/passwd", context: "." } },
+      }),
+    );
+    t.is(outside.result.status, JobStatus.JOB_STATUS_FAILED);
+    t.regex(
+      outside.result.stderr,
+      /^build: dockerfile '..\/..\/etc\/passwd' is not a file inside the repository/,
+    );
+  },
+);
+
+test.serial(
+  "deploy pipeline - a private repository over HTTP: the credential goes through askpass and is stored nowhere",
+  async (t) => {
+    const { progress, stateDir } = await startStack();
+    const app = await makeApp();
+    const sha = await app.repo.commit("private");
+    const root = makeTempDir("git-http");
+    await git(root, "clone", "-q", "--bare", app.repo.dir, join(root, "app.git"));
+    const password = `git-pass-${randomUUID()}`;
+    const server = await startGitHttp(root, "deployer", password);
+    const source = (pw: string) => ({
+      repository: server.url("app.git"),
+      ref: "main",
+      credential: { username: "deployer", password: pw },
+    });
+
+    const wrong = await deploy(job(app, "main", { source: source(`${password}-wrong`) }));
+    t.is(wrong.result.status, JobStatus.JOB_STATUS_FAILED);
+    t.regex(wrong.result.stderr, /^fetch: git fetch exited with code 128/);
+    t.false(JSON.stringify([wrong.result, progressOf(wrong.opId, progress)]).includes(`${password}-wrong`));
+
+    const d = await deploy(job(app, "main", { source: source(password) }));
+    t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
+    t.is(d.report.commit?.sha, sha);
+    t.true(
+      server.requests.some((r) => r.authorized),
+      "git sent the credential when asked",
+    );
+    t.is(await through(app), "200 version private");
+    const cache = join(stateDir, "deploy", app.id);
+    const config = readFileSync(join(cache, "config"), "utf8");
+    t.false(config.includes(password), "no credential in the cache repository's config");
+    t.false(config.includes("[remote"), "no remote stored: fetched by URL each time");
+    t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
+  },
+);
