@@ -96,6 +96,7 @@ export function registerDeploy(program: Command): void {
           "commit_sha",
           "image",
           "container_name",
+          "host_port",
           "upstream",
           "failed_step",
           "error",
