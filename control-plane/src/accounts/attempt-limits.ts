@@ -18,6 +18,8 @@ export const LIMITS = {
   deviceCodeUser: { seconds: 900, limit: 10 },
   /** User codes typed on /device from one IP. */
   deviceCodeIp: { seconds: 900, limit: 30 },
+  /** Device authorizations started from one IP (each holds a user code while it lives). */
+  deviceStartIp: { seconds: 900, limit: 300 },
 } as const;
 
 export function subjectId(label: string): string {

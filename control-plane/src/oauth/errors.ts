@@ -37,9 +37,11 @@ export function installOAuthErrors(app: FastifyInstance): void {
     else {
       const rc = toRcError(err);
       if (rc.status >= 500) req.log.error({ err }, rc.code);
+      if (rc.status === 429 && rc.extra.retry_after)
+        reply.header("retry-after", String(rc.extra.retry_after));
       e =
         rc.status === 429
-          ? new OAuthError("slow_down", rc.detail)
+          ? new OAuthError("slow_down", rc.detail, 429)
           : rc.status >= 500
             ? new OAuthError("server_error", "the authorization server failed; retry later", rc.status)
             : new OAuthError("invalid_request", rc.detail);

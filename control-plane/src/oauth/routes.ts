@@ -4,6 +4,7 @@
 // errors are RFC 6749 §5.2 objects (errors.ts); token answers are no-store.
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { ApiContext } from "../api/context.js";
+import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
 import { type FormBody, REPEATED, acceptForms } from "../accounts/form-body.js";
 import { type OAuthClient, findClient } from "./clients.js";
 import { createDeviceAuthorization, pollDeviceCode } from "./device.js";
@@ -53,6 +54,8 @@ export const oauthRoutes =
     app.post("/oauth/device/code", async (req) => {
       const body = form(req);
       const c = client(body);
+      // Each request holds a user code for minutes: one address cannot take them by the thousand.
+      await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
       const scope = body.scope ? body.scope.trim() : null;
       return createDeviceAuthorization(ctx.db, cfg, c.id, scope, `${issuerOf(ctx, req)}/device`);
     });
