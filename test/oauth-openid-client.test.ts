@@ -40,7 +40,7 @@ test("openid-client - discovery, device flow, refresh and revocation against rel
   t.regex(tokens.access_token, /^rco_/);
   t.regex(String(tokens.refresh_token), /^rcr_/);
   t.is(tokens.token_type.toLowerCase(), "bearer");
-  t.is(tokens.expiresIn(), 900);
+  t.is(tokens.expires_in, 900);
 
   const me = await request(c, "/api/me", { key: tokens.access_token });
   t.is(me.status, 200, me.text);
