@@ -285,4 +285,10 @@ test("oauth - an access token runs exec on the Automation API, audited with the 
   // And no token or a refresh token is 401 with the contract's body.
   const { refresh_token } = await login();
   assertDetailOnly(t, await exec(c, { server_id: c.serverId, command: "true" }, refresh_token), 401);
+  // External-deploy sessions are bound to an automation key: a person's token is not one.
+  const session = await request(c, "/external-deploy/session", {
+    key: access_token,
+    body: { container_names: ["x"] },
+  });
+  t.regex(assertDetailOnly(t, session, 401), /rca_/);
 });

@@ -24,6 +24,12 @@ export interface AuthPluginOptions {
    * @default true
    */
   everyRoute?: boolean;
+  /**
+   * Admit a person's OAuth access token (rco_) as well as keys. false where what
+   * the route creates is bound to an automation key (external-deploy sessions).
+   * @default true
+   */
+  accessTokens?: boolean;
 }
 
 declare module "fastify" {
@@ -34,11 +40,11 @@ declare module "fastify" {
 }
 
 export const automationKeyAuth = fp<AuthPluginOptions>(
-  async (app, { db, everyRoute = true }) => {
+  async (app, { db, everyRoute = true, accessTokens = true }) => {
     app.decorateRequest("principal", null as never);
     app.decorateRequest("keyActor", null);
     app.decorateRequest("admitAutomationKey", async function (this: FastifyRequest, reply: FastifyReply) {
-      const token = accessTokenOf(this, "authorization");
+      const token = accessTokens ? accessTokenOf(this, "authorization") : undefined;
       this.principal = token
         ? await admitAccessTokenForAutomation(db, this, reply, token)
         : await admitAutomationKey(db, this, reply);
