@@ -203,6 +203,26 @@ test.serial("cli - logout revokes the login on the server; a copy of its tokens 
   t.is(revoked.stderr, "relayctl: OAuth access token has been revoked: log in again\n");
 });
 
+test.serial(
+  "cli - exec still running at --timeout exits 124 naming the operation; ops get reads it",
+  async (t) => {
+    const u = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
+    const r = await u.run(["exec", c.serverId, "--timeout", "1", "--", "sleep 2; echo late"]);
+    t.is(r.code, 124, r.stderr);
+    const id = /relayctl ops get ([0-9a-f-]{36})/.exec(r.stderr)?.[1];
+    t.truthy(id, r.stderr);
+    const done = await pollUntil(
+      async () => {
+        const op = await u.run(["ops", "get", id!, "--json"]);
+        const body = JSON.parse(op.stdout);
+        return body.status === "running" ? undefined : body;
+      },
+      { what: "the operation to finish", timeoutMs: 30_000, intervalMs: 300 },
+    );
+    t.like(done, { status: "completed", result: { exit_code: 0, stdout: "late\n" } });
+  },
+);
+
 test.serial("cli - RELAYCTL_TOKEN with an automation key runs exec non-interactively", async (t) => {
   const u = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
   const r = await u.run(["exec", c.serverId, "--", "echo via-key"]);

@@ -3,6 +3,7 @@
 // approves through /login and /device over HTTP as a browser would (cookies, the
 // pages' CSRF tokens), and the tokens then work on the dashboard and Automation APIs
 // with the person as the audit actor.
+import { createHash } from "node:crypto";
 import test from "ava";
 import { ISO_UTC, UUID, assertCompleted, assertDetailOnly } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
@@ -116,6 +117,17 @@ test("oauth - the full flow: pending, slow_down (interval + 5 s), approval in th
   t.is(tokens.json.token_type, "Bearer");
   t.is(tokens.json.expires_in, 900);
   t.is(tokens.headers.get("cache-control"), "no-store");
+  // Only SHA-256 hashes are stored, never the tokens.
+  const sha = (v: unknown) => createHash("sha256").update(String(v)).digest("hex");
+  const stored = await c.db.query("SELECT kind, token_hash FROM oauth_tokens WHERE token_hash IN (?, ?)", [
+    sha(tokens.json.access_token),
+    sha(tokens.json.refresh_token),
+  ]);
+  t.deepEqual(stored.map((r) => r.kind).sort(), ["access", "refresh"]);
+  const leaked = await c.db.query("SELECT COUNT(*) AS n FROM oauth_tokens WHERE token_hash = ?", [
+    tokens.json.access_token,
+  ]);
+  t.is(Number(leaked[0].n), 0);
   // A device code gives tokens once.
   const again = await poll(code);
   t.is(again.json.error, "invalid_grant");
