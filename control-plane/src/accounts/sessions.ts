@@ -65,6 +65,8 @@ export function setCookie(
 export async function createSession(db: Knex, user: UserRow, ip: string, ttlSeconds: number) {
   const token = mintToken("rcs_");
   const now = Date.now();
+  // Ended sessions of this user are kept no longer than it takes to sign in again.
+  await db("web_sessions").where({ user_id: user.id }).where("expires_at", "<", now).delete();
   await db("web_sessions").insert({
     id: randomUUID(),
     user_id: user.id,

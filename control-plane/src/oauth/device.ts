@@ -175,6 +175,9 @@ export async function pollDeviceCode(
       .where({ id: row.id, status: "approved" })
       .update({ status: "consumed", last_polled_at: now });
     if (Number(n) !== 1) throw new OAuthError("invalid_grant", "the device_code was already used");
+    // Expired tokens of this user are of no use to anyone (reuse detection only needs
+    // spent refresh tokens until they expire): clear them as new ones are issued.
+    await trx("oauth_tokens").where({ user_id: row.user_id }).where("expires_at", "<", now).delete();
     const familyId = randomUUID();
     const tokens = await issueTokens(trx, cfg, {
       userId: row.user_id!,
