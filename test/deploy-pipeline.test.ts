@@ -5,9 +5,9 @@
 // Images are built FROM the harness's busybox image, so a build is one COPY.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import {
   type DeployJob,
   type DeployReport,
@@ -23,79 +23,19 @@ import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv } from "./harness/containers";
+import { type Repo, baseImage, git, makeRepo } from "./harness/deploy-repo";
 import { startGitHttp } from "./harness/git-http";
+import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
-const run = promisify(execFile);
-const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
-const DRAIN_SECONDS = 2;
+const DRAIN_SECONDS = 3;
 const SECRET = `env-secret-${randomUUID()}`;
 
 // The engine CLI the pipeline runs inherits this process's environment.
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
 test.after.always(cleanupAll);
-
-async function git(cwd: string, ...args: string[]): Promise<string> {
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: "Dev One",
-    GIT_AUTHOR_EMAIL: "dev@example.test",
-    GIT_COMMITTER_NAME: "Dev One",
-    GIT_COMMITTER_EMAIL: "dev@example.test",
-  };
-  return (await run("git", args, { cwd, env })).stdout.trim();
-}
-
-/** The harness's busybox base image (same recipe as harness/containers.ts), built once per machine. */
-async function baseImage(): Promise<void> {
-  if (
-    await podman(["image", "exists", BASE_IMAGE]).then(
-      () => true,
-      () => false,
-    )
-  )
-    return;
-  const ctx = makeTempDir("base");
-  copyFileSync("/bin/busybox", join(ctx, "busybox"));
-  writeFileSync(
-    join(ctx, "Containerfile"),
-    'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n',
-  );
-  await podman(["build", "-q", "-t", BASE_IMAGE, ctx]);
-}
-
-interface Repo {
-  dir: string;
-  /** Commits `version` as the served page (cmd: the container's command) and returns its SHA. */
-  commit(version: string, cmd?: string[]): Promise<string>;
-}
-
-async function makeRepo(): Promise<Repo> {
-  const dir = makeTempDir("repo");
-  await git(dir, "init", "-q", "-b", "main");
-  mkdirSync(join(dir, "www", "cgi-bin"), { recursive: true });
-  // Prints the variable the env test sets, so its value is seen coming out of the container.
-  writeFileSync(
-    join(dir, "www", "cgi-bin", "env"),
-    '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nprintf "APP_SECRET=%s PATH=%s" "$APP_SECRET" "$PATH"\n',
-  );
-  chmodSync(join(dir, "www", "cgi-bin", "env"), 0o755);
-  return {
-    dir,
-    commit: async (version, cmd = ["httpd", "-f", "-p", "8080", "-h", "/www"]) => {
-      writeFileSync(join(dir, "www", "index.html"), `version ${version}`);
-      writeFileSync(
-        join(dir, "Dockerfile"),
-        `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ${JSON.stringify(cmd)}\n`,
-      );
-      await git(dir, "add", "-A");
-      await git(dir, "commit", "-q", "-m", `release ${version}`);
-      return git(dir, "rev-parse", "HEAD");
-    },
-  };
-}
 
 interface Stack {
   stateDir: string;
@@ -199,6 +139,27 @@ const exists = (name: string) =>
     () => false,
   );
 
+/** Requests through Caddy one after another (bounded) until stopped; what they got. */
+function steadyTraffic(app: App) {
+  let running = true;
+  const bodies = new Set<string>();
+  const failures: string[] = [];
+  const loop = (async () => {
+    for (let i = 0; running && i < 5_000; i++) {
+      const got = await through(app).catch((err: Error) => `error ${err.message}`);
+      if (got.startsWith("200 ")) bodies.add(got.slice(4));
+      else failures.push(got);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return { bodies, failures };
+    },
+  };
+}
+
 function progressOf(opId: string, progress: JobProgress[]) {
   return progress.filter((p) => p.operationId === opId);
 }
@@ -239,11 +200,21 @@ test.serial(
       seqs.map((_, i) => i + 1),
       "seq is 1, 2, 3... per operation",
     );
+    // The build's output went out while it ran, before the step ended.
+    const build = progressOf(first.opId, progress).filter((p) => p.progress?.deploy.step === "build");
+    const live = build.filter(
+      (p) =>
+        p.progress?.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING &&
+        /STEP \d/.test(p.progress.deploy.log),
+    );
+    t.true(live.length > 0, "build output streamed as progress");
 
     // The second version comes from a tag.
     const sha2 = await app.repo.commit("2");
     await git(app.repo.dir, "tag", "v2");
     await git(app.repo.dir, "reset", "-q", "--hard", sha1); // main stays at 1: only the tag names 2
+    // A client sends requests the whole time: the switch and the retire must fail none of them.
+    const traffic = steadyTraffic(app);
     const second = await deploy(job(app, "v2"));
     t.is(second.result.status, JobStatus.JOB_STATUS_COMPLETED, second.result.stderr);
     t.is(second.report.commit?.sha, sha2);
@@ -260,6 +231,9 @@ test.serial(
         p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
     );
     t.truthy(retired, "progress reports the end of retire");
+    const seen = await traffic.stop();
+    t.deepEqual(seen.failures, [], "no request failed across the switch and the retire");
+    t.true(seen.bodies.has("version 1") && seen.bodies.has("version 2"), [...seen.bodies].join(", "));
     t.true(await exists(second.report.containerName));
     t.is(await through(app), "200 version 2");
     // The previous image is kept for a rollback.
@@ -286,6 +260,10 @@ test.serial(
     t.is(failed.report.failedStep, "health_check");
     t.is(failed.report.commit?.sha, bad);
     t.false(await exists(failed.report.containerName), "the new container is removed");
+    const { progress } = await startStack();
+    const last = progressOf(failed.opId, progress).at(-1)?.progress?.deploy;
+    t.is(last?.status, DeployStepStatus.DEPLOY_STEP_STATUS_FAILED, "nothing is reported after the failure");
+    t.regex(last?.log ?? "", /removed the new container/);
     t.true(await exists(good.report.containerName), "the old container is intact");
     t.is(await through(app), "200 version good");
   },
@@ -299,10 +277,9 @@ test.serial(
     const good = await deploy(job(app, "main"));
     t.is(good.result.status, JobStatus.JOB_STATUS_COMPLETED, good.result.stderr);
     await app.repo.commit("slow", ["sleep", "3600"]);
-    const started = Date.now();
-    const late = await deploy(
-      job(app, "main", { deadlineUnixMs: Date.now() + 12_000, healthCheckTimeoutSeconds: 60 }),
-    );
+    const deadline = Date.now() + 20_000;
+    const late = await deploy(job(app, "main", { deadlineUnixMs: deadline, healthCheckTimeoutSeconds: 60 }));
+    const ended = Date.now();
     t.is(late.result.status, JobStatus.JOB_STATUS_TIMEOUT);
     t.is(late.result.exitCode, -1);
     const took = late.report.steps.map(
@@ -310,8 +287,17 @@ test.serial(
     );
     t.is(late.result.stderr, "deadline passed during health_check", took.join(", "));
     t.is(late.report.failedStep, "health_check");
-    t.true(Date.now() - started < 25_000, "cleanup ends a few seconds past the deadline");
+    t.true(ended >= deadline, "not before the deadline");
+    t.true(
+      ended < deadline + 10_000,
+      `cleanup ends a few seconds past the deadline (${ended - deadline} ms)`,
+    );
     t.false(await exists(late.report.containerName));
+    const { progress } = await startStack();
+    t.is(
+      progressOf(late.opId, progress).at(-1)?.progress?.deploy.status,
+      DeployStepStatus.DEPLOY_STEP_STATUS_FAILED,
+    );
     t.true(await exists(good.report.containerName));
     t.is(await through(app), "200 version good");
   },
@@ -405,5 +391,65 @@ test.serial(
     t.false(config.includes(password), "no credential in the cache repository's config");
     t.false(config.includes("[remote"), "no remote stored: fetched by URL each time");
     t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
+  },
+);
+
+test.serial(
+  "deploy pipeline - an image build pulls from a private registry through a temporary auth file",
+  async (t) => {
+    const { progress } = await startStack();
+    const app = await makeApp();
+    const password = `registry-pass-${randomUUID()}`;
+    const registry = await startRegistry("puller", password);
+    // Every podman of this process (the pipeline's included) may talk plain HTTP to it.
+    process.env.CONTAINERS_REGISTRIES_CONF = registry.registriesConf;
+    const image = `${registry.host}/team/app-${app.id.slice(0, 8)}:1`;
+    await app.repo.commit("pulled");
+    await podman(["build", "-q", "-t", image, app.repo.dir]);
+    const authDir = makeTempDir("push-auth");
+    const authfile = join(authDir, "auth.json");
+    await new Promise<void>((resolve, reject) => {
+      const child = execFile(
+        "podman",
+        ["login", "--authfile", authfile, "-u", "puller", "--password-stdin", registry.host],
+        { env: process.env },
+        (err) => (err ? reject(err) : resolve()),
+      );
+      child.stdin?.end(password);
+    });
+    await podman(["push", "-q", "--authfile", authfile, image]);
+    await podman(["image", "rm", image]); // the deployment must pull it
+    builtImages.add(image);
+
+    const before = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const d = await deploy(
+      job(app, "", {
+        source: undefined,
+        build: {
+          $case: "image",
+          image: { image, auth: { registry: registry.host, username: "puller", password } },
+        },
+      }),
+    );
+    t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
+    t.is(d.report.image, image);
+    t.is(d.report.commit, undefined);
+    t.deepEqual(
+      d.report.steps.slice(0, 2).map((s) => [s.name, s.status]),
+      [
+        ["fetch", DeployStepStatus.DEPLOY_STEP_STATUS_SKIPPED],
+        ["build", DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED],
+      ],
+    );
+    t.is(await through(app), "200 version pulled");
+    t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
+    const after = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    t.deepEqual(after, before, "the temporary auth dir is gone");
+    // The engine's own login was not touched: the credential lived in the temporary file only.
+    const own = await podman(["login", "--get-login", registry.host]).then(
+      (o) => o.stdout,
+      () => "not logged in",
+    );
+    t.is(own, "not logged in");
   },
 );

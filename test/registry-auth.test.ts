@@ -3,17 +3,14 @@
 // the real docker CLI on the agent (no daemon needed for login/logout; docker
 // treats 127.0.0.0/8 as an insecure registry and falls back to plain http).
 import { randomBytes } from "node:crypto";
-import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
 import { UUID, assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type ApiResponse, type RequestOptions, api, request, waitForOperationEnd } from "./harness/http";
-import { freePort } from "./harness/ports";
-import { ManagedProcess } from "./harness/process";
-import { waitForTcp } from "./harness/wait";
+import { startRegistry } from "./harness/registry";
 
 const USER = "ci-bot";
 const PASSWORD = `pw-${randomBytes(12).toString("hex")}`;
@@ -25,31 +22,6 @@ let registry: string;
 let dockerConfig: string;
 /** Every answer the tests got, searched for the password at the end. */
 const answers: string[] = [];
-
-async function startRegistry(): Promise<string> {
-  const dir = makeTempDir("registry");
-  const port = await freePort();
-  writeFileSync(join(dir, "htpasswd"), execFileSync("htpasswd", ["-Bbn", USER, PASSWORD]));
-  writeFileSync(
-    join(dir, "config.yml"),
-    [
-      "version: 0.1",
-      "log: { level: info }",
-      `storage: { filesystem: { rootdirectory: ${join(dir, "data")} } }`,
-      `http: { addr: "127.0.0.1:${port}", secret: test-only-secret }`,
-      `auth: { htpasswd: { realm: relayctl-test, path: ${join(dir, "htpasswd")} } }`,
-      "",
-    ].join("\n"),
-  );
-  new ManagedProcess({
-    name: "docker-registry",
-    command: "docker-registry",
-    args: ["serve", join(dir, "config.yml")],
-    logFile: join(dir, "registry.log"),
-  });
-  await waitForTcp("127.0.0.1", port, 15_000);
-  return `127.0.0.1:${port}`;
-}
 
 async function call(path: string, opts: RequestOptions): Promise<ApiResponse> {
   const res = path.startsWith("/api/") ? await request(c, path, opts) : await api(c, path, opts);
@@ -73,7 +45,7 @@ function dockerAuths(): Record<string, unknown> {
 }
 
 test.before(async () => {
-  registry = await startRegistry();
+  registry = (await startRegistry(USER, PASSWORD)).host;
   dockerConfig = makeTempDir("docker-config");
   c = await startCluster({
     agentEnv: {

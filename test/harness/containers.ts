@@ -16,7 +16,9 @@ import { pollUntil } from "./wait";
 const run = promisify(execFile);
 
 const CONTAINERS_CONF = "/tmp/relayctl-test-containers.conf";
-const IMAGE = "localhost/relayctl-test-busybox:1";
+/** The busybox image every test container runs; test images build FROM it (a local image: no pull). */
+export const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
+const IMAGE = BASE_IMAGE;
 
 if (!existsSync(CONTAINERS_CONF)) {
   writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
@@ -34,7 +36,8 @@ export function podman(args: string[]): Promise<{ stdout: string; stderr: string
 
 let image: Promise<void> | undefined;
 
-function buildImage(): Promise<void> {
+/** Builds BASE_IMAGE once per process when podman does not have it yet. */
+export function buildBaseImage(): Promise<void> {
   image ??= (async () => {
     const exists = await podman(["image", "exists", IMAGE]).then(
       () => true,
@@ -75,7 +78,7 @@ export async function startWebContainer(
   opts: WebContainerOptions = {},
 ): Promise<WebContainer> {
   if (!backends.every((b) => /^[\w.-]+$/.test(b))) throw new Error(`bad backend names: ${backends}`);
-  await buildImage();
+  await buildBaseImage();
   const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
   const ports = new Map<string, { container: number; host: number }>();
   for (const [i, b] of backends.entries()) ports.set(b, { container: 8001 + i, host: await freePort() });

@@ -1,83 +1,136 @@
-// A private git repository over HTTP for the tests: `git http-backend` (git's
-// own smart-HTTP CGI) behind a tiny Node server on 127.0.0.1:<free port> that
-// demands HTTP basic auth, the way a private HTTPS host answers git (401 with
-// WWW-Authenticate, then the credential). Requests are recorded (method, path,
-// whether they were authorised) so a test can see what git sent.
+// A private git host for the tests: git's smart-HTTP protocol served by the real
+// `git http-backend` (git's own CGI) behind a Node HTTP server on a free loopback
+// port that demands HTTP Basic auth, the way a private HTTPS host answers git: a
+// request without the right credentials gets 401 and a WWW-Authenticate
+// challenge, which is what makes a git client ask its askpass helper. Every
+// request is recorded (method, path, headers, whether it was authorised, the
+// status) so a test can see what git sent, and that the password travelled only
+// in the Authorization header, never in a URL.
 import { spawn } from "node:child_process";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { onCleanup } from "./cleanup";
 
-const BACKEND = "/usr/lib/git-core/git-http-backend";
+export interface GitHttpRequest {
+  method: string;
+  /** The request target as sent (path and query). */
+  path: string;
+  headers: IncomingMessage["headers"];
+  /** Whether the request carried the right credentials. */
+  authorized: boolean;
+  status: number;
+}
 
 export interface GitHttpServer {
-  /** http://127.0.0.1:<port>/<name> */
+  /** http://127.0.0.1:<port>/<name> — a URL without credentials for the repository `<root>/<name>`. */
   url(name: string): string;
-  requests: { method: string; path: string; authorized: boolean }[];
+  port: number;
+  requests: GitHttpRequest[];
   stop(): Promise<void>;
 }
 
-function serveCgi(root: string, user: string, req: IncomingMessage, res: ServerResponse): void {
+/** Runs one request through `git http-backend` (RFC 3875 CGI) and relays its answer. */
+function serveCgi(
+  root: string,
+  user: string,
+  req: IncomingMessage,
+  res: ServerResponse,
+  log: GitHttpRequest,
+) {
   const url = new URL(req.url ?? "/", "http://127.0.0.1");
-  const env: Record<string, string> = {
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
     GIT_PROJECT_ROOT: root,
     GIT_HTTP_EXPORT_ALL: "1",
-    PATH_INFO: url.pathname,
-    QUERY_STRING: url.search.slice(1),
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_CONFIG_NOSYSTEM: "1",
     REQUEST_METHOD: req.method ?? "GET",
-    CONTENT_TYPE: String(req.headers["content-type"] ?? ""),
+    PATH_INFO: decodeURIComponent(url.pathname),
+    QUERY_STRING: url.search.slice(1),
+    CONTENT_TYPE: req.headers["content-type"] ?? "",
     REMOTE_USER: user,
-    REMOTE_ADDR: "127.0.0.1",
-    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    REMOTE_ADDR: req.socket.remoteAddress ?? "127.0.0.1",
+    // Clients gzip large upload-pack bodies and ask for protocol v2 through a header.
+    HTTP_CONTENT_ENCODING: req.headers["content-encoding"] ?? "",
+    GIT_PROTOCOL: String(req.headers["git-protocol"] ?? ""),
   };
-  if (req.headers["content-length"]) env.CONTENT_LENGTH = String(req.headers["content-length"]);
-  if (req.headers["content-encoding"]) env.HTTP_CONTENT_ENCODING = String(req.headers["content-encoding"]);
-  const child = spawn(BACKEND, [], { env, stdio: ["pipe", "pipe", "inherit"] });
+  if (req.headers["content-length"]) env.CONTENT_LENGTH = req.headers["content-length"];
+  const child = spawn("git", ["http-backend"], { env, stdio: ["pipe", "pipe", "pipe"] });
   req.pipe(child.stdin);
   let head = Buffer.alloc(0);
-  let body = false;
+  let headersDone = false;
   child.stdout.on("data", (chunk: Buffer) => {
-    if (body) return void res.write(chunk);
+    if (headersDone) {
+      res.write(chunk);
+      return;
+    }
     head = Buffer.concat([head, chunk]);
     const end = head.indexOf("\r\n\r\n");
     if (end < 0) return;
-    const headers: Record<string, string> = {};
+    headersDone = true;
     let status = 200;
     for (const line of head.subarray(0, end).toString("latin1").split("\r\n")) {
       const at = line.indexOf(":");
       const name = line.slice(0, at).trim();
       const value = line.slice(at + 1).trim();
       if (name.toLowerCase() === "status") status = Number.parseInt(value, 10);
-      else headers[name] = value;
+      else res.setHeader(name, value);
     }
-    res.writeHead(status, headers);
-    body = true;
+    log.status = status;
+    res.statusCode = status;
     res.write(head.subarray(end + 4));
   });
-  child.stdout.on("end", () => res.end());
-}
-
-/** Serves the bare repositories under `root` to `user`:`password` only. */
-export async function startGitHttp(root: string, user: string, password: string): Promise<GitHttpServer> {
-  const requests: GitHttpServer["requests"] = [];
-  const expected = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
-  const server = createServer((req, res) => {
-    const authorized = req.headers.authorization === expected;
-    requests.push({ method: req.method ?? "", path: req.url ?? "", authorized });
-    if (!authorized) {
-      res.writeHead(401, { "WWW-Authenticate": 'Basic realm="private"' });
+  let stderr = "";
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
+  child.on("close", (code) => {
+    if (headersDone) {
       res.end();
       return;
     }
-    serveCgi(root, user, req, res);
+    log.status = 500;
+    res.statusCode = 500;
+    res.end(`git http-backend exited ${code}: ${stderr}`);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+}
+
+/** Serves the repositories under `root` (bare, or work trees) to `user`:`password` only. */
+export async function startGitHttp(root: string, user: string, password: string): Promise<GitHttpServer> {
+  const requests: GitHttpRequest[] = [];
+  const expected = `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+  const server = createServer((req, res) => {
+    const authorized = req.headers.authorization === expected;
+    const log: GitHttpRequest = {
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: req.headers,
+      authorized,
+      status: 401,
+    };
+    requests.push(log);
+    if (!authorized) {
+      req.resume();
+      res.writeHead(401, {
+        "www-authenticate": 'Basic realm="relayctl-test-git"',
+        "content-type": "text/plain",
+      });
+      res.end("authentication required\n");
+      return;
+    }
+    serveCgi(root, user, req, res, log);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
   const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("git http: no port");
+  if (address === null || typeof address === "string") throw new Error("git http: no port from listen(0)");
   const stop = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
     });
   onCleanup(stop);
-  return { url: (name) => `http://127.0.0.1:${address.port}/${name}`, requests, stop };
+  const port = address.port;
+  return { url: (name) => `http://127.0.0.1:${port}/${name}`, port, requests, stop };
 }

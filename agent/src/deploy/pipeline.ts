@@ -109,12 +109,13 @@ export async function runDeployment(
     await steps(ctx, deps, state);
   } catch (err) {
     clearTimeout(timer);
-    const step = rec.current ?? "fetch";
+    const step = rec.current ?? (rec.steps.at(-1)?.name as StepName | undefined) ?? "fetch";
     const timedOut = abort.signal.aborted;
     const reason = timedOut ? `deadline passed during ${step}` : `${step}: ${message(err)}`;
-    rec.fail(step, timedOut ? "deadline passed" : message(err));
+    // The step cut by the deadline ends first (its child is being killed), so nothing it logs follows the failure.
     await state.inflight;
-    if (state.started) await removeNew(ctx, state.name);
+    const removal = state.started ? await removeNew(ctx, state.name) : "";
+    rec.fail(step, [timedOut ? "deadline passed" : message(err), removal].filter(Boolean).join("\n"));
     onResult(ended(operationId, timedOut, rec.scrub(reason), report(step), startedAt));
     return;
   }
@@ -188,10 +189,12 @@ async function preflight(job: DeployJob): Promise<void> {
   if (problem !== undefined) throw new StepError(problem);
 }
 
-async function removeNew(ctx: DeployContext, name: string): Promise<void> {
+/** Removes the new container; returns a line for the failed step's log. */
+async function removeNew(ctx: DeployContext, name: string): Promise<string> {
   const o = await ctx.engine.remove(name, { deadlineSeconds: CLEANUP_SECONDS, secrets: ctx.secrets });
-  if (o.status === "completed" && o.exitCode === 0)
-    ctx.rec.log(ctx.rec.steps.at(-1)?.name as StepName, `removed ${name}`);
+  if (o.status === "completed" && o.exitCode === 0) return `removed the new container ${name}`;
+  // `rm -f` of a container the engine never created says so: nothing is left behind then either.
+  return `removing the new container ${name}: ${(o.stderr.trim() || o.error) ?? ""}`.trim();
 }
 
 function summary(job: DeployJob, s: State, deps: PipelineDeps): string {

@@ -160,6 +160,7 @@ export abstract class CliEngine implements ContainerEngine {
       deadlineSeconds: opts.deadlineSeconds,
       signal: opts.signal,
       secrets: [...(opts.secrets ?? []), login.password],
+      onOutput: opts.onOutput,
       env: use.env,
     });
   }
@@ -176,6 +177,7 @@ export abstract class CliEngine implements ContainerEngine {
       deadlineSeconds: opts.deadlineSeconds,
       signal: opts.signal,
       secrets: opts.secrets,
+      onOutput: opts.onOutput,
       env,
     });
   }

@@ -30,6 +30,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Values scrubbed from the CLI's output. */
   secrets?: string[];
+  /** The CLI's output as it comes, scrubbed (cli-process.ts onOutput). */
+  onOutput?: (text: string) => void;
 }
 
 export interface BuildSpec {

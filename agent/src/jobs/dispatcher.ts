@@ -142,7 +142,7 @@ export class Dispatcher {
     }
   }
 
-  /** Resolves when every job taken on so far has finished (shutdown, tests). */
+  /** Resolves when every job taken on so far has finished, deployments' retire included (shutdown, tests). */
   async idle(): Promise<void> {
     await Promise.allSettled([...this.#running.values()]);
     await this.deployer.idle();

@@ -1,0 +1,416 @@
+#!/usr/bin/env node
+// Deployments end to end (issue 11): the time from POST /api/automation/v1/deploy to the new
+// version answering through Caddy, against the same steps run by a plain shell script
+// (deploy-baseline.sh: git fetch, podman build, podman run, health-check poll, one Caddy /load)
+// in the same run, interleaved, as a ratio; then the failed requests a steady request stream sees
+// during 10 deploys in a row. Starts nats-server, MariaDB, two Caddies (the agent's and the
+// script's), api, gateway and agent on free loopback ports in a temp dir, builds every image FROM a
+// local busybox image (nothing is pulled), and removes all of it on exit. Writes
+// bench/results/deploy.json.
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { startCaddy } from "./lib/caddy.mjs";
+import { freePort, run as runCmd } from "./lib/processes.mjs";
+import { startRelayctl } from "./lib/relayctl-stack.mjs";
+import { formatTable, ratio, summarize } from "./lib/stats.mjs";
+import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
+import { proxyGet, startTraffic } from "./lib/traffic.mjs";
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const RESULTS_FILE = join(BENCH_DIR, "results", "deploy.json");
+const BASELINE_SCRIPT = join(BENCH_DIR, "deploy-baseline.sh");
+const BENCH = "deploy";
+
+const ITERATIONS = intEnv(BENCH, "BENCH_ITERATIONS", 5);
+const WARMUP = intEnv(BENCH, "BENCH_WARMUP", 1);
+const IN_A_ROW = intEnv(BENCH, "BENCH_DEPLOYS_IN_A_ROW", 10);
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
+const GOAL_MAX_RATIO = 1.2;
+const STEPS = ["fetch", "build", "start", "health_check", "switch"];
+/** How often both sides look at Caddy for the new version (fresh connection each time). */
+const ANSWER_POLL_MS = 20;
+const DEPLOY_TIMEOUT_S = 300;
+
+const CONTAINERS_CONF = "/tmp/relayctl-bench-containers.conf";
+const BASE_IMAGE = "localhost/relayctl-bench-busybox:1";
+const SCRIPT_PREFIX = `relayctl-bench-script-${process.pid}`;
+const env = { ...process.env, CONTAINERS_CONF };
+const podman = (args) => runCmd("podman", args, { env });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// --- the application and its repository -------------------------------------------------------
+
+async function buildBaseImage(tmp) {
+  writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
+  const ctx = join(tmp, "base");
+  mkdirSync(ctx);
+  copyFileSync("/bin/busybox", join(ctx, "busybox"));
+  writeFileSync(join(ctx, "Containerfile"), "FROM scratch\nCOPY busybox /bin/busybox\n");
+  await podman(["build", "-q", "-t", BASE_IMAGE, ctx]);
+}
+
+/** A git repository whose main branch is a busybox httpd app serving `version <label>`. */
+function createRepo(dir) {
+  const git = (...args) =>
+    execFileSync("git", args, {
+      cwd: dir,
+      env: { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" },
+    })
+      .toString()
+      .trim();
+  mkdirSync(join(dir, "www"), { recursive: true });
+  writeFileSync(
+    join(dir, "Dockerfile"),
+    `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ["/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"]\n`,
+  );
+  git("init", "-q", "-b", "main");
+  git("config", "user.name", "Bench");
+  git("config", "user.email", "bench@relayctl.test");
+  const commit = (label) => {
+    writeFileSync(join(dir, "www", "index.html"), `version ${label}`);
+    git("add", "-A");
+    git("commit", "-q", "-m", `Release ${label}`);
+    return { sha: git("rev-parse", "HEAD"), body: `version ${label}` };
+  };
+  return { path: dir, commit };
+}
+
+// --- HTTP to the control plane ---------------------------------------------------------------
+
+async function call(baseUrl, method, path, { bearer, apiKey, body } = {}) {
+  const headers = {};
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  if (apiKey) headers["x-api-key"] = apiKey;
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const res = await fetch(new URL(path, baseUrl), {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, text, json: text ? JSON.parse(text) : undefined };
+}
+
+function expect(res, status, what) {
+  if (res.status !== status) throw new Error(`${what}: expected ${status}, got ${res.status}: ${res.text}`);
+  return res.json;
+}
+
+async function waitOperation(stack, id) {
+  for (;;) {
+    const op = expect(
+      await call(stack.baseUrl, "GET", `/api/automation/v1/operations/${id}`, { bearer: stack.keys[0] }),
+      200,
+      "GET operation",
+    );
+    if (op.status !== "running") return op;
+    await sleep(250);
+  }
+}
+
+/** Polls Caddy with `Host: fqdn` until it answers `body`; ms since `t0`. */
+async function waitForAnswer(port, fqdn, body, t0, deadlineMs = DEPLOY_TIMEOUT_S * 1000) {
+  for (;;) {
+    const res = await proxyGet(port, fqdn).catch(() => undefined);
+    if (res?.status === 200 && res.body === body) return performance.now() - t0;
+    if (performance.now() - t0 > deadlineMs) throw new Error(`${fqdn} never answered ${body}`);
+    await sleep(ANSWER_POLL_MS);
+  }
+}
+
+// --- one relayctl deployment and one script run ------------------------------------------------
+
+async function deployWithRelayctl(ctx, label) {
+  const { stack, app, repo, caddy } = ctx;
+  const { sha, body } = repo.commit(label);
+  const t0 = performance.now();
+  const started = expect(
+    await call(stack.baseUrl, "POST", "/api/automation/v1/deploy", {
+      bearer: stack.keys[0],
+      body: { application_id: app.id, timeout_seconds: DEPLOY_TIMEOUT_S },
+    }),
+    202,
+    "POST /deploy",
+  );
+  const ms = await waitForAnswer(caddy.httpPort, app.fqdn, body, t0);
+  const op = await waitOperation(stack, started.operation_id);
+  if (op.status !== "completed") throw new Error(`deploy ${label}: ${JSON.stringify(op)}`);
+  const path = `/api/tenants/${stack.tenantId}/applications/${app.id}/deployments/${started.deployment_id}`;
+  // Untimed: the view with each step's duration, once the old container is retired.
+  for (;;) {
+    const view = expect(
+      await call(stack.baseUrl, "GET", path, { apiKey: ctx.nextApiKey() }),
+      200,
+      "GET deployment",
+    );
+    if (view.commit_sha !== sha) throw new Error(`deployed ${view.commit_sha}, committed ${sha}`);
+    const retire = view.steps.find((s) => s.name === "retire");
+    if (retire?.status === "succeeded") {
+      return { ms, steps: Object.fromEntries(view.steps.map((s) => [s.name, s.duration_ms])) };
+    }
+    await sleep(300);
+  }
+}
+
+function runScript(vars) {
+  return new Promise((resolve, reject) => {
+    const child = spawn("bash", [BASELINE_SCRIPT], { env: { ...env, ...vars } });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      err += d;
+    });
+    child.on("close", (code) =>
+      code === 0 ? resolve(out) : reject(new Error(`deploy-baseline.sh exited ${code}: ${err}`)),
+    );
+  });
+}
+
+/** Step durations from the script's "mark <step> <epoch ms>" lines. */
+function scriptSteps(out) {
+  const marks = [...out.matchAll(/^mark (\w+) (\d+)$/gm)].map((m) => [m[1], Number(m[2])]);
+  const steps = {};
+  for (let i = 1; i < marks.length; i++) steps[marks[i][0]] = marks[i][1] - marks[i - 1][1];
+  return steps;
+}
+
+async function deployWithScript(ctx, label, i) {
+  const { repo, scriptCaddy } = ctx;
+  const { body } = repo.commit(label);
+  const name = `${SCRIPT_PREFIX}-${i}`;
+  const vars = {
+    REPO: repo.path,
+    CACHE: ctx.scriptCache,
+    IMAGE: `localhost/${SCRIPT_PREFIX}`,
+    NAME: name,
+    PORT: String(await freePort()),
+    CADDY_ADMIN_PORT: new URL(scriptCaddy.adminUrl).port,
+    CADDY_HTTP_PORT: String(scriptCaddy.httpPort),
+    FQDN: ctx.scriptFqdn,
+  };
+  const t0 = performance.now();
+  const [ms, out] = await Promise.all([
+    waitForAnswer(scriptCaddy.httpPort, ctx.scriptFqdn, body, t0),
+    runScript(vars),
+  ]);
+  // Untimed, like relayctl's retire: the previous container goes.
+  if (ctx.scriptPrevious) await podman(["rm", "-f", "-t", "0", ctx.scriptPrevious]);
+  ctx.scriptPrevious = name;
+  return { ms, steps: scriptSteps(out) };
+}
+
+// --- the two parts ------------------------------------------------------------------------------
+
+async function compare(ctx) {
+  const samples = { relayctl: [], script: [], relayctlSteps: [], scriptSteps: [] };
+  log(`time to serve: ${WARMUP} warmup + ${ITERATIONS} timed, each a relayctl deploy and a script run`);
+  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
+    const r = await deployWithRelayctl(ctx, `r${i}`);
+    const s = await deployWithScript(ctx, `s${i}`, i);
+    log(
+      `#${i}${i < WARMUP ? " (warmup)" : ""}: relayctl ${r.ms.toFixed(0)} ms, script ${s.ms.toFixed(0)} ms`,
+    );
+    if (i < WARMUP) continue;
+    samples.relayctl.push(r.ms);
+    samples.script.push(s.ms);
+    samples.relayctlSteps.push(r.steps);
+    samples.scriptSteps.push(s.steps);
+  }
+  const stepSummary = (list) =>
+    Object.fromEntries(STEPS.map((s) => [s, summarize(list.map((x) => x[s]).filter((v) => v != null))]));
+  return {
+    relayctl: summarize(samples.relayctl),
+    script: summarize(samples.script),
+    relayctl_steps: stepSummary(samples.relayctlSteps),
+    script_steps: stepSummary(samples.scriptSteps),
+  };
+}
+
+async function inARow(ctx) {
+  log(`${IN_A_ROW} deploys in a row under a steady request stream`);
+  const traffic = startTraffic(ctx.caddy.httpPort, ctx.app.fqdn);
+  const t0 = performance.now();
+  let last;
+  for (let i = 0; i < IN_A_ROW; i++) last = await deployWithRelayctl(ctx, `row${i}`);
+  const seconds = (performance.now() - t0) / 1000;
+  const report = await traffic.stop();
+  log(`${report.total} requests, ${report.failed} failed, ${report.sequence.length} versions seen`);
+  return { deploys: IN_A_ROW, seconds: Number(seconds.toFixed(1)), last_ms: last?.ms, ...report };
+}
+
+// --- report --------------------------------------------------------------------------------------
+
+function tcpMigrateReq() {
+  const file = "/proc/sys/net/ipv4/tcp_migrate_req";
+  return existsSync(file) ? readFileSync(file, "utf8").trim() : "absent";
+}
+
+function report(result) {
+  const { compare: c, in_a_row: row } = result;
+  const rows = [["measure", "n", "p50 ms", "p99 ms", "mean ms", "p50 / script p50"]];
+  for (const [key, label] of [
+    ["relayctl", "POST /deploy → new version through Caddy"],
+    ["script", "deploy-baseline.sh → new version through Caddy"],
+  ]) {
+    const r = c[key];
+    rows.push([
+      label,
+      r.n,
+      r.p50_ms.toFixed(0),
+      r.p99_ms.toFixed(0),
+      r.mean_ms.toFixed(0),
+      ratio(r.p50_ms, c.script.p50_ms),
+    ]);
+  }
+  for (const s of STEPS) {
+    rows.push([
+      `  step ${s}: relayctl / script`,
+      "",
+      `${c.relayctl_steps[s].p50_ms} / ${c.script_steps[s].p50_ms}`,
+      "",
+      "",
+      "",
+    ]);
+  }
+  console.log(`\n${formatTable(rows)}\n`);
+  console.log(
+    `${row.deploys} deploys in a row: ${row.total} requests, ${row.failed} failed, ${row.stale} stale, ` +
+      `versions ${row.sequence.length} (net.ipv4.tcp_migrate_req=${result.tcp_migrate_req})`,
+  );
+  const value = ratio(c.relayctl.p50_ms, c.script.p50_ms);
+  const goals = [
+    {
+      name: `time to serve p50 <= ${GOAL_MAX_RATIO} x the script's p50`,
+      value,
+      limit: GOAL_MAX_RATIO,
+      met: value <= GOAL_MAX_RATIO,
+    },
+    {
+      name: `failed requests during ${row.deploys} deploys in a row = 0`,
+      value: row.failed,
+      limit: 0,
+      met: row.failed === 0,
+    },
+  ];
+  for (const g of goals) console.log(`goal: ${g.name}: ${g.value} → ${g.met ? "MET" : "NOT MET"}`);
+  return goals;
+}
+
+// --- main ------------------------------------------------------------------------------------------
+
+async function run(group, tmp) {
+  log("building the base image; starting nats-server, MariaDB and two Caddies");
+  await buildBaseImage(tmp);
+  const [nats, db, caddy, scriptCaddy] = await Promise.all([
+    startNats(group, tmp),
+    startMariadb(group, tmp),
+    startCaddy(group, tmp, "caddy"),
+    startCaddy(group, tmp, "caddy-script"),
+  ]);
+  const stack = await startRelayctl(group, tmp, {
+    natsUrl: nats.url,
+    databaseUrl: db.url,
+    keyCount: 1,
+    keyRateLimit: 1000,
+    apiKeyCount: 3,
+    logLevel: LOG_LEVEL,
+    agentEnv: {
+      RELAYCTL_AGENT_CONTAINER_ENGINE: "podman",
+      CONTAINERS_CONF,
+      RELAYCTL_AGENT_PROXY: "caddy",
+      RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
+      RELAYCTL_AGENT_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
+      RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
+      RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "1",
+    },
+  });
+  const repo = createRepo(join(tmp, "app"));
+  repo.commit("0");
+  const scriptCache = join(tmp, "script-cache");
+  execFileSync("git", ["init", "-q", "--bare", scriptCache]);
+  let k = 0;
+  const nextApiKey = () => stack.apiKeys[k++ % stack.apiKeys.length];
+  const created = expect(
+    await call(stack.baseUrl, "POST", "/api/applications", {
+      apiKey: nextApiKey(),
+      body: {
+        server_id: stack.serverId,
+        name: "bench-app",
+        linked_container_name: "bench-app",
+        container_port: 8080,
+        fqdns: ["app.deploy.bench.test"],
+        git_repository: repo.path,
+        build: { type: "dockerfile" },
+        health_check_timeout_seconds: 120,
+      },
+    }),
+    201,
+    "POST /api/applications",
+  );
+  const app = { id: created.id, fqdn: "app.deploy.bench.test" };
+  const ctx = {
+    stack,
+    app,
+    repo,
+    caddy,
+    scriptCaddy,
+    scriptCache,
+    scriptFqdn: "script.deploy.bench.test",
+    nextApiKey,
+  };
+  try {
+    const result = { compare: await compare(ctx) };
+    result.in_a_row = await inARow(ctx);
+    return result;
+  } finally {
+    await removeContainers(app.id);
+  }
+}
+
+async function removeContainers(appId) {
+  const ids = async (args) => (await podman(args)).stdout.split("\n").filter(Boolean);
+  const label = `label=relayctl.application=${appId}`;
+  const containers = [
+    ...(await ids(["ps", "-a", "-q", "--filter", label])),
+    ...(await ids(["ps", "-a", "-q", "--filter", `name=${SCRIPT_PREFIX}`])),
+  ];
+  if (containers.length) await podman(["rm", "-f", "-t", "0", ...containers]);
+  const images = [
+    ...(await ids(["images", "-q", "--filter", label])),
+    ...(await ids(["images", "-q", "--filter", `reference=localhost/${SCRIPT_PREFIX}`])),
+  ];
+  if (images.length) await podman(["rmi", "-f", ...new Set(images)]);
+}
+
+async function main() {
+  const result = await runBench(BENCH, run);
+  result.tcp_migrate_req = tcpMigrateReq();
+  const goals = report(result);
+  const doc = {
+    bench: BENCH,
+    ...machine(),
+    config: {
+      iterations: ITERATIONS,
+      warmup: WARMUP,
+      deploys_in_a_row: IN_A_ROW,
+      drain_seconds: 1,
+      answer_poll_ms: ANSWER_POLL_MS,
+      log_level: LOG_LEVEL,
+      tcp_migrate_req: result.tcp_migrate_req,
+    },
+    results: result,
+    goals,
+    goals_met: goals.every((g) => g.met),
+  };
+  await writeResults(RESULTS_FILE, doc);
+  if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
+}
+
+await main();
