@@ -11,7 +11,7 @@ import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { podman, podmanAgentEnv, testImage } from "./harness/containers";
+import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv } from "./harness/containers";
 import { Browser, createOwner } from "./harness/people";
 
 const run = promisify(execFile);
@@ -31,7 +31,8 @@ async function git(cwd: string, ...args: string[]) {
 }
 
 test.before(async () => {
-  const image = await testImage();
+  await buildBaseImage();
+  const image = BASE_IMAGE;
   c = await startCluster({
     serverEnv: { RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1" },
     agentEnv: { ...podmanAgentEnv, RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "1" },

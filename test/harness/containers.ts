@@ -112,9 +112,3 @@ export async function startWebContainer(
     stop,
   };
 }
-
-/** The busybox test image (built once per machine), for tests whose images build FROM it. */
-export async function testImage(): Promise<string> {
-  await buildImage();
-  return IMAGE;
-}
