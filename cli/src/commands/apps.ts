@@ -17,6 +17,7 @@ export function registerApps(program: Command): void {
   apps
     .command("list", { isDefault: true })
     .description("list applications")
+    .addHelpText("after", "\nExample:\n  relayctl apps list\n  relayctl apps list --json")
     .action(async (_o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const r = await api.call<{ applications: Record<string, unknown>[] }>(
@@ -39,6 +40,7 @@ export function registerApps(program: Command): void {
   apps
     .command("show <app>")
     .description("show one application (by name or id)")
+    .addHelpText("after", "\nExample:\n  relayctl apps show shop")
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, name);
@@ -102,6 +104,7 @@ export function registerApps(program: Command): void {
   env
     .command("unset <app> <name>")
     .description("remove one variable")
+    .addHelpText("after", "\nExample:\n  relayctl apps env unset shop DB_PASSWORD")
     .action(async (app: string, name: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);
@@ -116,6 +119,7 @@ export function registerApps(program: Command): void {
   env
     .command("list <app>")
     .description("list variable names and when they changed (never values)")
+    .addHelpText("after", "\nExample:\n  relayctl apps env list shop")
     .action(async (app: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);

@@ -32,6 +32,7 @@ export function registerAuth(program: Command): void {
   program
     .command("logout")
     .description("revoke this login's tokens on the server and forget them here")
+    .addHelpText("after", "\nExample:\n  relayctl logout")
     .action(async (_o: unknown, cmd: Command) => {
       const s = loadCredentials();
       const json = Boolean((cmd.optsWithGlobals() as { json?: boolean }).json);
@@ -56,6 +57,7 @@ export function registerAuth(program: Command): void {
   program
     .command("whoami")
     .description("show who the current credential acts as")
+    .addHelpText("after", "\nExample:\n  relayctl whoami\n  RELAYCTL_TOKEN=rck_... relayctl whoami --json")
     .action(async (_o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const me = await api.call("GET", "/api/me", "dashboard");

@@ -45,6 +45,7 @@ export function registerKeys(program: Command): void {
   keys
     .command("list", { isDefault: true })
     .description("list live keys (never their secrets)")
+    .addHelpText("after", "\nExample:\n  relayctl keys list --json")
     .action(async (_o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const r = await api.call<{ automation_keys: Record<string, unknown>[] }>(
@@ -65,6 +66,7 @@ export function registerKeys(program: Command): void {
   keys
     .command("revoke <id>")
     .description("revoke a key: its next request is refused")
+    .addHelpText("after", "\nExample:\n  relayctl keys revoke 6f1c2a4e-...")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       await api.call("DELETE", `/api/automation-keys/${encodeURIComponent(id)}`, "dashboard");

@@ -34,6 +34,7 @@ export function registerRegistry(program: Command): void {
   reg
     .command("list", { isDefault: true })
     .description("list credentials (never passwords)")
+    .addHelpText("after", "\nExample:\n  relayctl registry list")
     .action(async (_o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const r = await api.call<Record<string, unknown>[] | { credentials?: Record<string, unknown>[] }>(
@@ -57,6 +58,7 @@ export function registerRegistry(program: Command): void {
   reg
     .command("remove <id>")
     .description("delete a credential")
+    .addHelpText("after", "\nExample:\n  relayctl registry remove 9b2e...")
     .action(async (id: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       await api.call("DELETE", `/api/registry-credentials/${encodeURIComponent(id)}`, "dashboard");
