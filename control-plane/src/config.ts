@@ -3,6 +3,7 @@
 // here with its default; docs/process-interfaces.md and the README mirror this.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { type AccountsConfig, parseAccountsConfig } from "./accounts/config.js";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
 
 const hostPort = z
@@ -194,6 +195,8 @@ export interface Config {
   /** RELAYCTL_AUDIT_HMAC_KEY as given (base64); audit/chain-key.ts resolves the key from it or its defaults. */
   auditHmacKey: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+  /** People's sign-in and the OAuth server (accounts/config.ts). */
+  accounts: AccountsConfig;
 }
 
 /** How the control plane authenticates to NATS and secures the connection. */
@@ -238,6 +241,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${issue.path.join(".") || "config"}: ${issue.message}`);
   }
   const c = parsed.data;
+  const accounts = parseAccountsConfig(merged);
+  if (typeof accounts === "string") throw new ConfigError(accounts);
   const gatewayListen = splitHostPort(c.RELAYCTL_GATEWAY_LISTEN);
   if (
     c.RELAYCTL_ROLE !== "api" &&
@@ -288,6 +293,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     masterKey: c.RELAYCTL_MASTER_KEY ? Buffer.from(c.RELAYCTL_MASTER_KEY, "base64") : undefined,
     auditHmacKey: c.RELAYCTL_AUDIT_HMAC_KEY,
     logLevel: c.RELAYCTL_LOG_LEVEL,
+    accounts,
   };
 }
 

@@ -65,6 +65,14 @@ export const ERRORS = {
     status: 422,
     detail: "the application has nothing to deploy from: set git_repository or an image build",
   },
+  RC_ERR_ACCESS_TOKEN_EXPIRED: { status: 401, detail: "OAuth access token has expired: refresh it" },
+  RC_ERR_ACCESS_TOKEN_REVOKED: { status: 401, detail: "OAuth access token has been revoked: log in again" },
+  RC_ERR_ROLE_FORBIDDEN: { status: 403, detail: "this needs the owner role" },
+  RC_ERR_CSRF: { status: 403, detail: "missing or invalid CSRF token: reload the page" },
+  RC_ERR_USER_NOT_FOUND: { status: 404, detail: "user not found" },
+  RC_ERR_INVITE_INVALID: { status: 404, detail: "invite is unknown, already used or expired" },
+  RC_ERR_EMAIL_TAKEN: { status: 409, detail: "a user with this e-mail address already exists" },
+  RC_ERR_SIGNIN_LIMITED: { status: 429, detail: "too many sign-in attempts: wait and try again" },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;
