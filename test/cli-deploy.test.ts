@@ -106,6 +106,16 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
   t.truthy(port, r.stdout);
   const page = await fetch(`http://127.0.0.1:${port}/`);
   t.is(await page.text(), "hello from the cli deploy");
+  // Recorded as the CLI's, by the person who signed in, not by a key.
+  t.regex(r.stdout, /^trigger\s+cli$/m);
+  const { key: apiKey } = (await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "reader"])) as {
+    key: string;
+  };
+  const history = await fetch(`${c.baseUrl}/api/tenants/${c.tenantId}/applications/${app.id}/deployments`, {
+    headers: { "x-api-key": apiKey },
+  });
+  const latest = ((await history.json()) as { deployments: Record<string, unknown>[] }).deployments[0]!;
+  t.like(latest, { trigger: "cli", triggered_by: { type: "user" } });
 });
 
 test.serial("cli deploy - a failing deployment exits 1 naming the failed step", async (t) => {

@@ -93,6 +93,7 @@ export function registerDeploy(program: Command): void {
         printFields(view, [
           "deployment_id",
           "status",
+          "trigger",
           "commit_sha",
           "image",
           "container_name",
