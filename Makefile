@@ -53,12 +53,17 @@ typecheck-tests: node-deps
 	npx tsc -p tsconfig.test.json
 	npx tsc -p action
 
-test: system-deps node-deps proto-check action-check lint build typecheck-tests
+# Host settings the proxy tests need (scripts/kernel-settings.sh says why).
+kernel-settings:
+	@bash scripts/kernel-settings.sh
+
+test: system-deps kernel-settings node-deps proto-check action-check lint build typecheck-tests
 	npx ava
 
-bench: system-deps node-deps build
+bench: system-deps kernel-settings node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
 	node bench/route-sync.mjs
+	node bench/deploy.mjs
 
-.PHONY: help node-deps system-deps build proto proto-check action action-check lint typecheck-tests dev test bench
+.PHONY: help node-deps system-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench

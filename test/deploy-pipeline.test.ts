@@ -5,10 +5,9 @@
 // Images are built FROM the harness's busybox image, so a build is one COPY.
 import { execFile } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import {
   type DeployJob,
   type DeployReport,
@@ -24,13 +23,12 @@ import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv } from "./harness/containers";
+import { type Repo, baseImage, git, makeRepo } from "./harness/deploy-repo";
 import { startGitHttp } from "./harness/git-http";
 import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
-const run = promisify(execFile);
-const BASE_IMAGE = "localhost/relayctl-test-busybox:1";
 const DRAIN_SECONDS = 3;
 const SECRET = `env-secret-${randomUUID()}`;
 
@@ -38,66 +36,6 @@ const SECRET = `env-secret-${randomUUID()}`;
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
 test.after.always(cleanupAll);
-
-async function git(cwd: string, ...args: string[]): Promise<string> {
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: "Dev One",
-    GIT_AUTHOR_EMAIL: "dev@example.test",
-    GIT_COMMITTER_NAME: "Dev One",
-    GIT_COMMITTER_EMAIL: "dev@example.test",
-  };
-  return (await run("git", args, { cwd, env })).stdout.trim();
-}
-
-/** The harness's busybox base image (same recipe as harness/containers.ts), built once per machine. */
-async function baseImage(): Promise<void> {
-  if (
-    await podman(["image", "exists", BASE_IMAGE]).then(
-      () => true,
-      () => false,
-    )
-  )
-    return;
-  const ctx = makeTempDir("base");
-  copyFileSync("/bin/busybox", join(ctx, "busybox"));
-  writeFileSync(
-    join(ctx, "Containerfile"),
-    'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n',
-  );
-  await podman(["build", "-q", "-t", BASE_IMAGE, ctx]);
-}
-
-interface Repo {
-  dir: string;
-  /** Commits `version` as the served page (cmd: the container's command) and returns its SHA. */
-  commit(version: string, cmd?: string[]): Promise<string>;
-}
-
-async function makeRepo(): Promise<Repo> {
-  const dir = makeTempDir("repo");
-  await git(dir, "init", "-q", "-b", "main");
-  mkdirSync(join(dir, "www", "cgi-bin"), { recursive: true });
-  // Prints the variable the env test sets, so its value is seen coming out of the container.
-  writeFileSync(
-    join(dir, "www", "cgi-bin", "env"),
-    '#!/bin/sh\nprintf "Content-Type: text/plain\\r\\n\\r\\n"\nprintf "APP_SECRET=%s PATH=%s" "$APP_SECRET" "$PATH"\n',
-  );
-  chmodSync(join(dir, "www", "cgi-bin", "env"), 0o755);
-  return {
-    dir,
-    commit: async (version, cmd = ["httpd", "-f", "-p", "8080", "-h", "/www"]) => {
-      writeFileSync(join(dir, "www", "index.html"), `version ${version}`);
-      writeFileSync(
-        join(dir, "Dockerfile"),
-        `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ${JSON.stringify(cmd)}\n`,
-      );
-      await git(dir, "add", "-A");
-      await git(dir, "commit", "-q", "-m", `release ${version}`);
-      return git(dir, "rev-parse", "HEAD");
-    },
-  };
-}
 
 interface Stack {
   stateDir: string;
@@ -262,6 +200,14 @@ test.serial(
       seqs.map((_, i) => i + 1),
       "seq is 1, 2, 3... per operation",
     );
+    // The build's output went out while it ran, before the step ended.
+    const build = progressOf(first.opId, progress).filter((p) => p.progress?.deploy.step === "build");
+    const live = build.filter(
+      (p) =>
+        p.progress?.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING &&
+        /STEP \d/.test(p.progress.deploy.log),
+    );
+    t.true(live.length > 0, "build output streamed as progress");
 
     // The second version comes from a tag.
     const sha2 = await app.repo.commit("2");
@@ -275,16 +221,17 @@ test.serial(
     t.is(second.report.previousContainerName, first.report.containerName);
     t.is(await through(app), "200 version 2", "traffic moved at the switch");
     t.true(await exists(first.report.containerName), "the old container drains before it goes");
-    await pollUntil(async () => ((await exists(first.report.containerName)) ? undefined : true), {
-      what: "the old container to be retired",
-      timeoutMs: 30_000,
-    });
-    const retired = progressOf(second.opId, progress).find(
-      (p) =>
-        p.progress?.deploy.step === "retire" &&
-        p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
+    // Progress reports the end of retire; the old container is gone by then.
+    await pollUntil(
+      () =>
+        progressOf(second.opId, progress).find(
+          (p) =>
+            p.progress?.deploy.step === "retire" &&
+            p.progress.deploy.status === DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED,
+        ),
+      { what: "the end of retire", timeoutMs: 30_000 },
     );
-    t.truthy(retired, "progress reports the end of retire");
+    t.false(await exists(first.report.containerName), "the old container is retired");
     const seen = await traffic.stop();
     t.deepEqual(seen.failures, [], "no request failed across the switch and the retire");
     t.true(seen.bodies.has("version 1") && seen.bodies.has("version 2"), [...seen.bodies].join(", "));
@@ -292,6 +239,22 @@ test.serial(
     t.is(await through(app), "200 version 2");
     // The previous image is kept for a rollback.
     await t.notThrowsAsync(podman(["image", "exists", first.report.image]));
+
+    // A third version: the newest image before it stays, older built ones go.
+    await app.repo.commit("3");
+    const third = await deploy(job(app, "main"));
+    t.is(third.result.status, JobStatus.JOB_STATUS_COMPLETED, third.result.stderr);
+    t.is(await through(app), "200 version 3");
+    await startStack().then((s) => s.deployer.idle()); // retire (and the image cleanup) ended
+    t.false(await exists(second.report.containerName));
+    const image = (ref: string) =>
+      podman(["image", "exists", ref]).then(
+        () => true,
+        () => false,
+      );
+    t.false(await image(first.report.image), "the oldest image is removed");
+    t.true(await image(second.report.image), "the previous image stays for a rollback");
+    t.true(await image(third.report.image));
   },
 );
 
@@ -475,7 +438,9 @@ test.serial(
     await podman(["image", "rm", image]); // the deployment must pull it
     builtImages.add(image);
 
-    const before = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const authDirs = () =>
+      ["/dev/shm", tmpdir()].flatMap((d) => readdirSync(d).filter((f) => f.startsWith("relayctl-auth-")));
+    const before = authDirs();
     const d = await deploy(
       job(app, "", {
         source: undefined,
@@ -497,7 +462,7 @@ test.serial(
     );
     t.is(await through(app), "200 version pulled");
     t.false(JSON.stringify([d.result, progressOf(d.opId, progress)]).includes(password));
-    const after = readdirSync(tmpdir()).filter((f) => f.startsWith("relayctl-auth-"));
+    const after = authDirs();
     t.deepEqual(after, before, "the temporary auth dir is gone");
     // The engine's own login was not touched: the credential lived in the temporary file only.
     const own = await podman(["login", "--get-login", registry.host]).then(

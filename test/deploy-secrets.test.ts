@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { basename, dirname } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
-import { cleanupAll } from "./harness/cleanup";
+import { cleanupAll, onCleanup } from "./harness/cleanup";
 import { podman } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
@@ -137,6 +137,8 @@ test.serial("image build - pulls from the private registry with a stored credent
   const local = `localhost/relayctl-test-pushed-${suffix}:1`;
   await podman(["build", "-q", "-t", local, imageRepo.path]);
   const ref = await registry.pushImage(local, `pushed-${suffix}:1`);
+  // A pulled image carries no relayctl labels: the stack's cleanup by label would miss it.
+  onCleanup(() => podman(["rmi", "-f", ref]).then(() => undefined));
   await podman(["rmi", local]);
   // Gone locally: the deployment can only get it from the registry.
   await t.throwsAsync(podman(["image", "exists", ref]));

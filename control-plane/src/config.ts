@@ -4,6 +4,7 @@
 import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { type AccountsConfig, parseAccountsConfig } from "./accounts/config.js";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
 
 const hostPort = z
@@ -241,6 +242,8 @@ export interface Config {
   /** RELAYCTL_PUBLIC_URL without a trailing slash. */
   publicUrl: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+  /** People's sign-in and the OAuth server (accounts/config.ts). */
+  accounts: AccountsConfig;
 }
 
 export interface GitHubAppConfig {
@@ -297,6 +300,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${issue.path.join(".") || "config"}: ${issue.message}`);
   }
   const c = parsed.data;
+  const accounts = parseAccountsConfig(merged);
+  if (typeof accounts === "string") throw new ConfigError(accounts);
   const gatewayListen = splitHostPort(c.RELAYCTL_GATEWAY_LISTEN);
   if (
     c.RELAYCTL_ROLE !== "api" &&
@@ -350,6 +355,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: c.RELAYCTL_LOG_LEVEL,
+    accounts,
   };
 }
 

@@ -30,8 +30,23 @@ export const podmanAgentEnv: Record<string, string> = {
   CONTAINERS_CONF,
 };
 
-export function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
-  return run("podman", args, { env: { ...process.env, CONTAINERS_CONF }, timeout: 120_000 });
+/**
+ * podman's image store is shared by every test file running at once: a build
+ * whose layer cache lookup meets an image another file is removing fails with
+ * "layer not known". That is a race of the store, not of the code under test:
+ * the build is tried again (the agent does the same, agent/src/deploy/image-step.ts).
+ */
+const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
+
+export async function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  const once = () => run("podman", args, { env: { ...process.env, CONTAINERS_CONF }, timeout: 120_000 });
+  try {
+    return await once();
+  } catch (err) {
+    if (args[0] !== "build" || !STORE_RACE.test(String((err as { stderr?: string }).stderr ?? err)))
+      throw err;
+    return once();
+  }
 }
 
 let image: Promise<void> | undefined;

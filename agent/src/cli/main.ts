@@ -11,6 +11,7 @@ import { Dispatcher } from "../jobs/dispatcher.js";
 import { createLogger } from "../log.js";
 import { PtyRunner } from "../runner/pty-runner.js";
 import { AGENT_VERSION } from "../version.js";
+import { warnAboutHost } from "./host-checks.js";
 
 function fail(message: string, code: number): never {
   process.stderr.write(`relayctl-agent: ${message}\n`);
@@ -75,6 +76,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     bootIdFile: cfg.bootIdFile,
   });
   log.info({ version: AGENT_VERSION, server_id: enrolled.server_id, state_dir: stateDir }, "agent starting");
+  warnAboutHost(cfg.proxy, log);
   connection.start();
 
   // Commands still running die with the pty when we exit; the journal turns them

@@ -41,6 +41,9 @@ function get(port: number, path: string, signal: AbortSignal): Promise<number> {
 export async function healthCheck(ctx: DeployContext, name: string, hostPort: number): Promise<void> {
   const { job, rec, signal } = ctx;
   const path = job.healthCheckPath.startsWith("/") ? job.healthCheckPath : `/${job.healthCheckPath}`;
+  // Printable ASCII only: anything else could not be sent as a request line anyway.
+  if (!/^\/[\x21-\x7e]*$/.test(path))
+    throw new StepError(`invalid health check path '${path.slice(0, 200)}'`);
   const timeoutMs = (job.healthCheckTimeoutSeconds || 30) * 1000;
   const until = Date.now() + timeoutMs;
   rec.log("health_check", `GET http://127.0.0.1:${hostPort}${path}, up to ${timeoutMs / 1000} s`);

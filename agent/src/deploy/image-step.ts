@@ -4,7 +4,7 @@
 // the application has a registry credential). The previous image is kept, so a
 // rollback is a switch, not a rebuild.
 import type { DeployJob } from "@relayctl/proto";
-import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
+import { type DeployContext, StepError, callOptions, check } from "./context.js";
 import type { FetchedSource } from "./git-fetch.js";
 import { builtImageTag, deployLabels, validImageReference } from "./naming.js";
 import { realInsideRepo } from "./repo-paths.js";
@@ -30,11 +30,26 @@ export async function buildImage(ctx: DeployContext, source: FetchedSource | und
     `building ${tag} with ${engine.name} (dockerfile ${dockerfileRel}, context ${contextRel})`,
   );
   const labels = deployLabels(job.applicationId, job.deploymentId);
-  const o = await engine.build({ contextDir, dockerfile, tag, labels }, callOptions(ctx));
-  rec.log("build", outputOf(o));
+  const live = (text: string) => rec.stream("build", text);
+  const spec = { contextDir, dockerfile, tag, labels };
+  let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
+  if (o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(o.stderr + o.stdout)) {
+    rec.log(
+      "build",
+      "the engine's image store changed under the build (another image removed); building again",
+    );
+    o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
+  }
   check(o, `${engine.name} build`);
   return tag;
 }
+
+/**
+ * podman's layer cache lookup fails when an image it considered is removed at
+ * that moment (another application's retire pruning its old images): a race of
+ * the shared store, worth one more try.
+ */
+const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 
 async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $case: "image" }>["image"]) {
   const ref = image.image;
@@ -43,8 +58,8 @@ async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $ca
     ? { registry: image.auth.registry, username: image.auth.username, password: image.auth.password }
     : undefined;
   ctx.rec.log("build", `pulling ${ref}${auth ? ` (logged in to ${auth.registry} as ${auth.username})` : ""}`);
-  const o = await ctx.engine.pull(ref, auth, callOptions(ctx));
-  ctx.rec.log("build", outputOf(o));
+  const live = (text: string) => ctx.rec.stream("build", text);
+  const o = await ctx.engine.pull(ref, auth, { ...callOptions(ctx), onOutput: live });
   check(o, `${ctx.engine.name} pull`);
   return ref;
 }

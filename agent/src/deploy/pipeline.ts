@@ -6,14 +6,8 @@
 // keeps serving (the route only moves at the switch, and nothing can fail after
 // it). Results: FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1,
 // "deadline passed during <step>"), with failed_step in the DeployReport.
-import {
-  type CommitInfo,
-  type DeployJob,
-  type DeployReport,
-  type JobProgress,
-  type JobResult,
-  JobStatus,
-} from "@relayctl/proto";
+import type { CommitInfo, DeployJob, DeployReport, JobProgress, JobResult } from "@relayctl/proto";
+import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
 import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
@@ -21,6 +15,8 @@ import { healthCheck } from "./health-check.js";
 import { buildImage } from "./image-step.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
+import { completed, ended, summary } from "./result.js";
+import { jobSecrets } from "./secrets.js";
 import { currentContainers, retireOld } from "./retire.js";
 import { startContainer } from "./start-step.js";
 import { type SwitchTarget, switchRoute } from "./switch-step.js";
@@ -39,7 +35,7 @@ export interface PipelineDeps {
   logCapBytes?: number;
 }
 
-interface State {
+export interface State {
   commit?: CommitInfo;
   image: string;
   name: string;
@@ -50,13 +46,6 @@ interface State {
   started: boolean;
   /** The running step's work: cut by the deadline, it is awaited (its child killed) before cleanup. */
   inflight: Promise<unknown>;
-}
-
-/** The job's secrets: what every log line and output is scrubbed of. */
-export function jobSecrets(job: DeployJob): string[] {
-  const out = [...Object.values(job.env), job.source?.credential?.password ?? ""];
-  if (job.build?.$case === "image") out.push(job.build.image.auth?.password ?? "");
-  return out.filter((s) => s !== "");
 }
 
 /**
@@ -122,9 +111,15 @@ export async function runDeployment(
   clearTimeout(timer);
   rec.begin("retire", state.previous.length > 0 ? `old: ${state.previous.join(", ")}` : "");
   onResult(completed(operationId, rec.scrub(summary(job, state, deps)), report(""), startedAt));
-  await retireOld(deps.engine, rec, job.applicationId, state.name, deps.settings.drainSeconds, secrets).catch(
-    (err) => rec.fail("retire", `agent error: ${message(err)}`),
-  );
+  await retireOld(
+    deps.engine,
+    rec,
+    job.applicationId,
+    state.name,
+    state.image,
+    deps.settings.drainSeconds,
+    secrets,
+  ).catch((err) => rec.fail("retire", `agent error: ${message(err)}`));
 }
 
 async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Promise<void> {
@@ -184,7 +179,9 @@ async function step<T>(ctx: DeployContext, state: State, name: StepName, run: ()
   }
 }
 
+/** What the wire must not be trusted with, checked before the first step does any work. */
 async function preflight(job: DeployJob): Promise<void> {
+  if (!validApplicationId(job.applicationId)) throw new StepError("invalid application id");
   const problem = namingProblem(job.containerBaseName, job.deploymentId);
   if (problem !== undefined) throw new StepError(problem);
 }
@@ -195,51 +192,6 @@ async function removeNew(ctx: DeployContext, name: string): Promise<string> {
   if (o.status === "completed" && o.exitCode === 0) return `removed the new container ${name}`;
   // `rm -f` of a container the engine never created says so: nothing is left behind then either.
   return `removing the new container ${name}: ${(o.stderr.trim() || o.error) ?? ""}`.trim();
-}
-
-function summary(job: DeployJob, s: State, deps: PipelineDeps): string {
-  const lines: string[] = [];
-  if (s.commit) lines.push(`commit ${s.commit.sha.slice(0, 12)} ${s.commit.message}`);
-  lines.push(`image ${s.image}`, `container ${s.name} on 127.0.0.1:${s.hostPort}`);
-  if (s.upstream)
-    lines.push(`serving ${job.fqdns.join(", ")} through ${deps.target.proxy.kind} -> ${s.upstream}`);
-  else lines.push(`listening on 127.0.0.1:${s.hostPort} (no proxy route)`);
-  if (s.previous.length > 0)
-    lines.push(`retiring ${s.previous.join(", ")} after ${deps.settings.drainSeconds} s`);
-  return `${lines.join("\n")}\n`;
-}
-
-function completed(operationId: string, stdout: string, report: DeployReport, startedAt: number): JobResult {
-  return {
-    operationId,
-    status: JobStatus.JOB_STATUS_COMPLETED,
-    exitCode: 0,
-    stdout,
-    stderr: "",
-    durationMs: Date.now() - startedAt,
-    error: "",
-    detail: { $case: "deploy", deploy: report },
-  };
-}
-
-function ended(
-  operationId: string,
-  timedOut: boolean,
-  reason: string,
-  report: DeployReport,
-  startedAt: number,
-) {
-  const result: JobResult = {
-    operationId,
-    status: timedOut ? JobStatus.JOB_STATUS_TIMEOUT : JobStatus.JOB_STATUS_FAILED,
-    exitCode: timedOut ? -1 : 1,
-    stdout: "",
-    stderr: reason,
-    durationMs: Date.now() - startedAt,
-    error: reason,
-    detail: { $case: "deploy", deploy: report },
-  };
-  return result;
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));

@@ -52,6 +52,12 @@ export class StepRecorder {
     if (added) this.#send(name, DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING, added, Date.now());
   }
 
+  /** Output as a program prints it: appended as is (no line end added). */
+  stream(name: StepName, text: string): void {
+    const added = this.#append(name, text, false);
+    if (added) this.#send(name, DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING, added, Date.now());
+  }
+
   succeed(name: StepName, text = "", commit?: CommitInfo): void {
     this.#end(name, DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED, text, commit);
   }
@@ -90,10 +96,10 @@ export class StepRecorder {
   }
 
   /** Scrubs and appends to the step's log within its cap; returns what was added. */
-  #append(name: StepName, raw: string): string {
+  #append(name: StepName, raw: string, endLine = true): string {
     const step = this.#step(name);
     if (!step || raw === "" || step.log.endsWith(TRUNCATED)) return "";
-    let text = this.scrub(raw.endsWith("\n") ? raw : `${raw}\n`);
+    let text = this.scrub(endLine && !raw.endsWith("\n") ? `${raw}\n` : raw);
     const room = this.capBytes - Buffer.byteLength(step.log);
     if (Buffer.byteLength(text) > room) {
       text =

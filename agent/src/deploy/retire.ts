@@ -1,7 +1,8 @@
 // The retire step, after the result went out: the old containers keep serving
 // requests that were in flight for the drain period, then every container
 // labelled with the application except the new one is stopped and removed.
-// Their images stay (a rollback needs no rebuild).
+// The previous image stays (a rollback needs no rebuild); older images the
+// pipeline built for the application are removed, best effort.
 import { setTimeout as delay } from "node:timers/promises";
 import type { CallOptions, ContainerEngine } from "../engine/engine.js";
 import { outputOf } from "./context.js";
@@ -17,6 +18,7 @@ export async function retireOld(
   rec: StepRecorder,
   applicationId: string,
   keep: string,
+  keepImage: string,
   drainSeconds: number,
   secrets: string[],
 ): Promise<void> {
@@ -45,8 +47,37 @@ export async function retireOld(
     if (rm.status === "completed" && rm.exitCode === 0) rec.log("retire", `removed ${name}`);
     else failures.push(`${name}: ${outputOf(rm).trim() || rm.error}`);
   }
-  if (failures.length > 0) rec.fail("retire", `could not remove ${failures.join("; ")}`);
-  else rec.succeed("retire", `retired ${old.join(", ")}`);
+  if (failures.length > 0) {
+    rec.fail("retire", `could not remove ${failures.join("; ")}`);
+    return;
+  }
+  rec.log("retire", `retired ${old.join(", ")}`);
+  await pruneImages(engine, rec, applicationId, keepImage, opts);
+  rec.succeed("retire");
+}
+
+/** "localhost/relayctl/x:1" (podman) and "relayctl/x:1" name one image. */
+const bare = (ref: string) => ref.replace(/^(localhost|docker\.io)\//, "");
+
+/** Removes the application's built images but the new one and the newest other (the rollback). */
+async function pruneImages(
+  engine: ContainerEngine,
+  rec: StepRecorder,
+  applicationId: string,
+  keepImage: string,
+  opts: CallOptions,
+): Promise<void> {
+  const listed = await engine.imagesByLabel(APPLICATION_LABEL, applicationId, opts);
+  if (listed.status !== "completed" || listed.exitCode !== 0) return;
+  const others = listed.stdout
+    .split("\n")
+    .map((s) => s.trim())
+    .filter((ref) => ref && !ref.includes("<none>") && bare(ref) !== bare(keepImage));
+  for (const ref of others.slice(1)) {
+    const o = await engine.removeImage(ref, opts);
+    // An image still used by a container the engine keeps (stopped by hand...) stays: best effort.
+    if (o.status === "completed" && o.exitCode === 0) rec.log("retire", `removed old image ${ref}`);
+  }
 }
 
 /** The running containers of the application before this deployment (the first is reported). */

@@ -24,14 +24,14 @@ export interface AuthUse {
 }
 
 /** A fresh 0700 dir on tmpfs (memory, never disk), or undefined when there is none. */
-async function memoryDir(): Promise<string | undefined> {
+async function memoryDir(prefix: string): Promise<string | undefined> {
   for (const base of ["/dev/shm", process.env.XDG_RUNTIME_DIR]) {
     if (!base) continue;
     const ok = await stat(base).then(
       (s) => s.isDirectory(),
       () => false,
     );
-    if (ok) return mkdtemp(join(base, "relayctl-env-"));
+    if (ok) return mkdtemp(join(base, prefix));
   }
   return undefined;
 }
@@ -84,7 +84,8 @@ export abstract class CliEngine implements ContainerEngine {
   async pull(image: string, auth: RegistryLogin | undefined, opts: CallOptions): Promise<EngineOutcome> {
     if (auth === undefined) return this.#cli(["pull", image], opts);
     const secrets = [...(opts.secrets ?? []), auth.password];
-    const dir = await mkdtemp(join(tmpdir(), "relayctl-auth-"));
+    // In memory when the machine has a tmpfs; the temp dir (0700) otherwise, removed all the same.
+    const dir = (await memoryDir("relayctl-auth-")) ?? (await mkdtemp(join(tmpdir(), "relayctl-auth-")));
     try {
       const use = this.authFor(dir);
       const login = await this.#login(auth, { ...opts, secrets }, use);
@@ -109,7 +110,7 @@ export abstract class CliEngine implements ContainerEngine {
     try {
       let call = runCall(spec, "");
       if (call.envFile !== undefined) {
-        dir = await memoryDir();
+        dir = await memoryDir("relayctl-env-");
         if (dir === undefined)
           return failed("no in-memory directory (/dev/shm) for the engine's own variables");
         const file = join(dir, "env");
@@ -151,6 +152,12 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(["image", "rm", image], opts);
   }
 
+  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
+    // Both CLIs list images newest first.
+    const args = ["images", "--filter", `label=${key}=${value}`, "--format", "{{.Repository}}:{{.Tag}}"];
+    return this.#cli(args, opts);
+  }
+
   #login(login: RegistryLogin, opts: CallOptions, use: AuthUse): Promise<EngineOutcome> {
     const args = this.#split(["login", login.registry, "-u", login.username, "--password-stdin"], use);
     return runCli({
@@ -160,6 +167,7 @@ export abstract class CliEngine implements ContainerEngine {
       deadlineSeconds: opts.deadlineSeconds,
       signal: opts.signal,
       secrets: [...(opts.secrets ?? []), login.password],
+      onOutput: opts.onOutput,
       env: use.env,
     });
   }
@@ -176,6 +184,7 @@ export abstract class CliEngine implements ContainerEngine {
       deadlineSeconds: opts.deadlineSeconds,
       signal: opts.signal,
       secrets: opts.secrets,
+      onOutput: opts.onOutput,
       env,
     });
   }

@@ -61,3 +61,19 @@ test("engine cli - aborting the job's signal kills the child at once", async (t)
   t.regex(o.error ?? "", /deadline passed/);
   t.true(Date.now() - started < 10_000);
 });
+
+test("engine cli - live output is scrubbed, also of a secret split across two chunks", async (t) => {
+  const secret = "hunter2-secret";
+  const live: string[] = [];
+  const o = await runCli({
+    binary: "/bin/sh",
+    // The pause makes the two halves two reads of the pipe.
+    args: ["-c", 'printf "pw=hunter2-"; sleep 0.3; printf "secret done\\n"'],
+    deadlineSeconds: 10,
+    secrets: [secret],
+    onOutput: (text) => live.push(text),
+  });
+  t.is(o.stdout, "pw=*** done\n");
+  t.is(live.join(""), "pw=*** done\n");
+  t.false(live.some((c) => c.includes("hunter2")));
+});

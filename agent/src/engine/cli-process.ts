@@ -5,7 +5,8 @@
 import { spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
-import { SecretMatcher, scrubText } from "../runner/scrubber.js";
+import { StringDecoder } from "node:string_decoder";
+import { Scrubber, SecretMatcher, scrubText } from "../runner/scrubber.js";
 import type { EngineOutcome } from "./engine.js";
 
 /** Engine CLIs print little; this bounds memory if one misbehaves. */
@@ -29,6 +30,35 @@ export interface CliRun {
   cwd?: string;
   /** Aborting kills the child like the deadline does (the job's own deadline passed). */
   signal?: AbortSignal;
+  /**
+   * Output as it comes (stdout and stderr interleaved), already scrubbed: a
+   * secret split across chunks is still caught (the runner's streaming
+   * Scrubber). The outcome still carries the whole output.
+   */
+  onOutput?: (text: string) => void;
+}
+
+/** One stream's text for onOutput: UTF-8 decoded across chunks, then scrubbed. */
+class LiveText {
+  readonly #decoder = new StringDecoder("utf8");
+  readonly #scrubber: Scrubber;
+
+  constructor(
+    matcher: SecretMatcher,
+    readonly out: (text: string) => void,
+  ) {
+    this.#scrubber = new Scrubber(matcher);
+  }
+
+  push(chunk: Buffer): void {
+    const text = this.#scrubber.write(this.#decoder.write(chunk));
+    if (text) this.out(text);
+  }
+
+  end(): void {
+    const text = this.#scrubber.write(this.#decoder.end()) + this.#scrubber.end();
+    if (text) this.out(text);
+  }
 }
 
 /**
@@ -81,6 +111,10 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
   return new Promise((resolve) => {
     const stdout = new Capped();
     const stderr = new Capped();
+    const onOutput = run.onOutput;
+    const matcher = onOutput ? new SecretMatcher(secrets) : undefined;
+    const live =
+      matcher && onOutput ? [new LiveText(matcher, onOutput), new LiveText(matcher, onOutput)] : [];
     let timedOut = false;
     let settled = false;
     const child = spawn(resolveBinary(run.binary), run.args, {
@@ -92,6 +126,7 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     const finish = (o: Omit<EngineOutcome, "stdout" | "stderr" | "durationMs">): void => {
       if (settled) return;
       settled = true;
+      for (const l of live) l.end();
       clearTimeout(deadline);
       run.signal?.removeEventListener("abort", kill);
       resolve({
@@ -109,8 +144,14 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     const deadline = setTimeout(kill, Math.max(1, run.deadlineSeconds) * 1000);
     if (run.signal?.aborted) kill();
     else run.signal?.addEventListener("abort", kill, { once: true });
-    child.stdout.on("data", (c: Buffer) => stdout.push(c));
-    child.stderr.on("data", (c: Buffer) => stderr.push(c));
+    child.stdout.on("data", (c: Buffer) => {
+      stdout.push(c);
+      live[0]?.push(c);
+    });
+    child.stderr.on("data", (c: Buffer) => {
+      stderr.push(c);
+      live[1]?.push(c);
+    });
     // A CLI that exits without reading stdin makes the write fail with EPIPE: harmless.
     child.stdin.on("error", () => {});
     child.stdin.end(run.stdin ?? "");

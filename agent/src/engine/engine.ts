@@ -30,6 +30,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Values scrubbed from the CLI's output. */
   secrets?: string[];
+  /** The CLI's output as it comes, scrubbed (cli-process.ts onOutput). */
+  onOutput?: (text: string) => void;
 }
 
 export interface BuildSpec {
@@ -79,8 +81,9 @@ export interface ContainerEngine {
   build(spec: BuildSpec, opts: CallOptions): Promise<EngineOutcome>;
   /**
    * Pulls an image; with `auth`, through a login into a temporary auth file of
-   * this call only (removed after), so the credential never joins the engine's
-   * default one. Login output is part of the outcome.
+   * this call only (on tmpfs when there is one, 0600, removed after), so the
+   * credential never joins the engine's default one. Login output is part of
+   * the outcome.
    */
   pull(image: string, auth: RegistryLogin | undefined, opts: CallOptions): Promise<EngineOutcome>;
   /** `run -d`: the container's id on stdout. */
@@ -93,6 +96,8 @@ export interface ContainerEngine {
   /** The last `lines` lines of a container's output (stdout and stderr of the CLI). */
   logsTail(containerName: string, lines: number, opts: CallOptions): Promise<EngineOutcome>;
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** `repository:tag` of the images carrying label `key=value`, newest first, one per line. */
+  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
 }
 
 /** What can be put in `--env NAME`: a name with "=" in it would carry a value on argv. */

@@ -4,7 +4,11 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
+import { usersApi } from "../accounts/users-api.js";
+import { webRoutes } from "../accounts/web-routes.js";
 import { externalDeployApi } from "../external-deploy/routes.js";
+import { devicePage } from "../oauth/device-page.js";
+import { oauthRoutes } from "../oauth/routes.js";
 import { setupRoute } from "../github/routes.js";
 import { webhookRoute } from "../github/webhook-route.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
@@ -59,6 +63,11 @@ export async function buildApi(
   await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
+  // People: sign-in pages, the OAuth device flow and its verification page, users.
+  await app.register(webRoutes(ctx));
+  await app.register(oauthRoutes(ctx));
+  await app.register(devicePage(ctx));
+  await app.register(usersApi(ctx), { prefix: "/api" });
   await app.register(webhookRoute(ctx.github));
   await app.register(setupRoute(ctx));
   return app;

@@ -3,6 +3,8 @@
 // decorators into that scope, not the whole app):
 //   automationKeyAuth — `Authorization: Bearer rca_...` (Automation API, external deploy)
 //   apiKeyAuth        — `X-API-Key: rck_...` (management API, registry credentials)
+// Both also admit a person's OAuth access token (rco_) into the same principal
+// (oauth/principal.ts): one admission path per route, whatever the credential.
 // Both count every request of a known key in its window (429 beyond) and audit
 // refusals of known keys once per window (security-audit.ts).
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -11,6 +13,7 @@ import type { Knex } from "knex";
 import { admitAutomationKey } from "./admit-automation-key.js";
 import { admitApiKey } from "./api-key.js";
 import { auditRefusals } from "./security-audit.js";
+import { accessTokenOf, admitAccessTokenForApi, admitAccessTokenForAutomation } from "../oauth/principal.js";
 
 export interface AuthPluginOptions {
   db: Knex;
@@ -21,6 +24,12 @@ export interface AuthPluginOptions {
    * @default true
    */
   everyRoute?: boolean;
+  /**
+   * Admit a person's OAuth access token (rco_) as well as keys. false where what
+   * the route creates is bound to an automation key (external-deploy sessions).
+   * @default true
+   */
+  accessTokens?: boolean;
 }
 
 declare module "fastify" {
@@ -31,11 +40,14 @@ declare module "fastify" {
 }
 
 export const automationKeyAuth = fp<AuthPluginOptions>(
-  async (app, { db, everyRoute = true }) => {
+  async (app, { db, everyRoute = true, accessTokens = true }) => {
     app.decorateRequest("principal", null as never);
     app.decorateRequest("keyActor", null);
     app.decorateRequest("admitAutomationKey", async function (this: FastifyRequest, reply: FastifyReply) {
-      this.principal = await admitAutomationKey(db, this, reply);
+      const token = accessTokens ? accessTokenOf(this, "authorization") : undefined;
+      this.principal = token
+        ? await admitAccessTokenForAutomation(db, this, reply, token)
+        : await admitAutomationKey(db, this, reply);
     });
     if (everyRoute) app.addHook("onRequest", async (req, reply) => req.admitAutomationKey(reply));
     app.addHook("onError", auditRefusals(db));
@@ -48,7 +60,10 @@ export const apiKeyAuth = fp<AuthPluginOptions>(
     app.decorateRequest("apiPrincipal", null as never);
     app.decorateRequest("keyActor", null);
     app.addHook("onRequest", async (req, reply) => {
-      req.apiPrincipal = await admitApiKey(db, req, reply);
+      const token = accessTokenOf(req, "either");
+      req.apiPrincipal = token
+        ? await admitAccessTokenForApi(db, req, reply, token)
+        : await admitApiKey(db, req, reply);
     });
     app.addHook("onError", auditRefusals(db));
   },

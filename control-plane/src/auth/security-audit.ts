@@ -6,6 +6,7 @@
 // recording them would let anyone write into a chain.
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
+import { userActor } from "../accounts/users.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { claimFirstRejection, countRefusal, countRequest, refusedInWindow } from "./rate-limit.js";
@@ -15,10 +16,13 @@ export interface KeyActor {
   keyId: string;
   keyName: string;
   tenantId: string;
-  keyType: "automation_key" | "api_key";
+  keyType: "automation_key" | "api_key" | "oauth_token";
+  /** The person behind an OAuth access token: the actor, whatever route kind records it. */
+  user?: { id: string; email: string; role: string };
 }
 
 export function actorPayload(actor: KeyActor, ip: string) {
+  if (actor.user) return userActor(actor.user, ip);
   return { actor: { key_id: actor.keyId, key_name: actor.keyName, key_type: actor.keyType }, ip };
 }
 

@@ -17,6 +17,7 @@ import {
 import { registerAgentCommands } from "./admin-agents.js";
 import { registerApplicationCommands } from "./admin-applications.js";
 import { registerAuditCommands } from "./admin-audit.js";
+import { registerUserCommands } from "./admin-users.js";
 
 const program = new Command()
   .name("relayctl-server")
@@ -91,6 +92,7 @@ admin
 registerAuditCommands(admin, withDb);
 registerApplicationCommands(admin, withDb);
 registerAgentCommands(admin, withDb);
+registerUserCommands(admin, withDb);
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
   const url = loadDatabaseUrl();

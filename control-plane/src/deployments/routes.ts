@@ -80,8 +80,11 @@ export const deploymentsRoutes =
         envOverrides: body.env_overrides ?? {},
         timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
         runId: body.run_id ?? null,
-        trigger: "dashboard",
-        actor: { type: "api_key", id: req.apiPrincipal.keyId, name: req.apiPrincipal.keyName },
+        // The dashboard API with a key; a person's OAuth token is the relayctl CLI's.
+        trigger: req.apiPrincipal.user ? "cli" : "dashboard",
+        actor: req.apiPrincipal.user
+          ? { type: "user", id: req.apiPrincipal.user.id, name: req.apiPrincipal.user.email }
+          : { type: "api_key", id: req.apiPrincipal.keyId, name: req.apiPrincipal.keyName },
         keyId: null,
         audit: { ...actor, run_id: body.run_id ?? null },
       });

@@ -78,7 +78,7 @@ export const externalDeployApi =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
     // Per route: /session takes an rca_ key, /sync a session's rds_ token, DELETE either.
-    await app.register(automationKeyAuth, { db: ctx.db, everyRoute: false });
+    await app.register(automationKeyAuth, { db: ctx.db, everyRoute: false, accessTokens: false });
     app.decorateRequest("deploySession", null as never);
 
     app.post(

@@ -4,7 +4,17 @@ import { createHash, randomBytes } from "node:crypto";
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
-export type TokenPrefix = "rca_" | "rag_" | "rjt_" | "rds_" | "rck_";
+export type TokenPrefix =
+  | "rca_"
+  | "rag_"
+  | "rjt_"
+  | "rds_"
+  | "rck_"
+  | "rco_"
+  | "rcr_"
+  | "rcs_"
+  | "rin_"
+  | "rdc_";
 
 /** `prefix` + 40 base62 characters (~238 bits). Rejection sampling keeps it unbiased. */
 export function mintToken(prefix: TokenPrefix, length = 40): string {

@@ -48,8 +48,11 @@ export const deployRoute =
           envOverrides: body.env_overrides ?? {},
           timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
           runId,
-          trigger: "api",
-          actor: { type: "automation_key", id: p.keyId, name: p.keyName },
+          // A person's OAuth token comes from the relayctl CLI's device flow.
+          trigger: p.user ? "cli" : "api",
+          actor: p.user
+            ? { type: "user", id: p.user.id, name: p.user.email }
+            : { type: "automation_key", id: p.keyId, name: p.keyName },
           keyId: p.keyId,
           audit: {
             key_id: p.keyId,

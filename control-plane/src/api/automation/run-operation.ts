@@ -2,6 +2,7 @@
 // tenant and identity, the run id and the caller's address, beside the fields
 // of its type. The life of the operation itself is the operations service's.
 import type { FastifyRequest } from "fastify";
+import { userActor } from "../../accounts/users.js";
 import type { ServerRef, StartSpec, StartedOperation } from "../../operations/service.js";
 import type { ApiContext } from "../context.js";
 
@@ -36,6 +37,8 @@ export function startForCaller(
       ...spec.audit,
       key_id: principal.keyId,
       key_name: principal.keyName,
+      // A person's access token: the person is the actor (oauth/principal.ts).
+      ...(principal.user && userActor(principal.user, req.ip)),
       run_id: spec.runId ?? null,
       ip: req.ip,
     },

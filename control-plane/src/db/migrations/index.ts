@@ -11,6 +11,7 @@ import * as m007 from "./007_audit_keyed.js";
 import * as m008 from "./008_result_detail.js";
 import * as m009 from "./009_refusal_counts.js";
 import * as m010 from "./010_deployments.js";
+import * as m011 from "./011_accounts.js";
 import * as m012 from "./012_github.js";
 
 interface Migration {
@@ -29,6 +30,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "008_result_detail": m008,
   "009_refusal_counts": m009,
   "010_deployments": m010,
+  "011_accounts": m011,
   "012_github": m012,
 };
 

@@ -1,0 +1,139 @@
+// apps: list, show, create, and env set/unset. Env values are read from stdin
+// or a file, never from argv (visible to every user of the machine) and never
+// echoed back (the API cannot read them back either).
+import { readFileSync } from "node:fs";
+import type { Command } from "commander";
+import { application, chompOne, collect, ctxOf, readStdin, serverId, tenantId } from "../context.js";
+import { usageError } from "../errors.js";
+import { emit, printFields, printTable } from "../output.js";
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function registerApps(program: Command): void {
+  const apps = program
+    .command("apps")
+    .description("applications: containers on servers, routed at their domains");
+
+  apps
+    .command("list", { isDefault: true })
+    .description("list applications")
+    .addHelpText("after", "\nExample:\n  relayctl apps list\n  relayctl apps list --json")
+    .action(async (_o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const r = await api.call<{ applications: Record<string, unknown>[] }>(
+        "GET",
+        "/api/applications",
+        "dashboard",
+      );
+      emit(json, r, () =>
+        printTable(r.applications, [
+          ["ID", "id"],
+          ["NAME", "name"],
+          ["SERVER", "server_name"],
+          ["CONTAINER", "linked_container_name"],
+          ["PORT", "container_port"],
+          ["DOMAINS", "fqdns"],
+        ]),
+      );
+    });
+
+  apps
+    .command("show <app>")
+    .description("show one application (by name or id)")
+    .addHelpText("after", "\nExample:\n  relayctl apps show shop")
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const a = await application(api, name);
+      const full = await api.call("GET", `/api/applications/${a.id}`, "dashboard");
+      emit(json, full, () => printFields(full));
+    });
+
+  apps
+    .command("create <name>")
+    .description("create an application")
+    .requiredOption("--server <server>", "server name or id")
+    .requiredOption("--container <name>", "linked_container_name: the container's name")
+    .requiredOption("--port <port>", "container_port the proxy reaches", Number)
+    .option("--fqdn <domain>", "a domain name (repeat for more)", collect, [])
+    .option("--pin-port", "refuse external-deploy syncs naming another port")
+    .option("--git <url>", "git repository to deploy from")
+    .option("--branch <branch>", "deploy branch")
+    .addHelpText(
+      "after",
+      "\nExample:\n  relayctl apps create shop --server web-1 --container shop-web --port 3000 --fqdn shop.example.com",
+    )
+    .action(async (name: string, o: Record<string, unknown>, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const body: Record<string, unknown> = {
+        name,
+        server_id: await serverId(api, String(o.server)),
+        linked_container_name: o.container,
+        container_port: o.port,
+        fqdns: o.fqdn,
+        ...(o.pinPort ? { pin_port: true } : {}),
+        ...(o.git ? { git_repository: o.git } : {}),
+        ...(o.branch ? { deploy_branch: o.branch } : {}),
+      };
+      const created = await api.call("POST", "/api/applications", "dashboard", body);
+      emit(json, created, () => printFields(created));
+    });
+
+  const env = apps
+    .command("env")
+    .description("an application's environment variables (values are write-only)");
+  env
+    .command("set <app> <name>")
+    .description("set one variable; the value is read from stdin (or --file), never from the command line")
+    .option("--file <path>", "read the value from this file instead of stdin")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  printf '%s' \"$DB_PASSWORD\" | relayctl apps env set shop DB_PASSWORD\n  relayctl apps env set shop TLS_KEY --file ./key.pem",
+    )
+    .action(async (app: string, name: string, o: { file?: string }, cmd: Command) => {
+      if (!ENV_NAME.test(name))
+        throw usageError(`'${name}' is not a variable name (letters, digits, _; not starting with a digit)`);
+      const { api, json } = ctxOf(cmd);
+      const value = chompOne(o.file ? readFileSync(o.file, "utf8") : await readStdin());
+      const a = await application(api, app);
+      const tid = await tenantId(api);
+      const r = await api.call("POST", `/api/tenants/${tid}/applications/${a.id}/env`, "dashboard", {
+        variables: { [name]: value },
+      });
+      emit(json, r, () => process.stdout.write(`Set ${name} on ${a.name} (value not shown).\n`));
+    });
+  env
+    .command("unset <app> <name>")
+    .description("remove one variable")
+    .addHelpText("after", "\nExample:\n  relayctl apps env unset shop DB_PASSWORD")
+    .action(async (app: string, name: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const a = await application(api, app);
+      const tid = await tenantId(api);
+      await api.call(
+        "DELETE",
+        `/api/tenants/${tid}/applications/${a.id}/env/${encodeURIComponent(name)}`,
+        "dashboard",
+      );
+      emit(json, { name, removed: true }, () => process.stdout.write(`Removed ${name} from ${a.name}.\n`));
+    });
+  env
+    .command("list <app>")
+    .description("list variable names and when they changed (never values)")
+    .addHelpText("after", "\nExample:\n  relayctl apps env list shop")
+    .action(async (app: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const a = await application(api, app);
+      const tid = await tenantId(api);
+      const r = await api.call<{ variables: Record<string, unknown>[] }>(
+        "GET",
+        `/api/tenants/${tid}/applications/${a.id}/env`,
+        "dashboard",
+      );
+      emit(json, r, () =>
+        printTable(r.variables, [
+          ["NAME", "name"],
+          ["UPDATED", "updated_at"],
+        ]),
+      );
+    });
+}

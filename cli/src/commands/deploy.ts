@@ -1,0 +1,114 @@
+// deploy: schedules a deployment (dashboard API) and, with --wait, follows its
+// live log (text/event-stream: `progress` events, then `end` with the final
+// view) and exits non-zero when it failed or timed out.
+import type { Command } from "commander";
+import type { Api } from "../client.js";
+import { application, ctxOf, tenantId } from "../context.js";
+import { CliError, EXIT } from "../errors.js";
+import { emit, printFields } from "../output.js";
+
+interface SseEvent {
+  event: string;
+  data: string;
+}
+
+/** Parses a text/event-stream body into its events (the fields this API sends: event, data). */
+async function* events(body: ReadableStream<Uint8Array>): AsyncGenerator<SseEvent> {
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    buffer += decoder.decode(chunk, { stream: true }).replace(/\r\n?/g, "\n");
+    let end = buffer.indexOf("\n\n");
+    while (end >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = "message";
+      const data: string[] = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue;
+        const i = line.indexOf(":");
+        const field = i < 0 ? line : line.slice(0, i);
+        const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+        if (field === "event") event = value;
+        else if (field === "data") data.push(value);
+      }
+      if (data.length) yield { event, data: data.join("\n") };
+      end = buffer.indexOf("\n\n");
+    }
+  }
+}
+
+/** Follows the log to its end; returns the final deployment view. */
+export async function followDeployment(
+  api: Api,
+  path: string,
+  quiet: boolean,
+): Promise<Record<string, unknown>> {
+  const res = await api.raw("GET", `${path}/log`, "dashboard", undefined, "text/event-stream");
+  if (!res.body) throw new CliError("the log stream ended at once", EXIT.server);
+  for await (const e of events(res.body)) {
+    if (e.event === "progress") {
+      if (quiet) continue;
+      const p = JSON.parse(e.data) as { step: string; status: string; log?: string };
+      process.stderr.write(`[${p.step}] ${p.status}\n`);
+      if (p.log) process.stdout.write(p.log.endsWith("\n") ? p.log : `${p.log}\n`);
+    } else if (e.event === "end") {
+      return JSON.parse(e.data) as Record<string, unknown>;
+    }
+  }
+  // The stream closed without its end event (the server restarted): read the view instead.
+  return api.call("GET", path, "dashboard");
+}
+
+export function registerDeploy(program: Command): void {
+  program
+    .command("deploy <app>")
+    .description("deploy an application (by name or id)")
+    .option("--ref <ref>", "branch, tag or commit SHA (default: the application's deploy branch)")
+    .option("--wait", "follow the deployment's progress and live log; exit non-zero unless it succeeds")
+    .option("--timeout <seconds>", "the deployment's deadline (1-3600, server default 60)", Number)
+    .addHelpText("after", "\nExamples:\n  relayctl deploy shop\n  relayctl deploy shop --ref v1.4.2 --wait")
+    .action(async (app: string, o: { ref?: string; wait?: boolean; timeout?: number }, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const a = await application(api, app);
+      const tid = await tenantId(api);
+      const base = `/api/tenants/${tid}/applications/${a.id}`;
+      const started = await api.call<{ operation_id: string; deployment_id: string; status: string }>(
+        "POST",
+        `${base}/deploy`,
+        "dashboard",
+        { ...(o.ref ? { commit_ref: o.ref } : {}), ...(o.timeout ? { timeout_seconds: o.timeout } : {}) },
+      );
+      if (!o.wait) {
+        emit(json, started, () =>
+          process.stdout.write(
+            `Deployment ${started.deployment_id} of ${a.name} started (operation ${started.operation_id}).\n`,
+          ),
+        );
+        return;
+      }
+      if (!json) process.stderr.write(`Deployment ${started.deployment_id} of ${a.name} started.\n`);
+      const view = await followDeployment(api, `${base}/deployments/${started.deployment_id}`, json);
+      emit(json, view, () =>
+        printFields(view, [
+          "deployment_id",
+          "status",
+          "trigger",
+          "commit_sha",
+          "image",
+          "container_name",
+          "host_port",
+          "upstream",
+          "failed_step",
+          "error",
+          "duration_ms",
+        ]),
+      );
+      if (view.status !== "completed") {
+        throw new CliError(
+          `deployment ${view.status}${view.failed_step ? ` at ${view.failed_step}` : ""}${view.error ? `: ${view.error}` : ""}`,
+          EXIT.failed,
+        );
+      }
+    });
+}

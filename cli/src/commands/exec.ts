@@ -1,0 +1,102 @@
+// exec and restart through the Automation API. exec passes the remote command's
+// stdout and stderr to the matching streams and exits with its exit code, like
+// ssh; a command still running at --timeout exits 124 naming its operation.
+import type { Command } from "commander";
+import { collect, ctxOf, serverId } from "../context.js";
+import { CliError, EXIT, usageError } from "../errors.js";
+import { emit, printFields } from "../output.js";
+
+/** `NAME=value`, or `NAME` alone to pass this shell's value (kept off the command line). */
+function envOf(entries: string[]): Record<string, string> | undefined {
+  if (!entries.length) return undefined;
+  const env: Record<string, string> = {};
+  for (const e of entries) {
+    const i = e.indexOf("=");
+    const name = i < 0 ? e : e.slice(0, i);
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw usageError(`--env ${name}: not a variable name`);
+    const value = i < 0 ? process.env[name] : e.slice(i + 1);
+    if (value === undefined) throw usageError(`--env ${name}: not set in this shell`);
+    env[name] = value;
+  }
+  return env;
+}
+
+interface ExecAnswer {
+  operation_id: string;
+  status: string;
+  exit_code?: number;
+  stdout?: string;
+  stderr?: string;
+  duration_ms?: number;
+}
+
+export function registerExec(program: Command): void {
+  program
+    .command("exec <server> <command...>")
+    .description("run a shell command on a server; its output and exit code are passed through")
+    .option("--timeout <seconds>", "how long to wait for the command (1-900, default 60)", Number)
+    .option(
+      "--env <NAME[=value]>",
+      "an environment variable (repeat); NAME alone passes this shell's value",
+      collect,
+      [],
+    )
+    .option("--cwd <dir>", "working directory on the server")
+    .option("--run-id <id>", "group this operation with others of one run")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl exec web-1 -- uptime\n  relayctl exec web-1 --timeout 300 --env TOKEN -- ./migrate.sh\n  relayctl exec web-1 --json -- df -h",
+    )
+    .action(async (server: string, words: string[], o: Record<string, unknown>, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const body = {
+        server_id: await serverId(api, server),
+        command: words.join(" "),
+        ...(o.timeout !== undefined ? { timeout_seconds: o.timeout } : {}),
+        ...(o.cwd ? { working_directory: o.cwd } : {}),
+        ...(o.runId ? { run_id: o.runId } : {}),
+        ...(envOf(o.env as string[]) ? { env: envOf(o.env as string[]) } : {}),
+      };
+      const r = await api.call<ExecAnswer>("POST", "/api/automation/v1/exec", "automation", body);
+      if (json) printJsonAnswer(r);
+      if (r.status === "running") {
+        throw new CliError(
+          `still running after the timeout: follow it with 'relayctl ops get ${r.operation_id}'`,
+          EXIT.timeout,
+        );
+      }
+      if (!json) {
+        process.stdout.write(r.stdout ?? "");
+        process.stderr.write(r.stderr ?? "");
+      }
+      process.exitCode = r.exit_code ?? EXIT.failed;
+    });
+
+  program
+    .command("restart <server> <container>")
+    .description("restart a container on a server (docker/podman restart)")
+    .option("--run-id <id>", "group this operation with others of one run")
+    .addHelpText("after", "\nExample:\n  relayctl restart web-1 shop-web")
+    .action(async (server: string, container: string, o: { runId?: string }, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const r = await api.call<ExecAnswer>("POST", "/api/automation/v1/restart", "automation", {
+        server_id: await serverId(api, server),
+        container_name: container,
+        ...(o.runId ? { run_id: o.runId } : {}),
+      });
+      emit(json, r, () =>
+        printFields(r as unknown as Record<string, unknown>, [
+          "operation_id",
+          "status",
+          "exit_code",
+          "stderr",
+        ]),
+      );
+      if (r.status === "completed" && r.exit_code !== 0) process.exitCode = EXIT.failed;
+    });
+}
+
+function printJsonAnswer(r: ExecAnswer): void {
+  const { _status, ...rest } = r as ExecAnswer & { _status?: number };
+  process.stdout.write(`${JSON.stringify(rest, null, 2)}\n`);
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env node
+// relayctl: the command-line client of the relayctl API. Every command is a
+// client of the public HTTP API (no back door); errors are one line on stderr
+// with an exit code per kind (errors.ts).
+import { Command, CommanderError } from "commander";
+import { registerApps } from "./commands/apps.js";
+import { registerAudit } from "./commands/audit.js";
+import { registerAuth } from "./commands/auth.js";
+import { registerCompletion } from "./commands/completion.js";
+import { registerDeploy } from "./commands/deploy.js";
+import { registerExec } from "./commands/exec.js";
+import { registerKeys } from "./commands/keys.js";
+import { registerOps } from "./commands/ops.js";
+import { registerRegistry } from "./commands/registry.js";
+import { registerServers } from "./commands/servers.js";
+import { CliError, EXIT } from "./errors.js";
+
+const program = new Command()
+  .name("relayctl")
+  .description("relayctl: run operations on your servers, deploy applications, manage keys")
+  .version("0.1.0")
+  .option("--url <url>", "the relayctl server (or RELAYCTL_URL; default: the one you logged in to)")
+  .option("--token <token>", "use this rca_/rck_ key or rco_ token instead of your login (or RELAYCTL_TOKEN)")
+  .option("--json", "print the answer as JSON, for scripts")
+  .addHelpText(
+    "after",
+    `
+Examples:
+  relayctl login --url https://relayctl.example.com
+  relayctl servers list
+  relayctl exec web-1 -- uptime
+  relayctl deploy shop --ref main --wait
+  RELAYCTL_TOKEN=rca_... relayctl exec 6f1c... -- ./smoke-test.sh
+
+Exit codes: 0 ok; a remote command's own code (exec); 1 the operation failed (deploy);
+64 usage; 65 request refused (404, 409, 422); 69 server error or unreachable;
+77 not logged in, login ended, or not allowed (401, 403); 124 exec still running at --timeout.`,
+  )
+  // Usage errors come back here as CommanderError instead of exiting, to get their own exit code.
+  .exitOverride()
+  .configureOutput({ outputError: (str, write) => write(`relayctl: ${str.replace(/^error: /, "")}`) });
+
+registerAuth(program);
+registerServers(program);
+registerApps(program);
+registerDeploy(program);
+registerExec(program);
+registerOps(program);
+registerKeys(program);
+registerAudit(program);
+registerRegistry(program);
+registerCompletion(program);
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  if (err instanceof CommanderError) {
+    // --help and --version "fail" with exit code 0; everything else commander raises is usage.
+    process.exit(err.exitCode === 0 ? EXIT.ok : EXIT.usage);
+  }
+  if (err instanceof CliError) {
+    process.stderr.write(`relayctl: ${err.message}\n`);
+    process.exit(err.exitCode);
+  }
+  process.stderr.write(`relayctl: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(EXIT.failed);
+});

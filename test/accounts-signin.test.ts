@@ -1,0 +1,177 @@
+// People's accounts over HTTP: the operator's first owner, /login with its CSRF
+// token and attempt limits, the session cookie's attributes, sign-out ending the
+// session at once, invites (single use), the member role, and disabling a user —
+// with every sign-in, failure and sign-out in the audit trail.
+import test from "ava";
+import { assertError } from "./harness/assertions";
+import { cleanupAll } from "./harness/cleanup";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { exec, request } from "./harness/http";
+import { Browser, type Person, createOwner, deviceTokens, hiddenField } from "./harness/people";
+
+let c: Cluster;
+let owner: Person;
+let ownerToken: string;
+
+test.before(async () => {
+  // The api trusts its loopback "proxy", so X-Forwarded-Proto: https reads as an HTTPS request.
+  c = await startCluster({ serverEnv: { RELAYCTL_TRUSTED_PROXIES: "127.0.0.1" } });
+  owner = await createOwner(c.db.url, c.tenantId);
+  const b = new Browser(c.baseUrl);
+  await b.signIn(owner);
+  ownerToken = (await deviceTokens(c.baseUrl, b)).access_token;
+});
+test.after.always(cleanupAll);
+
+async function events(type: string, userId: string) {
+  const rows = await c.db.query(
+    "SELECT payload FROM audit_events WHERE tenant_id = ? AND event_type = ? AND key_id = ? ORDER BY seq",
+    [c.tenantId, type, userId],
+  );
+  return rows.map((r) => (typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload));
+}
+
+/** Invites a person with `role` through the API and accepts the invite on its page. */
+async function invite(role: "owner" | "member"): Promise<Person> {
+  const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.test`;
+  const r = await request(c, "/api/users/invites", { key: ownerToken, body: { email, role } });
+  if (r.status !== 201) throw new Error(`invite: ${r.status} ${r.text}`);
+  const path = new URL(String(r.json.invite_url)).pathname;
+  const password = `pw-${Math.random().toString(36).slice(2)}-long`;
+  const b = new Browser(c.baseUrl);
+  const accepted = await b.post(path, { password });
+  if (accepted.status !== 201) throw new Error(`accept: ${accepted.status} ${accepted.text}`);
+  const users = await request(c, "/api/users", { key: ownerToken });
+  const id = (users.json.users as { id: string; email: string }[]).find((u) => u.email === email)!.id;
+  return { email, password, id };
+}
+
+test("accounts - a sign-in sets an HttpOnly SameSite session cookie, Secure over HTTPS, and is audited", async (t) => {
+  const b = new Browser(c.baseUrl);
+  const form = await b.get("/login");
+  const res = await fetch(`${c.baseUrl}/login`, {
+    method: "POST",
+    redirect: "manual",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      cookie: `relayctl_login_csrf=${encodeURIComponent(b.cookies.get("relayctl_login_csrf")!)}`,
+      "x-forwarded-proto": "https",
+    },
+    body: new URLSearchParams({
+      csrf_token: hiddenField(form.text, "csrf_token"),
+      next: "/account",
+      email: owner.email,
+      password: owner.password,
+    }),
+  });
+  t.is(res.status, 303);
+  t.is(res.headers.get("location"), "/account");
+  const session = res.headers.getSetCookie().find((s) => s.startsWith("relayctl_session="))!;
+  t.regex(session, /; HttpOnly/);
+  t.regex(session, /; SameSite=Lax/);
+  t.regex(session, /; Secure/);
+  // Over plain http (dev) the cookie cannot be Secure, or the browser would drop it.
+  const plain = new Browser(c.baseUrl);
+  const page = await plain.signIn(owner);
+  t.is(page.status, 200);
+  t.true(page.text.includes(owner.email));
+  const signins = await events("auth.signin", owner.id);
+  t.true(signins.length >= 2);
+  t.like(signins.at(-1).actor, { key_type: "user", user_id: owner.id, email: owner.email });
+});
+
+test("accounts - a login post without its CSRF token, or with a wrong password, is refused", async (t) => {
+  const b = new Browser(c.baseUrl);
+  await b.get("/login");
+  const noCsrf = await b.post("/login", { email: owner.email, password: owner.password, next: "/account" });
+  t.is(noCsrf.status, 403);
+  t.false(b.cookies.has("relayctl_session"));
+  const wrong = await b.signIn({ email: owner.email, password: "not-the-password" });
+  t.is(wrong.status, 401);
+  t.regex(wrong.text, /Wrong e-mail or password/);
+  const unknown = await b.signIn({ email: "nobody@example.test", password: "whatever-password" });
+  t.is(unknown.status, 401);
+  t.regex(unknown.text, /Wrong e-mail or password/);
+  const failures = await events("auth.signin_failed", owner.id);
+  t.true(failures.some((f: { reason: string }) => f.reason === "password"));
+});
+
+test("accounts - sign-in attempts are limited per account, even with the right password after", async (t) => {
+  const victim = await invite("member");
+  const b = new Browser(c.baseUrl);
+  for (let i = 0; i < 10; i++)
+    t.is((await b.signIn({ email: victim.email, password: "guess-number-x" })).status, 401);
+  const limited = await b.signIn(victim);
+  t.is(limited.status, 429);
+  t.regex(limited.text, /Too many sign-in attempts/);
+  t.false(b.cookies.has("relayctl_session"));
+  t.is((await events("auth.signin_limited", victim.id)).length, 1);
+});
+
+test("accounts - sign-out ends the session at once and is audited; it needs the CSRF token", async (t) => {
+  const b = new Browser(c.baseUrl);
+  const account = await b.signIn(owner);
+  const forged = await b.post("/logout", {});
+  t.is(forged.status, 403);
+  t.is((await b.get("/account")).status, 200);
+  const out = await b.post("/logout", { csrf_token: hiddenField(account.text, "csrf_token") });
+  t.regex(out.url, /\/login$/);
+  const after = await b.request("GET", "/account", undefined, false);
+  t.is(after.status, 303);
+  t.is(after.headers.get("location"), "/login?next=/account");
+  t.true((await events("auth.signout", owner.id)).length >= 1);
+});
+
+test("accounts - the login page never redirects off the site", async (t) => {
+  const b = new Browser(c.baseUrl);
+  const page = await b.get("/login?next=//evil.example/x");
+  t.is(hiddenField(page.text, "next"), "/account");
+});
+
+test("accounts - an invite is single use; a member may operate but not manage credentials", async (t) => {
+  const member = await invite("member");
+  const b = new Browser(c.baseUrl);
+  t.is((await b.signIn(member)).status, 200);
+  const { access_token } = await deviceTokens(c.baseUrl, b);
+  const me = await request(c, "/api/me", { key: access_token });
+  t.like(me.json.user as object, { email: member.email, role: "member" });
+  t.is((await request(c, "/api/servers", { key: access_token })).status, 200);
+  t.is((await exec(c, { server_id: c.serverId, command: "true" }, access_token)).status, 200);
+  assertError(
+    t,
+    await request(c, "/api/automation-keys", { key: access_token, body: { name: "nope" } }),
+    403,
+    "POST /api/automation-keys needs the owner role; you are a member",
+  );
+  t.is(
+    (await request(c, "/api/users/invites", { key: access_token, body: { email: "x@example.test" } })).status,
+    403,
+  );
+
+  // The invite link again: gone.
+  const again = await request(c, "/api/users/invites", {
+    key: ownerToken,
+    body: { email: "second@example.test" },
+  });
+  const path = new URL(String(again.json.invite_url)).pathname;
+  t.is((await new Browser(c.baseUrl).post(path, { password: "a-long-password-1" })).status, 201);
+  t.is((await new Browser(c.baseUrl).post(path, { password: "a-long-password-2" })).status, 404);
+});
+
+test("accounts - disabling a user ends their sessions and tokens at once", async (t) => {
+  const member = await invite("member");
+  const b = new Browser(c.baseUrl);
+  await b.signIn(member);
+  const { access_token } = await deviceTokens(c.baseUrl, b);
+  t.is((await request(c, "/api/me", { key: access_token })).status, 200);
+  const del = await request(c, `/api/users/${member.id}`, { key: ownerToken, method: "DELETE" });
+  t.is(del.status, 204);
+  assertError(
+    t,
+    await request(c, "/api/me", { key: access_token }),
+    401,
+    "OAuth access token has been revoked: log in again",
+  );
+  t.is((await b.request("GET", "/account", undefined, false)).status, 303);
+  t.is((await new Browser(c.baseUrl).signIn(member)).status, 401);
+});

@@ -1,0 +1,150 @@
+// `relayctl deploy` and `relayctl apps env` against a running control plane and an
+// agent with podman: a deployment followed over its live log (--wait) that
+// succeeds, one that fails (exit code 1, the failing step named), and env values
+// given on stdin that never show in any output.
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import test from "ava";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { CliUser, collect, waitForStderr } from "./harness/cli";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv } from "./harness/containers";
+import { Browser, createOwner } from "./harness/people";
+
+const run = promisify(execFile);
+let c: Cluster;
+let u: CliUser;
+let repo: string;
+
+async function git(cwd: string, ...args: string[]) {
+  const env = {
+    ...process.env,
+    GIT_AUTHOR_NAME: "Dev",
+    GIT_AUTHOR_EMAIL: "dev@example.test",
+    GIT_COMMITTER_NAME: "Dev",
+    GIT_COMMITTER_EMAIL: "dev@example.test",
+  };
+  return (await run("git", args, { cwd, env })).stdout.trim();
+}
+
+test.before(async () => {
+  await buildBaseImage();
+  const image = BASE_IMAGE;
+  c = await startCluster({
+    serverEnv: { RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1" },
+    agentEnv: { ...podmanAgentEnv, RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "1" },
+  });
+  const owner = await createOwner(c.db.url, c.tenantId);
+  const browser = new Browser(c.baseUrl);
+  await browser.signIn(owner);
+  u = new CliUser();
+  const child = u.spawn(["login", "--url", c.baseUrl]);
+  const done = collect(child);
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await browser.answerDevice(uri, "approve");
+  if ((await done).code !== 0) throw new Error("login failed");
+
+  repo = makeTempDir("cli-repo");
+  await git(repo, "init", "-q", "-b", "main");
+  mkdirSync(join(repo, "www"));
+  writeFileSync(join(repo, "www", "index.html"), "hello from the cli deploy");
+  writeFileSync(
+    join(repo, "Dockerfile"),
+    `FROM ${image}\nCOPY www /www\nCMD ["httpd", "-f", "-p", "8080", "-h", "/www"]\n`,
+  );
+  await git(repo, "add", "-A");
+  await git(repo, "commit", "-q", "-m", "first release");
+});
+test.after.always(cleanupAll);
+
+/** An application of the repository, its containers and images removed at the end. */
+async function createApp(): Promise<{ name: string; id: string }> {
+  const name = `cli-shop-${randomBytes(3).toString("hex")}`;
+  const r = await u.run([
+    "apps",
+    "create",
+    name,
+    "--server",
+    c.serverName,
+    "--container",
+    name,
+    "--port",
+    "8080",
+    "--git",
+    repo,
+    "--branch",
+    "main",
+    "--json",
+  ]);
+  if (r.code !== 0) throw new Error(`apps create: ${r.stderr}`);
+  const id = String(JSON.parse(r.stdout).id);
+  onCleanup(async () => {
+    const { stdout } = await podman(["ps", "-aq", "--filter", `label=relayctl.application=${id}`]).catch(
+      () => ({ stdout: "" }),
+    );
+    for (const cid of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", cid]).catch(() => {});
+    const images = await podman(["images", "-q", `relayctl/${id}`]).catch(() => ({ stdout: "" }));
+    for (const img of new Set(images.stdout.split("\n").filter(Boolean)))
+      await podman(["rmi", "-f", img]).catch(() => {});
+  });
+  return { name, id };
+}
+
+test.serial("cli deploy - --wait follows the live log and exits 0 when the new version serves", async (t) => {
+  const app = await createApp();
+  const r = await u.run(["deploy", app.name, "--wait", "--timeout", "300"], { timeoutMs: 320_000 });
+  t.is(r.code, 0, `${r.stdout}\n${r.stderr}`);
+  for (const step of ["fetch", "build", "start", "health_check", "switch"])
+    t.regex(r.stderr, new RegExp(`\\[${step}\\] `));
+  t.regex(r.stdout, /^status\s+completed$/m);
+  t.regex(r.stdout, /^container_name\s+cli-shop-/m);
+  // What it says serves the new version does: the container answers on its host port.
+  const port = /^host_port\s+(\d+)$/m.exec(r.stdout)?.[1];
+  t.truthy(port, r.stdout);
+  const page = await fetch(`http://127.0.0.1:${port}/`);
+  t.is(await page.text(), "hello from the cli deploy");
+  // Recorded as the CLI's, by the person who signed in, not by a key.
+  t.regex(r.stdout, /^trigger\s+cli$/m);
+  const { key: apiKey } = (await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "reader"])) as {
+    key: string;
+  };
+  const history = await fetch(`${c.baseUrl}/api/tenants/${c.tenantId}/applications/${app.id}/deployments`, {
+    headers: { "x-api-key": apiKey },
+  });
+  const latest = ((await history.json()) as { deployments: Record<string, unknown>[] }).deployments[0]!;
+  t.like(latest, { trigger: "cli", triggered_by: { type: "user" } });
+});
+
+test.serial("cli deploy - a failing deployment exits 1 naming the failed step", async (t) => {
+  const app = await createApp();
+  const r = await u.run(["deploy", app.name, "--ref", "no-such-branch", "--wait"], { timeoutMs: 120_000 });
+  t.is(r.code, 1, `${r.stdout}\n${r.stderr}`);
+  t.regex(r.stderr, /relayctl: deployment failed at fetch/);
+  t.regex(r.stdout, /^status\s+failed$/m);
+});
+
+test.serial("cli apps env - values come from stdin or a file and are never shown", async (t) => {
+  const app = await createApp();
+  const secret = `sekret-${randomBytes(8).toString("hex")}`;
+  const set = await u.run(["apps", "env", "set", app.name, "DB_PASSWORD"], { input: `${secret}\n` });
+  t.is(set.code, 0, set.stderr);
+  t.is(set.stdout, `Set DB_PASSWORD on ${app.name} (value not shown).\n`);
+  const file = join(makeTempDir("env-file"), "key");
+  writeFileSync(file, "from-a-file");
+  t.is((await u.run(["apps", "env", "set", app.name, "API_KEY", "--file", file])).code, 0);
+  const list = await u.run(["apps", "env", "list", app.name, "--json"]);
+  t.is(list.code, 0, list.stderr);
+  const names = (JSON.parse(list.stdout).variables as { name: string }[]).map((v) => v.name).sort();
+  t.deepEqual(names, ["API_KEY", "DB_PASSWORD"]);
+  t.false(list.stdout.includes(secret));
+  const unset = await u.run(["apps", "env", "unset", app.name, "API_KEY"]);
+  t.is(unset.code, 0, unset.stderr);
+  const again = await u.run(["apps", "env", "unset", app.name, "API_KEY"]);
+  t.is(again.code, 65);
+  const bad = await u.run(["apps", "env", "set", app.name, "1BAD"], { input: "x" });
+  t.is(bad.code, 64);
+  t.false(c.logText().includes(secret));
+});

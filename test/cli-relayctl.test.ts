@@ -1,0 +1,326 @@
+// The built relayctl CLI run as a process against a running control plane and
+// agent: login through the device flow (the approval done on /login and /device
+// over HTTP, as a browser would), whoami, exec passthrough, --json, exit codes for
+// usage, auth and server errors, refresh after the access token expires, a revoked
+// login, and the key/registry/app commands.
+import { statSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import test from "ava";
+import { cleanupAll } from "./harness/cleanup";
+import { CliUser, collect, waitForStderr } from "./harness/cli";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { request } from "./harness/http";
+import { Browser, type Person, createOwner, postForm } from "./harness/people";
+import { freePort } from "./harness/ports";
+import { pollUntil } from "./harness/wait";
+
+/** Access tokens live 3 s here, so a test can outlive one. */
+const ACCESS_TTL_S = 3;
+let c: Cluster;
+let owner: Person;
+let browser: Browser;
+
+test.before(async () => {
+  c = await startCluster({
+    serverEnv: {
+      RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1",
+      RELAYCTL_OAUTH_ACCESS_TOKEN_TTL_SECONDS: String(ACCESS_TTL_S),
+    },
+  });
+  owner = await createOwner(c.db.url, c.tenantId);
+  browser = new Browser(c.baseUrl);
+  await browser.signIn(owner);
+});
+test.after.always(cleanupAll);
+
+interface Stored {
+  url: string;
+  access_token: string;
+  refresh_token: string;
+  expires_at: number;
+}
+const stored = (u: CliUser): Stored =>
+  JSON.parse(readFileSync(join(u.configDir, "credentials.json"), "utf8"));
+
+/** `relayctl login` with the approval done in the browser when the code appears. */
+async function login(u: CliUser) {
+  const child = u.spawn(["login", "--url", c.baseUrl]);
+  const done = collect(child);
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await browser.answerDevice(uri, "approve");
+  return done;
+}
+
+test.serial(
+  "cli - login runs the device flow; the login is saved 0600; whoami shows the person",
+  async (t) => {
+    const u = new CliUser();
+    const r = await login(u);
+    t.is(r.code, 0, r.stderr);
+    t.regex(r.stderr, /enter the code [BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}/);
+    t.regex(r.stdout, new RegExp(`Logged in to .* as ${owner.email.replace(/\./g, "\\.")} \\(owner`));
+    t.is(statSync(join(u.configDir, "credentials.json")).mode & 0o777, 0o600);
+    t.regex(stored(u).access_token, /^rco_/);
+    const who = await u.run(["whoami"]);
+    t.is(who.code, 0, who.stderr);
+    t.regex(who.stdout, /^user\s+owner-.*@example\.test$/m);
+    t.regex(who.stdout, /^role\s+owner$/m);
+    const json = await u.run(["whoami", "--json"]);
+    t.is(json.code, 0);
+    t.like(JSON.parse(json.stdout), {
+      type: "user",
+      tenant_id: c.tenantId,
+      user: { id: owner.id, email: owner.email },
+    });
+  },
+);
+
+test.serial("cli - a denied login exits with the auth code", async (t) => {
+  const u = new CliUser();
+  const child = u.spawn(["login", "--url", c.baseUrl]);
+  const done = collect(child);
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await browser.answerDevice(uri, "deny");
+  const r = await done;
+  t.is(r.code, 77);
+  t.is(r.stderr.trim().split("\n").at(-1), "relayctl: the sign-in request was denied");
+});
+
+test.serial(
+  "cli - exec passes stdout, stderr and the exit code through; --json prints the answer",
+  async (t) => {
+    const u = new CliUser();
+    t.is((await login(u)).code, 0);
+    const r = await u.run(["exec", c.serverName, "--", "echo to-out; echo to-err >&2; exit 7"]);
+    t.is(r.code, 7, r.stderr);
+    t.is(r.stdout, "to-out\n");
+    t.is(r.stderr, "to-err\n");
+    const j = await u.run(["exec", "--json", c.serverName, "--", "printf hi"]);
+    t.is(j.code, 0, j.stderr);
+    const answer = JSON.parse(j.stdout);
+    t.like(answer, { status: "completed", exit_code: 0, stdout: "hi", stderr: "" });
+    t.regex(answer.operation_id, /^[0-9a-f-]{36}$/);
+    // The operation is the person's, in the audit trail.
+    const [row] = await c.db.query("SELECT key_id FROM operations WHERE id = ?", [answer.operation_id]);
+    t.is(row.key_id, owner.id);
+    // --env passes a value from this shell without putting it on the command line.
+    const e = await u.run(
+      [
+        "exec",
+        c.serverName,
+        "--env",
+        "GREETING",
+        "--",
+        'test "$GREETING" = hello-from-env && echo "len=${#GREETING}"',
+      ],
+      { env: { GREETING: "hello-from-env" } },
+    );
+    t.is(e.stdout, "len=14\n", e.stderr);
+  },
+);
+
+test.serial("cli - exit codes: usage 64, auth 77, refused 65, server unreachable 69", async (t) => {
+  const u = new CliUser();
+  const usage = await u.run(["exec", "--no-such-option"]);
+  t.is(usage.code, 64);
+  t.regex(usage.stderr, /^relayctl: unknown option '--no-such-option'/);
+  const missing = await u.run(["ops", "list", "--url", c.baseUrl, "--token", c.key]);
+  t.is(missing.code, 64);
+  t.is(missing.stderr, "relayctl: ops list: --run-id is required\n");
+  const notLoggedIn = await u.run(["whoami", "--url", c.baseUrl]);
+  t.is(notLoggedIn.code, 77);
+  const badKey = await u.run(["servers", "list", "--url", c.baseUrl, "--token", "rck_not-a-key"]);
+  t.is(badKey.code, 77);
+  t.is(badKey.stderr, "relayctl: invalid API key\n");
+  const unknownOp = await u.run([
+    "ops",
+    "get",
+    "00000000-0000-4000-8000-000000000000",
+    "--url",
+    c.baseUrl,
+    "--token",
+    c.key,
+  ]);
+  t.is(unknownOp.code, 65);
+  t.is(unknownOp.stderr, "relayctl: operation '00000000-0000-4000-8000-000000000000' not found\n");
+  const port = await freePort();
+  const down = await u.run(["whoami", "--url", `http://127.0.0.1:${port}`, "--token", "rck_x"]);
+  t.is(down.code, 69);
+  t.regex(down.stderr, /^relayctl: cannot reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\n$/);
+  t.is((await u.run(["--help"])).code, 0);
+});
+
+test.serial("cli - an expired access token is refreshed transparently and the new pair saved", async (t) => {
+  const u = new CliUser();
+  t.is((await login(u)).code, 0);
+  const before = stored(u);
+  // Wait until the server itself refuses the stored access token as expired.
+  await pollUntil(
+    async () => {
+      const r = await request(c, "/api/me", { key: before.access_token });
+      return r.status === 401 && /expired/.test(String(r.json.detail)) ? true : undefined;
+    },
+    { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
+  );
+  const r = await u.run(["whoami", "--json"]);
+  t.is(r.code, 0, r.stderr);
+  const after = stored(u);
+  t.not(after.access_token, before.access_token);
+  t.not(after.refresh_token, before.refresh_token);
+  t.true(after.expires_at > before.expires_at);
+  // The old refresh token is spent: the server treats its reuse as theft.
+  const reuse = await postForm(c.baseUrl, "/oauth/token", {
+    grant_type: "refresh_token",
+    refresh_token: before.refresh_token,
+    client_id: "relayctl-cli",
+  });
+  t.is(reuse.json.error, "invalid_grant");
+  // ...which revoked the family, so this login has ended: auth exit code.
+  const ended = await u.run(["whoami"]);
+  t.is(ended.code, 77);
+  t.regex(ended.stderr, /^relayctl: (OAuth access token has been revoked|your login has ended)/);
+});
+
+test.serial("cli - logout revokes the login on the server; a copy of its tokens is refused", async (t) => {
+  const u = new CliUser();
+  t.is((await login(u)).code, 0);
+  const tokens = stored(u);
+  const out = await u.run(["logout"]);
+  t.is(out.code, 0);
+  t.regex(out.stdout, /Logged out/);
+  const me = await request(c, "/api/me", { key: tokens.access_token });
+  t.is(me.status, 401);
+  t.regex(String(me.json.detail), /revoked/);
+  const again = await u.run(["whoami"]);
+  t.is(again.code, 77);
+  // A token revoked behind the CLI's back: its next command exits 77 with the server's detail.
+  const v = new CliUser();
+  t.is((await login(v)).code, 0);
+  await postForm(c.baseUrl, "/oauth/revoke", { token: stored(v).refresh_token, client_id: "relayctl-cli" });
+  const revoked = await v.run(["servers", "list"]);
+  t.is(revoked.code, 77);
+  t.is(revoked.stderr, "relayctl: OAuth access token has been revoked: log in again\n");
+});
+
+test.serial(
+  "cli - exec still running at --timeout exits 124 naming the operation; ops get reads it",
+  async (t) => {
+    const u = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
+    const r = await u.run(["exec", c.serverId, "--timeout", "1", "--", "sleep 2; echo late"]);
+    t.is(r.code, 124, r.stderr);
+    const id = /relayctl ops get ([0-9a-f-]{36})/.exec(r.stderr)?.[1];
+    t.truthy(id, r.stderr);
+    const done = await pollUntil(
+      async () => {
+        const op = await u.run(["ops", "get", id!, "--json"]);
+        const body = JSON.parse(op.stdout);
+        return body.status === "running" ? undefined : body;
+      },
+      { what: "the operation to finish", timeoutMs: 30_000, intervalMs: 300 },
+    );
+    t.like(done, { status: "completed", result: { exit_code: 0, stdout: "late\n" } });
+  },
+);
+
+test.serial("cli - RELAYCTL_TOKEN with an automation key runs exec non-interactively", async (t) => {
+  const u = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
+  const r = await u.run(["exec", c.serverId, "--", "echo via-key"]);
+  t.is(r.code, 0, r.stderr);
+  t.is(r.stdout, "via-key\n");
+  const list = await u.run(["ops", "list", "--run-id", "none-yet", "--json"]);
+  t.is(list.code, 0, list.stderr);
+  t.deepEqual(JSON.parse(list.stdout).operations, []);
+});
+
+test.serial("cli - keys, registry, apps, servers and audit commands over the API", async (t) => {
+  const u = new CliUser();
+  t.is((await login(u)).code, 0);
+  const servers = await u.run(["servers", "list"]);
+  t.is(servers.code, 0, servers.stderr);
+  t.regex(servers.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN$/m);
+  t.true(servers.stdout.includes(c.serverName));
+
+  const created = await u.run([
+    "keys",
+    "create",
+    "ci-cli",
+    "--server",
+    c.serverName,
+    "--operation",
+    "exec",
+    "--json",
+  ]);
+  t.is(created.code, 0, created.stderr);
+  const key = JSON.parse(created.stdout);
+  t.regex(key.key, /^rca_/);
+  t.deepEqual(key.servers, [c.serverId]);
+  t.deepEqual(key.operations, ["exec"]);
+  const listed = await u.run(["keys", "list"]);
+  t.regex(listed.stdout, /ci-cli/);
+  t.false(listed.stdout.includes(key.key));
+  t.is((await u.run(["keys", "revoke", key.id])).code, 0);
+  t.is((await request(c, "/api/automation/v1/operations/x", { key: key.key })).status, 401);
+
+  const secret = `s3cret-${Math.random().toString(36).slice(2)}`;
+  const added = await u.run(
+    ["registry", "add", "ghcr-cli", "--registry", "ghcr.io", "--username", "me", "--json"],
+    {
+      input: `${secret}\n`,
+    },
+  );
+  t.is(added.code, 0, added.stderr);
+  t.false(added.stdout.includes(secret));
+  const cred = JSON.parse(added.stdout);
+  t.is(cred.registry_type, "ghcr");
+  const regs = await u.run(["registry", "list"]);
+  t.regex(regs.stdout, /ghcr-cli\s+ghcr\.io\s+ghcr\s+me/);
+  t.is((await u.run(["registry", "remove", cred.id])).code, 0);
+
+  const app = await u.run([
+    "apps",
+    "create",
+    "shop-cli",
+    "--server",
+    c.serverName,
+    "--container",
+    "shop-web",
+    "--port",
+    "3000",
+    "--fqdn",
+    "shop-cli.example.com",
+  ]);
+  t.is(app.code, 0, app.stderr);
+  const apps = await u.run(["apps", "list", "--json"]);
+  t.true(JSON.parse(apps.stdout).applications.some((a: { name: string }) => a.name === "shop-cli"));
+  const dup = await u.run([
+    "apps",
+    "create",
+    "shop-cli",
+    "--server",
+    c.serverName,
+    "--container",
+    "x",
+    "--port",
+    "1",
+  ]);
+  t.is(dup.code, 65);
+  t.regex(dup.stderr, /^relayctl: .*already/);
+
+  const audit = await u.run(["audit", "--json", "--limit", "1000"]);
+  t.is(audit.code, 0, audit.stderr);
+  const events = JSON.parse(audit.stdout).events as {
+    event_type: string;
+    payload: { actor?: { email?: string } };
+  }[];
+  const mine = events.filter((e) => e.payload.actor?.email === owner.email).map((e) => e.event_type);
+  t.true(mine.includes("automation_key.created"));
+  t.true(mine.includes("auth.signin"));
+});
+
+test("cli - completion prints a script that knows the commands", async (t) => {
+  const r = await new CliUser().run(["completion", "bash"]);
+  t.is(r.code, 0);
+  t.regex(r.stdout, /complete -F _relayctl relayctl/);
+  t.regex(r.stdout, /"apps env"\) words="set unset list/);
+});

@@ -1,0 +1,137 @@
+// The deployment pipeline's switch in the agent's other settings, in-process
+// against a real podman: without a reverse proxy (make dev) the deployment
+// completes and says where the new version listens; in container-network
+// upstream mode the container joins RELAYCTL_AGENT_DEPLOY_NETWORK and the route
+// names it by container name and container port.
+import { randomUUID } from "node:crypto";
+import { request } from "node:http";
+import { type DeployJob, type JobProgress, JobStatus } from "@relayctl/proto";
+import test from "ava";
+import type { ProxyConfig } from "../agent/src/config";
+import { Deployer } from "../agent/src/deploy/deployer";
+import { PodmanEngine } from "../agent/src/engine/podman-engine";
+import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
+import { startCaddy } from "./harness/caddy";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { podman, podmanAgentEnv } from "./harness/containers";
+import { baseImage, makeRepo } from "./harness/deploy-repo";
+
+process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
+
+test.after.always(cleanupAll);
+
+function deployer(proxy: ProxyConfig, network?: string) {
+  const stateDir = makeTempDir("agent-state");
+  const routes = new RouteSyncRunner(proxy, stateDir, "podman");
+  const progress: JobProgress[] = [];
+  const d = new Deployer({
+    settings: { stateDir, drainSeconds: 0, network, init: true },
+    target: { proxy, syncer: () => routes.syncer() },
+    engine: () => new PodmanEngine(),
+    emit: (p) => progress.push(p),
+  });
+  return { d, progress };
+}
+
+async function appJob(): Promise<DeployJob> {
+  await baseImage();
+  const applicationId = randomUUID();
+  const base = `deptest-${applicationId.slice(0, 6)}`;
+  onCleanup(async () => {
+    const { stdout } = await podman([
+      "ps",
+      "-a",
+      "--filter",
+      `label=relayctl.application=${applicationId}`,
+      "--format",
+      "{{.Names}}",
+    ]);
+    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
+  });
+  const repo = await makeRepo();
+  const sha = await repo.commit("1");
+  onCleanup(() =>
+    podman(["image", "rm", "-f", `relayctl/${applicationId}:${sha.slice(0, 12)}`]).then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
+  return {
+    deploymentId: randomUUID(),
+    applicationId,
+    applicationName: base,
+    source: { repository: repo.dir, ref: "main", credential: undefined },
+    build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
+    containerPort: 8080,
+    healthCheckPath: "/index.html",
+    healthCheckTimeoutSeconds: 20,
+    env: {},
+    fqdns: [`${base}.example.test`],
+    containerBaseName: base,
+    deadlineUnixMs: Date.now() + 90_000,
+  };
+}
+
+function get(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, path: "/", agent: false }, (res) => {
+      let body = "";
+      res.on("data", (c) => {
+        body += c;
+      });
+      res.on("end", () => resolve(`${res.statusCode} ${body}`));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+test.serial(
+  "deploy modes - without a proxy the deployment completes and says where the new version listens",
+  async (t) => {
+    const { d } = deployer({ kind: "none", upstream: "host" });
+    const job = await appJob();
+    const result = await d.run(randomUUID(), job);
+    t.is(result.status, JobStatus.JOB_STATUS_COMPLETED, result.stderr);
+    if (result.detail?.$case !== "deploy") return t.fail("no report");
+    const report = result.detail.deploy;
+    t.is(report.proxy, "none");
+    t.is(report.upstream, "");
+    const where = `127.0.0.1:${report.hostPort}`;
+    t.regex(report.steps.find((s) => s.name === "switch")?.log ?? "", new RegExp(`listens on ${where}`));
+    t.regex(result.stdout, new RegExp(`listening on ${where}`));
+    t.is(await get(report.hostPort), "200 version 1");
+    await d.idle();
+  },
+);
+
+test.serial(
+  "deploy modes - container-network: the container joins the network, the route names it",
+  async (t) => {
+    const network = `relayctl-deptest-${randomUUID().slice(0, 8)}`;
+    await podman(["network", "create", network]);
+    onCleanup(() => podman(["network", "rm", "-f", network]).then(() => undefined));
+    const caddy = await startCaddy();
+    const proxy: ProxyConfig = {
+      kind: "caddy",
+      upstream: "container-network",
+      adminUrl: caddy.adminUrl,
+      serverName: "relayctl",
+      listen: [`127.0.0.1:${caddy.httpPort}`],
+      automaticHttps: false,
+    };
+    const { d } = deployer(proxy, network);
+    const job = await appJob();
+    const result = await d.run(randomUUID(), job);
+    t.is(result.status, JobStatus.JOB_STATUS_COMPLETED, result.stderr);
+    if (result.detail?.$case !== "deploy") return t.fail("no report");
+    const report = result.detail.deploy;
+    t.is(report.upstream, `${report.containerName}:8080`);
+    const [inspect] = JSON.parse((await podman(["container", "inspect", report.containerName])).stdout);
+    t.true(Object.keys(inspect.NetworkSettings.Networks ?? {}).includes(network));
+    const config = await caddy.admin("GET", "/config/apps/http/servers/relayctl/routes");
+    t.true(config.text.includes(`"${report.containerName}:8080"`), config.text);
+    t.is(await get(report.hostPort), "200 version 1", "still published for the health check");
+    await d.idle();
+  },
+);
