@@ -70,11 +70,15 @@ async function deliver(
   return { id, status: res.status, json: text ? (JSON.parse(text) as Json) : {} };
 }
 
-function pushPayload(sha: string, opts: { ref?: string; deleted?: boolean; message?: string } = {}): Json {
+function pushPayload(
+  sha: string,
+  opts: { ref?: string; deleted?: boolean; message?: string; before?: string } = {},
+): Json {
   const p = example("push", (e) => e.ref === "refs/heads/master" && !e.deleted);
   p.ref = opts.ref ?? "refs/heads/main";
   p.after = opts.deleted ? "0000000000000000000000000000000000000000" : sha;
   p.deleted = Boolean(opts.deleted);
+  p.before = opts.before ?? "0000000000000000000000000000000000000000";
   p.head_commit = opts.deleted ? null : { ...p.head_commit, id: sha, message: opts.message ?? "a commit" };
   p.repository = repositoryJson();
   p.installation = { id: INSTALLATION, node_id: "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==" };
@@ -376,7 +380,11 @@ test.serial(
     const v4 = await repo.commitVersion("4");
     const v5 = await repo.commitVersion("5");
     const ids: string[] = [];
-    for (const c of [v3, v4, v5]) ids.push((await deliver("push", pushPayload(c.sha))).id);
+    let before = repo.commits.at(-4)!.sha;
+    for (const c of [v3, v4, v5]) {
+      ids.push((await deliver("push", pushPayload(c.sha, { before }))).id);
+      before = c.sha;
+    }
     const outcomes = await Promise.all(ids.map(async (id) => (await processed(id)).outcome as Json));
     const [d3, d4, d5] = outcomes.map((o) => String(o.deployments?.[0]?.deployment_id));
     const op5 = await s.waitOperation(String((await s.deployment(app.id, d5!)).json.operation_id));
@@ -386,6 +394,9 @@ test.serial(
     const view4 = (await s.deployment(app.id, d4!)).json;
     t.like(view4, { status: "failed" }, JSON.stringify(view4));
     t.regex(String(view4.error), /superseded by a newer push/);
+    // The v4 push delivered again late (GitHub promises no order): v5 built on it, so it is stale.
+    const late = await deliver("push", pushPayload(v4.sha, { before: v3.sha }));
+    t.regex(JSON.stringify((await processed(late.id)).outcome), /stale: a newer push \(/);
     const view3 = (await s.deployment(app.id, d3!)).json;
     t.true(view3.status === "completed" || /superseded/.test(String(view3.error)), JSON.stringify(view3));
     await pollUntil(

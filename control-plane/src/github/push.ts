@@ -101,7 +101,17 @@ async function deployCommit(
   p: Payload,
 ): Promise<{ deploymentId: string } | { reason: string }> {
   const { db } = ctx;
-  const claimed = await claimCommit(db, app.id, sha, deliveryId);
+  // GitHub does not promise delivery order: a push whose commit a newer push
+  // already built on arrives stale, and deploying it would go backwards.
+  const newer = await db("github_push_deployments")
+    .where({ application_id: app.id, before_sha: sha })
+    .first<{ commit_sha: string } | undefined>("commit_sha");
+  if (newer)
+    return {
+      reason: `stale: a newer push (${newer.commit_sha.slice(0, 12)}) on top of this commit came first`,
+    };
+  const before = typeof p.before === "string" && !ZERO_SHA.test(p.before) ? p.before : null;
+  const claimed = await claimCommit(db, app.id, sha, before, deliveryId);
   if (!claimed) {
     const prior = await db("github_push_deployments")
       .where({ application_id: app.id, commit_sha: sha })
@@ -163,12 +173,14 @@ async function claimCommit(
   db: Knex,
   applicationId: string,
   sha: string,
+  before: string | null,
   deliveryId: string,
 ): Promise<boolean> {
   try {
     await db("github_push_deployments").insert({
       application_id: applicationId,
       commit_sha: sha,
+      before_sha: before,
       delivery_id: deliveryId,
       created_at: Date.now(),
     });

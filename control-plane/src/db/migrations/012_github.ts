@@ -71,10 +71,13 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable("github_push_deployments", (t) => {
     t.string("application_id", 36).notNullable();
     t.string("commit_sha", 64).notNullable();
+    /** The push's `before`: a later delivery of that commit is stale. */
+    t.string("before_sha", 64).nullable();
     t.string("deployment_id", 36).nullable();
     t.string("delivery_id", 64).notNullable();
     t.bigInteger("created_at").notNullable();
     t.primary(["application_id", "commit_sha"]);
+    t.index(["application_id", "before_sha"]);
   });
 
   await knex.schema.createTable("github_commit_statuses", (t) => {
