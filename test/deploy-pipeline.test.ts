@@ -221,7 +221,7 @@ test.serial(
     t.deepEqual(
       seen.failures,
       [],
-      `${seen.failures.length} of ${seen.total} requests failed across the switch and the retire`,
+      `${seen.failed} of ${seen.total} requests failed across the switch and the retire`,
     );
     t.deepEqual(seen.sequence, ["version 1", "version 2"], "served 1, then 2");
     t.true(await exists(second.report.containerName));
