@@ -13,7 +13,7 @@ import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv } from "./harness/containers";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { createAppRepo } from "./harness/git-repo";
 
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
@@ -36,17 +36,7 @@ function deployer(proxy: ProxyConfig, network?: string) {
 async function appJob(): Promise<DeployJob> {
   const applicationId = randomUUID();
   const base = `deptest-${applicationId.slice(0, 6)}`;
-  onCleanup(async () => {
-    const { stdout } = await podman([
-      "ps",
-      "-a",
-      "--filter",
-      `label=relayctl.application=${applicationId}`,
-      "--format",
-      "{{.Names}}",
-    ]);
-    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
-  });
+  onCleanup(() => removeAppContainers(applicationId));
   const repo = await createAppRepo({ first: "1" });
   const sha = repo.head().sha;
   onCleanup(() =>

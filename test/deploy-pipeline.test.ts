@@ -22,7 +22,7 @@ import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv } from "./harness/containers";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { startGitHttp } from "./harness/git-http";
 import { AUTHOR, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { startRegistry } from "./harness/registry";
@@ -85,15 +85,7 @@ async function makeApp(first = "1"): Promise<App> {
   const id = randomUUID();
   const suffix = id.slice(0, 6);
   onCleanup(async () => {
-    const { stdout } = await podman([
-      "ps",
-      "-a",
-      "--filter",
-      `label=relayctl.application=${id}`,
-      "--format",
-      "{{.Names}}",
-    ]);
-    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
+    await removeAppContainers(id);
     // By the tags the deployments reported: listing images races other users of the machine's podman.
     for (const image of builtImages)
       if (image.includes(id)) await podman(["image", "rm", "-f", image]).catch(() => undefined);
