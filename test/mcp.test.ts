@@ -18,7 +18,7 @@ import {
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { CLI_MAIN } from "./harness/cli";
+import { CLI_MAIN, CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv } from "./harness/containers";
 import { request } from "./harness/http";
@@ -28,6 +28,7 @@ const run = promisify(execFile);
 let c: Cluster;
 let apiKey: string;
 let personToken: string;
+let browser: Browser;
 
 const READ_TOOLS = ["get_operation", "list_operations"];
 const KEY_TOOLS = [
@@ -58,7 +59,7 @@ test.before(async () => {
   });
   apiKey = String((await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "mcp-admin"])).key);
   const owner = await createOwner(c.db.url, c.tenantId);
-  const browser = new Browser(c.baseUrl);
+  browser = new Browser(c.baseUrl);
   await browser.signIn(owner);
   personToken = (await deviceTokens(c.baseUrl, browser)).access_token;
 });
@@ -78,7 +79,7 @@ const httpClient = (token: string) =>
     }),
   );
 
-const stdioClient = (token: string) =>
+const stdioClient = (token: string | null, configDir = makeTempDir("mcp-cli")) =>
   connect(
     new Client({ name: "relayctl-test", version: "1.0.0" }),
     new StdioClientTransport({
@@ -87,8 +88,8 @@ const stdioClient = (token: string) =>
       env: {
         PATH: String(process.env.PATH),
         RELAYCTL_URL: c.baseUrl,
-        RELAYCTL_TOKEN: token,
-        RELAYCTL_CONFIG_DIR: makeTempDir("mcp-cli"),
+        ...(token === null ? {} : { RELAYCTL_TOKEN: token }),
+        RELAYCTL_CONFIG_DIR: configDir,
       },
       stderr: "pipe",
     }),
@@ -324,4 +325,17 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
     arguments: { operation_id: d.operation_id },
   });
   t.true((audit.structuredContent as { events: unknown[] }).events.length > 0);
+});
+
+test.serial("mcp - relayctl mcp without a token uses the CLI's stored login, a person's tools", async (t) => {
+  const u = new CliUser();
+  const child = u.spawn(["login", "--url", c.baseUrl]);
+  const done = collect(child);
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await browser.answerDevice(uri, "approve");
+  t.is((await done).code, 0);
+  const client = await stdioClient(null, u.configDir);
+  t.deepEqual(names((await client.listTools()).tools), ALL_TOOLS);
+  const r = await client.callTool({ name: "list_servers", arguments: {} });
+  t.true((r.structuredContent as { servers: { id: string }[] }).servers.some((s) => s.id === c.serverId));
 });
