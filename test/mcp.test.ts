@@ -225,6 +225,12 @@ test.serial(
       bearer_methods_supported: ["header"],
     });
     t.deepEqual(await (await fetch(String(url))).json(), prm);
+    // Stateless: no standalone GET stream to hold open, no session to delete.
+    const get = await fetch(`${c.baseUrl}/mcp`, {
+      headers: { authorization: `Bearer ${c.key}`, accept: "text/event-stream" },
+    });
+    t.is(get.status, 405);
+    t.is(get.headers.get("allow"), "POST");
     const as = await (
       await fetch(`${prm.authorization_servers?.[0]}/.well-known/oauth-authorization-server`)
     ).json();

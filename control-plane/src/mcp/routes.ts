@@ -73,10 +73,17 @@ export const mcpRoutes =
           );
         return payload;
       });
+      scope.post(MCP_PATH, (req, reply) => handle(root, req, reply));
+      // Stateless: no session to end, and no server-initiated message outside a
+      // request, so no standalone GET stream (which would idle open forever).
       scope.route({
-        method: ["GET", "POST", "DELETE"],
+        method: ["GET", "DELETE"],
         url: MCP_PATH,
-        handler: (req, reply) => handle(root, req, reply),
+        handler: async (_req, reply) =>
+          reply
+            .status(405)
+            .header("allow", "POST")
+            .send({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "Method not allowed." } }),
       });
     });
   };
