@@ -188,6 +188,13 @@ test.serial("mcp - a tool outside the key's scope is refused with the API's deta
     t.true(r.isError);
     t.is(textOf(r), `HTTP 403: ${String(direct.json.detail)}`);
   }
+  // A key cannot read the dashboard API at all: the API's 401, and why.
+  const servers = await (await httpClient(c.key)).callTool({ name: "list_servers", arguments: {} });
+  t.true(servers.isError);
+  t.regex(
+    textOf(servers),
+    /^HTTP 401: missing X-API-Key header.*takes a person's login, not an automation key\)$/,
+  );
 });
 
 test.serial("mcp - a revoked key is refused at its next call", async (t) => {

@@ -65,8 +65,16 @@ export function buildMcpServer(
         try {
           return resultOf(await tool.run(args as never, env));
         } catch (err) {
-          if (err instanceof ApiRefusal)
-            return { isError: true, content: [{ type: "text", text: `HTTP ${err.status}: ${err.detail}` }] };
+          if (err instanceof ApiRefusal) {
+            const hint =
+              tool.needs === "dashboard" && !principal.user
+                ? " (this tool reads the dashboard API, which takes a person's login, not an automation key)"
+                : "";
+            return {
+              isError: true,
+              content: [{ type: "text", text: `HTTP ${err.status}: ${err.detail}${hint}` }],
+            };
+          }
           throw err;
         }
       },
