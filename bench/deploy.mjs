@@ -18,7 +18,7 @@ import { freePort, run as runCmd } from "./lib/processes.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { formatTable, ratio, summarize } from "./lib/stats.mjs";
 import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
-import { proxyGet, startTraffic } from "./lib/traffic.mjs";
+import { proxyGet, startTraffic } from "@relayctl/devkit";
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
 const RESULTS_FILE = join(BENCH_DIR, "results", "deploy.json");

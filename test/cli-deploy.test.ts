@@ -2,37 +2,22 @@
 // agent with podman: a deployment followed over its live log (--wait) that
 // succeeds, one that fails (exit code 1, the failing step named), and env values
 // given on stdin that never show in any output.
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv } from "./harness/containers";
+import { podman, podmanAgentEnv } from "./harness/containers";
+import { createAppRepo } from "./harness/git-repo";
 import { Browser, createOwner } from "./harness/people";
 
-const run = promisify(execFile);
 let c: Cluster;
 let u: CliUser;
 let repo: string;
 
-async function git(cwd: string, ...args: string[]) {
-  const env = {
-    ...process.env,
-    GIT_AUTHOR_NAME: "Dev",
-    GIT_AUTHOR_EMAIL: "dev@example.test",
-    GIT_COMMITTER_NAME: "Dev",
-    GIT_COMMITTER_EMAIL: "dev@example.test",
-  };
-  return (await run("git", args, { cwd, env })).stdout.trim();
-}
-
 test.before(async () => {
-  await buildBaseImage();
-  const image = BASE_IMAGE;
   c = await startCluster({
     serverEnv: { RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1" },
     agentEnv: { ...podmanAgentEnv, RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "1" },
@@ -47,16 +32,7 @@ test.before(async () => {
   await browser.answerDevice(uri, "approve");
   if ((await done).code !== 0) throw new Error("login failed");
 
-  repo = makeTempDir("cli-repo");
-  await git(repo, "init", "-q", "-b", "main");
-  mkdirSync(join(repo, "www"));
-  writeFileSync(join(repo, "www", "index.html"), "hello from the cli deploy");
-  writeFileSync(
-    join(repo, "Dockerfile"),
-    `FROM ${image}\nCOPY www /www\nCMD ["httpd", "-f", "-p", "8080", "-h", "/www"]\n`,
-  );
-  await git(repo, "add", "-A");
-  await git(repo, "commit", "-q", "-m", "first release");
+  repo = (await createAppRepo({ first: "cli" })).path;
 });
 test.after.always(cleanupAll);
 
@@ -105,7 +81,7 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
   const port = /^host_port\s+(\d+)$/m.exec(r.stdout)?.[1];
   t.truthy(port, r.stdout);
   const page = await fetch(`http://127.0.0.1:${port}/`);
-  t.is(await page.text(), "hello from the cli deploy");
+  t.is(await page.text(), "version cli");
   // Recorded as the CLI's, by the person who signed in, not by a key.
   t.regex(r.stdout, /^trigger\s+cli$/m);
   const { key: apiKey } = (await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "reader"])) as {

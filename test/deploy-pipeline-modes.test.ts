@@ -13,8 +13,8 @@ import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv } from "./harness/containers";
-import { baseImage, makeRepo } from "./harness/deploy-repo";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
+import { createAppRepo } from "./harness/git-repo";
 
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
@@ -34,22 +34,11 @@ function deployer(proxy: ProxyConfig, network?: string) {
 }
 
 async function appJob(): Promise<DeployJob> {
-  await baseImage();
   const applicationId = randomUUID();
   const base = `deptest-${applicationId.slice(0, 6)}`;
-  onCleanup(async () => {
-    const { stdout } = await podman([
-      "ps",
-      "-a",
-      "--filter",
-      `label=relayctl.application=${applicationId}`,
-      "--format",
-      "{{.Names}}",
-    ]);
-    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
-  });
-  const repo = await makeRepo();
-  const sha = await repo.commit("1");
+  onCleanup(() => removeAppContainers(applicationId));
+  const repo = await createAppRepo({ first: "1" });
+  const sha = repo.head().sha;
   onCleanup(() =>
     podman(["image", "rm", "-f", `relayctl/${applicationId}:${sha.slice(0, 12)}`]).then(
       () => undefined,
@@ -60,7 +49,7 @@ async function appJob(): Promise<DeployJob> {
     deploymentId: randomUUID(),
     applicationId,
     applicationName: base,
-    source: { repository: repo.dir, ref: "main", credential: undefined },
+    source: { repository: repo.path, ref: "main", credential: undefined },
     build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
     containerPort: 8080,
     healthCheckPath: "/index.html",

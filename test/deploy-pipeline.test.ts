@@ -22,11 +22,12 @@ import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv } from "./harness/containers";
-import { type Repo, baseImage, git, makeRepo } from "./harness/deploy-repo";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { startGitHttp } from "./harness/git-http";
+import { AUTHOR, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
+import { startTraffic } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
 
 const DRAIN_SECONDS = 3;
@@ -49,7 +50,6 @@ const builtImages = new Set<string>();
 
 function startStack(): Promise<Stack> {
   stack ??= (async () => {
-    await baseImage();
     const caddy = await startCaddy();
     const stateDir = makeTempDir("agent-state");
     const proxy = {
@@ -77,27 +77,25 @@ interface App {
   id: string;
   fqdn: string;
   base: string;
-  repo: Repo;
+  repo: AppRepo;
 }
 
-async function makeApp(): Promise<App> {
+/** An application whose repository's first commit (on main) serves `version <first>`. */
+async function makeApp(first = "1"): Promise<App> {
   const id = randomUUID();
   const suffix = id.slice(0, 6);
   onCleanup(async () => {
-    const { stdout } = await podman([
-      "ps",
-      "-a",
-      "--filter",
-      `label=relayctl.application=${id}`,
-      "--format",
-      "{{.Names}}",
-    ]);
-    for (const name of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", "-t", "0", name]);
+    await removeAppContainers(id);
     // By the tags the deployments reported: listing images races other users of the machine's podman.
     for (const image of builtImages)
       if (image.includes(id)) await podman(["image", "rm", "-f", image]).catch(() => undefined);
   });
-  return { id, fqdn: `app-${suffix}.example.test`, base: `deptest-${suffix}`, repo: await makeRepo() };
+  return {
+    id,
+    fqdn: `app-${suffix}.example.test`,
+    base: `deptest-${suffix}`,
+    repo: await createAppRepo({ first }),
+  };
 }
 
 function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
@@ -105,7 +103,7 @@ function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
     deploymentId: randomUUID(),
     applicationId: app.id,
     applicationName: app.base,
-    source: { repository: app.repo.dir, ref, credential: undefined },
+    source: { repository: app.repo.path, ref, credential: undefined },
     build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
     containerPort: 8080,
     healthCheckPath: "/",
@@ -139,27 +137,6 @@ const exists = (name: string) =>
     () => false,
   );
 
-/** Requests through Caddy one after another (bounded) until stopped; what they got. */
-function steadyTraffic(app: App) {
-  let running = true;
-  const bodies = new Set<string>();
-  const failures: string[] = [];
-  const loop = (async () => {
-    for (let i = 0; running && i < 5_000; i++) {
-      const got = await through(app).catch((err: Error) => `error ${err.message}`);
-      if (got.startsWith("200 ")) bodies.add(got.slice(4));
-      else failures.push(got);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return { bodies, failures };
-    },
-  };
-}
-
 function progressOf(opId: string, progress: JobProgress[]) {
   return progress.filter((p) => p.operationId === opId);
 }
@@ -167,15 +144,15 @@ function progressOf(opId: string, progress: JobProgress[]) {
 test.serial(
   "deploy pipeline - a first deploy serves through Caddy; a second switches and retires the old after the drain",
   async (t) => {
-    const { progress } = await startStack();
-    const app = await makeApp();
-    const sha1 = await app.repo.commit("1");
+    const { progress, caddy } = await startStack();
+    const app = await makeApp("1");
+    const sha1 = app.repo.head().sha;
     const first = await deploy(job(app, "main"));
     t.is(first.result.status, JobStatus.JOB_STATUS_COMPLETED, first.result.stderr);
     t.is(first.result.exitCode, 0);
     t.is(first.report.commit?.sha, sha1);
-    t.is(first.report.commit?.message, "release 1");
-    t.is(first.report.commit?.author, "Dev One <dev@example.test>");
+    t.is(first.report.commit?.message, "Release 1");
+    t.is(first.report.commit?.author, `${AUTHOR.name} <${AUTHOR.email}>`);
     t.is(first.report.image, `relayctl/${app.id}:${sha1.slice(0, 12)}`);
     t.is(
       first.report.containerName,
@@ -210,11 +187,11 @@ test.serial(
     t.true(live.length > 0, "build output streamed as progress");
 
     // The second version comes from a tag.
-    const sha2 = await app.repo.commit("2");
-    await git(app.repo.dir, "tag", "v2");
-    await git(app.repo.dir, "reset", "-q", "--hard", sha1); // main stays at 1: only the tag names 2
+    const sha2 = (await app.repo.commitVersion("2")).sha;
+    await app.repo.tag("v2");
+    await app.repo.git(["reset", "-q", "--hard", sha1]); // main stays at 1: only the tag names 2
     // A client sends requests the whole time: the switch and the retire must fail none of them.
-    const traffic = steadyTraffic(app);
+    const traffic = startTraffic(caddy.httpPort, app.fqdn);
     const second = await deploy(job(app, "v2"));
     t.is(second.result.status, JobStatus.JOB_STATUS_COMPLETED, second.result.stderr);
     t.is(second.report.commit?.sha, sha2);
@@ -233,15 +210,19 @@ test.serial(
     );
     t.false(await exists(first.report.containerName), "the old container is retired");
     const seen = await traffic.stop();
-    t.deepEqual(seen.failures, [], "no request failed across the switch and the retire");
-    t.true(seen.bodies.has("version 1") && seen.bodies.has("version 2"), [...seen.bodies].join(", "));
+    t.deepEqual(
+      seen.failures,
+      [],
+      `${seen.failed} of ${seen.total} requests failed across the switch and the retire`,
+    );
+    t.deepEqual(seen.sequence, ["version 1", "version 2"], "served 1, then 2");
     t.true(await exists(second.report.containerName));
     t.is(await through(app), "200 version 2");
     // The previous image is kept for a rollback.
     await t.notThrowsAsync(podman(["image", "exists", first.report.image]));
 
     // A third version: the newest image before it stays, older built ones go.
-    await app.repo.commit("3");
+    await app.repo.commitVersion("3");
     const third = await deploy(job(app, "main"));
     t.is(third.result.status, JobStatus.JOB_STATUS_COMPLETED, third.result.stderr);
     t.is(await through(app), "200 version 3");
@@ -261,14 +242,13 @@ test.serial(
 test.serial(
   "deploy pipeline - an unhealthy version fails at health_check; the old keeps serving, the new is removed",
   async (t) => {
-    const app = await makeApp();
-    await app.repo.commit("good");
+    const app = await makeApp("good");
     const good = await deploy(job(app, "main"));
     t.is(good.result.status, JobStatus.JOB_STATUS_COMPLETED, good.result.stderr);
     // Never listens: a commit on another branch, deployed by its SHA.
-    await git(app.repo.dir, "checkout", "-q", "-b", "broken");
-    const bad = await app.repo.commit("bad", ["sleep", "3600"]);
-    await git(app.repo.dir, "checkout", "-q", "main");
+    await app.repo.git(["checkout", "-q", "-b", "broken"]);
+    const bad = (await app.repo.commitBroken("bad")).sha;
+    await app.repo.git(["checkout", "-q", app.repo.branch]);
     const failed = await deploy(job(app, bad, { healthCheckTimeoutSeconds: 2 }));
     t.is(failed.result.status, JobStatus.JOB_STATUS_FAILED);
     t.is(failed.result.exitCode, 1);
@@ -289,11 +269,10 @@ test.serial(
 test.serial(
   "deploy pipeline - the deadline gives TIMEOUT, removes the new container and leaves the old serving",
   async (t) => {
-    const app = await makeApp();
-    await app.repo.commit("good");
+    const app = await makeApp("good");
     const good = await deploy(job(app, "main"));
     t.is(good.result.status, JobStatus.JOB_STATUS_COMPLETED, good.result.stderr);
-    await app.repo.commit("slow", ["sleep", "3600"]);
+    await app.repo.commitBroken("slow");
     const deadline = Date.now() + 20_000;
     const late = await deploy(job(app, "main", { deadlineUnixMs: deadline, healthCheckTimeoutSeconds: 60 }));
     const ended = Date.now();
@@ -324,13 +303,13 @@ test.serial(
   "deploy pipeline - env values reach the container and nothing else: no progress, argv or report",
   async (t) => {
     const { progress } = await startStack();
-    const app = await makeApp();
-    await app.repo.commit("env");
+    const app = await makeApp("env");
     // An application variable named PATH must not change which engine binary runs.
     const env = { APP_SECRET: SECRET, PATH: "/bin:/nonexistent-app-path" };
     const d = await deploy(job(app, "main", { env }));
     t.is(d.result.status, JobStatus.JOB_STATUS_COMPLETED, d.result.stderr);
-    t.is(await through(app, "/cgi-bin/env"), `200 APP_SECRET=${SECRET} PATH=/bin:/nonexistent-app-path`);
+    t.is(await through(app, "/cgi-bin/env?APP_SECRET"), `200 ${SECRET}`);
+    t.is(await through(app, "/cgi-bin/env?PATH"), "200 /bin:/nonexistent-app-path");
     const [inspect] = JSON.parse((await podman(["container", "inspect", d.report.containerName])).stdout);
     const argv = JSON.stringify([inspect.Config.CreateCommand, inspect.Args, inspect.Path]);
     t.true(argv.includes("APP_SECRET"), "the name is on argv (--env NAME)");
@@ -343,7 +322,7 @@ test.serial(
 test.serial("deploy pipeline - a container that exits fails fast with its scrubbed log tail", async (t) => {
   const { progress } = await startStack();
   const app = await makeApp();
-  await app.repo.commit("crash", ["sh", "-c", 'echo "boom $APP_SECRET"; exit 3']);
+  await app.repo.commitCommand("crash", ["sh", "-c", 'echo "boom $APP_SECRET"; exit 3']);
   const d = await deploy(job(app, "main", { env: { APP_SECRET: SECRET }, healthCheckTimeoutSeconds: 60 }));
   t.is(d.result.status, JobStatus.JOB_STATUS_FAILED);
   t.regex(d.result.stderr, /^health_check: the container stopped/);
@@ -357,7 +336,6 @@ test.serial(
   "deploy pipeline - git refs: a name that is no branch, tag or SHA fails at fetch; paths must stay inside",
   async (t) => {
     const app = await makeApp();
-    await app.repo.commit("1");
     const missing = await deploy(job(app, "no-such-branch"));
     t.is(missing.result.status, JobStatus.JOB_STATUS_FAILED);
     t.regex(missing.result.stderr, /^fetch: ref 'no-such-branch' is no branch, tag or commit/);
@@ -378,10 +356,10 @@ test.serial(
   "deploy pipeline - a private repository over HTTP: the credential goes through askpass and is stored nowhere",
   async (t) => {
     const { progress, stateDir } = await startStack();
-    const app = await makeApp();
-    const sha = await app.repo.commit("private");
+    const app = await makeApp("private");
+    const sha = app.repo.head().sha;
     const root = makeTempDir("git-http");
-    await git(root, "clone", "-q", "--bare", app.repo.dir, join(root, "app.git"));
+    await app.repo.git(["clone", "-q", "--bare", app.repo.path, join(root, "app.git")]);
     const password = `git-pass-${randomUUID()}`;
     const server = await startGitHttp(root, "deployer", password);
     const source = (pw: string) => ({
@@ -415,14 +393,13 @@ test.serial(
   "deploy pipeline - an image build pulls from a private registry through a temporary auth file",
   async (t) => {
     const { progress } = await startStack();
-    const app = await makeApp();
+    const app = await makeApp("pulled");
     const password = `registry-pass-${randomUUID()}`;
     const registry = await startRegistry("puller", password);
     // Every podman of this process (the pipeline's included) may talk plain HTTP to it.
     process.env.CONTAINERS_REGISTRIES_CONF = registry.registriesConf;
     const image = `${registry.host}/team/app-${app.id.slice(0, 8)}:1`;
-    await app.repo.commit("pulled");
-    await podman(["build", "-q", "-t", image, app.repo.dir]);
+    await podman(["build", "-q", "-t", image, app.repo.path]);
     const authDir = makeTempDir("push-auth");
     const authfile = join(authDir, "auth.json");
     await new Promise<void>((resolve, reject) => {

@@ -141,11 +141,7 @@ test.serial("deploy - a second deploy switches with zero failed requests under s
   const v = await waitRetired(d.deploymentId);
   await onlyContainer(String(v.container_name));
   const report = await traffic.stop();
-  t.deepEqual(
-    report.failures,
-    [],
-    `${report.failures.length} of ${report.total} requests failed${migrateHint()}`,
-  );
+  t.deepEqual(report.failures, [], `${report.failed} of ${report.total} requests failed${migrateHint()}`);
   t.deepEqual(report.sequence, ["version 1", "version 2"]);
   t.is(report.stale, 0, "a request sent after version 2 answered got version 1");
   t.true(report.total > 20, `only ${report.total} requests`);

@@ -1,14 +1,13 @@
 // env values are never stored or logged (contract, Authentication 7), and every operation has
 // one audit event carrying its run_id, run_context and the env key names, written before it
 // runs, and one completion event carrying the hash of its result.
-import { createHash, randomBytes } from "node:crypto";
-import { readFileSync, readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
 import { assertCompleted, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { exec, waitForOperationEnd } from "./harness/http";
+import { assertAbsent, filesText, plantSecret } from "./harness/leaks";
 import type { Row } from "./harness/mariadb";
 import { CHAIN_KEY, canonical, eventHash } from "./harness/audit-chain";
 
@@ -19,36 +18,6 @@ test.before(async () => {
   c = await startCluster({ ownNats: true });
 });
 test.after.always(cleanupAll);
-
-function plant(): string {
-  return `rcsecret${randomBytes(12).toString("hex")}`;
-}
-
-/** The forms a leaked value could take: raw, base64, hex. */
-function forms(value: string): string[] {
-  const b = Buffer.from(value);
-  return [value, b.toString("base64").replace(/=+$/, ""), b.toString("hex")];
-}
-
-function assertAbsent(t: ExecutionContext, haystack: string, secrets: string[], where: string): void {
-  for (const s of secrets) {
-    for (const form of forms(s))
-      t.false(haystack.includes(form), `${where} contains env value ${s} (as ${form})`);
-  }
-}
-
-function filesUnder(dir: string): string[] {
-  const out: string[] = [];
-  for (const name of readdirSync(dir)) {
-    const path = join(dir, name);
-    const st = statSync(path);
-    if (st.isDirectory()) out.push(...filesUnder(path));
-    // Regular files only: the agent keeps its stderr FIFOs in its state dir, and
-    // reading a FIFO with no writer blocks forever.
-    else if (st.isFile()) out.push(path);
-  }
-  return out;
-}
 
 /** Runs one fast exec and one that outlives timeout_seconds, both with planted env values. */
 async function runWithSecrets(t: ExecutionContext, secrets: string[]): Promise<string[]> {
@@ -70,7 +39,7 @@ async function runWithSecrets(t: ExecutionContext, secrets: string[]): Promise<s
 }
 
 test.serial("secrets - env values appear in no table, no log and no audit event", async (t) => {
-  const secrets = [plant(), plant()];
+  const secrets = [plantSecret(), plantSecret()];
   const ids = await runWithSecrets(t, secrets);
 
   const dump = await c.db.dumpText();
@@ -85,27 +54,26 @@ test.serial("secrets - env values appear in no table, no log and no audit event"
   t.true(logs.length > 0, "the processes logged something");
   assertAbsent(t, logs, secrets, "the control-plane and agent logs");
   // Also the log files on disk (every byte written, including lines not parsed as JSON).
-  const onDisk = filesUnder(c.dir)
-    .filter((f) => f.endsWith(".log"))
-    .map((f) => readFileSync(f, "utf8"))
+  const onDisk = filesText(c.dir, (f) => f.endsWith(".log"))
+    .map(([, text]) => text)
     .join("\n");
   assertAbsent(t, onDisk, secrets, "the log files");
 });
 
 test.serial("secrets - env values are not written to disk by the agent or the bus", async (t) => {
-  const secrets = [plant(), plant()];
+  const secrets = [plantSecret(), plantSecret()];
   await runWithSecrets(t, secrets);
-  const agentFiles = filesUnder(c.agent.stateDir);
+  const agentFiles = filesText(c.agent.stateDir);
   t.true(agentFiles.length > 0, "the agent state dir holds agent.json");
-  for (const file of agentFiles) assertAbsent(t, readFileSync(file).toString("latin1"), secrets, file);
+  for (const [file, text] of agentFiles) assertAbsent(t, text, secrets, file);
   if (c.nats.storeDir) {
-    let natsFiles: string[] = [];
+    let natsFiles: [string, string][] = [];
     try {
-      natsFiles = filesUnder(c.nats.storeDir);
+      natsFiles = filesText(c.nats.storeDir);
     } catch {
       // No JetStream store at all: nothing stored.
     }
-    for (const file of natsFiles) assertAbsent(t, readFileSync(file).toString("latin1"), secrets, file);
+    for (const [file, text] of natsFiles) assertAbsent(t, text, secrets, file);
   }
 });
 
@@ -149,7 +117,7 @@ test.serial(
     };
     const runId = `audit-run-${Date.now()}`;
     const command = "echo audited";
-    const env = { ZETA_KEY: plant(), ALPHA_KEY: plant() };
+    const env = { ZETA_KEY: plantSecret(), ALPHA_KEY: plantSecret() };
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) {
       const res = await exec(c, {

@@ -63,6 +63,16 @@ export class Api {
     this.baseUrl = baseUrlOf(opts, this.stored);
   }
 
+  /** The credential to send now (a stored login's access token refreshed when it is about to expire). */
+  bearer(): Promise<string> {
+    return this.token();
+  }
+
+  /** Whether a 401 with this detail is worth one refresh and retry (a stored login whose token just expired). */
+  canRefreshAfter(detail: string): boolean {
+    return this.stored !== undefined && /expired/.test(detail);
+  }
+
   private async token(): Promise<string> {
     if (this.explicitToken) return this.explicitToken;
     if (!this.stored) throw authError("not logged in: run 'relayctl login' (or pass --token)");

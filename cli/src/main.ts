@@ -10,6 +10,7 @@ import { registerCompletion } from "./commands/completion.js";
 import { registerDeploy } from "./commands/deploy.js";
 import { registerExec } from "./commands/exec.js";
 import { registerKeys } from "./commands/keys.js";
+import { registerMcp } from "./commands/mcp.js";
 import { registerOps } from "./commands/ops.js";
 import { registerRegistry } from "./commands/registry.js";
 import { registerServers } from "./commands/servers.js";
@@ -49,6 +50,7 @@ registerOps(program);
 registerKeys(program);
 registerAudit(program);
 registerRegistry(program);
+registerMcp(program);
 registerCompletion(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {

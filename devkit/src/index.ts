@@ -6,3 +6,4 @@ export * from "./wait.js";
 export * from "./ports.js";
 export * from "./run.js";
 export * from "./log-format.js";
+export * from "./traffic.js";

@@ -70,6 +70,13 @@ export function buildBaseImage(): Promise<void> {
   return image;
 }
 
+/** Removes every container the agent ran for the application (its `relayctl.application` label). */
+export async function removeAppContainers(applicationId: string): Promise<void> {
+  const label = `label=relayctl.application=${applicationId}`;
+  const ids = (await podman(["ps", "-a", "-q", "--filter", label])).stdout.split("\n").filter(Boolean);
+  if (ids.length > 0) await podman(["rm", "-f", "-t", "0", ...ids]);
+}
+
 export interface WebContainer {
   name: string;
   /** The container port that serves `backend <backend>`. */

@@ -5,7 +5,8 @@
 // /cgi-bin/env?NAME with the value of the container's env var NAME (`<unset>`
 // when it has none), so a test sees both which version serves and what
 // environment reached the container. A "broken" commit builds fine but its
-// container never answers (CMD sleep), which is what a failed health check needs.
+// container never answers (CMD sleep), which is what a failed health check needs;
+// commitCommand gives the container any other command (one that crashes, say).
 import { execFile } from "node:child_process";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -26,6 +27,7 @@ export interface Commit {
   message: string;
   /** `version <label>` for a serving commit; the body / answers with it. */
   version: string;
+  /** The container does not serve (commitBroken, commitCommand). */
   broken: boolean;
 }
 
@@ -41,6 +43,8 @@ export interface AppRepo {
   commitVersion(label: string, message?: string): Promise<Commit>;
   /** Commits a version whose container runs but never answers HTTP. */
   commitBroken(label: string, message?: string): Promise<Commit>;
+  /** Commits `version <label>` in www/ with the container running cmd instead of the web server. */
+  commitCommand(label: string, cmd: string[], message?: string): Promise<Commit>;
   /** Creates a lightweight tag at sha (default HEAD). */
   tag(name: string, sha?: string): Promise<void>;
   git(args: string[]): Promise<string>;
@@ -55,19 +59,15 @@ case "$name" in ''|*[!A-Za-z0-9_]*) printf 'bad name'; exit 0;; esac
 eval "printf '%s' \\"\\\${$name-<unset>}\\""
 `;
 
-const SERVE = `CMD ["httpd", "-f", "-p", "${APP_PORT}", "-h", "/www"]`;
-const NEVER_ANSWER = `CMD ["sleep", "2147483647"]`;
+const SERVE = ["httpd", "-f", "-p", String(APP_PORT), "-h", "/www"];
+const NEVER_ANSWER = ["sleep", "2147483647"];
 
-function dockerfile(cmd: string): string {
-  return `FROM ${BASE_IMAGE}\nCOPY www /www\n${cmd}\n`;
-}
-
-function writeTree(dir: string, version: string, broken: boolean): void {
+function writeTree(dir: string, version: string, cmd: string[]): void {
   mkdirSync(join(dir, "www", "cgi-bin"), { recursive: true });
   writeFileSync(join(dir, "www", "index.html"), version);
   writeFileSync(join(dir, "www", "cgi-bin", "env"), ENV_CGI);
   chmodSync(join(dir, "www", "cgi-bin", "env"), 0o755);
-  writeFileSync(join(dir, "Dockerfile"), dockerfile(broken ? NEVER_ANSWER : SERVE));
+  writeFileSync(join(dir, "Dockerfile"), `FROM ${BASE_IMAGE}\nCOPY www /www\nCMD ${JSON.stringify(cmd)}\n`);
 }
 
 /** A fresh repository `<tmp>/<name>` on `branch` with one serving commit `version <first>`. */
@@ -92,9 +92,10 @@ export async function createAppRepo(
   const git = async (args: string[]) => (await run("git", args, { cwd: path, env })).stdout.trim();
   await git(["init", "-q", "-b", branch]);
   const commits: Commit[] = [];
-  const commit = async (label: string, broken: boolean, message?: string) => {
+  const commit = async (label: string, cmd: string[], message?: string) => {
     const version = `version ${label}`;
-    writeTree(path, version, broken);
+    const broken = cmd !== SERVE;
+    writeTree(path, version, cmd);
     const msg = message ?? (broken ? `Break the app (${label})` : `Release ${label}`);
     await git(["add", "-A"]);
     await git(["commit", "-q", "-m", msg]);
@@ -102,15 +103,16 @@ export async function createAppRepo(
     commits.push(c);
     return c;
   };
-  await commit(opts.first ?? "1", false);
+  await commit(opts.first ?? "1", SERVE);
   return {
     path,
     branch,
     author: AUTHOR,
     commits,
     head: () => commits[commits.length - 1]!,
-    commitVersion: (label, message) => commit(label, false, message),
-    commitBroken: (label, message) => commit(label, true, message),
+    commitVersion: (label, message) => commit(label, SERVE, message),
+    commitBroken: (label, message) => commit(label, NEVER_ANSWER, message),
+    commitCommand: (label, cmd, message) => commit(label, cmd, message),
     tag: async (name, sha) => {
       await git(["tag", name, sha ?? "HEAD"]);
     },

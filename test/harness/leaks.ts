@@ -1,14 +1,16 @@
 // Looking for a planted secret where it must not be: the forms a leaked value
 // could take (raw, base64, hex) searched in text, and the regular files of a
-// directory (FIFOs skipped: reading one with no writer blocks forever). The same
-// rules secrets-audit.test.ts applies to exec's env, for the deployment tests.
+// directory (FIFOs skipped: the agent keeps its stderr FIFOs in its state dir, and
+// reading one with no writer blocks forever). Used by secrets-audit.test.ts (exec's
+// env) and deploy-secrets.test.ts (deployment env, git and registry passwords).
+import { randomBytes } from "node:crypto";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { ExecutionContext } from "ava";
 
-/** A value no test output would contain by chance. */
+/** A value no test output would contain by chance: prefix + 24 hex digits (32 characters by default). */
 export function plantSecret(prefix = "rcsecret"): string {
-  return `${prefix}${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  return `${prefix}${randomBytes(12).toString("hex")}`;
 }
 
 export function leakForms(value: string): string[] {
@@ -23,7 +25,7 @@ export function assertAbsent(t: ExecutionContext, haystack: string, secrets: str
   }
 }
 
-/** Every regular file under dir, recursively. */
+/** Every regular file under dir, recursively (FIFOs and sockets skipped). */
 export function filesUnder(dir: string): string[] {
   const out: string[] = [];
   for (const name of readdirSync(dir)) {

@@ -1,43 +1,13 @@
 // Traffic through a reverse proxy the way a browser sends it: a request to the
 // proxy's port with `Host: <fqdn>`, and backends that say who they are, so a
 // test sees which upstream a domain reaches.
-import { type Server, createServer, request } from "node:http";
+import { type Server, createServer } from "node:http";
+import { type ProxyResponse, proxyGet } from "@relayctl/devkit";
 import { onCleanup } from "./cleanup";
 import { pollUntil } from "./wait";
 
-const REQUEST_TIMEOUT_MS = 5_000;
-
-export interface ProxyResponse {
-  status: number;
-  body: string;
-}
-
-/**
- * GET http://127.0.0.1:<port><path> with the given Host header, on a fresh
- * connection each time (no keep-alive): after a reload, a kept-alive connection
- * would still reach the proxy's old configuration.
- */
-export function proxyGet(port: number, host: string, path = "/"): Promise<ProxyResponse> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: "127.0.0.1", port, path, method: "GET", headers: { host, connection: "close" }, agent: false },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => {
-          body += chunk;
-        });
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-        res.on("error", reject);
-      },
-    );
-    req.setTimeout(REQUEST_TIMEOUT_MS, () =>
-      req.destroy(new Error(`no answer from 127.0.0.1:${port} for ${host}`)),
-    );
-    req.on("error", reject);
-    req.end();
-  });
-}
+// proxyGet (a fresh connection per request) is @relayctl/devkit's, shared with bench/deploy.mjs.
+export { type ProxyResponse, proxyGet };
 
 export interface Backend {
   port: number;

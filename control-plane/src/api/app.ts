@@ -1,12 +1,13 @@
 // Builds the Fastify api: transport limits, error handling, route validation
 // (zod), the Automation API, the management API, external deploy and agent
-// enrollment.
+// enrollment, and the MCP endpoint (a client of the rest).
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
 import { usersApi } from "../accounts/users-api.js";
 import { webRoutes } from "../accounts/web-routes.js";
 import { externalDeployApi } from "../external-deploy/routes.js";
+import { mcpRoutes } from "../mcp/routes.js";
 import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
 import { setupRoute } from "../github/routes.js";
@@ -68,6 +69,8 @@ export async function buildApi(
   await app.register(oauthRoutes(ctx));
   await app.register(devicePage(ctx));
   await app.register(usersApi(ctx), { prefix: "/api" });
+  // AI coding tools: the MCP endpoint, a client of the API above.
+  await app.register(mcpRoutes(ctx));
   await app.register(webhookRoute(ctx.github));
   await app.register(setupRoute(ctx));
   return app;

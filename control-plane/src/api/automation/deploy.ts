@@ -9,6 +9,7 @@ import { z } from "zod";
 import { getApplication } from "../../applications/store.js";
 import { refSchema } from "../../applications/source.js";
 import { requireOperation } from "../../auth/automation-key.js";
+import { viaOf } from "../../mcp/marker.js";
 import type { ApiContext } from "../context.js";
 import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
 import { findServer } from "./servers.js";
@@ -60,6 +61,7 @@ export const deployRoute =
             run_id: runId,
             ip: req.ip,
             run_context: body.run_context ?? null,
+            ...viaOf(req),
           },
         });
         return reply

@@ -4,6 +4,7 @@
 import type { FastifyRequest } from "fastify";
 import { userActor } from "../../accounts/users.js";
 import type { ServerRef, StartSpec, StartedOperation } from "../../operations/service.js";
+import { viaOf } from "../../mcp/marker.js";
 import type { ApiContext } from "../context.js";
 
 export interface CallerOperation {
@@ -41,6 +42,7 @@ export function startForCaller(
       ...(principal.user && userActor(principal.user, req.ip)),
       run_id: spec.runId ?? null,
       ip: req.ip,
+      ...viaOf(req),
     },
   };
   return ctx.ops.start(start);

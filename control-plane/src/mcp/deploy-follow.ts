@@ -1,0 +1,73 @@
+// Following a deployment for deploy_application: each recorded step change
+// becomes an MCP progress notification, and the call answers with the final
+// deployment view. A person's token reads the deployment's live log (one SSE
+// request, the same stream the dashboard and `relayctl deploy` follow); an
+// automation key cannot read the dashboard API, so it polls the deploy's
+// operation and reports its status only.
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ApiCaller } from "./api-client.js";
+
+export interface StepProgress {
+  step: string;
+  status: string;
+  log?: string;
+}
+
+type Report = (p: StepProgress) => Promise<void>;
+
+/** `event:`/`data:` frames of a text/event-stream, as they arrive. */
+async function* sseFrames(stream: NodeJS.ReadableStream): AsyncGenerator<{ event: string; data: string }> {
+  let buffered = "";
+  for await (const chunk of stream) {
+    buffered += String(chunk);
+    for (let end = buffered.indexOf("\n\n"); end >= 0; end = buffered.indexOf("\n\n")) {
+      const frame = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      let event = "message";
+      const data: string[] = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (data.length > 0) yield { event, data: data.join("\n") };
+    }
+  }
+}
+
+/** Follows the live log to its `end` frame; returns the final deployment view. */
+export async function followDeploymentLog(
+  api: ApiCaller,
+  path: string,
+  report: Report,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  const stream = await api.stream(`${path}/log`, signal);
+  for await (const f of sseFrames(stream)) {
+    const data = JSON.parse(f.data) as Record<string, unknown>;
+    if (f.event === "end") return data;
+    if (f.event === "progress")
+      await report({ step: String(data.step), status: String(data.status), log: data.log as string });
+  }
+  // The stream closed without its end frame (the api stopping): the view as it stands.
+  return api.json("GET", path);
+}
+
+const POLL_MS = 2000;
+
+/** An automation key's view: the deploy's operation, polled until it is no longer running. */
+export async function followOperation(
+  api: ApiCaller,
+  operationId: string,
+  report: Report,
+  signal: AbortSignal,
+): Promise<Record<string, unknown>> {
+  let last = "";
+  for (;;) {
+    const op = await api.json("GET", `/api/automation/v1/operations/${operationId}`);
+    const status = String(op.status);
+    if (status !== last) await report({ step: "deploy", status });
+    last = status;
+    if (status !== "running" && status !== "queued") return op;
+    await sleep(POLL_MS, undefined, { signal });
+  }
+}

@@ -1,0 +1,89 @@
+// The MCP endpoint: Streamable HTTP at /mcp (stateless, so any api instance
+// serves any request) and its OAuth discovery. /mcp admits the same credentials
+// as the Automation API through the same plugin (an rca_ key with its scopes, or
+// a person's rco_ access token); a refusal carries the MCP authorization spec's
+// WWW-Authenticate pointer to /.well-known/oauth-protected-resource, which names
+// relayctl's own authorization server (RFC 9728 → RFC 8414 → device flow).
+import { Readable } from "node:stream";
+import type { ReadableStream as NodeWebStream } from "node:stream/web";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { ApiContext } from "../api/context.js";
+import { automationKeyAuth } from "../auth/plugins.js";
+import { issuerOf } from "../oauth/routes.js";
+import { injectCaller } from "./api-client.js";
+import { buildMcpServer } from "./server.js";
+
+export const MCP_PATH = "/mcp";
+const METADATA_PATH = "/.well-known/oauth-protected-resource";
+
+/** RFC 9728 protected resource metadata of /mcp. */
+function resourceMetadata(issuer: string) {
+  return {
+    resource: `${issuer}${MCP_PATH}`,
+    authorization_servers: [issuer],
+    bearer_methods_supported: ["header"],
+    resource_name: "relayctl",
+    resource_documentation: `${issuer}/device`,
+  };
+}
+
+function webRequest(req: FastifyRequest): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(name, v);
+  }
+  return new Request(`${req.protocol}://${req.host}${req.url}`, { method: req.method, headers });
+}
+
+async function handle(root: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {
+  const body = req.body as { method?: unknown } | undefined;
+  const server = buildMcpServer(
+    req.principal,
+    (tool) => injectCaller(root, String(req.headers.authorization), req.ip, tool),
+    // Listing shows what the credential may use; a call reaches the API whatever it is.
+    { listAll: body?.method === "tools/call" },
+  );
+  const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+  await server.connect(transport);
+  const res = await transport.handleRequest(webRequest(req), { parsedBody: body });
+  reply.status(res.status);
+  res.headers.forEach((value, name) => reply.header(name, value));
+  reply.raw.on("close", () => void server.close());
+  if (!res.body) return reply.send();
+  return reply.send(Readable.fromWeb(res.body as unknown as NodeWebStream));
+}
+
+export const mcpRoutes =
+  (ctx: ApiContext): FastifyPluginAsync =>
+  async (app) => {
+    const root = app;
+    // Path-inserted form first (what MCP clients ask for /mcp), then the root form.
+    for (const path of [`${METADATA_PATH}${MCP_PATH}`, METADATA_PATH])
+      app.get(path, async (req) => resourceMetadata(issuerOf(ctx, req)));
+
+    await app.register(async (scope) => {
+      await scope.register(automationKeyAuth, { db: ctx.db });
+      scope.addHook("onSend", async (req, reply, payload) => {
+        if (reply.statusCode === 401)
+          reply.header(
+            "www-authenticate",
+            `Bearer resource_metadata="${issuerOf(ctx, req)}${METADATA_PATH}${MCP_PATH}"`,
+          );
+        return payload;
+      });
+      scope.post(MCP_PATH, (req, reply) => handle(root, req, reply));
+      // Stateless: no session to end, and no server-initiated message outside a
+      // request, so no standalone GET stream (which would idle open forever).
+      scope.route({
+        method: ["GET", "DELETE"],
+        url: MCP_PATH,
+        handler: async (_req, reply) =>
+          reply
+            .status(405)
+            .header("allow", "POST")
+            .send({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "Method not allowed." } }),
+      });
+    });
+  };

@@ -1,0 +1,84 @@
+// One MCP server per HTTP request (the transport is stateless: any api instance
+// answers any request), holding the tools the caller's credential may use. A
+// tool outside its scope is not listed; a tools/call of one is still dispatched,
+// so the API refuses it with its own detail (403, the same words a curl gets).
+import { McpServer } from "@modelcontextprotocol/server";
+import type { CallToolResult } from "@modelcontextprotocol/server";
+import type { AutomationPrincipal } from "../auth/automation-key.js";
+import { ApiRefusal, type ApiCaller } from "./api-client.js";
+import { TOOLS, type ToolSpec } from "./tools.js";
+
+export const SERVER_INFO = { name: "relayctl", version: "1.0.0" };
+
+/** Whether the credential may use the tool: a person any; a key its operations, never the dashboard API. */
+export function allowed(tool: ToolSpec, p: AutomationPrincipal): boolean {
+  if (p.user) return true;
+  if (tool.needs === "dashboard") return false;
+  return tool.needs === null || p.operations.length === 0 || p.operations.includes(tool.needs);
+}
+
+function resultOf(structured: Record<string, unknown>): CallToolResult {
+  return {
+    content: [{ type: "text", text: JSON.stringify(structured, null, 2) }],
+    structuredContent: structured,
+  };
+}
+
+export function buildMcpServer(
+  principal: AutomationPrincipal,
+  apiFor: (tool: string) => ApiCaller,
+  opts: { listAll: boolean },
+): McpServer {
+  const server = new McpServer(SERVER_INFO, {
+    capabilities: { tools: { listChanged: false } },
+    instructions:
+      "relayctl: servers, applications, deployments and operations of one organization. Read with list_*/get_*; act with exec_command, deploy_application, restart_container where the credential allows.",
+  });
+  for (const tool of TOOLS) {
+    if (!opts.listAll && !allowed(tool, principal)) continue;
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: tool.input,
+        outputSchema: tool.output,
+        annotations: { title: tool.title, ...tool.annotations },
+      },
+      async (args: unknown, ctx) => {
+        const token = ctx.mcpReq._meta?.progressToken;
+        let progress = 0;
+        const env = {
+          api: apiFor(tool.name),
+          person: Boolean(principal.user),
+          signal: ctx.mcpReq.signal,
+          progress: async (p: { step: string; status: string; log?: string }) => {
+            if (token === undefined) return;
+            progress += 1;
+            const message = `${p.step}: ${p.status}${p.log ? ` — ${p.log.split("\n").filter(Boolean).at(-1) ?? ""}` : ""}`;
+            await ctx.mcpReq.notify({
+              method: "notifications/progress",
+              params: { progressToken: token, progress, message: message.slice(0, 500) },
+            });
+          },
+        };
+        try {
+          return resultOf(await tool.run(args as never, env));
+        } catch (err) {
+          if (err instanceof ApiRefusal) {
+            const hint =
+              tool.needs === "dashboard" && !principal.user
+                ? " (this tool reads the dashboard API, which takes a person's login, not an automation key)"
+                : "";
+            return {
+              isError: true,
+              content: [{ type: "text", text: `HTTP ${err.status}: ${err.detail}${hint}` }],
+            };
+          }
+          throw err;
+        }
+      },
+    );
+  }
+  return server;
+}

@@ -1,0 +1,209 @@
+// The ten MCP tools: small and task-shaped (not one per route). Each names the
+// API it calls and what the credential needs for it, reuses the API's own zod
+// schemas as its input schema (the API validates again and its 422 detail is the
+// answer), declares the shape of its structured result, and says how it acts
+// (read-only, destructive, idempotent). Results are the API's answers as they
+// are: the API already scrubs secrets and never returns env values.
+import type { ToolAnnotations } from "@modelcontextprotocol/server";
+import { z } from "zod";
+import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../api/automation/deploy.js";
+import {
+  LIMITS,
+  envSchema,
+  runIdSchema,
+  timeoutSecondsSchema,
+  uuidSchema,
+} from "../api/automation/schemas.js";
+import { refSchema } from "../applications/source.js";
+import type { ApiCaller } from "./api-client.js";
+import { type StepProgress, followDeploymentLog, followOperation } from "./deploy-follow.js";
+
+export interface ToolEnv {
+  api: ApiCaller;
+  /** True for a person's OAuth token, which may read the dashboard API as well. */
+  person: boolean;
+  progress(p: StepProgress): Promise<void>;
+  signal: AbortSignal;
+}
+
+export interface ToolSpec {
+  name: string;
+  title: string;
+  description: string;
+  /** "dashboard": a person's token only (an rca_ key cannot read it); else the automation operation the key's scope must allow, or null for any credential. */
+  needs: "dashboard" | "exec" | "deploy" | "restart" | null;
+  annotations: ToolAnnotations;
+  input: z.ZodObject;
+  output: z.ZodType<Record<string, unknown>>;
+  run(args: never, env: ToolEnv): Promise<Record<string, unknown>>;
+}
+
+const read: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
+const loose = (shape: z.ZodRawShape) => z.looseObject(shape);
+const list = (field: string) => loose({ [field]: z.array(loose({})) });
+const path = encodeURIComponent;
+
+const tenantPath = async (api: ApiCaller, applicationId: string) => {
+  const tenant = await api.json<{ id: string }>("GET", "/api/tenant");
+  return `/api/tenants/${path(tenant.id)}/applications/${path(applicationId)}`;
+};
+
+const deployInput = z.strictObject({
+  application_id: uuidSchema,
+  commit_ref: refSchema
+    .optional()
+    .describe("branch, tag or commit SHA; default: the application's deploy branch"),
+  env_overrides: envSchema.optional().describe("variables for this deployment only (not saved)"),
+  timeout_seconds: deployTimeoutSchema
+    .optional()
+    .describe(
+      `deadline of the deployment, ${DEPLOY_TIMEOUT.min}-${DEPLOY_TIMEOUT.max}, default ${DEPLOY_TIMEOUT.default}`,
+    ),
+  run_id: runIdSchema.optional(),
+});
+
+export const TOOLS: ToolSpec[] = [
+  {
+    name: "list_servers",
+    title: "List servers",
+    description: "The organization's servers with their agent version and when each was last seen.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({}),
+    output: list("servers"),
+    run: async (_a, { api }) => api.json("GET", "/api/servers"),
+  },
+  {
+    name: "list_applications",
+    title: "List applications",
+    description: "The organization's applications: name, server, container, port, domains, git source.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({}),
+    output: list("applications"),
+    run: async (_a, { api }) => api.json("GET", "/api/applications"),
+  },
+  {
+    name: "get_application",
+    title: "Get an application",
+    description: "One application's settings (secrets shown only as names and dates).",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({ application_id: uuidSchema }),
+    output: loose({ id: z.string() }),
+    run: async (a: { application_id: string }, { api }) =>
+      api.json("GET", `/api/applications/${path(a.application_id)}`),
+  },
+  {
+    name: "exec_command",
+    title: "Run a shell command on a server",
+    description: `Runs a command on a server and returns its exit code, stdout and stderr (status 'running' with an operation_id when it outlasts timeout_seconds: read it later with get_operation). Command up to ${LIMITS.commandChars} characters.`,
+    needs: "exec",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    input: z.strictObject({
+      server_id: uuidSchema,
+      command: z.string().min(1).max(LIMITS.commandChars),
+      working_directory: z.string().min(1).max(4096).optional(),
+      env: envSchema.optional(),
+      timeout_seconds: timeoutSecondsSchema.optional().describe("seconds to wait, 1-900, default 60"),
+      run_id: runIdSchema.optional(),
+    }),
+    output: loose({ operation_id: z.string(), status: z.string() }),
+    run: async (a, { api }) => api.json("POST", "/api/automation/v1/exec", a),
+  },
+  {
+    name: "deploy_application",
+    title: "Deploy an application",
+    description:
+      "Deploys an application (fetch, build, start, health check, switch, retire) and reports each step as progress; answers with the deployment when it serves or fails.",
+    needs: "deploy",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    input: deployInput,
+    output: loose({ status: z.string() }),
+    run: async (a: z.infer<typeof deployInput>, { api, person, progress, signal }) => {
+      const started = await api.json<{ operation_id: string; deployment_id: string }>(
+        "POST",
+        "/api/automation/v1/deploy",
+        a,
+      );
+      if (!person) return followOperation(api, started.operation_id, progress, signal);
+      const base = await tenantPath(api, a.application_id);
+      return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
+    },
+  },
+  {
+    name: "get_deployment",
+    title: "Get a deployment",
+    description:
+      "One deployment of an application: status, commit, image, where it serves, and each step with its log.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({ application_id: uuidSchema, deployment_id: uuidSchema }),
+    output: loose({ deployment_id: z.string(), status: z.string(), steps: z.array(loose({})) }),
+    run: async (a: { application_id: string; deployment_id: string }, { api }) =>
+      api.json("GET", `${await tenantPath(api, a.application_id)}/deployments/${path(a.deployment_id)}`),
+  },
+  {
+    name: "get_operation",
+    title: "Get an operation",
+    description: "One operation (exec, deploy, restart...) with its status and whole output.",
+    needs: null,
+    annotations: read,
+    input: z.strictObject({ operation_id: uuidSchema }),
+    output: loose({ operation_id: z.string(), status: z.string() }),
+    run: async (a: { operation_id: string }, { api }) =>
+      api.json("GET", `/api/automation/v1/operations/${path(a.operation_id)}`),
+  },
+  {
+    name: "list_operations",
+    title: "List the operations of a run",
+    description:
+      "The operations started with one run_id, newest first, with output previews; page on with next_cursor.",
+    needs: null,
+    annotations: read,
+    input: z.strictObject({ run_id: runIdSchema, cursor: z.string().max(200).optional() }),
+    output: list("operations"),
+    run: async (a: { run_id: string; cursor?: string }, { api }) =>
+      api.json("GET", `/api/automation/v1/operations?${new URLSearchParams(a)}`),
+  },
+  {
+    name: "restart_container",
+    title: "Restart a container",
+    description: "Restarts a container on a server (by its name).",
+    needs: "restart",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    input: z.strictObject({
+      server_id: uuidSchema,
+      container_name: z.string().min(1).max(255),
+      run_id: runIdSchema.optional(),
+    }),
+    output: loose({ operation_id: z.string(), status: z.string() }),
+    run: async (a, { api }) => api.json("POST", "/api/automation/v1/restart", a),
+  },
+  {
+    name: "list_audit_events",
+    title: "List audit events",
+    description:
+      "The organization's audit trail, oldest first, filtered by run, operation, server or date; page on with next_cursor.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({
+      run_id: runIdSchema.optional(),
+      operation_id: uuidSchema.optional(),
+      server_id: uuidSchema.optional(),
+      since: z.string().max(64).optional().describe("ISO 8601 date, or date-time with a time zone"),
+      limit: z.int().min(1).max(1000).optional(),
+      cursor: z.string().max(20).optional(),
+    }),
+    output: list("events"),
+    run: async (a: Record<string, string | number>, { api }) => {
+      const q = new URLSearchParams(Object.entries(a).map(([k, v]): [string, string] => [k, String(v)]));
+      return api.json("GET", `/api/audit${q.size ? `?${q}` : ""}`);
+    },
+  },
+];
