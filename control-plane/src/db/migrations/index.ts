@@ -12,6 +12,7 @@ import * as m008 from "./008_result_detail.js";
 import * as m009 from "./009_refusal_counts.js";
 import * as m010 from "./010_deployments.js";
 import * as m011 from "./011_accounts.js";
+import * as m013 from "./013_oauth_authorization_code.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -30,6 +31,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "009_refusal_counts": m009,
   "010_deployments": m010,
   "011_accounts": m011,
+  "013_oauth_authorization_code": m013,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
