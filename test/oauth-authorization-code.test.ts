@@ -8,6 +8,7 @@ import { createHash, randomBytes } from "node:crypto";
 import {
   Client,
   type OAuthClientProvider,
+  type OAuthDiscoveryState,
   StreamableHTTPClientTransport,
   UnauthorizedError,
 } from "@modelcontextprotocol/client";
@@ -61,6 +62,7 @@ class MemoryProvider implements OAuthClientProvider {
   info?: { client_id: string };
   stored?: { access_token: string; token_type: string; refresh_token?: string };
   verifier = "";
+  discovery?: OAuthDiscoveryState;
   sentTo?: URL;
   readonly expectedState = randomBytes(16).toString("base64url");
 
@@ -99,6 +101,13 @@ class MemoryProvider implements OAuthClientProvider {
   }
   codeVerifier() {
     return this.verifier;
+  }
+  // Lets the SDK check the callback came from the authorization server it sent the person to.
+  saveDiscoveryState(state: OAuthDiscoveryState) {
+    this.discovery = state;
+  }
+  discoveryState() {
+    return this.discovery;
   }
 }
 
