@@ -246,6 +246,9 @@ test("oauth code - a code works once with its verifier; refresh works for the cl
   });
   t.is(refreshed.status, 200, refreshed.text);
   t.is((await request(c, "/api/me", { key: String(refreshed.json.access_token) })).status, 200);
+  // It registered for redirects: it may not start a device flow.
+  const device = await postForm(c.baseUrl, "/oauth/device/code", { client_id: g.client });
+  t.is(device.json.error, "unauthorized_client");
 });
 
 test("oauth code - a reused code is refused and the tokens of its first use are revoked", async (t) => {

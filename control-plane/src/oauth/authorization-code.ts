@@ -13,7 +13,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { type OAuthClient, findClient } from "./clients.js";
 import { OAuthError, type OAuthErrorCode } from "./errors.js";
-import { type TokenResponse, revokeFamily, startFamily } from "./tokens.js";
+import { type TokenResponse, clearExpiredTokens, revokeFamily, startFamily } from "./tokens.js";
 
 const CODE_TTL_MS = 60_000;
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
@@ -174,6 +174,7 @@ export async function redeemCode(
     .first<{ disabled_at: number | null } | undefined>("disabled_at");
   if (!user || user.disabled_at !== null)
     throw new OAuthError("invalid_grant", "the user's account is disabled");
+  await clearExpiredTokens(db, row.user_id);
   const tokens = await db.transaction(async (trx) => {
     const claimed = await trx("oauth_authorization_codes")
       .where({ id: row.id })

@@ -11,7 +11,7 @@ import { type Role, userActor } from "../accounts/users.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
-import { type TokenResponse, startFamily } from "./tokens.js";
+import { type TokenResponse, clearExpiredTokens, startFamily } from "./tokens.js";
 
 /** RFC 8628 §6.1: base-20 consonants, no vowels (no words), no look-alikes; 8 characters ≈ 34.5 bits. */
 export const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
@@ -170,6 +170,7 @@ export async function pollDeviceCode(
     );
   }
   // approved: consume it once, and issue the first pair of a new family.
+  await clearExpiredTokens(db, row.user_id!);
   return db.transaction(async (trx) => {
     const n = await trx("oauth_device_authorizations")
       .where({ id: row.id, status: "approved" })

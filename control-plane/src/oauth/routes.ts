@@ -58,6 +58,11 @@ export const oauthRoutes =
     app.post("/oauth/device/code", async (req) => {
       const body = form(req);
       const c = await client(ctx.db, body);
+      if (c.registered)
+        throw new OAuthError(
+          "unauthorized_client",
+          "this client registered for the authorization code grant",
+        );
       // Each request holds a user code for minutes: one address cannot take them by the thousand.
       await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
       const scope = body.scope ? body.scope.trim() : null;

@@ -84,6 +84,21 @@ export async function issueTokens(
 }
 
 /**
+ * Expired tokens of a user are of no use to anyone (reuse detection only needs
+ * spent refresh tokens until they expire): cleared as new ones are issued. Its
+ * own statement, outside the issuing transaction: inside, its range locks
+ * deadlocked with a concurrent sign-in's inserts of the same user (MariaDB), and a
+ * clean-up that loses such a race may simply wait for the next sign-in.
+ */
+export async function clearExpiredTokens(db: Knex, userId: string): Promise<void> {
+  try {
+    await db("oauth_tokens").where({ user_id: userId }).where("expires_at", "<", Date.now()).delete();
+  } catch {
+    // a deadlock victim or a busy database: the rows stay until the next sign-in
+  }
+}
+
+/**
  * The first pair of a new family, when a grant (device code or authorization
  * code) is redeemed: audited as a sign-in of `grant`.
  */
@@ -93,9 +108,6 @@ export async function startFamily(
   g: TokenGrant,
   grant: "device_code" | "authorization_code",
 ): Promise<TokenResponse> {
-  // Expired tokens of this user are of no use to anyone (reuse detection only needs
-  // spent refresh tokens until they expire): clear them as new ones are issued.
-  await trx("oauth_tokens").where({ user_id: g.userId }).where("expires_at", "<", Date.now()).delete();
   const tokens = await issueTokens(trx, cfg, g);
   await appendAuditEvent(trx, {
     tenantId: g.tenantId,
