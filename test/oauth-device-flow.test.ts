@@ -75,7 +75,7 @@ test("oauth - metadata names the device, token and revocation endpoints (RFC 841
   t.is(r.json.device_authorization_endpoint, `${c.baseUrl}/oauth/device/code`);
   t.is(r.json.token_endpoint, `${c.baseUrl}/oauth/token`);
   t.is(r.json.revocation_endpoint, `${c.baseUrl}/oauth/revoke`);
-  t.deepEqual(r.json.grant_types_supported, [DEVICE_GRANT, "refresh_token"]);
+  t.deepEqual(r.json.grant_types_supported, ["authorization_code", DEVICE_GRANT, "refresh_token"]);
   t.deepEqual(r.json.token_endpoint_auth_methods_supported, ["none"]);
 });
 

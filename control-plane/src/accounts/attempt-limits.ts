@@ -20,6 +20,8 @@ export const LIMITS = {
   deviceCodeIp: { seconds: 900, limit: 30 },
   /** Device authorizations started from one IP (each holds a user code while it lives). */
   deviceStartIp: { seconds: 900, limit: 300 },
+  /** OAuth clients registered from one IP (RFC 7591 registration is open to anyone). */
+  registerIp: { seconds: 3600, limit: 30 },
 } as const;
 
 export function subjectId(label: string): string {

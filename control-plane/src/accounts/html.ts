@@ -1,4 +1,4 @@
-// The few server-rendered pages of sign-in and device approval: plain HTML with
+// The few server-rendered pages of sign-in and approval (device, authorization): plain HTML with
 // every interpolated value escaped, no script, and headers that keep them out
 // of frames and caches.
 import type { FastifyReply } from "fastify";
@@ -30,7 +30,17 @@ export function html(strings: TemplateStringsArray, ...values: unknown[]): Html 
   return new Html(out);
 }
 
-export function sendPage(reply: FastifyReply, status: number, title: string, body: Html) {
+/**
+ * `formTargets`: origins besides this site a form's answer may redirect to
+ * (browsers apply CSP form-action to the redirects after a post, too).
+ */
+export function sendPage(
+  reply: FastifyReply,
+  status: number,
+  title: string,
+  body: Html,
+  formTargets: string[] = [],
+) {
   return reply
     .status(status)
     .header("content-type", "text/html; charset=utf-8")
@@ -38,7 +48,7 @@ export function sendPage(reply: FastifyReply, status: number, title: string, bod
     .header("x-frame-options", "DENY")
     .header(
       "content-security-policy",
-      "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
+      `default-src 'none'; style-src 'unsafe-inline'; form-action ${["'self'", ...formTargets].join(" ")}; frame-ancestors 'none'`,
     )
     .header("referrer-policy", "no-referrer")
     .send(

@@ -8,6 +8,7 @@ import { usersApi } from "../accounts/users-api.js";
 import { webRoutes } from "../accounts/web-routes.js";
 import { externalDeployApi } from "../external-deploy/routes.js";
 import { mcpRoutes } from "../mcp/routes.js";
+import { authorizePage } from "../oauth/authorize-page.js";
 import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
 import { setupRoute } from "../github/routes.js";
@@ -64,10 +65,11 @@ export async function buildApi(
   await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
-  // People: sign-in pages, the OAuth device flow and its verification page, users.
+  // People: sign-in pages, OAuth (device flow, authorization code grant) and its pages, users.
   await app.register(webRoutes(ctx));
   await app.register(oauthRoutes(ctx));
   await app.register(devicePage(ctx));
+  await app.register(authorizePage(ctx));
   await app.register(usersApi(ctx), { prefix: "/api" });
   // AI coding tools: the MCP endpoint, a client of the API above.
   await app.register(mcpRoutes(ctx));

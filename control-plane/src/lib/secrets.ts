@@ -14,7 +14,8 @@ export type TokenPrefix =
   | "rcr_"
   | "rcs_"
   | "rin_"
-  | "rdc_";
+  | "rdc_"
+  | "rac_";
 
 /** `prefix` + 40 base62 characters (~238 bits). Rejection sampling keeps it unbiased. */
 export function mintToken(prefix: TokenPrefix, length = 40): string {

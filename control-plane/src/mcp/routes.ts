@@ -3,7 +3,8 @@
 // as the Automation API through the same plugin (an rca_ key with its scopes, or
 // a person's rco_ access token); a refusal carries the MCP authorization spec's
 // WWW-Authenticate pointer to /.well-known/oauth-protected-resource, which names
-// relayctl's own authorization server (RFC 9728 → RFC 8414 → device flow).
+// relayctl's own authorization server (RFC 9728 → RFC 8414 → authorization code
+// grant with PKCE and client registration, or the device flow).
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeWebStream } from "node:stream/web";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";

@@ -76,7 +76,7 @@ export const devicePage =
       const row = code ? await findPendingByUserCode(db, code) : undefined;
       if (!row || !code) return codeForm(reply, s, 404, typed, "That code is unknown or has expired.");
       await refundAttempt(db, subjects(req, s));
-      const client = findClient(row.client_id);
+      const client = await findClient(db, row.client_id);
       return sendPage(
         reply,
         200,

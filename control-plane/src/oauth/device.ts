@@ -11,7 +11,7 @@ import { type Role, userActor } from "../accounts/users.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
-import { type TokenResponse, issueTokens } from "./tokens.js";
+import { type TokenResponse, clearExpiredTokens, startFamily } from "./tokens.js";
 
 /** RFC 8628 §6.1: base-20 consonants, no vowels (no words), no look-alikes; 8 characters ≈ 34.5 bits. */
 export const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
@@ -170,28 +170,17 @@ export async function pollDeviceCode(
     );
   }
   // approved: consume it once, and issue the first pair of a new family.
+  await clearExpiredTokens(db, row.user_id!);
   return db.transaction(async (trx) => {
     const n = await trx("oauth_device_authorizations")
       .where({ id: row.id, status: "approved" })
       .update({ status: "consumed", last_polled_at: now });
     if (Number(n) !== 1) throw new OAuthError("invalid_grant", "the device_code was already used");
-    // Expired tokens of this user are of no use to anyone (reuse detection only needs
-    // spent refresh tokens until they expire): clear them as new ones are issued.
-    await trx("oauth_tokens").where({ user_id: row.user_id }).where("expires_at", "<", now).delete();
-    const familyId = randomUUID();
-    const tokens = await issueTokens(trx, cfg, {
-      userId: row.user_id!,
-      tenantId: row.tenant_id!,
-      clientId,
-      scope: row.scope,
-      familyId,
-    });
-    await appendAuditEvent(trx, {
-      tenantId: row.tenant_id!,
-      eventType: "oauth.tokens_issued",
-      keyId: row.user_id,
-      payload: { user_id: row.user_id, client_id: clientId, family_id: familyId, grant: "device_code" },
-    });
-    return tokens;
+    return startFamily(
+      trx,
+      cfg,
+      { userId: row.user_id!, tenantId: row.tenant_id!, clientId, scope: row.scope, familyId: randomUUID() },
+      "device_code",
+    );
   });
 }

@@ -1,4 +1,5 @@
-// OAuth's own error shape (RFC 6749 §5.2, RFC 8628 §3.5, RFC 7009 §2.2.1):
+// OAuth's own error shape (RFC 6749 §5.2, RFC 8628 §3.5, RFC 7009 §2.2.1,
+// RFC 7591 §3.2.2):
 // `{"error": code, "error_description": text}`, 400 for most and 401 for an
 // unknown client. The OAuth endpoints answer in it instead of the api's
 // `{"detail"}`, because third-party clients parse it.
@@ -17,7 +18,10 @@ export type OAuthErrorCode =
   | "access_denied"
   | "expired_token"
   | "unsupported_token_type"
-  | "server_error";
+  | "server_error"
+  | "unsupported_response_type"
+  | "invalid_redirect_uri"
+  | "invalid_client_metadata";
 
 export class OAuthError extends Error {
   constructor(

@@ -1,12 +1,16 @@
 // The authorization server's endpoints, exactly by the RFCs: device
-// authorization (RFC 8628 §3.1), token (RFC 6749 §4/§6 with RFC 8628 §3.4),
-// revocation (RFC 7009) and metadata (RFC 8414). Parameters are form-encoded;
-// errors are RFC 6749 §5.2 objects (errors.ts); token answers are no-store.
+// authorization (RFC 8628 §3.1), token (RFC 6749 §4/§6 with RFC 8628 §3.4 and
+// the authorization code grant with PKCE, RFC 7636), dynamic client
+// registration (RFC 7591, JSON), revocation (RFC 7009) and metadata (RFC 8414).
+// Parameters are form-encoded; errors are RFC 6749 §5.2 objects (errors.ts);
+// answers are no-store. The authorization endpoint is a page: authorize-page.ts.
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import type { ApiContext } from "../api/context.js";
 import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
 import { type FormBody, REPEATED, acceptForms } from "../accounts/form-body.js";
-import { type OAuthClient, findClient } from "./clients.js";
+import type { Knex } from "knex";
+import { redeemCode } from "./authorization-code.js";
+import { type OAuthClient, findClient, registerClient } from "./clients.js";
 import { createDeviceAuthorization, pollDeviceCode } from "./device.js";
 import { OAuthError, installOAuthErrors } from "./errors.js";
 import { refreshTokens, revokeToken } from "./tokens.js";
@@ -35,8 +39,8 @@ function required(body: FormBody, name: string): string {
 }
 
 /** Public clients authenticate with client_id alone (RFC 6749 §2.3, §3.2.1). */
-function client(body: FormBody): OAuthClient {
-  const c = findClient(required(body, "client_id"));
+async function client(db: Knex, body: FormBody): Promise<OAuthClient> {
+  const c = await findClient(db, required(body, "client_id"));
   if (!c) throw new OAuthError("invalid_client", "unknown client_id");
   return c;
 }
@@ -53,7 +57,12 @@ export const oauthRoutes =
 
     app.post("/oauth/device/code", async (req) => {
       const body = form(req);
-      const c = client(body);
+      const c = await client(ctx.db, body);
+      if (c.registered)
+        throw new OAuthError(
+          "unauthorized_client",
+          "this client registered for the authorization code grant",
+        );
       // Each request holds a user code for minutes: one address cannot take them by the thousand.
       await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
       const scope = body.scope ? body.scope.trim() : null;
@@ -63,16 +72,39 @@ export const oauthRoutes =
     app.post("/oauth/token", async (req) => {
       const body = form(req);
       const grant = required(body, "grant_type");
-      const c = client(body);
+      const c = await client(ctx.db, body);
       if (grant === DEVICE_GRANT) return pollDeviceCode(ctx.db, cfg, required(body, "device_code"), c.id);
+      if (grant === "authorization_code")
+        return redeemCode(
+          ctx.db,
+          cfg,
+          {
+            code: required(body, "code"),
+            redirectUri: required(body, "redirect_uri"),
+            codeVerifier: required(body, "code_verifier"),
+            clientId: c.id,
+          },
+          req.ip,
+        );
       if (grant === "refresh_token")
         return refreshTokens(ctx.db, cfg, required(body, "refresh_token"), c.id, req.ip);
       throw new OAuthError("unsupported_grant_type", `grant_type '${grant}' is not supported`);
     });
 
+    app.post("/oauth/register", async (req, reply) => {
+      const meta = req.body;
+      if (!meta || typeof meta !== "object" || Array.isArray(meta))
+        throw new OAuthError("invalid_client_metadata", "send the client metadata as a JSON object");
+      // Registration is open to anyone: one address cannot fill the table.
+      await countAttempt(ctx.db, [{ label: `register-ip\n${req.ip}`, limit: LIMITS.registerIp }]);
+      const registered = await registerClient(ctx.db, meta as Record<string, unknown>, req.ip);
+      req.log.info({ client_id: registered.client_id, ip: req.ip }, "oauth: client registered");
+      return reply.status(201).send(registered);
+    });
+
     app.post("/oauth/revoke", async (req, reply) => {
       const body = form(req);
-      const c = client(body);
+      const c = await client(ctx.db, body);
       const hint = body.token_type_hint;
       if (hint && hint !== "access_token" && hint !== "refresh_token")
         throw new OAuthError("unsupported_token_type", `token_type_hint '${hint}' is not supported`);
@@ -84,12 +116,16 @@ export const oauthRoutes =
       const issuer = issuerOf(ctx, req);
       return {
         issuer,
+        authorization_endpoint: `${issuer}/oauth/authorize`,
         token_endpoint: `${issuer}/oauth/token`,
+        registration_endpoint: `${issuer}/oauth/register`,
         device_authorization_endpoint: `${issuer}/oauth/device/code`,
         revocation_endpoint: `${issuer}/oauth/revoke`,
-        grant_types_supported: [DEVICE_GRANT, "refresh_token"],
-        // No authorization endpoint: people approve on /device, never through a redirect.
-        response_types_supported: [],
+        grant_types_supported: ["authorization_code", DEVICE_GRANT, "refresh_token"],
+        response_types_supported: ["code"],
+        response_modes_supported: ["query"],
+        code_challenge_methods_supported: ["S256"],
+        authorization_response_iss_parameter_supported: true,
         token_endpoint_auth_methods_supported: ["none"],
         revocation_endpoint_auth_methods_supported: ["none"],
         service_documentation: `${issuer}/device`,

@@ -1,5 +1,6 @@
 // OAuth tokens: short-lived access tokens (rco_) and refresh tokens (rcr_),
-// stored as SHA-256. Every pair from one device approval shares a family. A
+// stored as SHA-256. Every pair from one approval (device or authorization
+// code) shares a family. A
 // refresh token is used once: the refresh claims it with a conditional UPDATE
 // and issues a new pair in the family; a second use of a claimed token (a thief
 // or a replay, RFC 6819 §5.2.2.3 / OAuth 2.0 Security BCP §4.14) revokes the
@@ -82,13 +83,48 @@ export async function issueTokens(
   };
 }
 
+/**
+ * Expired tokens of a user are of no use to anyone (reuse detection only needs
+ * spent refresh tokens until they expire): cleared as new ones are issued. Its
+ * own statement, outside the issuing transaction: inside, its range locks
+ * deadlocked with a concurrent sign-in's inserts of the same user (MariaDB), and a
+ * clean-up that loses such a race may simply wait for the next sign-in.
+ */
+export async function clearExpiredTokens(db: Knex, userId: string): Promise<void> {
+  try {
+    await db("oauth_tokens").where({ user_id: userId }).where("expires_at", "<", Date.now()).delete();
+  } catch {
+    // a deadlock victim or a busy database: the rows stay until the next sign-in
+  }
+}
+
+/**
+ * The first pair of a new family, when a grant (device code or authorization
+ * code) is redeemed: audited as a sign-in of `grant`.
+ */
+export async function startFamily(
+  trx: Knex.Transaction,
+  cfg: AccountsConfig,
+  g: TokenGrant,
+  grant: "device_code" | "authorization_code",
+): Promise<TokenResponse> {
+  const tokens = await issueTokens(trx, cfg, g);
+  await appendAuditEvent(trx, {
+    tenantId: g.tenantId,
+    eventType: "oauth.tokens_issued",
+    keyId: g.userId,
+    payload: { user_id: g.userId, client_id: g.clientId, family_id: g.familyId, grant },
+  });
+  return tokens;
+}
+
 export function findToken(db: Knex, token: string): Promise<TokenRow | undefined> {
   return db("oauth_tokens")
     .where({ token_hash: sha256Hex(token) })
     .first<TokenRow | undefined>();
 }
 
-async function revokeFamily(trx: Knex | Knex.Transaction, familyId: string): Promise<number> {
+export async function revokeFamily(trx: Knex | Knex.Transaction, familyId: string): Promise<number> {
   return Number(
     await trx("oauth_tokens")
       .where({ family_id: familyId })

@@ -13,6 +13,7 @@ import * as m009 from "./009_refusal_counts.js";
 import * as m010 from "./010_deployments.js";
 import * as m011 from "./011_accounts.js";
 import * as m012 from "./012_github.js";
+import * as m013 from "./013_oauth_authorization_code.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -32,6 +33,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "010_deployments": m010,
   "011_accounts": m011,
   "012_github": m012,
+  "013_oauth_authorization_code": m013,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
