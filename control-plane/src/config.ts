@@ -153,7 +153,7 @@ const schema = z
     RELAYCTL_GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.github.com"),
     /** Deadline of a deployment started by a push (seconds). @default 600 */
     RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS: int(1, 3600).default(600),
-    /** GitHub's web address, for install links (GHES: https://HOST). @default https://github.com */
+    /** GitHub's web address, for install links and the OAuth code exchange (GHES: https://HOST). @default https://github.com */
     RELAYCTL_GITHUB_WEB_URL: z.url({ protocol: /^https?$/ }).default("https://github.com"),
     /**
      * relayctl's public base URL, for the setup redirect back and the link to a
