@@ -128,7 +128,10 @@ test.before(async () => {
       RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
       RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
       RELAYCTL_GITHUB_WEBHOOK_SECRET: SECRET,
+      RELAYCTL_GITHUB_CLIENT_ID: gh.clientId,
+      RELAYCTL_GITHUB_CLIENT_SECRET: gh.clientSecret,
       RELAYCTL_GITHUB_API_URL: gh.url,
+      RELAYCTL_GITHUB_WEB_URL: gh.url,
       RELAYCTL_PUBLIC_URL: "https://relayctl.example",
     },
   });
@@ -162,7 +165,7 @@ test.serial(
 );
 
 test.serial(
-  "github - the setup URL binds an installation to the tenant that asked; a state is single-use and unforgeable",
+  "github - the setup URL binds an installation to the tenant that asked, for a GitHub user who can access it; a state is single-use and unforgeable",
   async (t) => {
     gh.installations.set(INSTALLATION, {
       id: INSTALLATION,
@@ -170,6 +173,8 @@ test.serial(
       created_at: new Date(Date.now() + 1000).toISOString(),
       repositories: [REPO_ID],
     });
+    gh.users.set("octo-admin", [INSTALLATION]);
+    gh.users.set("bystander", []);
     // The installation arrives by webhook first and waits unbound.
     const created = example("installation", (e) => e.action === "created");
     created.installation = {
@@ -186,22 +191,51 @@ test.serial(
           .length === 1 || undefined,
       { what: "installation delivery processed", timeoutMs: 30_000 },
     );
-    t.deepEqual((await s.manage("/github/installations")).json.installations, [], "unbound: nobody's yet");
+    const mineNow = async () => (await s.manage("/github/installations")).json.installations as Json[];
+    t.deepEqual(await mineNow(), [], "unbound: nobody's yet");
 
-    const link = await s.manage("/github/install-link", { method: "POST" });
-    t.is(link.status, 200, describe(link));
-    t.regex(String(link.json.url), /^https:\/\/github\.com\/apps\/relayctl-test\/installations\/new\?state=/);
-    const state = String(link.json.state);
-    const setup = (st: string) =>
-      fetch(
-        `${s.c.baseUrl}/github/setup?installation_id=${INSTALLATION}&state=${encodeURIComponent(st)}&setup_action=install`,
+    const newState = async () => {
+      const link = await s.manage("/github/install-link", { method: "POST" });
+      t.is(link.status, 200, describe(link));
+      t.true(
+        String(link.json.url).startsWith(`${gh.url}/github-apps/relayctl-test/installations/new?state=`),
+        String(link.json.url),
       );
+      return String(link.json.state);
+    };
+    const setup = (st: string, code?: string, installationId = INSTALLATION) =>
+      fetch(
+        `${s.c.baseUrl}/github/setup?installation_id=${installationId}&state=${encodeURIComponent(st)}${code === undefined ? "" : `&code=${code}`}&setup_action=install`,
+      );
+    const refusedWith = async (res: Response, status: number, what: string) => {
+      const body = (await res.json()) as Json;
+      t.is(res.status, status, `${what}: ${JSON.stringify(body)}`);
+      return body;
+    };
+
+    const state = await newState();
     const [nonce, exp] = state.split(".");
-    t.is((await setup(`${nonce}.${exp}.${"A".repeat(43)}`)).status, 400, "forged signature");
-    const ok = await setup(state);
+    await refusedWith(
+      await setup(`${nonce}.${exp}.${"A".repeat(43)}`, gh.issueCode("octo-admin")),
+      400,
+      "forged signature",
+    );
+    // The user authorization is required: without a code, with a code GitHub
+    // never issued, or with one of a user who cannot access the installation.
+    t.regex(
+      (await refusedWith(await setup(await newState()), 403, "no code")).detail,
+      /no authorization code/,
+    );
+    await refusedWith(await setup(await newState(), "0123456789abcdef0123"), 403, "unknown code");
+    await refusedWith(await setup(await newState(), gh.issueCode("bystander")), 403, "user without access");
+    t.deepEqual(await mineNow(), [], "nothing bound by a refused attempt");
+
+    const code = gh.issueCode("octo-admin");
+    const ok = await setup(state, code);
     t.is(ok.status, 200);
     t.like(await ok.json(), { installation_id: INSTALLATION, tenant_id: s.tenantId, account: "octo-org" });
-    t.is((await setup(state)).status, 400, "the state was spent");
+    await refusedWith(await setup(state, gh.issueCode("octo-admin")), 400, "the state was spent");
+    await refusedWith(await setup(await newState(), code), 403, "the code was spent");
 
     // Another tenant with a good state of its own cannot take the installation,
     // nor bind one that existed before its link was issued (a guessed id).
@@ -220,20 +254,59 @@ test.serial(
       });
       return String(((await res.json()) as Json).state);
     };
-    t.is((await setup(await otherLink())).status, 409, "bound to the first tenant already");
+    await refusedWith(
+      await setup(await otherLink(), gh.issueCode("octo-admin")),
+      409,
+      "bound to the first tenant already",
+    );
+    // Defence in depth: even a user GitHub lists for it (say an org member with
+    // read access to one repository) cannot bind an installation older than the link.
     gh.installations.set(INSTALLATION + 1, {
       id: INSTALLATION + 1,
       account: { login: "victim-org", type: "Organization" },
       created_at: new Date(Date.now() - 3600_000).toISOString(),
       repositories: [],
     });
-    const guessed = await fetch(
-      `${s.c.baseUrl}/github/setup?installation_id=${INSTALLATION + 1}&state=${encodeURIComponent(await otherLink())}`,
+    gh.users.set("victim-member", [INSTALLATION + 1]);
+    const guessed = await refusedWith(
+      await setup(await otherLink(), gh.issueCode("victim-member"), INSTALLATION + 1),
+      400,
+      "an installation older than the link",
     );
-    t.is(guessed.status, 400);
-    t.regex(((await guessed.json()) as Json).detail, /existed before this install link was issued/);
+    t.regex(guessed.detail, /existed before this install link was issued/);
+    // The old race: someone else's brand-new installation, claimed with the
+    // attacker's own valid state and the attacker's own code, before its owner comes back.
+    gh.installations.set(INSTALLATION + 2, {
+      id: INSTALLATION + 2,
+      account: { login: "new-victim-org", type: "Organization" },
+      created_at: new Date().toISOString(),
+      repositories: [],
+    });
+    gh.users.set("new-victim-admin", [INSTALLATION + 2]);
+    gh.users.set("mallory", []);
+    await refusedWith(
+      await setup(await otherLink(), gh.issueCode("mallory"), INSTALLATION + 2),
+      403,
+      "a brand-new installation the attacker cannot access",
+    );
+    const raced = await s.c.db.query<{ tenant_id: string | null }>(
+      "SELECT tenant_id FROM github_installations WHERE id = ?",
+      [INSTALLATION + 2],
+    );
+    t.true(
+      raced.every((r) => r.tenant_id === null),
+      JSON.stringify(raced),
+    );
+    const theirs = await fetch(`${s.c.baseUrl}/api/github/installations`, {
+      headers: { "x-api-key": String(otherKey.key) },
+    });
+    t.deepEqual(((await theirs.json()) as Json).installations, []);
 
-    const insts = (await s.manage("/github/installations")).json.installations as Json[];
+    const insts = await mineNow();
+    t.deepEqual(
+      insts.map((i) => i.installation_id),
+      [INSTALLATION],
+    );
     t.deepEqual(insts[0]?.repositories, [{ repository_id: REPO_ID, full_name: FULL_NAME, private: true }]);
     // The delivery received before the binding is now the tenant's, with what it did.
     t.like(await processed(d.id), {
@@ -241,6 +314,14 @@ test.serial(
       action: "created",
       outcome: { result: "recorded" },
     });
+    // The users' tokens were used for the one question and went nowhere else.
+    t.true(gh.userTokens.length >= 4);
+    const dump = await s.c.db.dumpText();
+    const logs = s.c.logText();
+    for (const u of gh.userTokens) {
+      t.false(dump.includes(u), "a user token is stored in no table");
+      t.false(logs.includes(u), "nor in any log");
+    }
     t.true(gh.refused.length === 0, `stand-in refused: ${gh.refused.join(", ")}`);
   },
 );

@@ -104,6 +104,8 @@ test("config - the GitHub App settings come all together, with a readable PEM ke
     RELAYCTL_GITHUB_APP_SLUG: "relayctl",
     RELAYCTL_GITHUB_PRIVATE_KEY_FILE: pem,
     RELAYCTL_GITHUB_WEBHOOK_SECRET: "0123456789abcdef0123",
+    RELAYCTL_GITHUB_CLIENT_ID: "Iv1.0123456789abcdef",
+    RELAYCTL_GITHUB_CLIENT_SECRET: "0123456789abcdef0123456789abcdef01234567",
   };
   const c = loadConfig({ ...gh, RELAYCTL_GITHUB_API_URL: "https://ghe.example/api/v3/" });
   t.like(c.github, {
@@ -111,10 +113,18 @@ test("config - the GitHub App settings come all together, with a readable PEM ke
     slug: "relayctl",
     apiUrl: "https://ghe.example/api/v3",
     webUrl: "https://github.com",
+    clientId: "Iv1.0123456789abcdef",
+    clientSecret: "0123456789abcdef0123456789abcdef01234567",
   });
   t.is(c.githubDeployTimeoutSeconds, 600);
   const cases: [Record<string, string | undefined>, RegExp][] = [
     [{ ...gh, RELAYCTL_GITHUB_WEBHOOK_SECRET: undefined }, /set all of RELAYCTL_GITHUB_APP_ID/],
+    [{ ...gh, RELAYCTL_GITHUB_CLIENT_SECRET: undefined }, /set all of RELAYCTL_GITHUB_APP_ID/],
+    [{ ...gh, RELAYCTL_GITHUB_CLIENT_ID: undefined }, /_CLIENT_ID and _CLIENT_SECRET, or none/],
+    [
+      { ...gh, RELAYCTL_GITHUB_CLIENT_ID: "not an id" },
+      /RELAYCTL_GITHUB_CLIENT_ID: must be the App's client id/,
+    ],
     [{ ...gh, RELAYCTL_GITHUB_APP_ID: "my-app" }, /RELAYCTL_GITHUB_APP_ID: must be the App's numeric id/],
     [
       { ...gh, RELAYCTL_GITHUB_PRIVATE_KEY_FILE: join(dir, "missing.pem") },

@@ -129,8 +129,10 @@ const schema = z
       .optional(),
     /**
      * GitHub App (README "GitHub App"): its numeric id, slug, private key (PEM
-     * file) and webhook secret, all four or none. Without them the GitHub
-     * endpoints answer 503 RC_ERR_GITHUB_UNCONFIGURED. @default unset
+     * file), webhook secret, client id and client secret (the setup URL checks
+     * with the installing user's OAuth code that they can access the
+     * installation), all six or none. Without them the GitHub endpoints answer
+     * 503 RC_ERR_GITHUB_UNCONFIGURED. @default unset
      */
     RELAYCTL_GITHUB_APP_ID: z
       .string()
@@ -142,11 +144,16 @@ const schema = z
       .optional(),
     RELAYCTL_GITHUB_PRIVATE_KEY_FILE: z.string().optional(),
     RELAYCTL_GITHUB_WEBHOOK_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
+    RELAYCTL_GITHUB_CLIENT_ID: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,100}$/, "must be the App's client id (Iv1.… or Iv23…)")
+      .optional(),
+    RELAYCTL_GITHUB_CLIENT_SECRET: z.string().min(16, "must be at least 16 characters").optional(),
     /** GitHub's REST API (GitHub Enterprise Server: https://HOST/api/v3). @default https://api.github.com */
     RELAYCTL_GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.github.com"),
     /** Deadline of a deployment started by a push (seconds). @default 600 */
     RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS: int(1, 3600).default(600),
-    /** GitHub's web address, for install links (GHES: https://HOST). @default https://github.com */
+    /** GitHub's web address, for install links and the OAuth code exchange (GHES: https://HOST). @default https://github.com */
     RELAYCTL_GITHUB_WEB_URL: z.url({ protocol: /^https?$/ }).default("https://github.com"),
     /**
      * relayctl's public base URL, for the setup redirect back and the link to a
@@ -187,10 +194,13 @@ const schema = z
           c.RELAYCTL_GITHUB_APP_SLUG,
           c.RELAYCTL_GITHUB_PRIVATE_KEY_FILE,
           c.RELAYCTL_GITHUB_WEBHOOK_SECRET,
+          c.RELAYCTL_GITHUB_CLIENT_ID,
+          c.RELAYCTL_GITHUB_CLIENT_SECRET,
         ].map(Boolean),
       ).size === 1,
     {
-      message: "set all of RELAYCTL_GITHUB_APP_ID, _APP_SLUG, _PRIVATE_KEY_FILE and _WEBHOOK_SECRET, or none",
+      message:
+        "set all of RELAYCTL_GITHUB_APP_ID, _APP_SLUG, _PRIVATE_KEY_FILE, _WEBHOOK_SECRET, _CLIENT_ID and _CLIENT_SECRET, or none",
       path: ["RELAYCTL_GITHUB_APP_ID"],
     },
   )
@@ -252,6 +262,9 @@ export interface GitHubAppConfig {
   /** PEM text of the App's private key (read at boot). */
   privateKey: string;
   webhookSecret: string;
+  /** OAuth client of the App: exchanges the installing user's code at the setup URL. */
+  clientId: string;
+  clientSecret: string;
   /** REST API base, without a trailing slash. */
   apiUrl: string;
   /** Web base, without a trailing slash. */
@@ -381,6 +394,8 @@ function githubApp(c: Raw): GitHubAppConfig | undefined {
     slug: c.RELAYCTL_GITHUB_APP_SLUG!,
     privateKey,
     webhookSecret: c.RELAYCTL_GITHUB_WEBHOOK_SECRET!,
+    clientId: c.RELAYCTL_GITHUB_CLIENT_ID!,
+    clientSecret: c.RELAYCTL_GITHUB_CLIENT_SECRET!,
     apiUrl: c.RELAYCTL_GITHUB_API_URL.replace(/\/+$/, ""),
     webUrl: c.RELAYCTL_GITHUB_WEB_URL.replace(/\/+$/, ""),
   };

@@ -85,6 +85,11 @@ export const ERRORS = {
     status: 400,
     detail: "the install state is invalid, expired or already used: ask relayctl for a new install link",
   },
+  RC_ERR_GITHUB_NOT_AUTHORIZED: {
+    status: 403,
+    detail:
+      "the GitHub user who came back from the install could not be shown to have access to this installation: install again from a new install link",
+  },
   RC_ERR_GITHUB_INSTALLATION_TAKEN: {
     status: 409,
     detail: "this GitHub App installation is already bound to another tenant",

@@ -5,6 +5,13 @@
 //   POST /app/installations/{id}/access_tokens    App JWT → 201 {token, expires_at, ...}
 //   GET  /repositories/{id}                       installation token
 //   POST /repos/{owner}/{repo}/statuses/{sha}     installation token → 201
+// and the user authorization the setup URL needs:
+//   POST /login/oauth/access_token   {client_id, client_secret, code} → {access_token} (JSON
+//                                    with Accept: application/json; a refused code or client is
+//                                    200 {error}, as GitHub does); codes come from issueCode,
+//                                    single use
+//   GET  /user/installations         user token → {total_count, installations} (per_page, page):
+//                                    the installations `users` says that user can access
 // The App JWT is checked against the test key's public half, so a client that
 // signs badly (or with another key) gets GitHub's 401. Tokens are random per
 // mint, valid only for their installation (and the repositories asked for), and
@@ -52,6 +59,15 @@ export interface GitHubApiStandIn {
   /** Requests refused for a bad App JWT or token. */
   refused: string[];
   acceptsToken(token: string): boolean;
+  /** The App's OAuth client, for RELAYCTL_GITHUB_CLIENT_ID / _CLIENT_SECRET. */
+  clientId: string;
+  clientSecret: string;
+  /** GitHub users (login) and the installation ids each can access. */
+  users: Map<string, number[]>;
+  /** A fresh authorization code for `login`, as GitHub hands the setup URL. */
+  issueCode(login: string): string;
+  /** Every user-to-server token handed out, in order. */
+  userTokens: string[];
   stop(): Promise<void>;
 }
 
@@ -73,6 +89,12 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const statuses: PostedStatus[] = [];
   const minted: { token: string; installationId: number; repositoryIds?: number[] }[] = [];
   const refused: string[] = [];
+  const clientId = `Iv1.${randomBytes(8).toString("hex")}`;
+  const clientSecret = randomBytes(20).toString("hex");
+  const users = new Map<string, number[]>();
+  const codes = new Map<string, string>();
+  const userTokenOwner = new Map<string, string>();
+  const userTokens: string[] = [];
 
   const appJwtOk = (req: IncomingMessage): boolean => {
     const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/i.exec(req.headers.authorization ?? "");
@@ -113,10 +135,43 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      const body = chunks.length ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : {};
+      const raw = Buffer.concat(chunks).toString("utf8");
+      const body = !raw
+        ? {}
+        : /x-www-form-urlencoded/.test(req.headers["content-type"] ?? "")
+          ? Object.fromEntries(new URLSearchParams(raw))
+          : JSON.parse(raw);
       const url = new URL(req.url ?? "/", "http://x");
       const path = url.pathname;
       let m: RegExpExecArray | null;
+      if (req.method === "POST" && path === "/login/oauth/access_token") {
+        if (!/application\/json/.test(req.headers.accept ?? ""))
+          return send(res, 406, { message: "this stand-in answers JSON only" });
+        if (body.client_id !== clientId || body.client_secret !== clientSecret)
+          return send(res, 200, { error: "incorrect_client_credentials" });
+        const login = codes.get(String(body.code));
+        codes.delete(String(body.code));
+        if (!login) return send(res, 200, { error: "bad_verification_code" });
+        const token = `ghu_${randomBytes(18).toString("hex")}`;
+        userTokenOwner.set(token, login);
+        userTokens.push(token);
+        return send(res, 200, { access_token: token, token_type: "bearer", scope: "" });
+      }
+      if (req.method === "GET" && path === "/user/installations") {
+        const t = /^(?:token|Bearer) (ghu_\w+)$/i.exec(req.headers.authorization ?? "");
+        const login = t ? userTokenOwner.get(t[1]!) : undefined;
+        if (!login) return unauthorized(req, res);
+        const mine = (users.get(login) ?? []).flatMap((id) => {
+          const i = installations.get(id);
+          return i ? [installationView(i)] : [];
+        });
+        const perPage = Math.min(100, Number(url.searchParams.get("per_page") ?? 30));
+        const page = Number(url.searchParams.get("page") ?? 1);
+        return send(res, 200, {
+          total_count: mine.length,
+          installations: mine.slice((page - 1) * perPage, page * perPage),
+        });
+      }
       m = req.method === "GET" ? /^\/app\/installations\/(\d+)$/.exec(path) : null;
       if (m) {
         if (!appJwtOk(req)) return unauthorized(req, res);
@@ -188,6 +243,15 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     minted,
     refused,
     acceptsToken: (token) => minted.some((t) => t.token === token),
+    clientId,
+    clientSecret,
+    users,
+    issueCode: (login) => {
+      const code = randomBytes(10).toString("hex");
+      codes.set(code, login);
+      return code;
+    },
+    userTokens,
     stop,
   };
 }

@@ -2,7 +2,10 @@
 // tokens come from @octokit/auth-app (no hand-written JWT), requests go through
 // @octokit/request against RELAYCTL_GITHUB_API_URL (GitHub Enterprise Server
 // works by changing it), and webhook signatures are checked by @octokit/webhooks
-// (constant-time HMAC-SHA256). The octokit packages are ESM-only: loaded with
+// (constant-time HMAC-SHA256). The installing user's OAuth code is exchanged
+// with plain fetch (userCanAccess): its token is used for one question and
+// dropped, and fetch's errors carry no headers that could leak it into a log.
+// The octokit packages are ESM-only: loaded with
 // `await import()` once (DESIGN.md Facts: static imports fail under ava's tsx).
 import type { GitHubAppConfig } from "../config.js";
 import { RcError } from "../errors.js";
@@ -93,6 +96,55 @@ export class GitHubApp {
       if ((err as { status?: number }).status === 404) return undefined;
       throw apiError("reading the installation", err);
     }
+  }
+
+  /**
+   * Whether the GitHub user who came back to the setup URL with `code` can
+   * access the installation: the code is exchanged (POST {web}/login/oauth/access_token,
+   * the App's client id and secret) for a user-to-server token, which lists
+   * that user's installations of this App (GET /user/installations). The token
+   * is used for this one question only: never stored, logged or returned.
+   * False for a code GitHub refuses (unknown, expired or used).
+   */
+  async userCanAccess(code: string, installationId: number): Promise<boolean> {
+    const ua = { "user-agent": `relayctl-github-app/${this.config.slug}` };
+    const exchanged = await fetch(`${this.config.webUrl}/login/oauth/access_token`, {
+      method: "POST",
+      headers: { ...ua, accept: "application/json", "content-type": "application/json" },
+      body: JSON.stringify({
+        client_id: this.config.clientId,
+        client_secret: this.config.clientSecret,
+        code,
+      }),
+      signal: AbortSignal.timeout(15_000),
+    }).catch((err) => {
+      throw apiError("exchanging the authorization code", err);
+    });
+    // GitHub answers a refused code with 200 and {error}; a 4xx is treated alike.
+    const grant = (await exchanged.json().catch(() => ({}))) as { access_token?: unknown; error?: unknown };
+    if (exchanged.status >= 500)
+      throw apiError("exchanging the authorization code", { status: exchanged.status });
+    if (typeof grant.access_token !== "string" || !grant.access_token) return false;
+    const token = grant.access_token;
+    for (let page = 1; page <= 50; page++) {
+      const res = await fetch(`${this.config.apiUrl}/user/installations?per_page=100&page=${page}`, {
+        headers: {
+          ...ua,
+          accept: "application/vnd.github+json",
+          authorization: `Bearer ${token}`,
+          "x-github-api-version": "2022-11-28",
+        },
+        signal: AbortSignal.timeout(15_000),
+      }).catch((err) => {
+        throw apiError("listing the user's installations", err);
+      });
+      if (!res.ok) throw apiError("listing the user's installations", { status: res.status });
+      const body = (await res.json()) as { total_count?: number; installations?: { id: number }[] };
+      const list = body.installations ?? [];
+      if (list.some((i) => Number(i.id) === installationId)) return true;
+      if (list.length < 100 || page * 100 >= Number(body.total_count ?? 0)) return false;
+    }
+    return false;
   }
 
   /** A fresh installation access token (one per deployment; GitHub makes it expire in an hour). */

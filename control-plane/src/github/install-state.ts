@@ -2,12 +2,19 @@
 // installation is, so a tenant asks relayctl for an install link carrying a
 // `state` = nonce.expiry.HMAC(nonce, tenant, expiry), keyed by a key derived
 // from the App's private key (never stored). GitHub sends the user back to the
-// setup URL with installation_id and that state; relayctl checks the HMAC,
-// spends the nonce (a conditional UPDATE: single use, even with several api
-// instances), asks GitHub (App JWT) that the installation exists, and binds it
-// to the tenant the state was issued to. Guessing another installation's id
-// does not get it: an installation created before the state was issued, or
-// bound to another tenant already, is refused.
+// setup URL with installation_id, that state and (the App requests user
+// authorization during installation) an OAuth `code`; relayctl checks the
+// HMAC, spends the nonce (a conditional UPDATE: single use, even with several
+// api instances), exchanges the code for the user's token and binds only an
+// installation that user can access (GET /user/installations), to the tenant
+// the state was issued to. The installation_id parameter alone proves nothing:
+// knowing (or racing for) someone else's id does not get it, since the
+// attacker's own code does not list it. Kept as defence in depth: an
+// installation created before the state was issued is refused unless already
+// this tenant's, because /user/installations also lists installations where
+// the user merely has read access to one repository (an org member who is not
+// its owner); such a member can then claim at most an installation made during
+// their own link's lifetime. One bound to another tenant is refused (409).
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
@@ -79,9 +86,17 @@ export async function completeSetup(
   app: GitHubApp,
   installationId: number,
   state: string,
+  code: string | undefined,
   actor: Record<string, unknown>,
 ) {
+  // The state is spent first, whatever follows: a refused attempt needs a new link.
   const { tenantId, issuedAt } = await spendState(db, app, state);
+  if (!code) throw new RcError("RC_ERR_GITHUB_NOT_AUTHORIZED", "install refused: no authorization code");
+  if (!(await app.userCanAccess(code, installationId)))
+    throw new RcError(
+      "RC_ERR_GITHUB_NOT_AUTHORIZED",
+      `install refused: the authorization code was refused, or its user cannot access installation ${installationId}`,
+    );
   const inst = await app.installation(installationId);
   if (!inst) throw invalid(`GitHub knows no installation ${installationId} of this App`);
   if (Date.parse(inst.created_at) < issuedAt - CLOCK_SLACK_MS) {

@@ -32,6 +32,11 @@ const pageQuery = z.strictObject({
 const setupQuery = z.object({
   installation_id: z.string().regex(/^\d{1,15}$/, { error: "must be GitHub's installation id" }),
   state: z.string().min(1).max(512),
+  // GitHub's OAuth code (the App requests user authorization during installation).
+  code: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,100}$/)
+    .optional(),
   setup_action: z.string().optional(),
 });
 
@@ -177,9 +182,16 @@ export const setupRoute =
       const q = setupQuery.safeParse(req.query);
       if (!q.success)
         throw new RcError("RC_ERR_GITHUB_STATE_INVALID", "installation_id and state are required");
-      return completeSetup(ctx.db, ctx.github.app, Number(q.data.installation_id), q.data.state, {
-        ip: req.ip,
-        setup_action: q.data.setup_action ?? null,
-      });
+      return completeSetup(
+        ctx.db,
+        ctx.github.app,
+        Number(q.data.installation_id),
+        q.data.state,
+        q.data.code,
+        {
+          ip: req.ip,
+          setup_action: q.data.setup_action ?? null,
+        },
+      );
     });
   };
