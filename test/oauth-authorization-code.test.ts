@@ -334,3 +334,17 @@ test("oauth code - the consent post needs the session's CSRF token", async (t) =
   t.is(forged.status, 403);
   t.is(forged.headers.get("location"), null);
 });
+
+test("oauth code - many approvals at once all get their codes (no deadlock in housekeeping)", async (t) => {
+  // The consent pages first, then every decision posted at the same moment: the
+  // clean-up of old codes once ran inside each approval's transaction and two
+  // concurrent approvals deadlocked on its range locks (a 500 to one of them).
+  const client = String((await register()).json.client_id);
+  const pages = await Promise.all(
+    Array.from({ length: 8 }, () => browser.get(authorizePath(client, { code_challenge: pkce().challenge }))),
+  );
+  const backs = await Promise.all(pages.map((p) => decide(browser, p, "approve")));
+  const codes = new Set(backs.map((b) => b.searchParams.get("code")));
+  t.is(codes.size, 8);
+  for (const code of codes) t.regex(code ?? "", /^rac_/);
+});

@@ -6,6 +6,7 @@
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
+import { pruneRows } from "../db/prune.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { UserRow } from "./users.js";
@@ -66,7 +67,7 @@ export async function createSession(db: Knex, user: UserRow, ip: string, ttlSeco
   const token = mintToken("rcs_");
   const now = Date.now();
   // Ended sessions of this user are kept no longer than it takes to sign in again.
-  await db("web_sessions").where({ user_id: user.id }).where("expires_at", "<", now).delete();
+  await pruneRows(db("web_sessions").where({ user_id: user.id }).where("expires_at", "<", now));
   await db("web_sessions").insert({
     id: randomUUID(),
     user_id: user.id,

@@ -13,6 +13,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { type OAuthClient, findClient } from "./clients.js";
 import { OAuthError, type OAuthErrorCode } from "./errors.js";
+import { pruneRows } from "../db/prune.js";
 import { type TokenResponse, clearExpiredTokens, revokeFamily, startFamily } from "./tokens.js";
 
 const CODE_TTL_MS = 60_000;
@@ -96,15 +97,13 @@ export async function answerAuthorization(
   approve: boolean,
   ip: string,
 ): Promise<string | null> {
+  const now = Date.now();
+  // Codes live a minute: clear the ones long gone as new ones are made.
+  if (approve) await pruneRows(db("oauth_authorization_codes").where("expires_at", "<", now - 3600_000));
   return db.transaction(async (trx) => {
-    const now = Date.now();
     let code: string | null = null;
     if (approve) {
       code = mintToken("rac_");
-      // Codes live a minute: clear the ones long gone as new ones are made.
-      await trx("oauth_authorization_codes")
-        .where("expires_at", "<", now - 3600_000)
-        .delete();
       await trx("oauth_authorization_codes").insert({
         id: randomUUID(),
         code_hash: sha256Hex(code),

@@ -9,6 +9,7 @@ import type { Knex } from "knex";
 import type { AccountsConfig } from "../accounts/config.js";
 import { type Role, userActor } from "../accounts/users.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { pruneRows } from "../db/prune.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
 import { type TokenResponse, clearExpiredTokens, startFamily } from "./tokens.js";
@@ -58,9 +59,7 @@ export async function createDeviceAuthorization(
   const deviceCode = mintToken("rdc_");
   const now = Date.now();
   // Expired rows would hold their user codes (unique) forever: clear them as we go.
-  await db("oauth_device_authorizations")
-    .where("expires_at", "<", now - 3600_000)
-    .delete();
+  await pruneRows(db("oauth_device_authorizations").where("expires_at", "<", now - 3600_000));
   for (let attempt = 0; ; attempt++) {
     const userCode = newUserCode();
     try {

@@ -9,6 +9,7 @@ import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import type { AccountsConfig } from "../accounts/config.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { pruneRows } from "../db/prune.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
 
@@ -91,11 +92,7 @@ export async function issueTokens(
  * clean-up that loses such a race may simply wait for the next sign-in.
  */
 export async function clearExpiredTokens(db: Knex, userId: string): Promise<void> {
-  try {
-    await db("oauth_tokens").where({ user_id: userId }).where("expires_at", "<", Date.now()).delete();
-  } catch {
-    // a deadlock victim or a busy database: the rows stay until the next sign-in
-  }
+  await pruneRows(db("oauth_tokens").where({ user_id: userId }).where("expires_at", "<", Date.now()));
 }
 
 /**
