@@ -160,6 +160,18 @@ const schema = z
      * deployment in commit statuses. @default unset (statuses carry no link)
      */
     RELAYCTL_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /**
+     * The gateway role's own HTTP listener for /metrics, /healthz and /readyz
+     * (the api role serves them on its API port): host:port, or `off`. Role
+     * `all` serves them on the api only. @default 127.0.0.1:8444
+     */
+    RELAYCTL_GATEWAY_METRICS_LISTEN: z.union([z.literal("off"), hostPort]).default("127.0.0.1:8444"),
+    /**
+     * When set, /metrics answers only `Authorization: Bearer <this token>` (401
+     * otherwise), on both roles: the api's /metrics shares the public API port,
+     * where a firewall cannot tell it apart. @default unset (open; bind or firewall it)
+     */
+    RELAYCTL_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -252,6 +264,8 @@ export interface Config {
   /** RELAYCTL_PUBLIC_URL without a trailing slash. */
   publicUrl: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+  /** Prometheus metrics: the gateway role's HTTP listener (undefined: off) and the optional scrape token. */
+  metrics: { gatewayListen: { host: string; port: number } | undefined; token: string | undefined };
   /** People's sign-in and the OAuth server (accounts/config.ts). */
   accounts: AccountsConfig;
 }
@@ -368,6 +382,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: c.RELAYCTL_LOG_LEVEL,
+    metrics: {
+      gatewayListen:
+        c.RELAYCTL_GATEWAY_METRICS_LISTEN === "off"
+          ? undefined
+          : splitHostPort(c.RELAYCTL_GATEWAY_METRICS_LISTEN),
+      token: c.RELAYCTL_METRICS_TOKEN,
+    },
     accounts,
   };
 }

@@ -99,6 +99,7 @@ export const ERRORS = {
     detail: "no repository with this id is reachable through an installation bound to your tenant",
   },
   RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
+  RC_ERR_NOT_READY: { status: 503, detail: "not ready: a dependency is unreachable" },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

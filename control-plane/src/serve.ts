@@ -19,10 +19,14 @@ import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
+import { type GatewayHttp, startGatewayHttp } from "./observability/gateway-http.js";
+import { countDbErrors, observeAgentsConnected } from "./observability/metrics.js";
 
 export interface Running {
   apiUrl?: string;
   gatewayUrl?: string;
+  /** The gateway role's /metrics listener (role gateway only). */
+  metricsUrl?: string;
   stop(): Promise<void>;
 }
 
@@ -36,6 +40,7 @@ export async function serve(
   useAuditKeys(auditKeys);
   log.info({ source: auditKeys.source }, "audit chain keyed");
   const db = openDb(config.databaseUrl);
+  countDbErrors(db);
   await migrateWithRetry(db, log);
   const bus: JobBus =
     config.bus === "memory"
@@ -57,6 +62,7 @@ export async function serve(
   let stopSweeper = () => {};
   if (config.runsGateway) {
     const registry = new StreamRegistry(bus, log.child({ component: "gateway" }));
+    observeAgentsConnected(() => registry.size);
     acks = new AckWriter(db, log.child({ component: "gateway" }));
     gateway = await startGateway(
       {
@@ -96,6 +102,18 @@ export async function serve(
     };
     log.info({ url: gateway.url }, "gateway listening");
   }
+  // Role all serves /metrics, /healthz and /readyz on its api; a lone gateway on its own listener.
+  let gatewayHttp: GatewayHttp | undefined;
+  if (config.role === "gateway" && config.metrics.gatewayListen) {
+    const health = { db, bus, busName: config.bus === "nats" ? "nats" : "job bus" };
+    gatewayHttp = await startGatewayHttp(
+      config.metrics.gatewayListen,
+      health,
+      config.metrics.token,
+      log.child({ component: "gateway-http" }),
+    );
+    log.info({ url: gatewayHttp.url }, "gateway metrics listening");
+  }
 
   let api: FastifyInstance | undefined;
   let apiUrl: string | undefined;
@@ -120,6 +138,7 @@ export async function serve(
   const stop = async () => {
     stopSweeper();
     await api?.close().catch(() => {});
+    await gatewayHttp?.close().catch(() => {});
     await github?.processor.close();
     await deploys.close();
     await gateway?.close().catch(() => {});
@@ -127,5 +146,5 @@ export async function serve(
     await bus.close().catch(() => {});
     await db.destroy().catch(() => {});
   };
-  return { apiUrl, gatewayUrl: gateway?.url, stop } satisfies Running;
+  return { apiUrl, gatewayUrl: gateway?.url, metricsUrl: gatewayHttp?.url, stop } satisfies Running;
 }

@@ -48,6 +48,8 @@ function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.Proce
     ...(opts.natsUrl ? { RELAYCTL_NATS_URL: opts.natsUrl } : {}),
     RELAYCTL_API_LISTEN: "127.0.0.1:0",
     RELAYCTL_GATEWAY_LISTEN: gateway,
+    // Several gateways run side by side: each /metrics listener on a free port.
+    RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
     ...(publicUrl ? { RELAYCTL_PUBLIC_GATEWAY_URLS: publicUrl } : {}),
     RELAYCTL_LOG_LEVEL: "debug",
     // A fixed test-only master key for stored registry credentials (and the audit chain key).
@@ -62,6 +64,8 @@ export class ControlPlane {
   apiUrl = "";
   /** grpc://127.0.0.1:P of the gateway role (roles gateway and all). */
   gatewayUrl = "";
+  /** http://127.0.0.1:P of the gateway role's /metrics, /healthz and /readyz listener (role gateway). */
+  metricsUrl = "";
   /** Every process this control plane ran (a restart adds one); logs are searched across all. */
   readonly generations: ManagedProcess[] = [];
 
@@ -89,6 +93,10 @@ export class ControlPlane {
       this.gatewayUrl = String((await proc.waitForMsg("gateway listening", { timeoutMs: START_MS })).url);
       // From now on the port is fixed: a restarted gateway comes back where agents look for it.
       this.opts.gatewayPort ??= Number(new URL(this.gatewayUrl).port);
+    }
+    if (this.opts.role === "gateway") {
+      const listening = await proc.waitForMsg("gateway metrics listening", { timeoutMs: START_MS });
+      this.metricsUrl = String(listening.url);
     }
     return this;
   }

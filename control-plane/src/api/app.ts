@@ -18,6 +18,9 @@ import { automationApi } from "./automation/index.js";
 import type { ApiContext } from "./context.js";
 import { installErrorHandling } from "./errors.js";
 import { managementApi } from "./management/index.js";
+import { healthRoutes } from "../observability/health.js";
+import { httpMetrics, metricsRoute } from "../observability/http-metrics.js";
+import { installOpenApi } from "../observability/openapi.js";
 import { serializerCompiler, validatorCompiler } from "./validation.js";
 
 /** Fastify's trustProxy from RELAYCTL_TRUSTED_PROXIES (proxy-addr walks X-Forwarded-For from the right). */
@@ -51,6 +54,9 @@ export async function buildApi(
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
+  // Observability first: the OpenAPI hook and the request timer must see every route.
+  await installOpenApi(app);
+  await app.register(httpMetrics);
   // JSON only: without this, text/plain bodies would be parsed as strings and
   // reach validation instead of getting a 415.
   app.removeContentTypeParser("text/plain");
@@ -60,7 +66,9 @@ export async function buildApi(
       "request",
     );
   });
-  app.get("/healthz", async () => ({ status: "ok" }));
+  const busName = ctx.config.bus === "nats" ? "nats" : "job bus";
+  await app.register(healthRoutes({ db: ctx.db, bus: ctx.bus, busName }));
+  await app.register(metricsRoute({ token: ctx.config.metrics.token }));
   await app.register(automationApi(ctx), { prefix: "/api/automation/v1" });
   await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });

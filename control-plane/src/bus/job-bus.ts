@@ -41,6 +41,8 @@ export interface JobBus {
    * BusUnavailableError when the bus itself cannot be reached.
    */
   dispatch(serverId: string, job: Job): Promise<DispatchOutcome>;
+  /** Resolves when the bus answers a round trip within `timeoutMs`; else BusUnavailableError (readiness). */
+  ping(timeoutMs: number): Promise<void>;
   /** Subscribes to one operation's completion; call before dispatch. */
   awaitDone(operationId: string): Promise<DoneWaiter>;
   /** Gateway: take the server's jobs while this process holds its stream. */

@@ -18,6 +18,9 @@ export class MemoryBus implements JobBus {
     return onStream ? "on_stream" : "not_connected";
   }
 
+  /** In-process: always there. */
+  async ping(_timeoutMs: number): Promise<void> {}
+
   async awaitDone(operationId: string): Promise<DoneWaiter> {
     let listener: (bytes: Uint8Array) => void = () => {};
     const done = new Promise<OperationDone>((resolve) => {

@@ -12,6 +12,7 @@ import {
   ErrorCode as NatsErrorCode,
 } from "nats";
 import type { NatsOptions } from "../config.js";
+import { natsErrors } from "../observability/metrics.js";
 import { codec } from "./codec.js";
 import {
   BusUnavailableError,
@@ -74,6 +75,7 @@ export async function connectNatsBus(
   const bus = new NatsBus(nc, log);
   (async () => {
     for await (const s of nc.status()) {
+      if (s.type === "error" || s.type === "disconnect") natsErrors.inc({ kind: s.type });
       if (s.type !== "disconnect" && s.type !== "reconnect") continue;
       bus.connected = s.type === "reconnect";
       log.warn({ nats: s.type }, `nats ${s.type}`);
@@ -109,6 +111,15 @@ class NatsBus implements JobBus {
       if (code === NatsErrorCode.NoResponders) return "not_connected";
       // A timeout while connected: a gateway subscribed but never answered.
       if (code === NatsErrorCode.Timeout && this.connected) return "not_connected";
+      throw new BusUnavailableError(err);
+    }
+  }
+
+  async ping(timeoutMs: number): Promise<void> {
+    this.ensureConnected();
+    try {
+      await withTimeout(this.nc.flush(), timeoutMs);
+    } catch (err) {
       throw new BusUnavailableError(err);
     }
   }
@@ -193,6 +204,7 @@ class NatsBus implements JobBus {
       this.nc.publish(subject, payload);
     } catch (err) {
       // While disconnected the client buffers; only a closed connection throws.
+      natsErrors.inc({ kind: "publish" });
       this.log.warn({ err, subject }, "nats publish failed");
     }
   }

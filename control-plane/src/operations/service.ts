@@ -31,6 +31,14 @@ import {
   finishOperation,
   readResult,
 } from "./store.js";
+import {
+  completionDuration,
+  dispatchDuration,
+  natsErrors,
+  operationDuration,
+  operationsFinished,
+  operationsStarted,
+} from "../observability/metrics.js";
 
 export interface ServerRef {
   id: string;
@@ -133,6 +141,7 @@ export class OperationService {
       together: spec.together,
       audit: { ...spec.audit, server_id: spec.server.id, server_name: spec.server.name },
     });
+    operationsStarted.inc({ type: spec.operationType });
     return { id, server: spec.server, startedAt };
   }
 
@@ -152,16 +161,20 @@ export class OperationService {
           }
         : this.#notRun(op, cause, reason, opts);
     let waiter: DoneWaiter | undefined;
+    const timer = dispatchDuration.startTimer();
     try {
       if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);
       const job: Job = { operationId: op.id, kind };
-      if ((await this.bus.dispatch(op.server.id, job)) === "on_stream")
-        return { state: "on_stream", op, waiter };
+      const outcome = await this.bus.dispatch(op.server.id, job);
+      timer({ outcome });
+      if (outcome === "on_stream") return { state: "on_stream", op, waiter };
       waiter?.cancel();
       return notRun("not_connected", `server '${op.server.name}' is not connected`);
     } catch (err) {
       waiter?.cancel();
       if (!(err instanceof BusUnavailableError)) throw err;
+      timer({ outcome: "bus_unavailable" });
+      natsErrors.inc({ kind: "unavailable" });
       this.log.warn({ err, operation_id: op.id }, "job bus unavailable; operation not run");
       return notRun("bus_unavailable", "job bus unavailable");
     }
@@ -204,7 +217,9 @@ export class OperationService {
    * `serverId` limits it to that server's operations (an agent's own report).
    */
   async complete(id: string, result: FinalResult, serverId?: string): Promise<boolean> {
-    if (!(await finishOperation(this.db, id, result, serverId))) return false;
+    const timer = completionDuration.startTimer();
+    const finished = await finishOperation(this.db, id, result, serverId);
+    if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
     if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
       event.result = {
@@ -219,6 +234,10 @@ export class OperationService {
       };
     }
     this.bus.publishDone(event);
+    timer();
+    const labels = { type: finished.operationType, status: result.status };
+    operationsFinished.inc(labels);
+    operationDuration.observe(labels, Math.max(0, Date.now() - finished.startedAt) / 1000);
     return true;
   }
 

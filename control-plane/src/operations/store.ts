@@ -100,8 +100,14 @@ export async function createOperation(
   return { id, startedAt };
 }
 
+/** What finishOperation tells of the operation it ended (for metrics). */
+export interface FinishedOperation {
+  operationType: string;
+  startedAt: number;
+}
+
 /**
- * Moves a running operation to its final state. Returns false when it was no
+ * Moves a running operation to its final state. Returns null when it was no
  * longer running (already finished, swept, or a duplicate report). The update
  * that wins appends, in the same transaction, the `operation.completed` audit
  * event carrying the hash of the result (audit/result-hash.ts): exactly one per
@@ -112,39 +118,44 @@ export async function finishOperation(
   id: string,
   r: FinalResult,
   serverId?: string,
-): Promise<boolean> {
+): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
-  const op = await db("operations")
-    .where(where)
-    .first<{ tenant_id: string; server_id: string; run_id: string | null } | undefined>(
-      "tenant_id",
-      "server_id",
-      "run_id",
-    );
-  if (!op) return false;
+  const op = await db("operations").where(where).first<
+    | {
+        tenant_id: string;
+        server_id: string;
+        run_id: string | null;
+        operation_type: string;
+        started_at: number | string;
+      }
+    | undefined
+  >("tenant_id", "server_id", "run_id", "operation_type", "started_at");
+  if (!op) return null;
   // Integer columns: store and hash the same numbers.
   const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
-  return db.transaction((trx) =>
-    appendAuditEventAfter(trx, op.tenant_id, async () => {
-      const n = await trx("operations")
-        .where(where)
-        .update({
-          status: result.status,
-          delivery: "finished",
-          exit_code: result.exit_code,
-          stdout: result.stdout,
-          stderr: result.stderr,
-          duration_ms: result.duration_ms,
-          error: result.error ?? null,
-          result_detail: encodeDetail(result.detail),
-          completed_at: Date.now(),
-        });
-      if (n !== 1) return null;
-      // A deployment's steps and commit land with its final state, never apart.
-      if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
-      return completionEvent(id, op, result);
-    }),
-  );
+  return db
+    .transaction((trx) =>
+      appendAuditEventAfter(trx, op.tenant_id, async () => {
+        const n = await trx("operations")
+          .where(where)
+          .update({
+            status: result.status,
+            delivery: "finished",
+            exit_code: result.exit_code,
+            stdout: result.stdout,
+            stderr: result.stderr,
+            duration_ms: result.duration_ms,
+            error: result.error ?? null,
+            result_detail: encodeDetail(result.detail),
+            completed_at: Date.now(),
+          });
+        if (n !== 1) return null;
+        // A deployment's steps and commit land with its final state, never apart.
+        if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
+        return completionEvent(id, op, result);
+      }),
+    )
+    .then((done) => (done ? { operationType: op.operation_type, startedAt: Number(op.started_at) } : null));
 }
 
 function completionEvent(

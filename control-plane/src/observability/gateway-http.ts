@@ -1,0 +1,34 @@
+// The gateway role's own small HTTP listener (RELAYCTL_GATEWAY_METRICS_LISTEN):
+// /metrics, /healthz and /readyz, for a role that otherwise speaks only gRPC.
+// Nothing else is served here; errors answer `{"detail"}` like the api.
+import Fastify, { type FastifyBaseLogger } from "fastify";
+import type { Logger } from "pino";
+import { installErrorHandling } from "../api/errors.js";
+import { serializerCompiler, validatorCompiler } from "../api/validation.js";
+import { type HealthOptions, healthRoutes } from "./health.js";
+import { httpMetrics, metricsRoute } from "./http-metrics.js";
+
+export interface GatewayHttp {
+  url: string;
+  close(): Promise<void>;
+}
+
+export async function startGatewayHttp(
+  listen: { host: string; port: number },
+  health: HealthOptions,
+  token: string | undefined,
+  log: Logger,
+): Promise<GatewayHttp> {
+  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, disableRequestLogging: true });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installErrorHandling(app);
+  await app.register(httpMetrics);
+  await app.register(healthRoutes(health));
+  await app.register(metricsRoute({ token }));
+  await app.listen({ host: listen.host, port: listen.port });
+  const addr = app.server.address();
+  const port = typeof addr === "object" && addr ? addr.port : listen.port;
+  const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
+  return { url: `http://${host}:${port}`, close: () => app.close() };
+}

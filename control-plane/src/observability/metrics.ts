@@ -1,0 +1,102 @@
+// The process's Prometheus metrics (prom-client): one registry per process,
+// whatever its role, served at /metrics by the api and by the gateway's small
+// HTTP listener. Every label takes values from a small fixed set (route
+// patterns, operation types, final statuses, error kinds): never an id, a URL,
+// a key or anything a caller chose, so the series count stays bounded and
+// nothing secret can reach a scrape.
+import type { Knex } from "knex";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { isStoreUnavailable } from "../db/unavailable.js";
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry, prefix: "relayctl_" });
+
+/** Seconds, from a fast HTTP answer to a long command. */
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const OPERATION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600];
+
+export const httpDuration = new Histogram({
+  name: "relayctl_http_request_duration_seconds",
+  help: "HTTP requests by method, route pattern and status code",
+  labelNames: ["method", "route", "status"] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+export const rateLimitRefusals = new Counter({
+  name: "relayctl_rate_limit_refusals_total",
+  help: "Requests refused 429 (a key's or a sign-in's rate limit), by route pattern",
+  labelNames: ["route"] as const,
+  registers: [registry],
+});
+
+export const operationsStarted = new Counter({
+  name: "relayctl_operations_started_total",
+  help: "Operations recorded (row and audit event written), by type",
+  labelNames: ["type"] as const,
+  registers: [registry],
+});
+
+export const operationsFinished = new Counter({
+  name: "relayctl_operations_total",
+  help: "Operations that reached a final state in this process, by type and final status",
+  labelNames: ["type", "status"] as const,
+  registers: [registry],
+});
+
+export const operationDuration = new Histogram({
+  name: "relayctl_operation_duration_seconds",
+  help: "Time from an operation's start to its final state, by type and final status",
+  labelNames: ["type", "status"] as const,
+  buckets: OPERATION_BUCKETS,
+  registers: [registry],
+});
+
+export const dispatchDuration = new Histogram({
+  name: "relayctl_operation_dispatch_seconds",
+  help: "Time to hand a job to the gateway holding the agent (until its ack), by outcome",
+  labelNames: ["outcome"] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+export const completionDuration = new Histogram({
+  name: "relayctl_operation_completion_seconds",
+  help: "Time to store an operation's final state with its audit event and announce it",
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+export const natsErrors = new Counter({
+  name: "relayctl_nats_errors_total",
+  help: "NATS trouble seen by this process: disconnect, error, publish (failed publish), unavailable (a dispatch or wait refused while NATS was unreachable)",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
+
+export const dbErrors = new Counter({
+  name: "relayctl_db_errors_total",
+  help: "Failed database queries: unavailable (connection lost, refused, no pooled connection) or query (any other)",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
+
+/** The gateway's held agent streams, read at scrape time. */
+export function observeAgentsConnected(count: () => number): void {
+  registry.removeSingleMetric("relayctl_gateway_agents_connected");
+  new Gauge({
+    name: "relayctl_gateway_agents_connected",
+    help: "Agents holding a stream to this gateway",
+    registers: [registry],
+    collect() {
+      this.set(count());
+    },
+  });
+}
+
+/** Counts the database's failed queries (knex's `query-error` event). */
+export function countDbErrors(db: Knex): void {
+  db.on("query-error", (err: unknown) =>
+    dbErrors.inc({ kind: isStoreUnavailable(err) ? "unavailable" : "query" }),
+  );
+}

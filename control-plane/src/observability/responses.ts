@@ -1,0 +1,275 @@
+// The documented answers of the contract's JSON endpoints, by route
+// ("METHOD /pattern" as Fastify registers it), for the OpenAPI document. They
+// are attached to their routes at registration (openapi.ts), so route files
+// stay as they are. Objects are loose (`additionalProperties` allowed): the
+// fields listed are promised, and a field added later breaks no client or
+// test. The api serializes answers with JSON.stringify whatever these say
+// (api/validation.ts): a schema that drifted must never turn a working answer
+// into a 500 or drop a field; test/openapi.test.ts checks real answers against
+// them instead.
+import { type ZodType, z } from "zod";
+
+const o = z.looseObject;
+const iso = z.string().describe("ISO 8601 date-time (UTC)");
+const isoOrNull = iso.nullable();
+const uuid = z.string().describe("UUID");
+
+/** `{"detail": "..."}`, sometimes with fields of the error (`operation_id` of a 409, `retry_after` of a 429). */
+export const errorBody = o({ detail: z.string() }).meta({ id: "Error" });
+
+const running = o({ operation_id: uuid, status: z.literal("running") }).meta({ id: "OperationRunning" });
+const finished = o({
+  operation_id: uuid,
+  status: z.enum(["completed", "failed", "timeout"]),
+  exit_code: z.int(),
+  stdout: z.string(),
+  stderr: z.string(),
+  duration_ms: z.number(),
+}).meta({ id: "OperationFinished" });
+
+const operation = o({
+  operation_id: uuid,
+  operation_type: z.string(),
+  server_id: uuid,
+  server_name: z.string(),
+  status: z.enum(["running", "completed", "failed", "timeout"]),
+  result: o({
+    exit_code: z.int(),
+    stdout: z.string(),
+    stderr: z.string(),
+    duration_ms: z.number(),
+  }).nullable(),
+  run_id: z.string().nullable(),
+  started_at: iso,
+  completed_at: isoOrNull,
+}).meta({ id: "Operation" });
+
+/** A listing's output preview: head, tail when cut, full size. */
+const preview = {
+  stdout: z.string(),
+  stdout_tail: z.string().nullable(),
+  stdout_bytes: z.int(),
+  stdout_truncated: z.boolean(),
+  stderr: z.string(),
+  stderr_tail: z.string().nullable(),
+  stderr_bytes: z.int(),
+  stderr_truncated: z.boolean(),
+};
+
+const operationInList = o({
+  ...operation.shape,
+  result: o({ exit_code: z.int(), ...preview, duration_ms: z.number() }).nullable(),
+}).meta({ id: "OperationPreview" });
+
+const automationKey = o({
+  id: uuid,
+  name: z.string(),
+  servers: z.array(z.string()),
+  operations: z.array(z.string()),
+  allowed_credential_ids: z.array(z.string()),
+  ip_allowlist: z.array(z.string()),
+  rate_limit: z.int(),
+  expires_at: isoOrNull,
+  created_at: iso,
+}).meta({ id: "AutomationKey" });
+
+const auditEvent = o({
+  seq: z.int(),
+  event_type: z.string(),
+  operation_id: z.string().nullable(),
+  key_id: z.string().nullable(),
+  server_id: z.string().nullable(),
+  run_id: z.string().nullable(),
+  created_at: iso,
+  payload: z.record(z.string(), z.unknown()),
+  prev_hash: z.string().nullable(),
+  hash: z.string(),
+  outcome: o({
+    status: z.string(),
+    exit_code: z.int().nullable(),
+    ...preview,
+    duration_ms: z.number().nullable(),
+    completed_at: isoOrNull,
+  }).optional(),
+}).meta({ id: "AuditEvent" });
+
+const build = z
+  .union([
+    o({ type: z.literal("dockerfile"), dockerfile: z.string(), context: z.string() }),
+    o({
+      type: z.literal("image"),
+      image: z.string(),
+      registry_credential_id: z.string().nullable().optional(),
+    }),
+  ])
+  .nullable();
+
+const application = o({
+  id: uuid,
+  name: z.string(),
+  server_id: uuid,
+  server_name: z.string().optional(),
+  linked_container_name: z.string(),
+  container_port: z.int(),
+  pin_port: z.boolean(),
+  fqdns: z.array(z.string()),
+  git_repository: z.string().nullable(),
+  deploy_branch: z.string(),
+  git_credential: o({ username: z.string(), updated_at: iso }).nullable(),
+  build,
+  health_check_path: z.string(),
+  health_check_timeout_seconds: z.int(),
+  auto_deploy: z.boolean(),
+  created_at: iso,
+  updated_at: iso,
+}).meta({ id: "Application" });
+
+const server = o({
+  id: uuid,
+  name: z.string(),
+  hostname: z.string().nullable(),
+  agent_version: z.string().nullable(),
+  last_seen_at: isoOrNull,
+}).meta({ id: "Server" });
+
+const registryCredential = o({
+  id: uuid,
+  name: z.string(),
+  registry_url: z.string(),
+  registry_type: z.string(),
+  username: z.string(),
+  created_at: iso,
+}).meta({ id: "RegistryCredential" });
+
+const deployStarted = o({ operation_id: uuid, status: z.literal("running"), deployment_id: uuid }).meta({
+  id: "DeploymentStarted",
+});
+
+const deployment = o({
+  deployment_id: uuid,
+  application_id: uuid,
+  operation_id: uuid,
+  server_id: uuid,
+  status: z.enum(["queued", "running", "completed", "failed", "timeout"]),
+  trigger: z.string(),
+  triggered_by: o({ type: z.string(), id: z.string().nullable(), name: z.string().nullable() }),
+  commit_ref: z.string().nullable(),
+  commit_sha: z.string().nullable(),
+  commit_message: z.string().nullable(),
+  commit_author: z.string().nullable(),
+  image: z.string().nullable(),
+  container_name: z.string().nullable(),
+  host_port: z.int().nullable(),
+  upstream: z.string().nullable(),
+  failed_step: z.string().nullable(),
+  error: z.string().nullable(),
+  created_at: iso,
+  started_at: isoOrNull,
+  finished_at: isoOrNull,
+  duration_ms: z.number().nullable(),
+}).meta({ id: "Deployment" });
+
+const step = o({
+  name: z.string(),
+  status: z.enum(["running", "succeeded", "failed", "skipped"]),
+  started_at: isoOrNull,
+  ended_at: isoOrNull,
+  duration_ms: z.number().nullable(),
+  log: z.string(),
+});
+
+const envNames = o({ variables: z.array(o({ name: z.string(), updated_at: iso })) }).meta({ id: "EnvNames" });
+
+const session = o({
+  session_id: uuid,
+  session_token: z.string().describe("rds_…, shown once"),
+  expires_at: iso,
+  applications: z.array(
+    o({
+      id: uuid,
+      linked_container_name: z.string(),
+      container_port: z.int(),
+      bound_fqdns: z.array(z.string()),
+    }),
+  ),
+  unmatched: z.array(z.string()),
+}).meta({ id: "ExternalDeploySession" });
+
+const syncAnswer = o({
+  session_id: uuid,
+  results: z.array(
+    o({
+      application_id: uuid,
+      container_name: z.string(),
+      status: z.enum(["synced", "noop", "conflict", "drift_recovered"]),
+      signature_hash: z.string(),
+      synced_fqdns: z.array(z.string()),
+      reason: z.string().optional(),
+    }),
+  ),
+  errors: z.array(
+    o({ container_name: z.string(), reason: z.string(), application_id: z.string().optional() }),
+  ),
+}).meta({ id: "ExternalDeploySync" });
+
+const nothing = z.null().describe("No content");
+
+const TENANT_APP = "/api/tenants/:tenant_id/applications/:application_id";
+
+/** 2xx answers by route; every listed route also documents 4xx/5xx as `{"detail"}`. */
+export const RESPONSES: Record<string, Record<number, ZodType>> = {
+  "POST /api/automation/v1/exec": { 200: finished, 202: running },
+  "GET /api/automation/v1/operations/:operation_id": { 200: operation },
+  "GET /api/automation/v1/operations": {
+    200: o({ run_id: z.string(), operations: z.array(operationInList), next_cursor: z.string().nullable() }),
+  },
+  "POST /api/automation/v1/restart": { 200: finished, 202: running },
+  "POST /api/automation/v1/reboot": { 202: running },
+  "POST /api/automation/v1/registry-auth/login": {
+    202: o({ ...running.shape, registry_url: z.string(), registry_type: z.string() }),
+  },
+  "POST /api/automation/v1/registry-auth/logout": { 200: finished, 202: running },
+  "POST /api/automation/v1/deploy": { 202: deployStarted },
+  "POST /api/automation-keys": {
+    201: o({ ...automationKey.shape, key: z.string().describe("rca_…, shown once") }),
+  },
+  "GET /api/automation-keys": { 200: o({ automation_keys: z.array(automationKey) }) },
+  "PATCH /api/automation-keys/:id": { 200: automationKey },
+  "DELETE /api/automation-keys/:id": { 204: nothing },
+  "GET /api/audit": { 200: o({ events: z.array(auditEvent), next_cursor: z.string().nullable() }) },
+  "POST /api/applications": { 201: application },
+  "GET /api/applications": { 200: o({ applications: z.array(application) }) },
+  "GET /api/applications/:id": { 200: application },
+  "PATCH /api/applications/:id": { 200: application },
+  "DELETE /api/applications/:id": { 204: nothing },
+  "GET /api/servers": { 200: o({ servers: z.array(server) }) },
+  "PUT /api/servers/:server_id/provider": {
+    200: o({ server_id: uuid, provider: z.string(), provider_server_id: z.string() }),
+  },
+  "DELETE /api/servers/:server_id/provider": { 204: nothing },
+  "POST /api/registry-credentials/": { 201: registryCredential },
+  "GET /api/registry-credentials/": { 200: z.array(registryCredential) },
+  "POST /api/registry-credentials": { 201: registryCredential },
+  "GET /api/registry-credentials": { 200: z.array(registryCredential) },
+  "DELETE /api/registry-credentials/:id": { 204: nothing },
+  "GET /api/tenant": { 200: o({ id: uuid, name: z.string() }) },
+  [`POST ${TENANT_APP}/deploy`]: { 202: deployStarted },
+  [`GET ${TENANT_APP}/deployments`]: {
+    200: o({ deployments: z.array(deployment), next_cursor: z.string().nullable() }),
+  },
+  [`GET ${TENANT_APP}/deployments/:deployment_id`]: { 200: o({ ...deployment.shape, steps: z.array(step) }) },
+  [`GET ${TENANT_APP}/env`]: { 200: envNames },
+  [`POST ${TENANT_APP}/env`]: { 200: envNames },
+  [`DELETE ${TENANT_APP}/env/:name`]: { 204: nothing },
+  "POST /api/agent/enroll": {
+    201: o({
+      server_id: uuid,
+      server_name: z.string(),
+      agent_credential: z.string(),
+      gateway_urls: z.array(z.string()),
+    }),
+  },
+  "POST /external-deploy/session": { 201: session },
+  "DELETE /external-deploy/session/:id": { 204: nothing },
+  "POST /external-deploy/sync": { 200: syncAnswer },
+};
