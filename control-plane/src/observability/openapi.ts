@@ -69,12 +69,27 @@ function classify(method: string, url: string): { tag: string; security?: Securi
   return { tag: "observability" };
 }
 
-function describe(route: RouteOptions): void {
+/** A route as Fastify's onRoute hook saw it. */
+export interface SeenRoute {
+  method: string;
+  url: string;
+  hidden: boolean;
+}
+
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Every route registered on the app, as onRoute saw it (HEAD twins of GETs left out). */
+    seenRoutes: SeenRoute[];
+  }
+}
+
+function describe(route: RouteOptions, seen: SeenRoute[]): void {
   const methods = [route.method].flat();
   const method = methods[0] ?? "GET";
   if (methods.length === 1 && method === "HEAD") return; // Fastify's HEAD twin of a GET
   route.schema ??= {};
   const schema = route.schema as Record<string, unknown>;
+  for (const m of methods) seen.push({ method: m, url: route.url, hidden: Boolean(schema.hide) });
   if (schema.hide) return;
   const { tag, security } = classify(method, route.url);
   schema.tags ??= [tag];
@@ -88,9 +103,28 @@ function describe(route: RouteOptions): void {
   }
 }
 
+/**
+ * zod's registry gives each named schema an input and an output twin; answers
+ * use the output ones, so the unreferenced twins are left out of the document.
+ */
+function withoutUnused<T>(doc: T): T {
+  const { components } = doc as { components?: { schemas?: Record<string, unknown> } };
+  const schemas = components?.schemas;
+  if (!schemas) return doc;
+  const text = JSON.stringify({ ...doc, components: { ...components, schemas: {} } });
+  const named = JSON.stringify(schemas);
+  for (const name of Object.keys(schemas)) {
+    const ref = `"#/components/schemas/${name}"`;
+    if (!text.includes(ref) && !named.includes(ref)) delete schemas[name];
+  }
+  return doc;
+}
+
 /** The document, the reference page and the hook that completes each route's schema. */
 export async function installOpenApi(app: FastifyInstance): Promise<void> {
-  app.addHook("onRoute", describe);
+  const seen: SeenRoute[] = [];
+  app.decorate("seenRoutes", seen);
+  app.addHook("onRoute", (route) => describe(route, seen));
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",
@@ -103,8 +137,10 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       },
       components: { securitySchemes: SECURITY_SCHEMES },
     },
-    transform: jsonSchemaTransform,
-    transformObject: jsonSchemaTransformObject,
+    // A prefix's "/" route is registered with and without the slash (one options
+    // object, whose url ends as the latter): document it once, as the contract spells it.
+    transform: (route) => ({ ...jsonSchemaTransform(route), url: route.url.replace(/(.)\/$/, "$1") }),
+    transformObject: (doc) => withoutUnused(jsonSchemaTransformObject(doc)),
   });
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX });
   app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());

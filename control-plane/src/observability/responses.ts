@@ -247,8 +247,6 @@ export const RESPONSES: Record<string, Record<number, ZodType>> = {
     200: o({ server_id: uuid, provider: z.string(), provider_server_id: z.string() }),
   },
   "DELETE /api/servers/:server_id/provider": { 204: nothing },
-  "POST /api/registry-credentials/": { 201: registryCredential },
-  "GET /api/registry-credentials/": { 200: z.array(registryCredential) },
   "POST /api/registry-credentials": { 201: registryCredential },
   "GET /api/registry-credentials": { 200: z.array(registryCredential) },
   "DELETE /api/registry-credentials/:id": { 204: nothing },
