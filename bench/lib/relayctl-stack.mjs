@@ -73,6 +73,7 @@ export async function startRelayctl(
       ...base,
       RELAYCTL_ROLE: "gateway",
       RELAYCTL_GATEWAY_LISTEN: "127.0.0.1:0",
+      RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
       RELAYCTL_API_LISTEN: "127.0.0.1:0",
     },
   });
