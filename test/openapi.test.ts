@@ -81,7 +81,10 @@ test("openapi - the document is valid OpenAPI 3.1 and describes every registered
     );
   }
   // The credentials of each part of the API.
-  t.deepEqual(doc.paths["/api/automation/v1/exec"].post.security, [{ automationKey: [] }, { accessToken: [] }]);
+  t.deepEqual(doc.paths["/api/automation/v1/exec"].post.security, [
+    { automationKey: [] },
+    { accessToken: [] },
+  ]);
   t.deepEqual(doc.paths["/api/applications"].get.security, [{ apiKey: [] }, { accessToken: [] }]);
   t.deepEqual(doc.paths["/external-deploy/sync"].post.security, [{ sessionToken: [] }]);
   t.deepEqual(Object.keys(doc.components.securitySchemes).sort(), [
@@ -135,7 +138,10 @@ class AnswerChecker {
       t.is(res.text, "", `${what} documents no body`);
     } else {
       const validate = this.ajv.compile(this.relative(schema));
-      t.true(validate(res.body), `${what}: ${this.ajv.errorsText(validate.errors)}\n${res.text.slice(0, 600)}`);
+      t.true(
+        validate(res.body),
+        `${what}: ${this.ajv.errorsText(validate.errors)}\n${res.text.slice(0, 600)}`,
+      );
     }
     this.checked.add(what);
     return res;
@@ -155,7 +161,10 @@ test("openapi - real answers of the main flows validate against the documented s
   const check = (method: string, route: string, res: ApiResponse) => answers.check(t, method, route, res);
   // The checker itself refuses an answer that breaks its schema (a finished exec without exit_code).
   t.false(
-    answers.validates("POST", "/api/automation/v1/exec", 200, { operation_id: randomUUID(), status: "completed" }),
+    answers.validates("POST", "/api/automation/v1/exec", 200, {
+      operation_id: randomUUID(),
+      status: "completed",
+    }),
   );
   const apiKey = String((await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "docs"])).key);
   const mgmt = (path: string, opts: RequestOptions = {}) =>
@@ -164,14 +173,21 @@ test("openapi - real answers of the main flows validate against the documented s
 
   // Automation API: exec (finished and still running), an operation, a run, errors.
   const runId = `docs-${randomUUID()}`;
-  const done = check("POST", `${A}/exec`, await exec(c, { server_id: c.serverId, command: "echo hi", run_id: runId }));
+  const done = check(
+    "POST",
+    `${A}/exec`,
+    await exec(c, { server_id: c.serverId, command: "echo hi", run_id: runId }),
+  );
   t.is(done.status, 200);
   const slow = { server_id: c.serverId, command: "sleep 2", run_id: runId, timeout_seconds: 1 };
   t.is(check("POST", `${A}/exec`, await exec(c, slow)).status, 202);
   const opId = String(done.json.operation_id);
   t.is(check("GET", `${A}/operations/:operation_id`, await api(c, `/operations/${opId}`)).status, 200);
   t.is(check("GET", `${A}/operations`, await api(c, `/operations?run_id=${runId}`)).status, 200);
-  t.is(check("GET", `${A}/operations/:operation_id`, await api(c, `/operations/${randomUUID()}`)).status, 404);
+  t.is(
+    check("GET", `${A}/operations/:operation_id`, await api(c, `/operations/${randomUUID()}`)).status,
+    404,
+  );
   t.is(check("POST", `${A}/exec`, await exec(c, { server_id: c.serverId, command: "" })).status, 422);
   const logout = await api(c, "/registry-auth/logout", {
     body: { server_id: c.serverId, registry_url: "registry.example.com" },
@@ -179,7 +195,11 @@ test("openapi - real answers of the main flows validate against the documented s
   t.is(check("POST", `${A}/registry-auth/logout`, logout).status, 200);
 
   // Keys.
-  const created = check("POST", "/api/automation-keys", await mgmt("/api/automation-keys", { body: { name: "docs" } }));
+  const created = check(
+    "POST",
+    "/api/automation-keys",
+    await mgmt("/api/automation-keys", { body: { name: "docs" } }),
+  );
   t.is(created.status, 201);
   const keyPath = `/api/automation-keys/${String(created.json.id)}`;
   t.is(check("GET", "/api/automation-keys", await mgmt("/api/automation-keys")).status, 200);
@@ -203,24 +223,33 @@ test("openapi - real answers of the main flows validate against the documented s
   const appId = String(application.json.id);
   t.is(check("GET", "/api/applications", await mgmt("/api/applications")).status, 200);
   t.is(check("GET", "/api/applications/:id", await mgmt(`/api/applications/${appId}`)).status, 200);
-  const appPatch = await mgmt(`/api/applications/${appId}`, { method: "PATCH", body: { container_port: 8081 } });
+  const appPatch = await mgmt(`/api/applications/${appId}`, {
+    method: "PATCH",
+    body: { container_port: 8081 },
+  });
   t.is(check("PATCH", "/api/applications/:id", appPatch).status, 200);
   t.is(check("POST", "/api/applications", await mgmt("/api/applications", { body: appBody })).status, 409);
 
   // Environment and registry credentials (sealed with the harness's master key).
-  const base = `/api/tenants/:tenant_id/applications/:application_id`;
+  const base = "/api/tenants/:tenant_id/applications/:application_id";
   const appBase = `/api/tenants/${c.tenantId}/applications/${appId}`;
   const env = await mgmt(`${appBase}/env`, { body: { variables: { GREETING: "hello" } } });
   t.is(check("POST", `${base}/env`, env).status, 200);
   t.is(check("GET", `${base}/env`, await mgmt(`${appBase}/env`)).status, 200);
-  t.is(check("DELETE", `${base}/env/:name`, await mgmt(`${appBase}/env/GREETING`, { method: "DELETE" })).status, 204);
+  t.is(
+    check("DELETE", `${base}/env/:name`, await mgmt(`${appBase}/env/GREETING`, { method: "DELETE" })).status,
+    204,
+  );
   const credential = await mgmt("/api/registry-credentials", {
     body: { name: "docs", registry_url: "registry.example.com", username: "u", password: "p" },
   });
   t.is(check("POST", "/api/registry-credentials", credential).status, 201);
   t.is(check("GET", "/api/registry-credentials", await mgmt("/api/registry-credentials")).status, 200);
   const credentialPath = `/api/registry-credentials/${String(credential.json.id)}`;
-  t.is(check("DELETE", "/api/registry-credentials/:id", await mgmt(credentialPath, { method: "DELETE" })).status, 204);
+  t.is(
+    check("DELETE", "/api/registry-credentials/:id", await mgmt(credentialPath, { method: "DELETE" })).status,
+    204,
+  );
 
   // Deploy requests (the repository does not exist: they end failed, their answers are what counts).
   const deploy = await api(c, "/deploy", { body: { application_id: appId } });
