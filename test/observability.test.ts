@@ -84,6 +84,10 @@ test.serial(
     t.is((await api(c, unknownOp, { key: limited.key })).status, 404);
     t.is((await api(c, unknownOp, { key: limited.key })).status, 429);
 
+    // Caller-chosen URLs (ids, a query, an unknown path) make no series of their own.
+    t.is((await api(c, `/operations/${randomUUID()}?token=rca_not_a_key`)).status, 404);
+    t.is((await request(c, `/no-such-route/rca_${randomUUID()}`, { key: null })).status, 404);
+
     const apiNow = await scrape(c.api.apiUrl);
     const delta = (name: string, labels: Record<string, string> = {}) =>
       value(apiNow.samples, name, labels) - value(before.api.samples, name, labels);
@@ -109,6 +113,7 @@ test.serial(
       delta("relayctl_rate_limit_refusals_total", { route: "/api/automation/v1/operations/:operation_id" }),
       1,
     );
+    t.is(delta("relayctl_http_request_duration_seconds_count", { route: "unmatched", status: "404" }), 1);
     t.true(value(apiNow.samples, "relayctl_process_resident_memory_bytes") > 0, "default process metrics");
 
     // The agent's results end their operations on the gateway: the final states are counted there.
