@@ -83,6 +83,17 @@ declare module "fastify" {
   }
 }
 
+const STATUS_WORDS: Record<string, string> = {
+  200: "OK",
+  201: "Created",
+  202: "Accepted: the operation goes on; poll it",
+};
+
+/** A documented JSON answer with its description (Fastify's content-type form of a response schema). */
+function json(description: string | undefined, body: ZodType) {
+  return { description: description ?? "OK", content: { "application/json": { schema: body } } };
+}
+
 function describe(route: RouteOptions, seen: SeenRoute[]): void {
   const methods = [route.method].flat();
   const method = methods[0] ?? "GET";
@@ -96,9 +107,12 @@ function describe(route: RouteOptions, seen: SeenRoute[]): void {
   if (security) schema.security ??= security;
   const answers = RESPONSES[`${method} ${route.url}`];
   if (answers && !schema.response) {
-    const response: Record<string, ZodType> = { ...answers };
-    response["4xx"] = errorBody;
-    response["5xx"] = errorBody;
+    const response: Record<string, unknown> = {};
+    // A 204 stays a bare schema: @fastify/swagger documents it without content.
+    for (const [status, body] of Object.entries(answers))
+      response[status] = status === "204" ? body : json(STATUS_WORDS[status], body);
+    response["4xx"] = json("Refused: the status and `detail` say why (docs/errors.md)", errorBody);
+    response["5xx"] = json("Unavailable (503: retry later) or failed", errorBody);
     schema.response = response;
   }
 }
