@@ -1,7 +1,7 @@
 // The gateway role's own small HTTP listener (RELAYCTL_GATEWAY_METRICS_LISTEN):
 // /metrics, /healthz and /readyz, for a role that otherwise speaks only gRPC.
 // Nothing else is served here; errors answer `{"detail"}` like the api.
-import Fastify, { type FastifyBaseLogger } from "fastify";
+import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { Logger } from "pino";
 import { installErrorHandling } from "../api/errors.js";
 import { serializerCompiler, validatorCompiler } from "../api/validation.js";
@@ -19,7 +19,10 @@ export async function startGatewayHttp(
   token: string | undefined,
   log: Logger,
 ): Promise<GatewayHttp> {
-  const app = Fastify({ loggerInstance: log as FastifyBaseLogger, disableRequestLogging: true });
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+  });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);

@@ -76,7 +76,7 @@ export const natsErrors = new Counter({
 
 export const dbErrors = new Counter({
   name: "relayctl_db_errors_total",
-  help: "Failed database queries: unavailable (connection lost, refused, no pooled connection) or query (any other)",
+  help: "Database failures: connect (a connection attempt failed), unavailable (a query failed for want of the database) or query (any other failed query)",
   labelNames: ["kind"] as const,
   registers: [registry],
 });
@@ -94,8 +94,11 @@ export function observeAgentsConnected(count: () => number): void {
   });
 }
 
-/** Counts the database's failed queries (knex's `query-error` event). */
+/** Counts the database's failed connection attempts (the pool's) and failed queries (knex's `query-error`). */
 export function countDbErrors(db: Knex): void {
+  // A connection that cannot be made fails before any query starts: the pool sees it, knex's event does not.
+  const pool = (db.client as { pool?: { on(event: "createFail", f: () => void): void } }).pool;
+  pool?.on("createFail", () => dbErrors.inc({ kind: "connect" }));
   db.on("query-error", (err: unknown) =>
     dbErrors.inc({ kind: isStoreUnavailable(err) ? "unavailable" : "query" }),
   );
