@@ -100,6 +100,14 @@ export async function createOperation(
   return { id, startedAt };
 }
 
+interface FinishingRow {
+  tenant_id: string;
+  server_id: string;
+  run_id: string | null;
+  operation_type: string;
+  started_at: number | string;
+}
+
 /** What finishOperation tells of the operation it ended (for metrics). */
 export interface FinishedOperation {
   operationType: string;
@@ -120,42 +128,34 @@ export async function finishOperation(
   serverId?: string,
 ): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
-  const op = await db("operations").where(where).first<
-    | {
-        tenant_id: string;
-        server_id: string;
-        run_id: string | null;
-        operation_type: string;
-        started_at: number | string;
-      }
-    | undefined
-  >("tenant_id", "server_id", "run_id", "operation_type", "started_at");
+  const op = await db("operations")
+    .where(where)
+    .first<FinishingRow | undefined>("tenant_id", "server_id", "run_id", "operation_type", "started_at");
   if (!op) return null;
   // Integer columns: store and hash the same numbers.
   const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
-  return db
-    .transaction((trx) =>
-      appendAuditEventAfter(trx, op.tenant_id, async () => {
-        const n = await trx("operations")
-          .where(where)
-          .update({
-            status: result.status,
-            delivery: "finished",
-            exit_code: result.exit_code,
-            stdout: result.stdout,
-            stderr: result.stderr,
-            duration_ms: result.duration_ms,
-            error: result.error ?? null,
-            result_detail: encodeDetail(result.detail),
-            completed_at: Date.now(),
-          });
-        if (n !== 1) return null;
-        // A deployment's steps and commit land with its final state, never apart.
-        if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
-        return completionEvent(id, op, result);
-      }),
-    )
-    .then((done) => (done ? { operationType: op.operation_type, startedAt: Number(op.started_at) } : null));
+  const done = await db.transaction((trx) =>
+    appendAuditEventAfter(trx, op.tenant_id, async () => {
+      const n = await trx("operations")
+        .where(where)
+        .update({
+          status: result.status,
+          delivery: "finished",
+          exit_code: result.exit_code,
+          stdout: result.stdout,
+          stderr: result.stderr,
+          duration_ms: result.duration_ms,
+          error: result.error ?? null,
+          result_detail: encodeDetail(result.detail),
+          completed_at: Date.now(),
+        });
+      if (n !== 1) return null;
+      // A deployment's steps and commit land with its final state, never apart.
+      if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
+      return completionEvent(id, op, result);
+    }),
+  );
+  return done ? { operationType: op.operation_type, startedAt: Number(op.started_at) } : null;
 }
 
 function completionEvent(
