@@ -23,7 +23,7 @@ node-deps: $(NPM_STAMP)
 # Debian packages the test harness runs as throwaway servers.
 system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
-		podman runc catatonit busybox-static
+		podman runc catatonit busybox-static systemd
 
 build: node-deps
 	npx tsc -b
