@@ -49,7 +49,8 @@ for (const ws of WORKSPACES) {
   const outdir = join(dir, "dist");
   if (oldestOutput(outdir) > newest(entryPoints)) continue;
   // tsc -b trusts its build info: without it, the next tsc -b rebuilds what esbuild wrote.
-  for (const info of ["tsconfig.tsbuildinfo", "dist/tsconfig.tsbuildinfo"]) rmSync(join(dir, info), { force: true });
+  for (const info of ["tsconfig.tsbuildinfo", "dist/tsconfig.tsbuildinfo"])
+    rmSync(join(dir, info), { force: true });
   await build({
     entryPoints,
     outdir,

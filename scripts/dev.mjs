@@ -356,7 +356,8 @@ async function smokeExec(state) {
 }
 
 async function main() {
-  if (!existsSync(AGENT_MAIN)) die(`${AGENT_MAIN} is missing: build first (node scripts/dev-build.mjs; \`make dev\` does)`);
+  if (!existsSync(AGENT_MAIN))
+    die(`${AGENT_MAIN} is missing: build first (node scripts/dev-build.mjs; \`make dev\` does)`);
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, onSignal);
   await checkPorts();
   // A dev.json left by an earlier run (killed, or still starting) must not pass for this one's.
