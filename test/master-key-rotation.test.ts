@@ -2,19 +2,27 @@
 // operator does it (docs/operating.md): pin the audit chain's key, dry-run,
 // rotate, restart every instance with the new key. Then a registry login still
 // works (the stored password opens under the new key and reaches a real
-// registry), every sealed value opens under the new key and none under the old
-// one, and the audit chain written before and after still verifies. Refusals
-// (a wrong old key, an unpinned audit key) write nothing.
+// registry), a deployment still fetches with the stored git credential from a
+// private git host and its container gets the stored env values (a real podman
+// agent), every sealed value opens under the new key and none under the old one,
+// and the audit chain written before and after still verifies. Refusals (a wrong
+// old key, an unpinned audit key) write nothing.
 import { createDecipheriv, randomBytes } from "node:crypto";
+import { basename, dirname, join } from "node:path";
 import test from "ava";
 import { run } from "@relayctl/devkit";
+import { Agent, enroll } from "./harness/agent";
 import { describe } from "./harness/assertions";
-import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { TEST_MASTER_KEY } from "./harness/control-plane";
+import { type GitHttpServer, startGitHttp } from "./harness/git-http";
+import { APP_PORT, createAppRepo } from "./harness/git-repo";
 import { type ApiTarget, api, request, waitForOperationEnd } from "./harness/http";
 import { cleanEnv } from "./harness/process";
 import { SERVER_MAIN, parseJsonOutput } from "./harness/programs";
+import { proxyGet } from "./harness/proxy-client";
 import { startRegistry } from "./harness/registry";
 
 const NEW_MASTER_KEY = randomBytes(32).toString("base64");
@@ -29,6 +37,10 @@ let apiKey: string;
 let registry: string;
 let credentialId: string;
 let pinnedAuditKey: string;
+let git: GitHttpServer;
+let appId: string;
+/** The podman agent that deploys (the cluster's own agent logs in with the daemon-less docker CLI). */
+let deployer: Agent;
 
 /** `relayctl-server admin <args>` with exactly these RELAYCTL_* variables; never throws. */
 async function admin(args: string[], env: Record<string, string>) {
@@ -91,17 +103,32 @@ test.before(async () => {
     body: { provider: "hetzner", provider_server_id: "4711", token: PROVIDER_TOKEN },
   });
   if (bound.status !== 200) throw new Error(`provider binding: ${describe(bound)}`);
+  const repo = await createAppRepo({ first: "rotated" });
+  git = await startGitHttp(dirname(repo.path), "deployer", GIT_PASSWORD);
+  const token = await c.admin(["create-join-token", "--tenant", c.tenantId, "--server-name", "deployer"]);
+  const stateDir = join(c.dir, "agent-deployer");
+  const server = await enroll(c.api.apiUrl, String(token.join_token), stateDir);
+  deployer = await new Agent(stateDir, c.dir, podmanAgentEnv).start();
+  const name = `rotated-${Math.random().toString(36).slice(2, 8)}`;
   const app = await manage(c, "/applications", {
     body: {
-      name: "rotated",
-      server_id: c.serverId,
-      linked_container_name: "rotated",
-      container_port: 8080,
-      git_repository: "https://git.example.test/rotated.git",
+      name,
+      server_id: server.server_id,
+      linked_container_name: name,
+      container_port: APP_PORT,
+      git_repository: git.url(basename(repo.path)),
       git_credential: { username: "deployer", password: GIT_PASSWORD },
+      build: { type: "dockerfile" },
     },
   });
   if (app.status !== 201) throw new Error(`application: ${describe(app)}`);
+  appId = String(app.json.id);
+  onCleanup(async () => {
+    await removeAppContainers(appId);
+    const images = await podman(["images", "-q", "--filter", `label=relayctl.application=${appId}`]);
+    const ids = [...new Set(images.stdout.split("\n").filter(Boolean))];
+    if (ids.length > 0) await podman(["rmi", "-f", ...ids]);
+  });
   const env = await manage(c, `/tenants/${c.tenantId}/applications/${app.json.id}/env`, {
     body: { variables: ENV_VALUES },
   });
@@ -188,10 +215,11 @@ test.serial(
         RELAYCTL_AUDIT_HMAC_KEY: pinnedAuditKey,
       };
     }
-    const mark = c.agent.proc.mark();
+    const marks = [c.agent.proc.mark(), deployer.proc.mark()];
     await c.gateway.restart("SIGTERM");
     await c.api.restart("SIGTERM");
-    await c.agent.waitForConnected(mark, 30_000);
+    await c.agent.waitForConnected(marks[0]!, 30_000);
+    await deployer.waitForConnected(marks[1]!, 30_000);
     const target = { baseUrl: c.api.apiUrl, key: c.key };
     const login = await api(target, "/registry-auth/login", {
       body: { server_id: c.serverId, credential_id: credentialId },
@@ -200,6 +228,22 @@ test.serial(
     const op = await waitForOperationEnd(target, String(login.json.operation_id), 30_000);
     t.like(op.json, { status: "completed", result: { exit_code: 0 } }, describe(op));
     t.regex(String((op.json.result as { stdout: string }).stdout), /Login Succeeded/);
+
+    // A deployment: the git credential and the env values open under the new key.
+    const started = await api(target, "/deploy", { body: { application_id: appId, timeout_seconds: 120 } });
+    t.is(started.status, 202, describe(started));
+    const deployed = await waitForOperationEnd(target, String(started.json.operation_id), 150_000);
+    t.like(deployed.json, { status: "completed", result: { exit_code: 0 } }, describe(deployed));
+    t.true(git.requests.some((r) => r.authorized && r.path.includes("git-upload-pack")));
+    const view = await manage(
+      target,
+      `/tenants/${c.tenantId}/applications/${appId}/deployments/${started.json.deployment_id}`,
+    );
+    const port = Number(view.json.host_port);
+    t.true(port > 0, describe(view));
+    const envOf = async (v: string) => (await proxyGet(port, "localhost", `/cgi-bin/env?${v}`)).body;
+    t.is(await envOf("DB_PASSWORD"), ENV_VALUES.DB_PASSWORD);
+    t.is(await envOf("GREETING"), ENV_VALUES.GREETING);
 
     // The trail spans both keys' lifetimes and verifies under the pinned key.
     const verified = await admin(["audit", "verify"], {
