@@ -13,9 +13,12 @@ help:
 	@echo "make action       bundle the deploy-sync action into action/dist (committed)"
 	@echo "make action-check fail when action/dist is stale"
 
-# npm ci only when the lockfile changed since the last install.
+# npm ci only when the lockfile changed since the last install. JOBS=max: node-gyp compiles
+# native modules on every core. native-cache.mjs keeps this machine's better-sqlite3 build where
+# the next clone's npm ci finds it (the slowest step of a first install; the script says why).
 $(NPM_STAMP): package-lock.json
-	npm ci --no-audit --no-fund
+	JOBS=max npm ci --no-audit --no-fund
+	@node scripts/native-cache.mjs
 	@touch $(NPM_STAMP)
 
 node-deps: $(NPM_STAMP)
@@ -23,7 +26,7 @@ node-deps: $(NPM_STAMP)
 # Debian packages the test harness runs as throwaway servers.
 system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
-		podman runc catatonit busybox-static
+		podman runc catatonit busybox-static systemd
 
 build: node-deps
 	npx tsc -b
@@ -44,7 +47,10 @@ action-check: node-deps
 lint: node-deps
 	npx biome check .
 
-dev: node-deps build
+# dev transpiles only what it runs (esbuild, about a second; scripts/dev-build.mjs):
+# type checks are `make build`'s and `make test`'s.
+dev: node-deps
+	@node scripts/dev-build.mjs
 	node scripts/dev.mjs
 
 # Test files are not part of the build; type-check them on their own. The action

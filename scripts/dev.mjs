@@ -2,8 +2,12 @@
 // make dev: runs the control plane in this process (api + gateway, SQLite, in-process bus) and one
 // local agent enrolled as server "local" as a child, prints both logs readably, and prints a curl
 // that runs a command through the automation API. State lives in <repo>/.relayctl: dev.db, agent/
-// and dev.json (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by
+// and state.json (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by
 // the next run.
+//
+// dev.json (the same fields) is the "ready" signal scripts wait for: it is removed at start and at
+// stop, and written (atomically, 0600) only once the agent is connected and an exec through the
+// API has come back completed, so a script that sees it gets a working exec on its first try.
 //
 //   node scripts/dev.mjs          run until Ctrl-C
 //   node scripts/dev.mjs --once   smoke check: start, exec `echo relayctl-dev-ok`, stop (also RELAYCTL_DEV_SMOKE=1)
@@ -11,13 +15,13 @@
 // RELAYCTL_DEV_PORT (default 8080) and RELAYCTL_DEV_GATEWAY_PORT (default 8443) move the listeners;
 // RELAYCTL_DEV_DIR (default <repo>/.relayctl) moves the state.
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
 import { createRequire } from "node:module";
 import net from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ProcessGroup, jsonAnswer, logFormatter, run } from "@relayctl/devkit";
+import { ProcessGroup, jsonAnswer, logFormatter, pollUntil, run } from "@relayctl/devkit";
 import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -37,6 +41,7 @@ const STATE_DIR = resolve(process.env.RELAYCTL_DEV_DIR || join(REPO, ".relayctl"
 const DB_FILE = join(STATE_DIR, "dev.db");
 const AGENT_DIR = join(STATE_DIR, "agent");
 const DEV_JSON = join(STATE_DIR, "dev.json");
+const STATE_JSON = join(STATE_DIR, "state.json");
 const API_PORT = portFromEnv("RELAYCTL_DEV_PORT", 8080);
 const GATEWAY_PORT = portFromEnv("RELAYCTL_DEV_GATEWAY_PORT", 8443);
 
@@ -169,6 +174,8 @@ async function shutdown(code, msg) {
   if (stopping) return;
   stopping = true;
   if (msg) (code === 0 ? say : (m) => console.error(`${paint("31;1", "[dev]")} ${m}`))(msg);
+  // No longer ready: a script must not find the file of a stopped run.
+  rmSync(DEV_JSON, { force: true });
   await group.stopAll("SIGTERM", STOP_GRACE_MS);
   await controlPlane?.stop();
   process.exit(code);
@@ -179,6 +186,7 @@ const fail = (msg) => shutdown(1, msg);
 function onSignal(sig) {
   if (!stopping) return shutdown(0, `${sig}: stopping the agent and the control plane`);
   // A second Ctrl-C while stopping: do not make anyone wait (the supervisor kills the agent at exit).
+  rmSync(DEV_JSON, { force: true });
   process.exit(130);
 }
 
@@ -206,14 +214,15 @@ async function checkPorts() {
   }
 }
 
-/** dev.json when the db and the enrolled agent it describes are still there, else null. */
+/** state.json (dev.json of older runs) when the db and the enrolled agent it describes are still there, else null. */
 function loadState() {
-  if (!existsSync(DEV_JSON)) return null;
+  const file = existsSync(STATE_JSON) ? STATE_JSON : existsSync(DEV_JSON) ? DEV_JSON : null;
+  if (!file) return null;
   let state;
   try {
-    state = JSON.parse(readFileSync(DEV_JSON, "utf8"));
+    state = JSON.parse(readFileSync(file, "utf8"));
   } catch {
-    say(`${DEV_JSON} is not valid JSON; starting over`);
+    say(`${file} is not valid JSON; starting over`);
     return null;
   }
   const missing = [
@@ -227,7 +236,7 @@ function loadState() {
     return null;
   }
   if (!state.automation_key || !state.server_id) {
-    say(`${DEV_JSON} lacks automation_key or server_id; starting over`);
+    say(`${file} lacks automation_key or server_id; starting over`);
     return null;
   }
   return state;
@@ -235,12 +244,25 @@ function loadState() {
 
 /** Clears everything of an earlier, partial or stale run so the first run starts clean. */
 async function wipeState() {
-  for (const f of [DEV_JSON, DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, `${DB_FILE}-journal`, AGENT_DIR]) {
+  for (const f of [
+    DEV_JSON,
+    STATE_JSON,
+    DB_FILE,
+    `${DB_FILE}-wal`,
+    `${DB_FILE}-shm`,
+    `${DB_FILE}-journal`,
+    AGENT_DIR,
+  ]) {
     await rm(f, { recursive: true, force: true });
   }
   await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
 }
 
+function writeState(state) {
+  return writeFileAtomic(STATE_JSON, `${JSON.stringify(state, null, 2)}\n`, 0o600);
+}
+
+/** The ready signal: only after readyCheck passed (see the header). */
 function writeDevJson(state) {
   return writeFileAtomic(DEV_JSON, `${JSON.stringify(state, null, 2)}\n`, 0o600);
 }
@@ -280,34 +302,50 @@ Run a command on the local server:
 ${ONCE ? "" : "\nCtrl-C stops both.\n"}`);
 }
 
-async function smokeExec(state) {
+/** POST /exec of `command` with the dev key: [status, parsed body or null, text]. */
+async function execThroughApi(state, command) {
   const res = await fetch(`${state.base_url}/api/automation/v1/exec`, {
     method: "POST",
     headers: { authorization: `Bearer ${state.automation_key}`, "content-type": "application/json" },
-    body: JSON.stringify({
-      server_id: state.server_id,
-      command: "echo relayctl-dev-ok",
-      timeout_seconds: 30,
-    }),
+    body: JSON.stringify({ server_id: state.server_id, command, timeout_seconds: 30 }),
   });
   const text = await res.text();
-  say(`POST /api/automation/v1/exec \`echo relayctl-dev-ok\` → ${res.status} ${text}`);
-  let result = null;
   try {
-    result = JSON.parse(text);
+    return [res.status, JSON.parse(text), text];
   } catch {
-    // reported below
+    return [res.status, null, text];
   }
+}
+
+/**
+ * Ready means a script's first exec works: the agent said "connected", and an exec through the
+ * API comes back completed. Until then a 409 (not connected yet) is retried; anything else stops.
+ */
+async function readyCheck(state) {
+  const answer = await pollUntil(
+    async () => {
+      const [status, body, text] = await execThroughApi(state, "true");
+      if (status === 409) return undefined;
+      return { ok: status === 200 && body?.status === "completed", text: `${status} ${text}` };
+    },
+    { what: "a first exec through the API to complete", timeoutMs: READY_TIMEOUT_MS, intervalMs: 50 },
+  );
+  if (!answer.ok) throw new Error(`not ready: POST /exec \`true\` → ${answer.text}`);
+}
+
+async function smokeExec(state) {
+  const [status, result, text] = await execThroughApi(state, "echo relayctl-dev-ok");
+  say(`POST /api/automation/v1/exec \`echo relayctl-dev-ok\` → ${status} ${text}`);
   const ok =
-    res.status === 200 &&
+    status === 200 &&
     result?.status === "completed" &&
     result.exit_code === 0 &&
     String(result.stdout).includes("relayctl-dev-ok");
   if (!ok) {
     const hint =
-      res.status === 401
-        ? ` (the key in ${DEV_JSON} is not accepted; delete ${STATE_DIR} to start over)`
-        : res.status >= 500
+      status === 401
+        ? ` (the key in ${STATE_JSON} is not accepted; delete ${STATE_DIR} to start over)`
+        : status >= 500
           ? ` (if ${STATE_DIR} was made by an older build, its database may predate a schema change: delete it to start over)`
           : "";
     return fail(
@@ -318,9 +356,12 @@ async function smokeExec(state) {
 }
 
 async function main() {
-  if (!existsSync(AGENT_MAIN)) die(`${AGENT_MAIN} is missing: build first (npx tsc -b; \`make dev\` does)`);
+  if (!existsSync(AGENT_MAIN))
+    die(`${AGENT_MAIN} is missing: build first (node scripts/dev-build.mjs; \`make dev\` does)`);
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, onSignal);
   await checkPorts();
+  // A dev.json left by an earlier run (killed, or still starting) must not pass for this one's.
+  rmSync(DEV_JSON, { force: true });
 
   let state = loadState();
   const gatewayUrl = `grpc://127.0.0.1:${GATEWAY_PORT}`;
@@ -340,8 +381,8 @@ async function main() {
   } else if (!state.api_key) {
     // dev.json of a build before API keys: add one, keep the rest.
     state = { ...state, api_key: await createApiKey(serverEnv) };
-    await writeDevJson(state);
-    say(`created an API key for tenant "${TENANT_NAME}"; wrote ${DEV_JSON}`);
+    await writeState(state);
+    say(`created an API key for tenant "${TENANT_NAME}"`);
   }
 
   serverEnv.RELAYCTL_MASTER_KEY = await devMasterKey();
@@ -364,11 +405,11 @@ async function main() {
       server_id: enrolled.server_id,
       server_name: enrolled.server_name ?? SERVER_NAME,
     };
-    await writeDevJson(state);
-    say(`enrolled server "${state.server_name}" (${state.server_id}); wrote ${DEV_JSON}`);
-  } else if (state.base_url !== baseUrl) {
+    await writeState(state);
+    say(`enrolled server "${state.server_name}" (${state.server_id})`);
+  } else if (state.base_url !== baseUrl || !existsSync(STATE_JSON)) {
     state = { ...state, base_url: baseUrl };
-    await writeDevJson(state);
+    await writeState(state);
   }
 
   // --gateway: the enrolled URL may name another port than this run's RELAYCTL_DEV_GATEWAY_PORT.
@@ -387,6 +428,9 @@ async function main() {
       );
     });
 
+  await readyCheck(state);
+  await writeDevJson(state);
+  say(`ready: wrote ${DEV_JSON}`);
   printReady(state, gatewayUrl);
   if (ONCE) await smokeExec(state);
 }

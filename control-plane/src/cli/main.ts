@@ -17,6 +17,7 @@ import {
 import { registerAgentCommands } from "./admin-agents.js";
 import { registerApplicationCommands } from "./admin-applications.js";
 import { registerAuditCommands } from "./admin-audit.js";
+import { registerMasterKeyCommands } from "./admin-master-key.js";
 import { registerUserCommands } from "./admin-users.js";
 
 const program = new Command()
@@ -93,6 +94,7 @@ registerAuditCommands(admin, withDb);
 registerApplicationCommands(admin, withDb);
 registerAgentCommands(admin, withDb);
 registerUserCommands(admin, withDb);
+registerMasterKeyCommands(admin, withDb);
 
 async function withDb(fn: (db: ReturnType<typeof openDb>) => Promise<unknown>): Promise<void> {
   const url = loadDatabaseUrl();

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Copies what the control plane needs at run time out of a built checkout (npm ci + tsc -b
+# control-plane done) into DIR: the built workspaces it loads and the production dependency
+# closure of @relayctl/control-plane (`npm ls --omit=dev`), nothing else (no sources, tests,
+# agent, dev tools). deploy/Dockerfile runs it in its build stage; with APP_FROM=context the
+# result is the build context itself (no network or compiler needed, as in the tests):
+#
+#   bash deploy/image-context.sh /tmp/ctx &&
+#   podman build --build-arg APP_FROM=context -f deploy/Dockerfile -t relayctl-server /tmp/ctx
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+DEST="$1"
+[ -f "$REPO/control-plane/dist/cli/main.js" ] || { echo "build first: npx tsc -b control-plane" >&2; exit 1; }
+mkdir -p "$DEST"
+cd "$REPO"
+cp package.json "$DEST/"
+for ws in control-plane proto reverse-proxy-sync; do
+  mkdir -p "$DEST/$ws"
+  cp "$ws/package.json" "$DEST/$ws/"
+  cp -a "$ws/dist" "$DEST/$ws/"
+done
+# Top-level packages of the closure; nested node_modules come with their parent. npm ls exits
+# non-zero on mere warnings (an extraneous package): judge it by what it lists.
+closure="$(npm ls --omit=dev --all --parseable -w @relayctl/control-plane 2>/dev/null || true)"
+grep -q "/node_modules/fastify$" <<<"$closure" || { echo "npm ls listed no dependencies: run npm ci first" >&2; exit 1; }
+sed -n "s|^$REPO/node_modules/||p" <<<"$closure" | grep -v '/node_modules/' | sort -u |
+  while read -r pkg; do
+    mkdir -p "$DEST/node_modules/$(dirname "$pkg")"
+    # Workspace links (@relayctl/*) stay relative symlinks into the copied workspaces.
+    cp -a "node_modules/$pkg" "$DEST/node_modules/$pkg"
+  done
+# Compiled dist/*.test.js and maps are not needed at run time.
+find "$DEST" -path "$DEST/node_modules" -prune -o \( -name '*.test.js' -o -name '*.map' -o -name '*.test.d.ts' \) -type f -print0 |
+  xargs -0 rm -f
+# better-sqlite3 (SQLite is for `make dev` only) keeps its sources and objects after building.
+bs="$DEST/node_modules/better-sqlite3"
+[ -d "$bs" ] && rm -rf "$bs/deps" "$bs/src" "$bs/build/Release/obj" "$bs/build/Release/obj.target" \
+  "$bs/build/Release/sqlite3.a" "$bs/build/Release/test_extension.node" "$bs/build/deps"
+exit 0

@@ -1,0 +1,195 @@
+// The control-plane image from deploy/Dockerfile, built and run with podman
+// (DESIGN.md, Facts). Nothing can be pulled here, so the runtime base is made
+// from this machine's own node binary and the shared libraries it links
+// (`ldd`), FROM scratch, and cached by content hash; the Dockerfile takes it as
+// BASE (operators keep the default node:20-bookworm-slim). The app comes from
+// deploy/image-context.sh (APP_FROM=context: the built tree, no npm or
+// compiler in the build). The image then runs the api role against the
+// harness's MariaDB and NATS on the host network: /healthz answers 200, the
+// image's own admin CLI makes a tenant and an API key, and authenticated calls
+// work. deploy/compose.yaml is checked against the image and the config.
+// podman keeps the context stage as build cache (one per distinct built tree),
+// so a second run with the same build reuses it.
+import { createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import test from "ava";
+import { run } from "@relayctl/devkit";
+import { parse } from "yaml";
+import { describe } from "./harness/assertions";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { podman } from "./harness/containers";
+import { request } from "./harness/http";
+import { sharedMariaDb } from "./harness/mariadb";
+import { sharedNats } from "./harness/nats";
+import { freePort } from "./harness/ports";
+import { REPO_ROOT } from "./harness/programs";
+import { pollUntil } from "./harness/wait";
+
+test.after.always(cleanupAll);
+
+const NODE = "/usr/bin/node";
+const suffix = Math.random().toString(36).slice(2, 8);
+const APP_IMAGE = `localhost/relayctl-test-server:${suffix}`;
+const MASTER_KEY = "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=";
+
+/** The files of a minimal node runtime: the binary, its shared libraries, CA certificates. */
+function runtimeFiles(): string[] {
+  const libs = execFileSync("ldd", [NODE], { encoding: "utf8" })
+    .split("\n")
+    .map((l) => /(\/\S+) \(0x/.exec(l)?.[1])
+    .filter((f): f is string => Boolean(f));
+  return [NODE, ...libs, "/etc/ssl/certs/ca-certificates.crt"];
+}
+
+/** localhost/relayctl-test-node20:<hash of those files>, built once per content. */
+async function nodeBaseImage(): Promise<string> {
+  const files = runtimeFiles();
+  const hash = createHash("sha256");
+  for (const f of files) hash.update(f).update(readFileSync(f));
+  const image = `localhost/relayctl-test-node20:${hash.digest("hex").slice(0, 16)}`;
+  if (
+    await podman(["image", "exists", image]).then(
+      () => true,
+      () => false,
+    )
+  )
+    return image;
+  const ctx = makeTempDir("node-base");
+  for (const f of files) {
+    const to = join(ctx, "rootfs", f === NODE ? "/usr/local/bin/node" : f);
+    mkdirSync(dirname(to), { recursive: true });
+    copyFileSync(f, to);
+  }
+  mkdirSync(join(ctx, "rootfs/tmp"), { mode: 0o1777 });
+  writeFileSync(
+    join(ctx, "Containerfile"),
+    "FROM scratch\nCOPY rootfs/ /\nENV PATH=/usr/local/bin:/usr/bin:/bin\n",
+  );
+  await podman(["build", "-q", "-t", image, ctx]);
+  return image;
+}
+
+let apiUrl: string;
+let apiKey: string;
+
+test.before(async () => {
+  const [base, nats, mariadb] = await Promise.all([nodeBaseImage(), sharedNats(), sharedMariaDb()]);
+  const ctx = makeTempDir("image-context");
+  await run("bash", [join(REPO_ROOT, "deploy/image-context.sh"), ctx], { timeoutMs: 120_000 });
+  onCleanup(() => podman(["rmi", "-f", APP_IMAGE]).then(() => undefined));
+  await podman([
+    "build",
+    "-q",
+    "--build-arg",
+    `BASE=${base}`,
+    "--build-arg",
+    "APP_FROM=context",
+    "-t",
+    APP_IMAGE,
+    "-f",
+    join(REPO_ROOT, "deploy/Dockerfile"),
+    ctx,
+  ]);
+
+  const db = await mariadb.createDatabase();
+  const port = await freePort();
+  apiUrl = `http://127.0.0.1:${port}`;
+  const env = [
+    `RELAYCTL_DATABASE_URL=${db.url}`,
+    `RELAYCTL_NATS_URL=${nats.url}`,
+    `RELAYCTL_MASTER_KEY=${MASTER_KEY}`,
+  ].flatMap((e) => ["-e", e]);
+  const name = `relayctl-test-api-${suffix}`;
+  onCleanup(() => podman(["rm", "-f", "-t", "0", name]).then(() => undefined));
+  await podman([
+    "run",
+    "-d",
+    "--init",
+    "--network",
+    "host",
+    "--name",
+    name,
+    ...env,
+    "-e",
+    "RELAYCTL_ROLE=api",
+    "-e",
+    `RELAYCTL_API_LISTEN=127.0.0.1:${port}`,
+    "-e",
+    "RELAYCTL_PUBLIC_GATEWAY_URLS=grpc://127.0.0.1:8443",
+    APP_IMAGE,
+  ]);
+  await pollUntil(
+    async () =>
+      (await request({ baseUrl: apiUrl }, "/healthz", { timeoutMs: 2_000 })).status === 200
+        ? true
+        : undefined,
+    { what: `the containerised api at ${apiUrl}/healthz`, timeoutMs: 60_000, intervalMs: 200 },
+  ).catch(async (err) => {
+    throw new Error(`${err.message}\n${(await podman(["logs", name]).catch((e) => e)).stdout ?? ""}`);
+  });
+
+  // The image's own admin CLI, one-shot containers on the same database.
+  const admin = async (args: string[]) => {
+    const out = await podman(["run", "--rm", "--network", "host", ...env, APP_IMAGE, "admin", ...args]);
+    return JSON.parse(out.stdout.trim().split("\n").pop()!) as Record<string, string>;
+  };
+  const tenant = await admin(["create-tenant", "--name", `image-${suffix}`]);
+  apiKey = (await admin(["create-api-key", "--tenant", tenant.tenant_id!, "--name", "ops"])).key!;
+});
+
+test("container image - the api role runs from the image: /healthz and authenticated calls work", async (t) => {
+  const health = await request({ baseUrl: apiUrl }, "/healthz");
+  t.is(health.status, 200, describe(health));
+  const headers = { "x-api-key": apiKey };
+  const tenant = await request({ baseUrl: apiUrl }, "/api/tenant", { key: null, headers });
+  t.is(tenant.status, 200, describe(tenant));
+  t.is(tenant.json.name, `image-${suffix}`);
+  const created = await request({ baseUrl: apiUrl }, "/api/automation-keys", {
+    key: null,
+    headers,
+    body: { name: "from-image" },
+  });
+  t.is(created.status, 201, describe(created));
+  t.regex(String(created.json.key), /^rca_/);
+  const refused = await request({ baseUrl: apiUrl }, "/api/tenant", {
+    key: null,
+    headers: { "x-api-key": "rck_nope" },
+  });
+  t.is(refused.status, 401, describe(refused));
+});
+
+test("container image - runs as uid 1000 and holds only the runtime tree", async (t) => {
+  const inspect = JSON.parse((await podman(["image", "inspect", APP_IMAGE])).stdout)[0].Config;
+  t.is(inspect.User, "1000:1000");
+  t.deepEqual(inspect.Entrypoint, ["node", "/opt/relayctl/control-plane/dist/cli/main.js"]);
+  t.deepEqual(Object.keys(inspect.ExposedPorts ?? {}).sort(), ["8080/tcp", "8443/tcp"]);
+  const ls = await podman([
+    "run",
+    "--rm",
+    "--entrypoint",
+    "node",
+    APP_IMAGE,
+    "-e",
+    "console.log(require('fs').readdirSync('/opt/relayctl').sort().join(' '))",
+  ]);
+  t.is(ls.stdout.trim(), "control-plane node_modules package.json proto reverse-proxy-sync");
+});
+
+test("container image - compose.yaml builds this Dockerfile and sets only real variables", (t) => {
+  const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8"), { merge: true });
+  const config = readFileSync(join(REPO_ROOT, "control-plane/src/config.ts"), "utf8");
+  const services = Object.entries(compose.services as Record<string, Record<string, unknown>>).filter(
+    ([, s]) => (s.build as { dockerfile?: string } | undefined)?.dockerfile === "deploy/Dockerfile",
+  );
+  const roles = services.map(([, s]) => (s.environment as Record<string, string>).RELAYCTL_ROLE);
+  t.deepEqual([...new Set(roles)].sort(), ["api", "gateway"]);
+  for (const [name, s] of services) {
+    const env = s.environment as Record<string, string>;
+    for (const key of Object.keys(env).filter((k) => k.startsWith("RELAYCTL_")))
+      t.true(config.includes(`${key}:`), `${name}: ${key} is not a control-plane setting`);
+    const port = env.RELAYCTL_ROLE === "api" ? "8080" : "8443";
+    for (const p of (s.ports as string[] | undefined) ?? []) t.true(p.endsWith(`:${port}`), `${name}: ${p}`);
+  }
+});
