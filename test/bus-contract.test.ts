@@ -42,6 +42,8 @@ const uuid = () => crypto.randomUUID();
 function execJob(operationId: string): Job {
   return {
     operationId,
+    traceContext: {},
+    requestId: "",
     kind: {
       $case: "exec",
       exec: {
@@ -83,6 +85,8 @@ for (const [name, open] of Object.entries(adapters)) {
     await dispatchWhenServed(bus.api, serverId, exec);
     const routeSync: Job = {
       operationId: uuid(),
+      traceContext: {},
+      requestId: "",
       kind: {
         $case: "routeSync",
         routeSync: {
