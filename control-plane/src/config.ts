@@ -160,6 +160,12 @@ const schema = z
      * deployment in commit statuses. @default unset (statuses carry no link)
      */
     RELAYCTL_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+    /**
+     * OpenTelemetry tracing: `otlp` exports spans over OTLP/HTTP to the standard
+     * OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT); `off` loads no SDK at all.
+     * @default off
+     */
+    RELAYCTL_TRACING: z.enum(["off", "otlp"]).default("off"),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -252,6 +258,7 @@ export interface Config {
   /** RELAYCTL_PUBLIC_URL without a trailing slash. */
   publicUrl: string | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+  tracing: Raw["RELAYCTL_TRACING"];
   /** People's sign-in and the OAuth server (accounts/config.ts). */
   accounts: AccountsConfig;
 }
@@ -368,6 +375,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: c.RELAYCTL_LOG_LEVEL,
+    tracing: c.RELAYCTL_TRACING,
     accounts,
   };
 }

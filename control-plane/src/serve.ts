@@ -1,5 +1,7 @@
 // `relayctl-server serve`: starts the api role, the gateway role or both, on a
 // shared database and job bus, and stops them cleanly on SIGINT/SIGTERM.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
@@ -19,6 +21,13 @@ import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
+import { logTracingState, startTracing, stopTracing } from "./tracing/index.js";
+import { traceQueries } from "./tracing/knex.js";
+
+/** OpenTelemetry service.name of each role. */
+const SERVICE_NAME = { api: "relayctl-api", gateway: "relayctl-gateway", all: "relayctl-server" } as const;
+/** control-plane/package.json's version: the file sits one level above both src/ and dist/. */
+const VERSION: string = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")).version;
 
 export interface Running {
   apiUrl?: string;
@@ -35,7 +44,10 @@ export async function serve(
   if (!auditKeys) throw new ConfigError(NO_KEY_MESSAGE);
   useAuditKeys(auditKeys);
   log.info({ source: auditKeys.source }, "audit chain keyed");
+  const serviceName = SERVICE_NAME[config.role];
+  startTracing(config.tracing, serviceName, VERSION);
   const db = openDb(config.databaseUrl);
+  traceQueries(db, config.databaseUrl.startsWith("sqlite:") ? "sqlite" : "mysql");
   await migrateWithRetry(db, log);
   const bus: JobBus =
     config.bus === "memory"
@@ -116,6 +128,7 @@ export async function serve(
     apiUrl = `http://${host}:${port}`;
     log.info({ url: apiUrl }, "api listening");
   }
+  logTracingState(log, serviceName);
 
   const stop = async () => {
     stopSweeper();
@@ -126,6 +139,7 @@ export async function serve(
     await acks?.flush();
     await bus.close().catch(() => {});
     await db.destroy().catch(() => {});
+    await stopTracing();
   };
   return { apiUrl, gatewayUrl: gateway?.url, stop } satisfies Running;
 }

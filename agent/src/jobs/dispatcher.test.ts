@@ -92,7 +92,12 @@ test("journal - an unsupported job kind is acked and fails", async (t) => {
   const dispatcher = await open(stateDir);
   t.teardown(() => dispatcher.close());
   const sent = recorder(dispatcher);
-  await dispatcher.handleJob({ operationId: "55555555-5555-4555-8555-555555555555", kind: undefined, traceContext: {}, requestId: "" });
+  await dispatcher.handleJob({
+    operationId: "55555555-5555-4555-8555-555555555555",
+    kind: undefined,
+    traceContext: {},
+    requestId: "",
+  });
   t.like(sent[1], { $case: "jobResult", jobResult: { status: JobStatus.JOB_STATUS_FAILED } });
 });
 
