@@ -36,6 +36,10 @@ export function traceQueries(db: Knex, system: "mysql" | "sqlite"): void {
       kind: SpanKind.CLIENT,
       attributes: { "db.system.name": system, "db.query.text": q.sql ?? "", "db.operation.name": q.method },
     });
+    // An audited write on MySQL is one round trip of several statements (audit-log.ts):
+    // the span is named by the first and counts them all.
+    const statements = (q.sql ?? "").split(/;\s*\n/).length;
+    if (statements > 1) span.setAttribute("db.operation.batch.size", statements);
     open.set(q.__knexQueryUid, span);
   });
   db.on("query-response", (_res: unknown, q: QueryEvent) => finish(q));
