@@ -18,6 +18,9 @@ const INTERNAL = 1;
 
 let otlp: OtlpReceiver;
 let c: Cluster;
+/** A receiver the untraced cluster is pointed at, and that cluster (tracing not turned on). */
+let idle: OtlpReceiver;
+let off: Cluster;
 
 /** Short batches so spans reach the receiver within a moment of ending. */
 const otelEnv = (receiver: OtlpReceiver) => ({
@@ -26,11 +29,15 @@ const otelEnv = (receiver: OtlpReceiver) => ({
 });
 
 test.before(async () => {
-  otlp = await startOtlpReceiver();
-  c = await startCluster({
-    serverEnv: { RELAYCTL_TRACING: "otlp", ...otelEnv(otlp) },
-    agentEnv: { RELAYCTL_AGENT_TRACING: "otlp", ...otelEnv(otlp) },
-  });
+  [otlp, idle] = await Promise.all([startOtlpReceiver(), startOtlpReceiver()]);
+  [c, off] = await Promise.all([
+    startCluster({
+      serverEnv: { RELAYCTL_TRACING: "otlp", ...otelEnv(otlp) },
+      agentEnv: { RELAYCTL_AGENT_TRACING: "otlp", ...otelEnv(otlp) },
+    }),
+    // The exporter's endpoint is set, but tracing is not turned on.
+    startCluster({ serverEnv: otelEnv(idle), agentEnv: otelEnv(idle) }),
+  ]);
 });
 test.after.always(cleanupAll);
 
@@ -72,14 +79,21 @@ test("tracing - one trace covers the API request, the database write, the NATS p
   assertCompleted(t, res, { exit_code: 0, stdout: "traced\n", stderr: "" });
   const operationId = String(res.json.operation_id);
 
+  // Each process exports on its own schedule: wait until every part has arrived.
+  const expected: ((s: ReceivedSpan) => boolean)[] = [
+    (s) => s.service === "relayctl-api" && s.kind === SERVER,
+    (s) => s.service === "relayctl-api" && s.kind === CLIENT && s.name === "INSERT operations",
+    (s) => s.service === "relayctl-api" && s.kind === PRODUCER,
+    (s) => s.service === "relayctl-gateway" && s.kind === CONSUMER,
+    (s) => s.service === "relayctl-agent" && s.kind === CONSUMER,
+    (s) => s.service === "relayctl-agent" && s.name === "command run",
+  ];
   const spans = await pollUntil(
     () => {
       const mine = otlp.spans.filter((s) => s.traceId === traceId);
-      return mine.some((s) => s.name === "command run") && mine.some((s) => s.kind === SERVER)
-        ? mine
-        : undefined;
+      return expected.every((match) => mine.some(match)) ? mine : undefined;
     },
-    { what: "the exec's spans at the OTLP receiver", timeoutMs: 20_000, intervalMs: 100 },
+    { what: "the exec's spans from api, gateway and agent", timeoutMs: 20_000, intervalMs: 100 },
   );
   const request = one(spans, "API request", (s) => s.kind === SERVER);
   t.is(request.service, "relayctl-api");
@@ -138,20 +152,26 @@ test("request id - X-Request-Id is answered back and names the exec's log lines 
   const operationId = String(res.json.operation_id);
 
   const tagged = (text: string) => jsonLines(text).filter((l) => l.req_id === requestId);
-  const agentLines = await pollUntil(
+  // The api's "request" line is written when the answer is done, the agent's after its result: poll.
+  const { agentLines, gatewayLines, apiLines } = await pollUntil(
     () => {
-      const lines = tagged(c.agent.logText());
-      return lines.some((l) => l.msg === "job finished") ? lines : undefined;
+      const found = {
+        agentLines: tagged(c.agent.logText()),
+        gatewayLines: tagged(c.gateway.logText()),
+        apiLines: tagged(c.api.logText()),
+      };
+      const all =
+        found.agentLines.some((l) => l.msg === "job finished") &&
+        found.gatewayLines.length > 0 &&
+        found.apiLines.some((l) => l.msg === "request");
+      return all ? found : undefined;
     },
-    { what: "the agent's log lines of the job", timeoutMs: 20_000, intervalMs: 100 },
+    { what: "log lines naming the request in api, gateway and agent", timeoutMs: 20_000, intervalMs: 100 },
   );
   t.true(agentLines.some((l) => l.msg === "job started" && l.operation_id === operationId));
-  t.true(
-    tagged(c.gateway.logText()).some((l) => l.msg === "job to agent" && l.operation_id === operationId),
-    "the gateway's line for the job names the request",
-  );
-  const apiLines = tagged(c.api.logText());
-  t.true(apiLines.length > 0 && apiLines.some((l) => l.msg === "request"), "the api's request line");
+  t.true(agentLines.some((l) => l.msg === "job finished" && l.operation_id === operationId));
+  t.true(gatewayLines.some((l) => l.msg === "job to agent" && l.operation_id === operationId));
+  t.true(apiLines.some((l) => l.msg === "request" && l.status === 200));
   // Each line names the request once: Fastify's binding and the mixin never both.
   const raw = c.api
     .logText()
@@ -173,9 +193,6 @@ test("request id - an insane X-Request-Id is replaced by a new one, and every an
 });
 
 test("tracing - off by default: no OTel SDK module is loaded and nothing is exported", async (t) => {
-  const receiver = await startOtlpReceiver();
-  // The exporter's endpoint is set, but tracing is not turned on.
-  const off = await startCluster({ serverEnv: otelEnv(receiver), agentEnv: otelEnv(receiver) });
   const res = await api(off, "/exec", {
     body: { server_id: off.serverId, command: "echo untraced", timeout_seconds: 30 },
     headers: { traceparent: `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-01` },
@@ -186,5 +203,5 @@ test("tracing - off by default: no OTel SDK module is loaded and nothing is expo
   }
   // A clean stop flushes every exporter there is: after it, anything exported has arrived.
   await off.stop();
-  t.is(receiver.requests, 0);
+  t.is(idle.requests, 0);
 });
