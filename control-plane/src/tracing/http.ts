@@ -1,6 +1,7 @@
 // Request ids and the server span of every API request, as one Fastify plugin:
 // onRequest enters the request's async context (its id for the logs, its span
-// for tracing) and answers X-Request-Id; onResponse ends the span.
+// for tracing) and answers X-Request-Id; onResponse ends the span. Register it
+// after startTracing (serve.ts does): whether to trace is decided then.
 import { AsyncResource } from "node:async_hooks";
 import { type Span, SpanKind, SpanStatusCode, context, trace } from "@opentelemetry/api";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
@@ -32,9 +33,11 @@ function startServerSpan(req: FastifyRequest): Span {
 }
 
 const plugin: FastifyPluginCallback = (app, _opts, next) => {
+  // Decided once: with tracing off the span hooks are not even registered.
+  const traced = tracingOn();
   app.addHook("onRequest", (req: Scoped, reply, done) => {
     reply.header("x-request-id", req.id);
-    const span = tracingOn() ? startServerSpan(req) : undefined;
+    const span = traced ? startServerSpan(req) : undefined;
     req[kSpan] = span;
     const enter = () =>
       withRequestId(req.id, () => {
@@ -53,15 +56,17 @@ const plugin: FastifyPluginCallback = (app, _opts, next) => {
     if (scope) scope.runInAsyncScope(done);
     else done();
   });
-  app.addHook("onResponse", (req: Scoped, reply, done) => {
-    const span = req[kSpan];
-    if (span) {
-      span.setAttribute("http.response.status_code", reply.statusCode);
-      if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-      span.end();
-    }
-    done();
-  });
+  if (traced) {
+    app.addHook("onResponse", (req: Scoped, reply, done) => {
+      const span = req[kSpan];
+      if (span) {
+        span.setAttribute("http.response.status_code", reply.statusCode);
+        if (reply.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+      }
+      done();
+    });
+  }
   next();
 };
 
