@@ -116,6 +116,7 @@ test("tracing - one trace covers the API request, the database write, the NATS p
 
   const publish = one(spans, "NATS publish", (s) => s.kind === PRODUCER);
   t.is(publish.service, "relayctl-api");
+  t.is(publish.name, "publish relayctl.v1.agent.{server_id}.job");
   t.is(publish.parentSpanId, request.spanId);
   t.is(publish.attributes["messaging.system"], "nats");
   t.is(publish.attributes["messaging.destination.name"], `relayctl.v1.agent.${c.serverId}.job`);
@@ -123,6 +124,7 @@ test("tracing - one trace covers the API request, the database write, the NATS p
 
   const gateway = one(spans, "gateway", (s) => s.service === "relayctl-gateway" && s.kind === CONSUMER);
   t.is(gateway.parentSpanId, publish.spanId, "traceparent travelled in the NATS headers");
+  t.is(gateway.name, "process relayctl.v1.agent.{server_id}.job");
   t.is(gateway.attributes["relayctl.operation_id"], operationId);
 
   const job = one(spans, "agent job", (s) => s.service === "relayctl-agent" && s.kind === CONSUMER);

@@ -6,7 +6,8 @@ import { type MsgHdrs, headers as natsHeaders } from "nats";
 import { activeTraceContext, contextFrom, inSpan, tracingOn } from "./index.js";
 import { withRequestId } from "./request-id.js";
 
-const JOB_SUBJECT = "relayctl.v1.agent.job";
+// The subject template, not the subject: span names stay few (the server id is an attribute).
+const JOB_SUBJECT = "relayctl.v1.agent.{server_id}.job";
 
 const attributes = (subject: string, operationId: string) => ({
   "messaging.system": "nats",
