@@ -14,7 +14,7 @@ let sdk: Sdk | undefined;
 
 /** `otlp`: loads and registers the SDK; `off`: nothing (the SDK is required lazily, never loaded). */
 export function startTracing(mode: "off" | "otlp", version: string): void {
-  if (mode === "off" || sdk) return;
+  if (mode !== "otlp" || sdk) return;
   const { startSdk } = require("./sdk.js") as typeof import("./sdk.js");
   sdk = startSdk(SERVICE_NAME, version);
 }

@@ -28,7 +28,7 @@ export const tracer = () => trace.getTracer("relayctl");
  * The SDK is required here, not imported at the top, so it is never loaded when off.
  */
 export function startTracing(mode: "off" | "otlp", serviceName: string, version: string): void {
-  if (mode === "off" || sdk) return;
+  if (mode !== "otlp" || sdk) return;
   const { startSdk } = require("./sdk.js") as typeof import("./sdk.js");
   sdk = startSdk(serviceName, version);
 }
