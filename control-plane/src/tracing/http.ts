@@ -3,7 +3,7 @@
 // for tracing) and answers X-Request-Id; onResponse ends the span. Register it
 // after startTracing (serve.ts does): whether to trace is decided then.
 import { AsyncResource } from "node:async_hooks";
-import { type Span, SpanKind, SpanStatusCode, context, trace } from "@opentelemetry/api";
+import { type Context, type Span, SpanKind, SpanStatusCode, context, trace } from "@opentelemetry/api";
 import type { FastifyPluginCallback, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { contextFrom, tracer, tracingOn } from "./index.js";
@@ -14,10 +14,11 @@ const kSpan = Symbol("relayctl.requestSpan");
 
 type Scoped = FastifyRequest & { [kScope]?: AsyncResource; [kSpan]?: Span };
 
-function startServerSpan(req: FastifyRequest): Span {
+/** The request's span, child of the caller's traceparent if any, and the context it makes. */
+function startServerSpan(req: FastifyRequest): { span: Span; ctx: Context } {
   const route = req.routeOptions.url ?? "unmatched";
   const parent = contextFrom(req.headers);
-  return tracer().startSpan(
+  const span = tracer().startSpan(
     `${req.method} ${route}`,
     {
       kind: SpanKind.SERVER,
@@ -30,6 +31,7 @@ function startServerSpan(req: FastifyRequest): Span {
     },
     parent,
   );
+  return { span, ctx: trace.setSpan(parent, span) };
 }
 
 const plugin: FastifyPluginCallback = (app, _opts, next) => {
@@ -37,15 +39,15 @@ const plugin: FastifyPluginCallback = (app, _opts, next) => {
   const traced = tracingOn();
   app.addHook("onRequest", (req: Scoped, reply, done) => {
     reply.header("x-request-id", req.id);
-    const span = traced ? startServerSpan(req) : undefined;
-    req[kSpan] = span;
+    const started = traced ? startServerSpan(req) : undefined;
+    req[kSpan] = started?.span;
     const enter = () =>
       withRequestId(req.id, () => {
         // Captures both stores (request id, OpenTelemetry context) for preValidation.
         req[kScope] = new AsyncResource("relayctl.request");
         done();
       });
-    if (span) context.with(trace.setSpan(contextFrom(req.headers), span), enter);
+    if (started) context.with(started.ctx, enter);
     else enter();
   });
   // The body is parsed in the socket's async context, not the request's: enter it

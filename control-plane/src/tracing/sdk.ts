@@ -2,6 +2,7 @@
 // file lazily): with tracing off no SDK module is ever loaded and the API stays
 // the no-op it is by default. Spans go out in batches over OTLP/HTTP to the
 // standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; OTEL_BSP_* tune the batches.
+// Twin of agent/src/tracing/sdk.ts: the agent and the control plane share no runtime package.
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BatchSpanProcessor, NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
