@@ -19,9 +19,18 @@ export function startTracing(mode: "off" | "otlp", version: string): void {
   sdk = startSdk(SERVICE_NAME, version);
 }
 
-/** Exports the spans still batched (call before exit). */
+/** A stop never waits on an unreachable collector longer than this. */
+const SHUTDOWN_MS = 2000;
+
+/** Exports the spans still batched (call before exit), for at most SHUTDOWN_MS. */
 export async function stopTracing(): Promise<void> {
-  await sdk?.shutdown().catch(() => {});
+  if (!sdk) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, SHUTDOWN_MS);
+  });
+  await Promise.race([sdk.shutdown().catch(() => {}), late]);
+  clearTimeout(timer);
   sdk = undefined;
 }
 

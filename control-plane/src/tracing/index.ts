@@ -33,9 +33,18 @@ export function startTracing(mode: "off" | "otlp", serviceName: string, version:
   sdk = startSdk(serviceName, version);
 }
 
-/** Exports the spans still batched (call before exit). */
+/** A stop never waits on an unreachable collector longer than this. */
+const SHUTDOWN_MS = 2000;
+
+/** Exports the spans still batched (call before exit), for at most SHUTDOWN_MS. */
 export async function stopTracing(): Promise<void> {
-  await sdk?.shutdown().catch(() => {});
+  if (!sdk) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, SHUTDOWN_MS);
+  });
+  await Promise.race([sdk.shutdown().catch(() => {}), late]);
+  clearTimeout(timer);
   sdk = undefined;
 }
 
