@@ -42,6 +42,9 @@ const uuid = () => crypto.randomUUID();
 function execJob(operationId: string): Job {
   return {
     operationId,
+    // The request id and trace context ride in the job itself, to the agent.
+    traceContext: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" },
+    requestId: "ci-run-42",
     kind: {
       $case: "exec",
       exec: {
@@ -83,6 +86,8 @@ for (const [name, open] of Object.entries(adapters)) {
     await dispatchWhenServed(bus.api, serverId, exec);
     const routeSync: Job = {
       operationId: uuid(),
+      traceContext: {},
+      requestId: "",
       kind: {
         $case: "routeSync",
         routeSync: {

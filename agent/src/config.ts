@@ -119,6 +119,11 @@ const schema = z
      * SIGTERM, so a stop takes a moment instead of the engine's 10 s). @default true
      */
     RELAYCTL_AGENT_DEPLOY_INIT: z.enum(["true", "false"]).default("true"),
+    /**
+     * OpenTelemetry tracing: `otlp` exports the agent's job spans over OTLP/HTTP to
+     * the standard OTEL_EXPORTER_OTLP_ENDPOINT; `off` loads no SDK at all. @default off
+     */
+    RELAYCTL_AGENT_TRACING: z.enum(["off", "otlp"]).default("off"),
     /** pino level; logs are JSON lines on stdout. @default info */
     RELAYCTL_AGENT_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -143,6 +148,7 @@ export interface AgentConfig {
   rebootCommand: string;
   bootIdFile: string;
   logLevel: LogLevel;
+  tracing: "off" | "otlp";
   proxy: ProxyConfig;
   deploy: DeployConfig;
 }
@@ -240,6 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
+    tracing: c.RELAYCTL_AGENT_TRACING,
     proxy: proxyConfig(c),
     deploy: {
       drainSeconds: c.RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS,

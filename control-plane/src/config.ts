@@ -172,6 +172,12 @@ const schema = z
      * where a firewall cannot tell it apart. @default unset (open; bind or firewall it)
      */
     RELAYCTL_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+    /**
+     * OpenTelemetry tracing: `otlp` exports spans over OTLP/HTTP to the standard
+     * OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT); `off` loads no SDK at all.
+     * @default off
+     */
+    RELAYCTL_TRACING: z.enum(["off", "otlp"]).default("off"),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -266,6 +272,7 @@ export interface Config {
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
   /** Prometheus metrics: the gateway role's HTTP listener (undefined: off) and the optional scrape token. */
   metrics: { gatewayListen: { host: string; port: number } | undefined; token: string | undefined };
+  tracing: Raw["RELAYCTL_TRACING"];
   /** People's sign-in and the OAuth server (accounts/config.ts). */
   accounts: AccountsConfig;
 }
@@ -389,6 +396,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           : splitHostPort(c.RELAYCTL_GATEWAY_METRICS_LISTEN),
       token: c.RELAYCTL_METRICS_TOKEN,
     },
+    tracing: c.RELAYCTL_TRACING,
     accounts,
   };
 }

@@ -1,5 +1,7 @@
 // `relayctl-server serve`: starts the api role, the gateway role or both, on a
 // shared database and job bus, and stops them cleanly on SIGINT/SIGTERM.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
@@ -21,6 +23,13 @@ import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
 import { type GatewayHttp, startGatewayHttp } from "./observability/gateway-http.js";
 import { countDbErrors, observeAgentsConnected } from "./observability/metrics.js";
+import { logTracingState, startTracing, stopTracing } from "./tracing/index.js";
+import { traceQueries } from "./tracing/knex.js";
+
+/** OpenTelemetry service.name of each role. */
+const SERVICE_NAME = { api: "relayctl-api", gateway: "relayctl-gateway", all: "relayctl-server" } as const;
+/** control-plane/package.json's version: the file sits one level above both src/ and dist/. */
+const VERSION: string = JSON.parse(readFileSync(join(__dirname, "..", "package.json"), "utf8")).version;
 
 export interface Running {
   apiUrl?: string;
@@ -39,8 +48,11 @@ export async function serve(
   if (!auditKeys) throw new ConfigError(NO_KEY_MESSAGE);
   useAuditKeys(auditKeys);
   log.info({ source: auditKeys.source }, "audit chain keyed");
+  const serviceName = SERVICE_NAME[config.role];
+  startTracing(config.tracing, serviceName, VERSION);
   const db = openDb(config.databaseUrl);
   countDbErrors(db);
+  traceQueries(db, config.databaseUrl.startsWith("sqlite:") ? "sqlite" : "mysql");
   await migrateWithRetry(db, log);
   const bus: JobBus =
     config.bus === "memory"
@@ -134,6 +146,7 @@ export async function serve(
     apiUrl = `http://${host}:${port}`;
     log.info({ url: apiUrl }, "api listening");
   }
+  logTracingState(log, serviceName);
 
   const stop = async () => {
     stopSweeper();
@@ -145,6 +158,7 @@ export async function serve(
     await acks?.flush();
     await bus.close().catch(() => {});
     await db.destroy().catch(() => {});
+    await stopTracing();
   };
   return { apiUrl, gatewayUrl: gateway?.url, metricsUrl: gatewayHttp?.url, stop } satisfies Running;
 }

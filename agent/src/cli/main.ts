@@ -10,6 +10,7 @@ import { EnrollError, enroll } from "../enrollment/enroll.js";
 import { Dispatcher } from "../jobs/dispatcher.js";
 import { createLogger } from "../log.js";
 import { PtyRunner } from "../runner/pty-runner.js";
+import { logTracingState, startTracing, stopTracing } from "../tracing/index.js";
 import { AGENT_VERSION } from "../version.js";
 import { warnAboutHost } from "./host-checks.js";
 
@@ -49,6 +50,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
   const enrolled = await readAgentFile(stateDir).catch((err: Error) => fail(err.message, 1));
 
   const log = createLogger(cfg.logLevel);
+  startTracing(cfg.tracing, AGENT_VERSION);
   const runner = new PtyRunner({
     shell: cfg.shell,
     outputCapBytes: cfg.outputCapBytes,
@@ -78,6 +80,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
   log.info({ version: AGENT_VERSION, server_id: enrolled.server_id, state_dir: stateDir }, "agent starting");
   warnAboutHost(cfg.proxy, log);
   connection.start();
+  logTracingState(log);
 
   // Commands still running die with the pty when we exit; the journal turns them
   // into "outcome unknown" results on the next start.
@@ -86,6 +89,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     await connection.stop();
     await runner.close();
     await dispatcher.close();
+    await stopTracing();
     process.exit(0);
   };
   process.once("SIGTERM", () => void shutdown("SIGTERM"));

@@ -66,6 +66,8 @@ const job = (operationId: string, command: string): GatewayMessage => ({
     $case: "job",
     job: {
       operationId,
+      traceContext: {},
+      requestId: "",
       kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30 } },
     },
   } satisfies { $case: "job"; job: Job },

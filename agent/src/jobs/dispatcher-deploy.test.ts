@@ -18,6 +18,8 @@ const SECRET = "env-value-never-sent-1234";
 function deployJob(operationId: string, repository: string): Job {
   return {
     operationId,
+    traceContext: {},
+    requestId: "",
     kind: {
       $case: "deploy",
       deploy: {

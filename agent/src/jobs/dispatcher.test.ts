@@ -14,6 +14,8 @@ const open = (stateDir: string) => Dispatcher.open({ stateDir, runner, log: sile
 
 const execJob = (operationId: string, command: string): Job => ({
   operationId,
+  traceContext: {},
+  requestId: "",
   kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30 } },
 });
 
@@ -90,7 +92,12 @@ test("journal - an unsupported job kind is acked and fails", async (t) => {
   const dispatcher = await open(stateDir);
   t.teardown(() => dispatcher.close());
   const sent = recorder(dispatcher);
-  await dispatcher.handleJob({ operationId: "55555555-5555-4555-8555-555555555555", kind: undefined });
+  await dispatcher.handleJob({
+    operationId: "55555555-5555-4555-8555-555555555555",
+    kind: undefined,
+    traceContext: {},
+    requestId: "",
+  });
   t.like(sent[1], { $case: "jobResult", jobResult: { status: JobStatus.JOB_STATUS_FAILED } });
 });
 
@@ -99,6 +106,8 @@ test("reboot - acked, no result, done in the journal first: no rerun and no 'out
   const counter = join(stateDir, "reboots");
   const job: Job = {
     operationId: "77777777-7777-4777-8777-777777777777",
+    traceContext: {},
+    requestId: "",
     kind: { $case: "reboot", reboot: { reason: "api" } },
   };
   const first = await Dispatcher.open({

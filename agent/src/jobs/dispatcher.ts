@@ -15,6 +15,7 @@ import { Deployer } from "../deploy/deployer.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../runner/runner.js";
+import { traceJob } from "../tracing/index.js";
 import { runRegistryLoginJob, runRegistryLogoutJob, runRestartJob } from "./container.js";
 import { failedResult, runExecJob } from "./exec.js";
 import { Journal } from "./journal.js";
@@ -122,7 +123,7 @@ export class Dispatcher {
       return;
     }
     if (this.journal.has(id)) return this.#duplicate(id);
-    const run = this.#run(job).finally(() => this.#running.delete(id));
+    const run = traceJob(job, () => this.#run(job)).finally(() => this.#running.delete(id));
     this.#running.set(id, run);
     return run;
   }
@@ -162,19 +163,21 @@ export class Dispatcher {
 
   async #run(job: Job): Promise<void> {
     const id = job.operationId;
+    // The API request that started the job names every line logged for it.
+    const log = job.requestId ? this.log.child({ req_id: job.requestId.slice(0, 128) }) : this.log;
     try {
       this.journal.start(id); // durable before the ack: an acked job is never run twice
     } catch (err) {
       this.journal.forget(id);
-      this.log.error({ operation_id: id, err }, "cannot journal job; not acked");
+      log.error({ operation_id: id, err }, "cannot journal job; not acked");
       return;
     }
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
-    this.log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
+    log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
     if (job.kind?.$case === "reboot") return this.#reboot(id);
     const result = await this.#execute(job);
     await this.#finish(result);
-    this.log.info({ operation_id: id, status: result.status, exit_code: result.exitCode }, "job finished");
+    log.info({ operation_id: id, status: result.status, exit_code: result.exitCode }, "job finished");
   }
 
   /**

@@ -1,6 +1,7 @@
 // An ExecJob from the gateway → one run of the command runner → a JobResult.
 import { type ExecJob, type JobResult, JobStatus } from "@relayctl/proto";
 import type { CommandRunner, RunStatus } from "../runner/runner.js";
+import { traceCommand } from "../tracing/index.js";
 
 const STATUS: Record<RunStatus, JobStatus> = {
   completed: JobStatus.JOB_STATUS_COMPLETED,
@@ -13,12 +14,14 @@ export async function runExecJob(
   operationId: string,
   job: ExecJob,
 ): Promise<JobResult> {
-  const outcome = await runner.run({
-    command: job.command,
-    workingDirectory: job.workingDirectory,
-    env: job.env,
-    deadlineSeconds: job.deadlineSeconds,
-  });
+  const outcome = await traceCommand(() =>
+    runner.run({
+      command: job.command,
+      workingDirectory: job.workingDirectory,
+      env: job.env,
+      deadlineSeconds: job.deadlineSeconds,
+    }),
+  );
   return {
     operationId,
     status: STATUS[outcome.status],

@@ -12,6 +12,8 @@ import { authorizePage } from "../oauth/authorize-page.js";
 import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
 import { setupRoute } from "../github/routes.js";
+import { requestTracing } from "../tracing/http.js";
+import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
 import { webhookRoute } from "../github/webhook-route.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import { automationApi } from "./automation/index.js";
@@ -38,7 +40,15 @@ export async function buildApi(
   const app = Fastify({
     loggerInstance: log.child({ component: "api" }) as FastifyBaseLogger,
     // One debug line per request (onResponse below) instead of two info lines.
-    logController: new LogController({ disableRequestLogging: true }),
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "req_id" }),
+    // The caller's X-Request-Id when sane (tracing/request-id.ts), else a UUID.
+    genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
+    childLoggerFactory: (logger, bindings, opts) => {
+      const child = logger.child(bindings, opts);
+      // Bound here already: the logger's mixin must not add req_id a second time.
+      Object.assign(child, { [BOUND_REQUEST_ID]: true });
+      return child;
+    },
     trustProxy: trustProxy(ctx.config.trustProxy),
     bodyLimit: 1024 * 1024,
     // A slow client (headers or body trickled) is answered 408 and cut off;
@@ -57,6 +67,7 @@ export async function buildApi(
   // Observability first: the OpenAPI hook and the request timer must see every route.
   await installOpenApi(app);
   await app.register(httpMetrics);
+  await app.register(requestTracing);
   // JSON only: without this, text/plain bodies would be parsed as strings and
   // reach validation instead of getting a 415.
   app.removeContentTypeParser("text/plain");

@@ -13,6 +13,7 @@ import {
 } from "nats";
 import type { NatsOptions } from "../config.js";
 import { natsErrors } from "../observability/metrics.js";
+import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
 import { codec } from "./codec.js";
 import {
   BusUnavailableError,
@@ -102,9 +103,10 @@ class NatsBus implements JobBus {
   async dispatch(serverId: string, job: Job): Promise<DispatchOutcome> {
     this.ensureConnected();
     try {
-      const reply = await this.nc.request(subjects.job(serverId), codec.job.encode(job), {
-        timeout: DISPATCH_ACK_TIMEOUT_MS,
-      });
+      const subject = subjects.job(serverId);
+      const reply = await tracedJobRequest(subject, job.operationId, (headers) =>
+        this.nc.request(subject, codec.job.encode(job), { timeout: DISPATCH_ACK_TIMEOUT_MS, headers }),
+      );
       return codec.reply.decode(reply.data) ? "on_stream" : "not_connected";
     } catch (err) {
       const code = (err as { code?: string }).code;
@@ -170,7 +172,7 @@ class NatsBus implements JobBus {
           msg.respond(codec.reply.encode(false));
           return;
         }
-        handler(job).then(
+        tracedJobHandling(msg.subject, job, msg.headers, () => handler(job)).then(
           (onStream) => msg.respond(codec.reply.encode(onStream)),
           (e) => {
             this.log.error({ err: e, server_id: serverId }, "job handler failed");

@@ -4,6 +4,7 @@
 // kept (in memory only: they may hold env values) and re-sent on its next stream.
 import type { Logger } from "pino";
 import type { JobBus, Job, Unsubscribe } from "../bus/job-bus.js";
+import { activeTraceContext, tracingOn } from "../tracing/index.js";
 
 export interface StreamHandle {
   readonly connectionId: string;
@@ -75,12 +76,15 @@ export class StreamRegistry {
   private deliver(serverId: string, job: Job): boolean {
     const current = this.held.get(serverId);
     if (!current) return false;
+    // The agent's spans are children of this gateway's (kept for a re-send too).
+    if (tracingOn()) job.traceContext = activeTraceContext();
     const pending = this.unacked.get(serverId) ?? new Map();
     this.unacked.set(serverId, pending);
     pending.set(job.operationId, { job, at: Date.now() });
     const sent = current.stream.sendJob(job);
     // A refused job is answered "not connected" and recorded failed: never re-send it.
     if (!sent) pending.delete(job.operationId);
+    this.log.debug({ operation_id: job.operationId, server_id: serverId, on_stream: sent }, "job to agent");
     return sent;
   }
 

@@ -22,6 +22,7 @@ import {
   type JobKind,
   type OperationDone,
 } from "../bus/job-bus.js";
+import { currentRequestId } from "../tracing/request-id.js";
 import {
   type FinalResult,
   type FinalStatus,
@@ -164,7 +165,8 @@ export class OperationService {
     const timer = dispatchDuration.startTimer();
     try {
       if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);
-      const job: Job = { operationId: op.id, kind };
+      // The trace context is the bus's to add (NATS headers), then the gateway's.
+      const job: Job = { operationId: op.id, kind, traceContext: {}, requestId: currentRequestId() ?? "" };
       const outcome = await this.bus.dispatch(op.server.id, job);
       timer({ outcome });
       if (outcome === "on_stream") return { state: "on_stream", op, waiter };

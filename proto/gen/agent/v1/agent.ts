@@ -360,6 +360,23 @@ export interface Job {
     | { $case: "routeSync"; routeSync: RouteSyncJob }
     | { $case: "deploy"; deploy: DeployJob }
     | undefined;
+  /**
+   * W3C trace context (`traceparent`, `tracestate`) of the gateway's span for
+   * this job: the agent's spans join the trace of the request that started it.
+   * Empty when tracing is off. (The stream is long-lived, so per-job context
+   * cannot ride in gRPC metadata.)
+   */
+  traceContext: { [key: string]: string };
+  /**
+   * The id of the API request that started the operation (X-Request-Id), so the
+   * agent's log lines for the job carry it. Empty for jobs no request started.
+   */
+  requestId: string;
+}
+
+export interface Job_TraceContextEntry {
+  key: string;
+  value: string;
 }
 
 export interface ExecJob {
@@ -2476,7 +2493,7 @@ export const Welcome: MessageFns<Welcome> = {
 };
 
 function createBaseJob(): Job {
-  return { operationId: "", kind: undefined };
+  return { operationId: "", kind: undefined, traceContext: {}, requestId: "" };
 }
 
 export const Job: MessageFns<Job> = {
@@ -2506,6 +2523,12 @@ export const Job: MessageFns<Job> = {
       case "deploy":
         DeployJob.encode(message.kind.deploy, writer.uint32(66).fork()).join();
         break;
+    }
+    globalThis.Object.entries(message.traceContext).forEach(([key, value]: [string, string]) => {
+      Job_TraceContextEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
+    });
+    if (message.requestId !== "") {
+      writer.uint32(82).string(message.requestId);
     }
     return writer;
   },
@@ -2593,6 +2616,25 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "deploy", deploy: DeployJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            const entry9 = Job_TraceContextEntry.decode(reader, reader.uint32());
+            if (entry9.value !== undefined) {
+              message.traceContext[entry9.key] = entry9.value;
+            }
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.requestId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2639,6 +2681,38 @@ export const Job: MessageFns<Job> = {
                         : isSet(object.deploy)
                           ? { $case: "deploy", deploy: DeployJob.fromJSON(object.deploy) }
                           : undefined,
+      traceContext: isObject(object.traceContext)
+        ? (globalThis.Object.entries(object.traceContext) as [string, any][]).reduce(
+            (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+              globalThis.Object.defineProperty(acc, key, {
+                value: globalThis.String(value),
+                enumerable: true,
+                configurable: true,
+                writable: true,
+              });
+              return acc;
+            },
+            {},
+          )
+        : isObject(object.trace_context)
+          ? (globalThis.Object.entries(object.trace_context) as [string, any][]).reduce(
+              (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+                globalThis.Object.defineProperty(acc, key, {
+                  value: globalThis.String(value),
+                  enumerable: true,
+                  configurable: true,
+                  writable: true,
+                });
+                return acc;
+              },
+              {},
+            )
+          : {},
+      requestId: isSet(object.requestId)
+        ? globalThis.String(object.requestId)
+        : isSet(object.request_id)
+          ? globalThis.String(object.request_id)
+          : "",
     };
   },
 
@@ -2661,6 +2735,18 @@ export const Job: MessageFns<Job> = {
       obj.routeSync = RouteSyncJob.toJSON(message.kind.routeSync);
     } else if (message.kind?.$case === "deploy") {
       obj.deploy = DeployJob.toJSON(message.kind.deploy);
+    }
+    if (message.traceContext) {
+      const entries = globalThis.Object.entries(message.traceContext) as [string, string][];
+      if (entries.length > 0) {
+        obj.traceContext = {};
+        entries.forEach(([k, v]) => {
+          obj.traceContext[k] = v;
+        });
+      }
+    }
+    if (message.requestId !== "") {
+      obj.requestId = message.requestId;
     }
     return obj;
   },
@@ -2721,6 +2807,100 @@ export const Job: MessageFns<Job> = {
         break;
       }
     }
+    message.traceContext = (
+      globalThis.Object.entries(object.traceContext ?? {}) as [string, string][]
+    ).reduce((acc: { [key: string]: string }, [key, value]: [string, string]) => {
+      if (value !== undefined) {
+        acc[key] = globalThis.String(value);
+      }
+      return acc;
+    }, {});
+    message.requestId = object.requestId ?? "";
+    return message;
+  },
+};
+
+function createBaseJob_TraceContextEntry(): Job_TraceContextEntry {
+  return { key: "", value: "" };
+}
+
+export const Job_TraceContextEntry: MessageFns<Job_TraceContextEntry> = {
+  encode(message: Job_TraceContextEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Job_TraceContextEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseJob_TraceContextEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): Job_TraceContextEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: Job_TraceContextEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<Job_TraceContextEntry>, I>>(base?: I): Job_TraceContextEntry {
+    return Job_TraceContextEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Job_TraceContextEntry>, I>>(object: I): Job_TraceContextEntry {
+    const message = createBaseJob_TraceContextEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
     return message;
   },
 };
