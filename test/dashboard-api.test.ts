@@ -1,0 +1,136 @@
+// The dashboard's API over plain HTTP, the way its pages call it: the web
+// session cookie admitted on /api/* as the signed-in person (role, audit,
+// tenant scope), the CSRF header on every change, an explicit credential
+// header winning over the cookie; and the endpoints the pages need (servers'
+// live state, join tokens, API keys, activity, audit chain state, the person's
+// own sessions and CLI logins).
+import test from "ava";
+import { assertError, describe } from "./harness/assertions";
+import { cleanupAll } from "./harness/cleanup";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { exec, request } from "./harness/http";
+import { Browser, type Person, createOwner } from "./harness/people";
+import { type Dash, auditEvents, signInDash } from "./harness/dashboard-session";
+
+let c: Cluster;
+let owner: Person;
+let dash: Dash;
+
+test.before(async () => {
+  c = await startCluster();
+  owner = await createOwner(c.db.url, c.tenantId);
+  dash = await signInDash(c.baseUrl, owner);
+});
+test.after.always(cleanupAll);
+
+/** An owner's invite, accepted on its page: a signed-in member. */
+async function member(): Promise<Dash> {
+  const email = `member-${Math.random().toString(36).slice(2, 8)}@example.test`;
+  const r = await dash.call("POST", "/api/users/invites", { email, role: "member" });
+  if (r.status !== 201) throw new Error(`invite: ${describe(r)}`);
+  const password = `pw-${Math.random().toString(36).slice(2)}-long`;
+  const accepted = await new Browser(c.baseUrl).post(new URL(String(r.json.invite_url)).pathname, {
+    password,
+  });
+  if (accepted.status !== 201) throw new Error(`accept: ${accepted.status}`);
+  return signInDash(c.baseUrl, { email, password });
+}
+
+test("dashboard - GET /api/me with the session cookie: the person, the tenant and the CSRF token", async (t) => {
+  const me = await dash.call("GET", "/api/me");
+  t.is(me.status, 200, describe(me));
+  t.is(me.json.type, "user");
+  t.like(me.json.user as object, { id: owner.id, email: owner.email, role: "owner" });
+  t.deepEqual(me.json.tenant, { id: c.tenantId, name: me.json.tenant_name });
+  t.is(me.json.csrf_token, dash.csrf);
+  t.regex(dash.csrf, /^[A-Za-z0-9_-]{43}$/);
+  // Without a cookie: 401 (the pages then go to /login?next=...).
+  assertError(t, await request(c, "/api/me", { key: null }), 401, /X-API-Key/);
+  // A header credential's /api/me has no CSRF token.
+  const key = await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "me-check"]);
+  const byKey = await request(c, "/api/me", { key: null, headers: { "x-api-key": String(key.key) } });
+  t.is(byKey.json.type, "api_key");
+  t.false("csrf_token" in byKey.json);
+  t.deepEqual(byKey.json.tenant, me.json.tenant);
+});
+
+test("dashboard - a cookie request that changes something without the CSRF header is 403 and changes nothing", async (t) => {
+  const name = `csrf-${Date.now()}`;
+  assertError(
+    t,
+    await dash.call("POST", "/api/automation-keys", { name }, { csrf: null }),
+    403,
+    "missing or invalid X-CSRF-Token header: send the csrf_token of GET /api/me",
+  );
+  assertError(
+    t,
+    await dash.call("POST", "/api/automation-keys", { name }, { csrf: "x".repeat(43) }),
+    403,
+    /CSRF/,
+  );
+  const list = await dash.call("GET", "/api/automation-keys");
+  t.false((list.json.automation_keys as { name: string }[]).some((k) => k.name === name));
+  // The refusal is a security event of the person.
+  const refused = await auditEvents(c, "auth.refused");
+  t.true(refused.some((e) => e.payload.code === "RC_ERR_CSRF" && e.payload.actor.user_id === owner.id));
+
+  // With the header: created, and audited with the person as the actor.
+  const created = await dash.call("POST", "/api/automation-keys", { name });
+  t.is(created.status, 201, describe(created));
+  const ev = (await auditEvents(c, "automation_key.created")).find((e) => e.payload.key_name === name);
+  t.like(ev?.payload.actor, { key_type: "user", user_id: owner.id, email: owner.email });
+});
+
+test("dashboard - an explicit credential header wins over the cookie, and needs no CSRF token", async (t) => {
+  // A bad header with a good cookie: the header is judged (401), not the cookie.
+  assertError(
+    t,
+    await dash.call("GET", "/api/me", undefined, { headers: { "x-api-key": "rck_bogus" } }),
+    401,
+    "invalid API key",
+  );
+  assertError(
+    t,
+    await dash.call("GET", "/api/servers", undefined, { headers: { authorization: `Bearer ${c.key}` } }),
+    401,
+    /X-API-Key/,
+  );
+  const key = await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "header-wins"]);
+  const made = await request(c, "/api/automation-keys", {
+    key: null,
+    headers: { "x-api-key": String(key.key) },
+    body: { name: `by-key-${Date.now()}` },
+  });
+  t.is(made.status, 201, describe(made));
+});
+
+test("dashboard - the cookie is admitted on operation reads of the Automation API, never on its runs", async (t) => {
+  const run = await exec(c, { server_id: c.serverId, command: "echo hi", run_id: "dash-read" });
+  t.is(run.status, 200, describe(run));
+  const one = await dash.call("GET", `/api/automation/v1/operations/${run.json.operation_id}`);
+  t.is(one.status, 200, describe(one));
+  t.like(one.json.result as object, { exit_code: 0, stdout: "hi\n" });
+  const listed = await dash.call("GET", "/api/automation/v1/operations?run_id=dash-read");
+  t.is((listed.json.operations as unknown[]).length, 1);
+  assertError(
+    t,
+    await dash.call("POST", "/api/automation/v1/exec", { server_id: c.serverId, command: "true" }),
+    401,
+    /Authorization/,
+  );
+});
+
+test("dashboard - a member's cookie may read but not manage credentials; a signed-out cookie is 401", async (t) => {
+  const m = await member();
+  t.is((await m.call("GET", "/api/servers")).status, 200);
+  assertError(
+    t,
+    await m.call("POST", "/api/automation-keys", { name: "nope" }),
+    403,
+    "POST /api/automation-keys needs the owner role; you are a member",
+  );
+  const out = await m.browser.post("/logout", { csrf_token: m.csrf });
+  t.regex(out.url, /\/login$/);
+  m.browser.cookies.set("relayctl_session", m.sessionToken);
+  assertError(t, await m.call("GET", "/api/me"), 401, "not signed in: the session has ended, sign in again");
+});
