@@ -9,6 +9,7 @@ import { assertError, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { exec, request } from "./harness/http";
+import { pollUntil } from "./harness/wait";
 import { Browser, type Person, createOwner } from "./harness/people";
 import { type Dash, auditEvents, signInDash } from "./harness/dashboard-session";
 
@@ -133,4 +134,48 @@ test("dashboard - a member's cookie may read but not manage credentials; a signe
   t.regex(out.url, /\/login$/);
   m.browser.cookies.set("relayctl_session", m.sessionToken);
   assertError(t, await m.call("GET", "/api/me"), 401, "not signed in: the session has ended, sign in again");
+});
+
+interface ServerView {
+  id: string;
+  name: string;
+  connected: boolean;
+  agent_version: string | null;
+  last_seen_at: string | null;
+}
+
+async function servers(): Promise<ServerView[]> {
+  const r = await dash.call("GET", "/api/servers");
+  if (r.status !== 200) throw new Error(`GET /api/servers: ${describe(r)}`);
+  return r.json.servers as ServerView[];
+}
+
+test("dashboard - GET /api/servers says which agents hold a stream now, across instances", async (t) => {
+  const idle = await c.addServer({ start: false });
+  const live = await c.addServer({ start: true });
+  const list = await servers();
+  t.like(
+    list.find((s) => s.id === c.serverId),
+    { connected: true, name: c.serverName },
+  );
+  t.like(
+    list.find((s) => s.id === live.serverId),
+    { connected: true },
+  );
+  t.like(
+    list.find((s) => s.id === idle.serverId),
+    { connected: false, last_seen_at: null },
+  );
+  t.truthy(list.find((s) => s.id === live.serverId)?.agent_version);
+  // The agent dies: its server reads as not connected, though it was seen a moment ago.
+  await live.agent!.kill("SIGKILL");
+  const after = await pollUntil(
+    async () => {
+      const s = (await servers()).find((x) => x.id === live.serverId);
+      return s && !s.connected ? s : undefined;
+    },
+    { what: "the killed agent's server to read not connected", timeoutMs: 20_000, intervalMs: 100 },
+  );
+  t.truthy(after.last_seen_at);
+  t.true((await servers()).find((s) => s.id === c.serverId)!.connected);
 });
