@@ -4,7 +4,10 @@
 // header winning over the cookie; and the endpoints the pages need (servers'
 // live state, join tokens, API keys, activity, audit chain state, the person's
 // own sessions and CLI logins).
+import { createHash } from "node:crypto";
+import { join } from "node:path";
 import test from "ava";
+import { Agent, enroll } from "./harness/agent";
 import { assertError, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
@@ -23,6 +26,8 @@ test.before(async () => {
   dash = await signInDash(c.baseUrl, owner);
 });
 test.after.always(cleanupAll);
+
+const sha256Hex = (s: string) => createHash("sha256").update(s).digest("hex");
 
 /** An owner's invite, accepted on its page: a signed-in member. */
 async function member(): Promise<Dash> {
@@ -178,4 +183,63 @@ test("dashboard - GET /api/servers says which agents hold a stream now, across i
   );
   t.truthy(after.last_seen_at);
   t.true((await servers()).find((s) => s.id === c.serverId)!.connected);
+});
+
+test("dashboard - POST /api/servers/join-tokens: a single-use token and the commands; the enroll command adds the server live", async (t) => {
+  const name = `web-${Math.random().toString(36).slice(2, 8)}`;
+  const r = await dash.call("POST", "/api/servers/join-tokens", { name });
+  t.is(r.status, 201, describe(r));
+  const token = String(r.json.token);
+  t.regex(token, /^rjt_[0-9A-Za-z]{40}$/);
+  t.is(r.json.server_name, name);
+  const ttl = Date.parse(String(r.json.expires_at)) - Date.now();
+  t.true(ttl > 55 * 60_000 && ttl <= 60 * 60_000, String(r.json.expires_at));
+  t.is(r.json.install_command, `curl -fsSL ${c.baseUrl}/install.sh | sudo sh -s -- --token ${token}`);
+  t.is(r.json.enroll_command, `relayctl-agent enroll --url ${c.baseUrl} --token ${token}`);
+  // Stored as its hash only; audited with the person as the actor, never the token.
+  t.deepEqual(
+    await c.db
+      .query("SELECT id FROM join_tokens WHERE token_hash = ?", [sha256Hex(token)])
+      .then((x) => x.length),
+    1,
+  );
+  const ev = (await auditEvents(c, "join_token.created")).find((e) => e.payload.server_name === name);
+  t.like(ev?.payload.actor, { key_type: "user", user_id: owner.id });
+  t.false(JSON.stringify(ev).includes(token));
+
+  // The enroll command, as shown, enrolls the agent; once it runs, the server is listed connected.
+  const args = String(r.json.enroll_command).split(" ");
+  const stateDir = join(c.dir, `agent-${name}`);
+  const enrolled = await enroll(
+    args[args.indexOf("--url") + 1]!,
+    args[args.indexOf("--token") + 1]!,
+    stateDir,
+  );
+  t.is(enrolled.server_name, name);
+  t.like(
+    (await servers()).find((s) => s.id === enrolled.server_id),
+    { connected: false },
+  );
+  await new Agent(stateDir, c.dir).start();
+  await pollUntil(async () => (await servers()).find((s) => s.id === enrolled.server_id && s.connected), {
+    what: "the new server to read connected",
+    timeoutMs: 20_000,
+    intervalMs: 100,
+  });
+  // Single use.
+  await t.throwsAsync(enroll(c.baseUrl, token, join(c.dir, "again")), { message: /join token is invalid/ });
+});
+
+test("dashboard - join tokens: a name is optional, a bad one is 422, a member may not make one", async (t) => {
+  const r = await dash.call("POST", "/api/servers/join-tokens", {});
+  t.is(r.status, 201, describe(r));
+  t.regex(String(r.json.server_name), /^server-[0-9a-f]{6}$/);
+  assertError(t, await dash.call("POST", "/api/servers/join-tokens", { name: "no spaces" }), 422, /^name: /);
+  const m = await member();
+  assertError(
+    t,
+    await m.call("POST", "/api/servers/join-tokens", {}),
+    403,
+    "POST /api/servers/join-tokens needs the owner role; you are a member",
+  );
 });
