@@ -243,3 +243,59 @@ test("dashboard - join tokens: a name is optional, a bad one is 422, a member ma
     "POST /api/servers/join-tokens needs the owner role; you are a member",
   );
 });
+
+test("dashboard - API keys: created with the secret once, listed without it, revoked at once", async (t) => {
+  const name = `ci-${Math.random().toString(36).slice(2, 8)}`;
+  const made = await dash.call("POST", "/api/api-keys", { name });
+  t.is(made.status, 201, describe(made));
+  t.deepEqual(Object.keys(made.json).sort(), ["created_at", "id", "key", "name"]);
+  const key = String(made.json.key);
+  t.regex(key, /^rck_[0-9A-Za-z]{40}$/);
+  const listed = (await dash.call("GET", "/api/api-keys")).json.api_keys as Record<string, unknown>[];
+  const entry = listed.find((k) => k.id === made.json.id);
+  t.deepEqual(entry, { id: made.json.id, name, created_at: made.json.created_at });
+  t.false(JSON.stringify(listed).includes(key));
+  const byKey = () => request(c, "/api/servers", { key: null, headers: { "x-api-key": key } });
+  t.is((await byKey()).status, 200);
+  t.like((await auditEvents(c, "api_key.created")).find((e) => e.key_id === made.json.id)?.payload.actor, {
+    key_type: "user",
+    user_id: owner.id,
+  });
+
+  const del = await dash.call("DELETE", `/api/api-keys/${made.json.id}`);
+  t.is(del.status, 204, describe(del));
+  assertError(t, await byKey(), 401, "API key has been revoked");
+  t.false(
+    ((await dash.call("GET", "/api/api-keys")).json.api_keys as { id: string }[]).some(
+      (k) => k.id === made.json.id,
+    ),
+  );
+  assertError(
+    t,
+    await dash.call("DELETE", `/api/api-keys/${made.json.id}`),
+    404,
+    `API key '${made.json.id}' not found`,
+  );
+  t.like((await auditEvents(c, "api_key.revoked")).find((e) => e.key_id === made.json.id)?.payload.actor, {
+    user_id: owner.id,
+  });
+});
+
+test("dashboard - API keys: another tenant's id is 404, a member may list but not create or revoke", async (t) => {
+  const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+  const theirs = await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "theirs"]);
+  assertError(t, await dash.call("DELETE", `/api/api-keys/${theirs.key_id}`), 404, /not found/);
+  assertError(t, await dash.call("DELETE", "/api/api-keys/not-a-uuid"), 404, /not found/);
+  t.is(
+    (await request(c, "/api/me", { key: null, headers: { "x-api-key": String(theirs.key) } })).status,
+    200,
+  );
+  assertError(t, await dash.call("POST", "/api/api-keys", { name: "" }), 422, /^name: /);
+  assertError(t, await dash.call("POST", "/api/api-keys", { name: "x" }, { csrf: null }), 403, /CSRF/);
+
+  const m = await member();
+  t.is((await m.call("GET", "/api/api-keys")).status, 200);
+  assertError(t, await m.call("POST", "/api/api-keys", { name: "m" }), 403, /needs the owner role/);
+  const mine = await dash.call("POST", "/api/api-keys", { name: "kept" });
+  assertError(t, await m.call("DELETE", `/api/api-keys/${mine.json.id}`), 403, /needs the owner role/);
+});
