@@ -10,6 +10,7 @@ import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { registryCredentialsApi } from "../../registry/credentials-api.js";
 import type { ApiContext } from "../context.js";
 import { auditRoute } from "./audit.js";
+import { activityRoutes } from "./activity.js";
 import { apiKeysRoutes } from "./api-keys.js";
 import { automationKeysRoutes } from "./automation-keys.js";
 import { joinTokensRoute } from "./join-tokens.js";
@@ -28,4 +29,5 @@ export const managementApi =
     // The dashboard's additions (issue 15).
     await app.register(joinTokensRoute(ctx));
     await app.register(apiKeysRoutes(ctx));
+    await app.register(activityRoutes(ctx));
   };
