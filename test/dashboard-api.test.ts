@@ -412,3 +412,28 @@ test("dashboard - activity listings refuse bad filters with 422", async (t) => {
   );
   assertError(t, await dash.call("GET", "/api/runs?limit=201"), 422, /^limit: /);
 });
+
+test("dashboard - GET /api/audit/verify: the tenant's chain state, and an edited event found", async (t) => {
+  const ok = await dash.call("GET", "/api/audit/verify");
+  t.is(ok.status, 200, describe(ok));
+  t.is(ok.json.ok, true);
+  t.true(Number(ok.json.events) >= 3);
+  t.is(ok.json.head_seq, ok.json.events);
+  t.false("detail" in ok.json);
+
+  // A tenant of its own, so the edit breaks no other test's chain.
+  const other = await c.admin(["create-tenant", "--name", `audited-${Date.now()}`]);
+  const key = await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "verifier"]);
+  await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "second"]);
+  const verify = () =>
+    request(c, "/api/audit/verify", { key: null, headers: { "x-api-key": String(key.key) } });
+  t.like((await verify()).json, { ok: true, events: 2, head_seq: 2 });
+  await c.db.query(
+    "UPDATE audit_events SET payload = REPLACE(payload, 'second', 'forged') WHERE tenant_id = ? AND seq = 2",
+    [other.tenant_id],
+  );
+  const broken = await verify();
+  t.is(broken.status, 200);
+  t.like(broken.json, { ok: false, events: 1, head_seq: 2 });
+  t.regex(String(broken.json.detail), /^event 2: contents do not match its hash/);
+});
