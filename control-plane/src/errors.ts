@@ -100,6 +100,13 @@ export const ERRORS = {
   },
   RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
   RC_ERR_NOT_READY: { status: 503, detail: "not ready: a dependency is unreachable" },
+  RC_ERR_API_KEY_NOT_FOUND: { status: 404, detail: "API key not found" },
+  RC_ERR_WEB_SESSION_NOT_FOUND: { status: 404, detail: "session not found" },
+  RC_ERR_GRANT_NOT_FOUND: { status: 404, detail: "CLI or MCP login not found" },
+  RC_ERR_PERSON_ONLY: {
+    status: 403,
+    detail: "this is about a signed-in person: use the session or an OAuth token, not an API key",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -10,7 +10,11 @@ import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { registryCredentialsApi } from "../../registry/credentials-api.js";
 import type { ApiContext } from "../context.js";
 import { auditRoute } from "./audit.js";
+import { activityRoutes } from "./activity.js";
+import { apiKeysRoutes } from "./api-keys.js";
+import { auditVerifyRoute } from "./audit-verify.js";
 import { automationKeysRoutes } from "./automation-keys.js";
+import { joinTokensRoute } from "./join-tokens.js";
 
 export const managementApi =
   (ctx: ApiContext): FastifyPluginAsync =>
@@ -23,4 +27,9 @@ export const managementApi =
     await app.register(registryCredentialsApi(ctx), { prefix: "/registry-credentials" });
     await app.register(deploymentsRoutes(ctx));
     await app.register(githubRoutes(ctx));
+    // The dashboard's additions (issue 15).
+    await app.register(joinTokensRoute(ctx));
+    await app.register(apiKeysRoutes(ctx));
+    await app.register(activityRoutes(ctx));
+    await app.register(auditVerifyRoute(ctx));
   };
