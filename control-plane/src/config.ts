@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { type AccountsConfig, parseAccountsConfig } from "./accounts/config.js";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
+import { type InstallConfig, parseInstallConfig } from "./install/config.js";
 
 const hostPort = z
   .string()
@@ -254,6 +255,8 @@ export interface Config {
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
   /** People's sign-in and the OAuth server (accounts/config.ts). */
   accounts: AccountsConfig;
+  /** The one-line agent install: installer and agent bundles (install/config.ts). */
+  install: InstallConfig;
 }
 
 export interface GitHubAppConfig {
@@ -315,6 +318,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parsed.data;
   const accounts = parseAccountsConfig(merged);
   if (typeof accounts === "string") throw new ConfigError(accounts);
+  const install = parseInstallConfig(merged);
+  if (typeof install === "string") throw new ConfigError(install);
   const gatewayListen = splitHostPort(c.RELAYCTL_GATEWAY_LISTEN);
   if (
     c.RELAYCTL_ROLE !== "api" &&
@@ -369,6 +374,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: c.RELAYCTL_LOG_LEVEL,
     accounts,
+    install,
   };
 }
 

@@ -99,6 +99,11 @@ export const ERRORS = {
     detail: "no repository with this id is reachable through an installation bound to your tenant",
   },
   RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
+  RC_ERR_AGENT_BUNDLE_NOT_FOUND: { status: 404, detail: "agent bundle file not found" },
+  RC_ERR_AGENT_BUNDLE_UNAVAILABLE: {
+    status: 503,
+    detail: "no agent bundle to serve: the control plane's agent bundles are not built",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -13,6 +13,7 @@ import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
 import { setupRoute } from "../github/routes.js";
 import { webhookRoute } from "../github/webhook-route.js";
+import { installRoutes } from "../install/routes.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import { automationApi } from "./automation/index.js";
 import type { ApiContext } from "./context.js";
@@ -65,6 +66,7 @@ export async function buildApi(
   await app.register(managementApi(ctx), { prefix: "/api" });
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
+  await app.register(installRoutes(ctx));
   // People: sign-in pages, OAuth (device flow, authorization code grant) and its pages, users.
   await app.register(webRoutes(ctx));
   await app.register(oauthRoutes(ctx));
