@@ -79,7 +79,7 @@ if [ "$uninstall" = yes ]; then
     systemctl disable --now relayctl-agent.service >/dev/null 2>&1 || true
   fi
   rm -f "$unit"
-  [ "$systemd" = yes ] && command -v systemctl >/dev/null 2>&1 && systemctl daemon-reload || true
+  if [ "$systemd" = yes ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
   rm -rf "$opt" "$state" "$etc"
   if [ -z "$prefix" ] && id -u "$user" >/dev/null 2>&1; then userdel "$user" || true; fi
   if [ -n "$prefix" ]; then
@@ -100,7 +100,10 @@ node_bin=$(command -v node 2>/dev/null) || node_bin=""
 [ -n "$node_bin" ] || die "Node.js 20 or newer is required, and no 'node' is on PATH. Install it
   (Debian 13 / Ubuntu 24.04: apt-get install nodejs; older releases: NodeSource's node_20.x)
   and run this again."
-node_version=$("$node_bin" -p 'process.versions.node' 2>/dev/null) || node_version=""
+# One start of node for its version, platform and arch (each start costs ~0.2 s on a small server).
+# shellcheck disable=SC2046 # three words
+set -- $("$node_bin" -p '[process.versions.node, process.platform, process.arch].join(" ")' 2>/dev/null)
+node_version="${1:-}" platform="${2:-}" arch="${3:-}"
 case "${node_version%%.*}" in
   "" | *[!0-9]*) die "cannot run $node_bin to read its version: Node.js 20 or newer is required" ;;
 esac
@@ -113,8 +116,7 @@ case "$node_bin" in
   install Node.js system-wide (e.g. /usr/bin/node)"
     ;;
 esac
-[ "$("$node_bin" -p 'process.platform')" = linux ] || die "relayctl-agent runs on Linux only"
-arch=$("$node_bin" -p 'process.arch')
+[ "$platform" = linux ] || die "relayctl-agent runs on Linux only (this is $platform)"
 case "$arch" in x64 | arm64) ;; *) die "no agent bundle for linux-$arch (bundles: x64, arm64)" ;; esac
 
 if command -v curl >/dev/null 2>&1; then
@@ -143,7 +145,7 @@ rollback() {
       esac
     done
     while IFS= read -r moved; do
-      [ -n "$moved" ] && mv "$moved.relayctl-old" "$moved" 2>/dev/null || true
+      if [ -n "$moved" ]; then mv "$moved.relayctl-old" "$moved" 2>/dev/null || true; fi
     done <"$tmp/moved"
     [ -s "$tmp/created" ] && printf 'install.sh: rolled back: nothing of this run was left installed\n' >&2
   fi
@@ -194,11 +196,15 @@ else
   src="${src%/}/$file"
   say "downloading $src"
   fetch "$src" "$tmp/$file" || die "download failed: $src"
-  actual=$(js '
-    const h = require("crypto").createHash("sha256");
-    h.update(require("fs").readFileSync(process.argv[1]));
-    console.log(h.digest("hex"));
-  ' "$tmp/$file")
+  if command -v sha256sum >/dev/null 2>&1; then
+    actual=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
+  else
+    actual=$(js '
+      const h = require("crypto").createHash("sha256");
+      h.update(require("fs").readFileSync(process.argv[1]));
+      console.log(h.digest("hex"));
+    ' "$tmp/$file")
+  fi
   [ "$actual" = "$expected" ] || die "checksum mismatch for $file: expected sha256 $expected from
   the control plane, the download has $actual. The file is corrupt or was tampered with;
   nothing was installed."
@@ -211,15 +217,26 @@ else
   if [ ! -f "$pty/build/Release/pty.node" ]; then
     say "no prebuilt node-pty for linux-$arch: compiling it here"
     missing=""
-    for t in python3 make g++ npm; do command -v "$t" >/dev/null 2>&1 || missing="$missing $t"; done
+    for t in python3 make g++; do command -v "$t" >/dev/null 2>&1 || missing="$missing $t"; done
+    gyp=""
+    if command -v npm >/dev/null 2>&1 && [ -f "$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js" ]; then
+      gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
+    elif command -v node-gyp >/dev/null 2>&1; then
+      gyp=$(command -v node-gyp)
+    else
+      missing="$missing npm"
+    fi
     [ -z "$missing" ] || die "node-pty has to be compiled on this machine (no prebuilt for
-  linux-$arch), which needs python3, make, g++ and npm; missing:$missing.
+  linux-$arch), which needs python3, make, g++ and npm (for node-gyp); missing:$missing.
   Debian/Ubuntu: apt-get install python3 make g++ npm; then run this again."
-    gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
-    [ -f "$gyp" ] || gyp=$(command -v node-gyp) || die "node-gyp not found (it comes with npm)"
-    (cd "$pty" && "$node_bin" "$gyp" rebuild) >"$tmp/build.log" 2>&1 || {
+    # Node's headers: those installed beside node when there are (Debian's and NodeSource's
+    # packages, the official tarballs), else node-gyp downloads them from nodejs.org.
+    nodedir=$(dirname "$(dirname "$node_bin")")
+    set --
+    [ -f "$nodedir/include/node/node_api.h" ] && set -- "--nodedir=$nodedir"
+    (cd "$pty" && "$node_bin" "$gyp" rebuild "$@") >"$tmp/build.log" 2>&1 || {
       tail -n 20 "$tmp/build.log" >&2
-      die "compiling node-pty failed (above)"
+      die "compiling node-pty failed (above); nothing was installed"
     }
     rm -rf "$pty/build/Release/obj.target" "$pty/build/Release/.deps"
   fi
@@ -357,7 +374,7 @@ fi
 # Keep the running version and the one before it (to go back by hand); drop older ones.
 for d in "$opt"/*; do
   v=$(basename "$d")
-  [ -d "$d" ] && [ ! -L "$d" ] || continue
+  if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
   [ "$v" = "$version" ] || [ "$v" = "$previous" ] || rm -rf "$d"
 done
 rm -rf "$dest.relayctl-old"

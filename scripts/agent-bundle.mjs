@@ -12,7 +12,9 @@
 // time: the control plane then needs neither esbuild nor the agent's sources, and one build gives
 // one checksum per file. Tarballs are reproducible (sorted, fixed owner and mtime, gzip -n).
 //
-//   node scripts/agent-bundle.mjs [--out DIR] [--version V] [--arch x64,arm64]
+//   node scripts/agent-bundle.mjs [--out DIR] [--version V] [--arch x64,arm64] [--pty-from-source]
+// --pty-from-source ships node-pty's sources for every arch, as for one without a prebuilt (the
+// test of install.sh's compile step uses it on this machine's arch).
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -28,6 +30,7 @@ const { values } = parseArgs({
     out: { type: "string", default: join(root, "agent", "dist", "bundles") },
     version: { type: "string" },
     arch: { type: "string", default: "x64,arm64" },
+    "pty-from-source": { type: "boolean", default: false },
   },
 });
 const out = resolve(values.out);
@@ -69,7 +72,7 @@ function copyNodePty(dest, arch) {
       filter: (src) => !/\.(test\.js|map)$/.test(src),
     });
   }
-  if (arch === process.arch) {
+  if (arch === process.arch && !values["pty-from-source"]) {
     const native = join(ptyDir, "build", "Release", "pty.node");
     if (!existsSync(native)) fail(`${native} is missing: npm ci builds it (python3, make, g++)`);
     cpSync(native, join(dest, "build", "Release", "pty.node"));

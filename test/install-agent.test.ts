@@ -6,6 +6,8 @@
 import { spawn } from "node:child_process";
 import {
   existsSync,
+  realpathSync,
+  symlinkSync,
   lstatSync,
   mkdirSync,
   readFileSync,
@@ -27,6 +29,7 @@ import { REPO_ROOT } from "./harness/programs";
 
 const VERSION = JSON.parse(readFileSync(join(REPO_ROOT, "agent", "package.json"), "utf8")).version as string;
 const UPGRADE = `${VERSION}-upgrade.1`;
+const FROM_SOURCE = `${VERSION}-source.1`;
 
 let c: Cluster;
 let dir: string;
@@ -34,11 +37,12 @@ let bundleDir: string;
 let installer: string;
 let apiKey: string;
 
-function buildBundles(version: string): Promise<unknown> {
-  // x64 only: the arm64 tarball is the same JavaScript with node-pty's sources instead.
+function buildBundles(version: string, extra: string[] = []): Promise<unknown> {
+  // This machine's arch only: another arch's tarball is the same JavaScript with node-pty's
+  // sources, which --pty-from-source gives here too.
   return run(process.execPath, [
     join(REPO_ROOT, "scripts", "agent-bundle.mjs"),
-    ...["--out", bundleDir, "--version", version, "--arch", process.arch],
+    ...["--out", bundleDir, "--version", version, "--arch", process.arch, ...extra],
   ]);
 }
 
@@ -152,14 +156,15 @@ async function agentVersion(serverId: string): Promise<unknown> {
 
 // One server's life, in order: install, run a command, run the installer again, upgrade and
 // re-enroll, uninstall.
-const main = { root: "", agent: undefined as ManagedProcess | undefined };
+const main = { root: "", token: "", agent: undefined as ManagedProcess | undefined };
 
 test.serial(
   "install - the served script installs, enrolls, and the agent it installed runs a command",
   async (t) => {
     t.regex(readFileSync(installer, "utf8"), new RegExp(`^base_url='${c.baseUrl}'`, "m"));
     main.root = scratchRoot("root");
-    const out = await sh(["--token", await joinToken(), "--prefix", main.root, "--no-systemd"]);
+    main.token = await joinToken();
+    const out = await sh(["--token", main.token, "--prefix", main.root, "--no-systemd"]);
     t.is(out.code, 0, describe(out));
     t.notRegex(out.stdout + out.stderr, /rjt_/, "the join token is never printed");
 
@@ -214,12 +219,10 @@ test.serial(
 test.serial(
   "install - a used join token stops clearly and leaves an existing install as it was",
   async (t) => {
-    const token = await joinToken();
-    const fresh = scratchRoot("used-token-once");
-    t.is((await sh(["--token", token, "--prefix", fresh, "--no-systemd"])).code, 0);
     const before = enrolled(main.root);
     const files = tree(main.root);
-    const out = await sh(["--token", token, "--prefix", main.root, "--no-systemd"]);
+    // The token of the first install, used by it.
+    const out = await sh(["--token", main.token, "--prefix", main.root, "--no-systemd"]);
     t.is(out.code, 1, describe(out));
     t.regex(out.stderr, /enrollment refused \(HTTP 401\): join token is invalid, already used or expired/);
     t.regex(out.stderr, /nothing was installed/);
@@ -317,6 +320,67 @@ test.serial(
     t.is(await agentVersion(server_id), UPGRADE);
     const res = await exec(c, { server_id, command: "echo upgraded", timeout_seconds: 30 });
     assertCompleted(t, res, { exit_code: 0, stdout: "upgraded\n", stderr: "" });
+  },
+);
+
+/** A PATH of the tools install.sh uses, less `without`. */
+function pathWithout(without: string): string {
+  const bin = makeTempDir("path");
+  const tools = ["node", "npm", "env", "curl", "tar", "gzip", "mktemp", "sed", "cut", "dirname", "basename"];
+  tools.push(
+    "mkdir",
+    "mv",
+    "rm",
+    "cat",
+    "chmod",
+    "readlink",
+    "ln",
+    "tail",
+    "sha256sum",
+    "python3",
+    "make",
+    "g++",
+  );
+  for (const tool of tools.filter((x) => x !== without)) {
+    const found = (process.env.PATH ?? "")
+      .split(":")
+      .map((d) => join(d, tool))
+      .find((f) => existsSync(f));
+    if (!found) throw new Error(`${tool} is not on PATH`);
+    symlinkSync(realpathSync(found), join(bin, tool));
+  }
+  return bin;
+}
+
+test.serial(
+  "install - without a prebuilt node-pty it is compiled on the server, or the missing tools are named",
+  async (t) => {
+    await buildBundles(FROM_SOURCE, ["--pty-from-source"]);
+    const p = paths(main.root);
+    const files = tree(main.root);
+    const noCompiler = await sh(
+      ["--prefix", main.root, "--no-systemd"],
+      cleanEnv({ PATH: pathWithout("g++") }),
+    );
+    t.is(noCompiler.code, 1, describe(noCompiler));
+    t.regex(noCompiler.stderr, /needs python3, make, g\+\+ and npm \(for node-gyp\); missing: g\+\+/);
+    t.deepEqual(tree(main.root), files, "nothing of the new version is left");
+    t.is(readlinkSync(join(p.opt, "current")), UPGRADE);
+
+    const out = await sh(["--prefix", main.root, "--no-systemd"]);
+    t.is(out.code, 0, describe(out));
+    t.regex(out.stdout, /no prebuilt node-pty for linux-\w+: compiling it here/);
+    t.is(readlinkSync(join(p.opt, "current")), FROM_SOURCE);
+    // Every command runs in a pty: one that runs proves the compiled node-pty works.
+    await main.agent!.stop("SIGTERM");
+    main.agent = await startInstalledAgent(main.root);
+    const { server_id } = enrolled(main.root);
+    const res = await exec(c, {
+      server_id,
+      command: "echo compiled-pty",
+      timeout_seconds: 30,
+    });
+    assertCompleted(t, res, { exit_code: 0, stdout: "compiled-pty\n", stderr: "" });
   },
 );
 
