@@ -250,6 +250,7 @@ else
   fi
   mv "$unpacked" "$dest"
   printf '%s\n' "$dest" >>"$tmp/created"
+  unpacked_new=yes
 fi
 
 # ---------------------------------------------------------------- the unit (written last)
@@ -352,30 +353,47 @@ if [ ! -f "$etc/agent.env" ]; then
 # RELAYCTL_AGENT_PROXY=caddy
 EOF
 fi
+# What changed decides whether the agent restarts: a run with nothing new must not cut the
+# commands it is running (stopping the unit kills them).
+changed=no
+if [ -n "$token" ] || [ "${unpacked_new:-no}" = yes ]; then changed=yes; fi
 mkdir_tracked "$(dirname "$unit")"
-mv "$tmp/unit" "$unit.tmp"
-mv "$unit.tmp" "$unit"
-chmod 0644 "$unit"
+if [ ! -f "$unit" ] || [ "$(cat "$unit")" != "$(cat "$tmp/unit")" ]; then
+  mv "$tmp/unit" "$unit.tmp"
+  chmod 0644 "$unit.tmp"
+  mv "$unit.tmp" "$unit"
+  changed=yes
+fi
 previous=$(readlink "$opt/current" 2>/dev/null || true)
-ln -s "$version" "$opt/.current.$$"
-# rename(2) replaces the old link in one step: `current` always points at a whole version.
-js 'require("fs").renameSync(process.argv[1], process.argv[2])' "$opt/.current.$$" "$opt/current"
+if [ "$previous" != "$version" ]; then
+  ln -s "$version" "$opt/.current.$$"
+  # rename(2) replaces the old link in one step: `current` always points at a whole version.
+  js 'require("fs").renameSync(process.argv[1], process.argv[2])' "$opt/.current.$$" "$opt/current"
+  changed=yes
+fi
 done_ok=yes
 
 if [ "$systemd" = yes ]; then
   systemctl daemon-reload
   systemctl enable relayctl-agent.service >/dev/null 2>&1
-  systemctl restart relayctl-agent.service
-  say "relayctl-agent.service started (journalctl -u relayctl-agent)"
+  if [ "$changed" = yes ]; then
+    systemctl restart relayctl-agent.service
+    say "relayctl-agent.service (re)started (journalctl -u relayctl-agent)"
+  else
+    systemctl start relayctl-agent.service
+    say "nothing changed; relayctl-agent.service is running"
+  fi
 else
   say "unit written to $unit (--no-systemd: not started)"
 fi
 
-# Keep the running version and the one before it (to go back by hand); drop older ones.
-for d in "$opt"/*; do
-  v=$(basename "$d")
-  if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
-  [ "$v" = "$version" ] || [ "$v" = "$previous" ] || rm -rf "$d"
-done
+if [ "$previous" != "$version" ]; then
+  # Keep this version and the one before it (to go back by hand); drop older ones.
+  for d in "$opt"/*; do
+    v=$(basename "$d")
+    if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
+    [ "$v" = "$version" ] || [ "$v" = "$previous" ] || rm -rf "$d"
+  done
+fi
 rm -rf "$dest.relayctl-old"
 say "relayctl-agent $version installed in $opt/current"

@@ -87,6 +87,20 @@ function sh(args: string[], env: NodeJS.ProcessEnv = cleanEnv({})): Promise<Outc
   });
 }
 
+/**
+ * A `systemctl` that records its arguments: what install.sh asks of systemd without --no-systemd
+ * (this machine runs no systemd; the unit itself is checked with systemd-analyze).
+ */
+function fakeSystemctl(): { env: NodeJS.ProcessEnv; calls: () => string[] } {
+  const bin = makeTempDir("systemctl");
+  const log = join(bin, "calls.log");
+  writeFileSync(join(bin, "systemctl"), `#!/bin/sh\necho "$*" >>'${log}'\n`, { mode: 0o755 });
+  return {
+    env: cleanEnv({ PATH: `${bin}:${process.env.PATH}` }),
+    calls: () => (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : []),
+  };
+}
+
 const describe = (o: Outcome) => `exit ${o.code}\n--- stdout\n${o.stdout}\n--- stderr\n${o.stderr}`;
 
 async function joinToken(name = `srv-${Math.random().toString(36).slice(2, 8)}`): Promise<string> {
@@ -104,6 +118,12 @@ function scratchRoot(name: string): string {
 function tree(root: string): string[] {
   if (!existsSync(root)) return [];
   return readdirSync(root, { recursive: true }).map(String).sort();
+}
+
+/** What the installer owns under root: the tree less what the running agent writes in its state dir. */
+function installed(root: string): string[] {
+  const state = join("var", "lib", "relayctl-agent");
+  return tree(root).filter((f) => !f.startsWith(`${state}/`) || f === join(state, "agent.json"));
 }
 
 const paths = (root: string) => ({
@@ -200,13 +220,20 @@ test.serial(
   "install - running it again keeps the install, the credential and the running agent",
   async (t) => {
     const before = enrolled(main.root);
-    const files = tree(main.root);
-    const out = await sh(["--prefix", main.root, "--no-systemd"]);
+    const files = installed(main.root);
+    const systemctl = fakeSystemctl();
+    const out = await sh(["--prefix", main.root], systemctl.env);
     t.is(out.code, 0, describe(out));
+    // Nothing changed: the unit is started if stopped, never restarted (that would cut commands).
+    t.deepEqual(systemctl.calls(), [
+      "daemon-reload",
+      "enable relayctl-agent.service",
+      "start relayctl-agent.service",
+    ]);
     t.regex(out.stdout, /already unpacked/);
     t.regex(out.stdout, /already enrolled/);
     t.deepEqual(enrolled(main.root), before);
-    t.deepEqual(tree(main.root), files);
+    t.deepEqual(installed(main.root), files);
     const res = await exec(c, {
       server_id: before.server_id,
       command: "echo still-here",
@@ -220,14 +247,14 @@ test.serial(
   "install - a used join token stops clearly and leaves an existing install as it was",
   async (t) => {
     const before = enrolled(main.root);
-    const files = tree(main.root);
+    const files = installed(main.root);
     // The token of the first install, used by it.
     const out = await sh(["--token", main.token, "--prefix", main.root, "--no-systemd"]);
     t.is(out.code, 1, describe(out));
     t.regex(out.stderr, /enrollment refused \(HTTP 401\): join token is invalid, already used or expired/);
     t.regex(out.stderr, /nothing was installed/);
     t.deepEqual(enrolled(main.root), before);
-    t.deepEqual(tree(main.root), files);
+    t.deepEqual(installed(main.root), files);
   },
 );
 
@@ -307,8 +334,10 @@ test.serial(
   async (t) => {
     await buildBundles(UPGRADE);
     const before = enrolled(main.root);
-    const out = await sh(["--token", await joinToken(), "--prefix", main.root, "--no-systemd"]);
+    const systemctl = fakeSystemctl();
+    const out = await sh(["--token", await joinToken(), "--prefix", main.root], systemctl.env);
     t.is(out.code, 0, describe(out));
+    t.true(systemctl.calls().includes("restart relayctl-agent.service"), systemctl.calls().join("; "));
     const p = paths(main.root);
     t.is(readlinkSync(join(p.opt, "current")), UPGRADE);
     t.true(lstatSync(join(p.opt, VERSION)).isDirectory(), "the version before stays, to go back by hand");
@@ -357,14 +386,14 @@ test.serial(
   async (t) => {
     await buildBundles(FROM_SOURCE, ["--pty-from-source"]);
     const p = paths(main.root);
-    const files = tree(main.root);
+    const files = installed(main.root);
     const noCompiler = await sh(
       ["--prefix", main.root, "--no-systemd"],
       cleanEnv({ PATH: pathWithout("g++") }),
     );
     t.is(noCompiler.code, 1, describe(noCompiler));
     t.regex(noCompiler.stderr, /needs python3, make, g\+\+ and npm \(for node-gyp\); missing: g\+\+/);
-    t.deepEqual(tree(main.root), files, "nothing of the new version is left");
+    t.deepEqual(installed(main.root), files, "nothing of the new version is left");
     t.is(readlinkSync(join(p.opt, "current")), UPGRADE);
 
     const out = await sh(["--prefix", main.root, "--no-systemd"]);
@@ -386,8 +415,10 @@ test.serial(
 
 test.serial("install - --uninstall leaves nothing in the scratch root", async (t) => {
   await main.agent!.stop("SIGTERM");
-  const out = await sh(["--uninstall", "--prefix", main.root, "--no-systemd"]);
+  const systemctl = fakeSystemctl();
+  const out = await sh(["--uninstall", "--prefix", main.root], systemctl.env);
   t.is(out.code, 0, describe(out));
+  t.deepEqual(systemctl.calls(), ["disable --now relayctl-agent.service", "daemon-reload"]);
   t.regex(out.stdout, /revoke-agent/);
   t.deepEqual(tree(main.root), []);
 });
