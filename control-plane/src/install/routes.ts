@@ -34,7 +34,10 @@ export const installRoutes =
       return `${req.protocol}://${req.host}`;
     };
 
-    app.get("/install.sh", async (req, reply) => {
+    // Tags and summaries for the OpenAPI document, where one is generated from the routes.
+    const doc = (summary: string) => ({ tags: ["agents"], summary });
+
+    app.get("/install.sh", { schema: doc("the agent installer (POSIX sh)") }, async (req, reply) => {
       const script = await readFile(installerFile, "utf8").catch((err: unknown) => {
         throw new RcError(
           "RC_ERR_AGENT_BUNDLE_UNAVAILABLE",
@@ -48,7 +51,7 @@ export const installRoutes =
       return reply.type("text/x-shellscript; charset=utf-8").header("cache-control", "no-cache").send(filled);
     });
 
-    app.get("/agent/latest", async (req) => {
+    app.get("/agent/latest", { schema: doc("the current agent version and its bundles") }, async (req) => {
       const latest = await readLatest(bundleDir);
       const base = baseUrl(req);
       return {
@@ -61,14 +64,18 @@ export const installRoutes =
       };
     });
 
-    app.get("/agent/:version/:file", { schema: { params: fileParams } }, async (req, reply) => {
-      const { version, file } = req.params;
-      const found = await locateBundleFile(bundleDir, version, file);
-      const type = file.endsWith(".sha256") ? "text/plain; charset=utf-8" : "application/gzip";
-      return reply
-        .type(type)
-        .header("content-length", found.size)
-        .header("cache-control", "no-cache")
-        .send(createReadStream(found.path));
-    });
+    app.get(
+      "/agent/:version/:file",
+      { schema: { ...doc("an agent bundle (.tar.gz) or its .sha256"), params: fileParams } },
+      async (req, reply) => {
+        const { version, file } = req.params;
+        const found = await locateBundleFile(bundleDir, version, file);
+        const type = file.endsWith(".sha256") ? "text/plain; charset=utf-8" : "application/gzip";
+        return reply
+          .type(type)
+          .header("content-length", found.size)
+          .header("cache-control", "no-cache")
+          .send(createReadStream(found.path));
+      },
+    );
   };
