@@ -28,8 +28,10 @@ system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
 		podman runc catatonit busybox-static systemd
 
+# The agent bundles the control plane serves to install.sh (agent/dist/bundles), from agent/dist.
 build: node-deps
 	npx tsc -b
+	node scripts/agent-bundle.mjs
 
 proto: node-deps
 	cd proto && rm -rf gen && ../node_modules/.bin/buf generate

@@ -6,6 +6,7 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { type AccountsConfig, parseAccountsConfig } from "./accounts/config.js";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
+import { type InstallConfig, parseInstallConfig } from "./install/config.js";
 
 const hostPort = z
   .string()
@@ -275,6 +276,8 @@ export interface Config {
   tracing: Raw["RELAYCTL_TRACING"];
   /** People's sign-in and the OAuth server (accounts/config.ts). */
   accounts: AccountsConfig;
+  /** The one-line agent install: installer and agent bundles (install/config.ts). */
+  install: InstallConfig;
 }
 
 export interface GitHubAppConfig {
@@ -336,6 +339,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const c = parsed.data;
   const accounts = parseAccountsConfig(merged);
   if (typeof accounts === "string") throw new ConfigError(accounts);
+  const install = parseInstallConfig(merged);
+  if (typeof install === "string") throw new ConfigError(install);
   const gatewayListen = splitHostPort(c.RELAYCTL_GATEWAY_LISTEN);
   if (
     c.RELAYCTL_ROLE !== "api" &&
@@ -398,6 +403,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     tracing: c.RELAYCTL_TRACING,
     accounts,
+    install,
   };
 }
 

@@ -1,0 +1,40 @@
+// Settings of the one-line agent install (install.sh and the agent bundles it downloads),
+// parsed with the rest of the config at boot (config.ts calls this once). Every variable
+// has its default here; docs/process-interfaces.md mirrors them.
+import { resolve } from "node:path";
+import { z } from "zod";
+
+// From control-plane/{src,dist}/install/ to the repository: where `make build` puts them.
+const REPO = resolve(__dirname, "..", "..", "..");
+
+const schema = z.object({
+  /**
+   * Folder of the agent bundles served at /agent/... (scripts/agent-bundle.mjs writes
+   * latest.json, the tarballs and their .sha256 files there). @default agent/dist/bundles
+   * of this checkout
+   */
+  RELAYCTL_AGENT_BUNDLE_DIR: z
+    .string()
+    .min(1)
+    .default(resolve(REPO, "agent", "dist", "bundles")),
+});
+
+export interface InstallConfig {
+  /** Absolute folder of latest.json and the bundles. */
+  bundleDir: string;
+  /** The installer served at /install.sh (deploy/install.sh of this checkout). */
+  installerFile: string;
+}
+
+/** Returns the settings, or the first problem as "VARIABLE: message". */
+export function parseInstallConfig(raw: Record<string, unknown>): InstallConfig | string {
+  const r = schema.safeParse(raw);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    return `${issue.path.join(".")}: ${issue.message}`;
+  }
+  return {
+    bundleDir: resolve(r.data.RELAYCTL_AGENT_BUNDLE_DIR),
+    installerFile: resolve(REPO, "deploy", "install.sh"),
+  };
+}

@@ -1,0 +1,399 @@
+#!/bin/sh
+# relayctl agent installer. The control plane serves it with its own URL filled in:
+#
+#   curl -fsSL https://<control-plane>/install.sh | sudo sh -s -- --token rjt_...
+#
+# Downloads the agent bundle for this machine's arch from the control plane (GET /agent/latest,
+# then /agent/<version>/<file>), checks its SHA-256, installs it under
+# /opt/relayctl-agent/<version> with a `current` symlink switched atomically, enrolls with the
+# join token, writes /etc/systemd/system/relayctl-agent.service (a dedicated system user,
+# hardened) and starts it. Run it again to upgrade (and with a new --token to re-enroll);
+# --uninstall removes everything it installed. A run that fails removes what it added and leaves
+# an earlier install as it was. Needs Node.js 20+ (and, where no prebuilt node-pty fits,
+# python3, make, g++ and npm to compile it).
+set -eu
+
+base_url=''  # @control-plane-url: the control plane serving this script writes its URL here
+
+usage() {
+  cat <<'EOF'
+usage: install.sh [--token rjt_...] [options]
+  --token TOKEN   join token (admin create-join-token): needed on the first install; given
+                  again, it re-enrolls (the server's credential is rotated)
+  --url URL       control plane base URL (default: the control plane that served this script)
+  --version V     install agent version V instead of the latest
+  --mirror URL    download the bundle from URL/<file> instead; its checksum still comes from
+                  the control plane
+  --prefix DIR    install under DIR as a scratch root (tests): the unit's paths point inside
+                  DIR, no system user is created and nothing is chowned
+  --no-systemd    write the unit but do not call systemctl
+  --uninstall     stop the agent and remove everything this script installed
+EOF
+}
+
+say() { printf '==> %s\n' "$*"; }
+die() {
+  printf 'install.sh: %s\n' "$*" >&2
+  exit 1
+}
+
+token="" version="" mirror="" prefix="" systemd=yes uninstall=no
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --token | --url | --version | --mirror | --prefix)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        --token) token="$2" ;;
+        --url) base_url="$2" ;;
+        --version) version="$2" ;;
+        --mirror) mirror="$2" ;;
+        --prefix) prefix="$2" ;;
+      esac
+      shift 2
+      ;;
+    --no-systemd) systemd=no; shift ;;
+    --uninstall) uninstall=yes; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) usage >&2; die "unknown argument: $1" ;;
+  esac
+done
+
+case "$prefix" in
+  "") ;;
+  /*) prefix="${prefix%/}" ;;
+  *) die "--prefix must be an absolute path" ;;
+esac
+opt="$prefix/opt/relayctl-agent"
+state="$prefix/var/lib/relayctl-agent"
+etc="$prefix/etc/relayctl-agent"
+unit="$prefix/etc/systemd/system/relayctl-agent.service"
+user=relayctl-agent
+
+if [ -z "$prefix" ] && [ "$(id -u)" -ne 0 ]; then
+  die "run as root (curl -fsSL <control plane>/install.sh | sudo sh -s -- --token rjt_...)"
+fi
+
+# ---------------------------------------------------------------- uninstall
+if [ "$uninstall" = yes ]; then
+  if [ "$systemd" = yes ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now relayctl-agent.service >/dev/null 2>&1 || true
+  fi
+  rm -f "$unit"
+  if [ "$systemd" = yes ] && command -v systemctl >/dev/null 2>&1; then systemctl daemon-reload || true; fi
+  rm -rf "$opt" "$state" "$etc"
+  if [ -z "$prefix" ] && id -u "$user" >/dev/null 2>&1; then userdel "$user" || true; fi
+  if [ -n "$prefix" ]; then
+    # A scratch root is left as it was found: the folders made for the files go too.
+    for d in etc/systemd/system etc/systemd etc opt var/lib var; do rmdir "$prefix/$d" 2>/dev/null || true; done
+  fi
+  say "relayctl-agent uninstalled. The server is still listed on the control plane: revoke its"
+  say "credential there with: relayctl-server admin revoke-agent --server <name>"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- checks
+case "$token" in "" | rjt_*) ;; *) die "--token must be a join token (rjt_...)" ;; esac
+[ -n "$base_url" ] || die "--url <control plane URL> is required when this script is not served by one"
+base_url="${base_url%/}"
+case "$base_url" in http://* | https://*) ;; *) die "--url must start with https:// or http://" ;; esac
+node_bin=$(command -v node 2>/dev/null) || node_bin=""
+[ -n "$node_bin" ] || die "Node.js 20 or newer is required, and no 'node' is on PATH. Install it
+  (Debian 13 / Ubuntu 24.04: apt-get install nodejs; older releases: NodeSource's node_20.x)
+  and run this again."
+# One start of node for its version, platform and arch (each start costs ~0.2 s on a small server).
+# shellcheck disable=SC2046 # three words
+set -- $("$node_bin" -p '[process.versions.node, process.platform, process.arch].join(" ")' 2>/dev/null)
+node_version="${1:-}" platform="${2:-}" arch="${3:-}"
+case "${node_version%%.*}" in
+  "" | *[!0-9]*) die "cannot run $node_bin to read its version: Node.js 20 or newer is required" ;;
+esac
+[ "${node_version%%.*}" -ge 20 ] || die "Node.js $node_version ($node_bin) is too old: relayctl-agent
+  needs Node.js 20 or newer. Upgrade it and run this again."
+case "$node_bin" in
+  /root/* | /home/* | /run/user/*)
+    # ProtectHome=yes hides these from the service.
+    [ -n "$prefix" ] || die "$node_bin is under a home directory, which the service cannot see:
+  install Node.js system-wide (e.g. /usr/bin/node)"
+    ;;
+esac
+[ "$platform" = linux ] || die "relayctl-agent runs on Linux only (this is $platform)"
+case "$arch" in x64 | arm64) ;; *) die "no agent bundle for linux-$arch (bundles: x64, arm64)" ;; esac
+
+if command -v curl >/dev/null 2>&1; then
+  fetch() { curl -fsSL --retry 2 -o "$2" "$1"; }
+elif command -v wget >/dev/null 2>&1; then
+  fetch() { wget -q -O "$2" "$1"; }
+else
+  die "curl or wget is required"
+fi
+js() { "$node_bin" -e "$@"; }
+
+# ---------------------------------------------------------------- rollback
+# Everything this run creates is listed; a run that does not reach the end removes it again
+# and puts back what it moved aside, so a failure leaves the machine as it found it.
+tmp=$(mktemp -d)
+: >"$tmp/created"
+: >"$tmp/moved"
+done_ok=no
+rollback() {
+  if [ "$done_ok" != yes ]; then
+    # Newest first: a folder is removed after what was made inside it.
+    sed '1!G;h;$!d' "$tmp/created" | while IFS= read -r path; do
+      case "$path" in
+        user:*) userdel "${path#user:}" 2>/dev/null || true ;;
+        ?*) rm -rf "$path" ;;
+      esac
+    done
+    while IFS= read -r moved; do
+      if [ -n "$moved" ]; then mv "$moved.relayctl-old" "$moved" 2>/dev/null || true; fi
+    done <"$tmp/moved"
+    [ -s "$tmp/created" ] && printf 'install.sh: rolled back: nothing of this run was left installed\n' >&2
+  fi
+  rm -rf "$tmp"
+}
+trap rollback EXIT
+trap 'exit 130' INT TERM
+
+# mkdir -p that lists the topmost folder it creates.
+mkdir_tracked() {
+  top="" d="$1"
+  while [ ! -e "$d" ]; do
+    top="$d"
+    d=$(dirname "$d")
+  done
+  [ -z "$top" ] && return 0
+  mkdir -p "$1"
+  printf '%s\n' "$top" >>"$tmp/created"
+}
+
+# ---------------------------------------------------------------- which bundle
+if [ -z "$version" ]; then
+  fetch "$base_url/agent/latest" "$tmp/latest.json" ||
+    die "cannot get $base_url/agent/latest (is --url the control plane's address?)"
+  # shellcheck disable=SC2046 # two words: the version and the checksum
+  set -- $(js '
+    const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    const b = (j.bundles || []).find((x) => x.arch === process.argv[2]);
+    if (b && /^[0-9a-f]{64}$/.test(b.sha256)) console.log(j.version, b.sha256);
+  ' "$tmp/latest.json" "$arch")
+  [ $# -eq 2 ] || die "the control plane offers no agent bundle for linux-$arch"
+  version="$1" expected="$2"
+fi
+case "$version" in *[!0-9A-Za-z.+-]* | "") die "bad version: $version" ;; esac
+file="relayctl-agent-$version-linux-$arch.tar.gz"
+if [ -z "${expected:-}" ]; then
+  fetch "$base_url/agent/$version/$file.sha256" "$tmp/sum" ||
+    die "the control plane has no agent $version for linux-$arch ($base_url/agent/$version/$file.sha256)"
+  expected=$(cut -d' ' -f1 "$tmp/sum")
+fi
+dest="$opt/$version"
+
+# ---------------------------------------------------------------- download, verify, unpack
+if [ -f "$dest/.relayctl-sha256" ] && [ "$(cat "$dest/.relayctl-sha256")" = "$expected" ]; then
+  say "relayctl-agent $version is already unpacked in $dest"
+else
+  src="${mirror:-$base_url/agent/$version}"
+  src="${src%/}/$file"
+  say "downloading $src"
+  fetch "$src" "$tmp/$file" || die "download failed: $src"
+  if command -v sha256sum >/dev/null 2>&1; then
+    actual=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
+  else
+    actual=$(js '
+      const h = require("crypto").createHash("sha256");
+      h.update(require("fs").readFileSync(process.argv[1]));
+      console.log(h.digest("hex"));
+    ' "$tmp/$file")
+  fi
+  [ "$actual" = "$expected" ] || die "checksum mismatch for $file: expected sha256 $expected from
+  the control plane, the download has $actual. The file is corrupt or was tampered with;
+  nothing was installed."
+  mkdir "$tmp/unpack"
+  tar -xzf "$tmp/$file" -C "$tmp/unpack" || die "cannot unpack $file"
+  unpacked="$tmp/unpack/relayctl-agent-$version"
+  [ -f "$unpacked/bin/relayctl-agent.js" ] || die "$file does not hold relayctl-agent-$version/"
+
+  pty="$unpacked/node_modules/node-pty"
+  if [ ! -f "$pty/build/Release/pty.node" ]; then
+    say "no prebuilt node-pty for linux-$arch: compiling it here"
+    missing=""
+    for t in python3 make g++; do command -v "$t" >/dev/null 2>&1 || missing="$missing $t"; done
+    gyp=""
+    if command -v npm >/dev/null 2>&1 && [ -f "$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js" ]; then
+      gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
+    elif command -v node-gyp >/dev/null 2>&1; then
+      gyp=$(command -v node-gyp)
+    else
+      missing="$missing npm"
+    fi
+    [ -z "$missing" ] || die "node-pty has to be compiled on this machine (no prebuilt for
+  linux-$arch), which needs python3, make, g++ and npm (for node-gyp); missing:$missing.
+  Debian/Ubuntu: apt-get install python3 make g++ npm; then run this again."
+    # Node's headers: those installed beside node when there are (Debian's and NodeSource's
+    # packages, the official tarballs), else node-gyp downloads them from nodejs.org.
+    nodedir=$(dirname "$(dirname "$node_bin")")
+    set --
+    [ -f "$nodedir/include/node/node_api.h" ] && set -- "--nodedir=$nodedir"
+    (cd "$pty" && "$node_bin" "$gyp" rebuild "$@") >"$tmp/build.log" 2>&1 || {
+      tail -n 20 "$tmp/build.log" >&2
+      die "compiling node-pty failed (above); nothing was installed"
+    }
+    rm -rf "$pty/build/Release/obj.target" "$pty/build/Release/.deps"
+  fi
+  printf '%s\n' "$expected" >"$unpacked/.relayctl-sha256"
+
+  mkdir_tracked "$opt"
+  if [ -e "$dest" ]; then
+    # The same version built again (another checksum): the old copy goes back on failure.
+    mv "$dest" "$dest.relayctl-old"
+    printf '%s\n' "$dest" >>"$tmp/moved"
+  fi
+  mv "$unpacked" "$dest"
+  printf '%s\n' "$dest" >>"$tmp/created"
+  unpacked_new=yes
+fi
+
+# ---------------------------------------------------------------- the unit (written last)
+cat >"$tmp/unit" <<EOF
+# relayctl-agent, written by the control plane's install.sh (agent $version).
+# Run install.sh again to upgrade; change settings in $etc/agent.env or with a
+# drop-in (systemctl edit relayctl-agent), not here.
+[Unit]
+Description=relayctl runner agent
+Documentation=https://github.com/relayctl/relayctl#agent-on-another-server
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+User=$user
+Group=$user
+Environment=RELAYCTL_AGENT_STATE_DIR=$state
+EnvironmentFile=-$etc/agent.env
+ExecStart=$node_bin $opt/current/bin/relayctl-agent.js run
+Restart=always
+RestartSec=2
+# The agent kills a command's process tree at its deadline; stopping the unit
+# must not leave commands behind either.
+KillMode=control-group
+TimeoutStopSec=30
+UMask=0077
+
+# Hardening. The agent exists to run operators' commands and containers, so only
+# what leaves that working is on:
+NoNewPrivileges=yes
+ProtectSystem=full
+ProtectHome=yes
+PrivateTmp=yes
+ProtectKernelTunables=yes
+ProtectKernelModules=yes
+ProtectKernelLogs=yes
+ProtectControlGroups=yes
+ProtectClock=yes
+ProtectHostname=yes
+RestrictSUIDSGID=yes
+RestrictRealtime=yes
+LockPersonality=yes
+SystemCallArchitectures=native
+RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK
+CapabilityBoundingSet=
+# Left off on purpose:
+#  MemoryDenyWriteExecute  Node's JIT needs writable+executable memory.
+#  ProtectSystem=strict    commands and deployments write outside the state dir.
+#  PrivateDevices          rootless podman needs /dev/fuse and /dev/net/tun.
+#  PrivateUsers, RestrictNamespaces
+#                          rootless podman and buildah need user namespaces.
+#  SystemCallFilter        operators' commands and container runtimes need any syscall.
+#  ProtectProc, ProcSubset commands like ps, top and free read all of /proc.
+#  PrivateNetwork, IPAddressDeny
+#                          the agent dials its gateway; commands use the network.
+#  DynamicUser             the state dir and group memberships (docker) need a fixed user.
+# NoNewPrivileges means commands cannot gain privileges (no sudo, no setuid):
+# they run with $user's rights, plus the docker group when it exists.
+# ProtectSystem=full keeps /etc read-only: with RELAYCTL_AGENT_PROXY=nginx add
+# ReadWritePaths=/etc/nginx/conf.d in a drop-in (and give $user write access).
+
+[Install]
+WantedBy=multi-user.target
+EOF
+
+# ---------------------------------------------------------------- user and enrollment
+if [ -z "$prefix" ] && ! id -u "$user" >/dev/null 2>&1; then
+  say "creating system user $user"
+  nologin=$(command -v nologin 2>/dev/null || echo /usr/sbin/nologin)
+  useradd --system --user-group --home-dir "$state" --no-create-home --shell "$nologin" "$user"
+  printf 'user:%s\n' "$user" >>"$tmp/created"
+  if getent group docker >/dev/null 2>&1; then
+    usermod -aG docker "$user"
+    say "$user joined the docker group (docker access is root-equivalent)"
+  fi
+fi
+
+mkdir_tracked "$state"
+chmod 0700 "$state"
+if [ -n "$token" ]; then
+  say "enrolling with $base_url"
+  "$node_bin" "$dest/bin/relayctl-agent.js" enroll --url "$base_url" --token "$token" --state-dir "$state" >/dev/null ||
+    die "enrollment failed (the agent says why above): nothing was installed. Make a new join token
+  (relayctl-server admin create-join-token) and run this again."
+elif [ ! -f "$state/agent.json" ]; then
+  die "this server is not enrolled yet: pass --token rjt_... (relayctl-server admin create-join-token)"
+else
+  say "already enrolled; keeping the credential in $state/agent.json"
+fi
+[ -n "$prefix" ] || chown -R "$user:$user" "$state"
+
+# ---------------------------------------------------------------- switch
+mkdir_tracked "$etc"
+if [ ! -f "$etc/agent.env" ]; then
+  cat >"$etc/agent.env" <<'EOF'
+# relayctl-agent settings (README "Agent on another server", docs/process-interfaces.md).
+# Kept across upgrades. For example:
+# RELAYCTL_AGENT_CONTAINER_ENGINE=docker
+# RELAYCTL_AGENT_PROXY=caddy
+EOF
+fi
+# What changed decides whether the agent restarts: a run with nothing new must not cut the
+# commands it is running (stopping the unit kills them).
+changed=no
+if [ -n "$token" ] || [ "${unpacked_new:-no}" = yes ]; then changed=yes; fi
+mkdir_tracked "$(dirname "$unit")"
+if [ ! -f "$unit" ] || [ "$(cat "$unit")" != "$(cat "$tmp/unit")" ]; then
+  mv "$tmp/unit" "$unit.tmp"
+  chmod 0644 "$unit.tmp"
+  mv "$unit.tmp" "$unit"
+  changed=yes
+fi
+previous=$(readlink "$opt/current" 2>/dev/null || true)
+if [ "$previous" != "$version" ]; then
+  ln -s "$version" "$opt/.current.$$"
+  # rename(2) replaces the old link in one step: `current` always points at a whole version.
+  js 'require("fs").renameSync(process.argv[1], process.argv[2])' "$opt/.current.$$" "$opt/current"
+  changed=yes
+fi
+done_ok=yes
+
+if [ "$systemd" = yes ]; then
+  systemctl daemon-reload
+  systemctl enable relayctl-agent.service >/dev/null 2>&1
+  if [ "$changed" = yes ]; then
+    systemctl restart relayctl-agent.service
+    say "relayctl-agent.service (re)started (journalctl -u relayctl-agent)"
+  else
+    systemctl start relayctl-agent.service
+    say "nothing changed; relayctl-agent.service is running"
+  fi
+else
+  say "unit written to $unit (--no-systemd: not started)"
+fi
+
+if [ "$previous" != "$version" ]; then
+  # Keep this version and the one before it (to go back by hand); drop older ones.
+  for d in "$opt"/*; do
+    v=$(basename "$d")
+    if [ ! -d "$d" ] || [ -L "$d" ]; then continue; fi
+    [ "$v" = "$version" ] || [ "$v" = "$previous" ] || rm -rf "$d"
+  done
+fi
+rm -rf "$dest.relayctl-old"
+say "relayctl-agent $version installed in $opt/current"

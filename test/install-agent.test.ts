@@ -1,0 +1,427 @@
+// The one-line agent install, end to end: the control plane serves /install.sh and the agent
+// bundles (built here by scripts/agent-bundle.mjs into this file's own folder), the installer
+// runs with `sh` into a scratch root (--prefix, --no-systemd: it runs as root here, but must not
+// touch the real system), the unit passes `systemd-analyze verify`, and the installed agent,
+// started the way the unit starts it, connects and runs a command through the API.
+import { spawn } from "node:child_process";
+import {
+  existsSync,
+  realpathSync,
+  symlinkSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { type Server, createServer } from "node:http";
+import { join } from "node:path";
+import { run } from "@relayctl/devkit";
+import test from "ava";
+import { assertCompleted } from "./harness/assertions";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { exec, request } from "./harness/http";
+import { ManagedProcess, cleanEnv } from "./harness/process";
+import { REPO_ROOT } from "./harness/programs";
+
+const VERSION = JSON.parse(readFileSync(join(REPO_ROOT, "agent", "package.json"), "utf8")).version as string;
+const UPGRADE = `${VERSION}-upgrade.1`;
+const FROM_SOURCE = `${VERSION}-source.1`;
+
+let c: Cluster;
+let dir: string;
+let bundleDir: string;
+let installer: string;
+let apiKey: string;
+
+function buildBundles(version: string, extra: string[] = []): Promise<unknown> {
+  // This machine's arch only: another arch's tarball is the same JavaScript with node-pty's
+  // sources, which --pty-from-source gives here too.
+  return run(process.execPath, [
+    join(REPO_ROOT, "scripts", "agent-bundle.mjs"),
+    ...["--out", bundleDir, "--version", version, "--arch", process.arch, ...extra],
+  ]);
+}
+
+test.before(async () => {
+  dir = makeTempDir("install");
+  bundleDir = join(dir, "bundles");
+  await buildBundles(VERSION);
+  c = await startCluster({ serverEnv: { RELAYCTL_AGENT_BUNDLE_DIR: bundleDir } });
+  const key = await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "install-test"]);
+  apiKey = String(key.key);
+  // The installer as a server owner gets it: over HTTP from the control plane.
+  const res = await request(c, "/install.sh", { key: null });
+  if (res.status !== 200) throw new Error(`GET /install.sh: ${res.status} ${res.text}`);
+  installer = join(dir, "install.sh");
+  writeFileSync(installer, res.text);
+});
+test.after.always(cleanupAll);
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function sh(args: string[], env: NodeJS.ProcessEnv = cleanEnv({})): Promise<Outcome> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("/bin/sh", [installer, ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => {
+      stdout += d;
+    });
+    child.stderr.on("data", (d) => {
+      stderr += d;
+    });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/**
+ * A `systemctl` that records its arguments: what install.sh asks of systemd without --no-systemd
+ * (this machine runs no systemd; the unit itself is checked with systemd-analyze).
+ */
+function fakeSystemctl(): { env: NodeJS.ProcessEnv; calls: () => string[] } {
+  const bin = makeTempDir("systemctl");
+  const log = join(bin, "calls.log");
+  writeFileSync(join(bin, "systemctl"), `#!/bin/sh\necho "$*" >>'${log}'\n`, { mode: 0o755 });
+  return {
+    env: cleanEnv({ PATH: `${bin}:${process.env.PATH}` }),
+    calls: () => (existsSync(log) ? readFileSync(log, "utf8").trim().split("\n") : []),
+  };
+}
+
+const describe = (o: Outcome) => `exit ${o.code}\n--- stdout\n${o.stdout}\n--- stderr\n${o.stderr}`;
+
+async function joinToken(name = `srv-${Math.random().toString(36).slice(2, 8)}`): Promise<string> {
+  const out = await c.admin(["create-join-token", "--tenant", c.tenantId, "--server-name", name]);
+  return String(out.join_token);
+}
+
+function scratchRoot(name: string): string {
+  const root = join(dir, name);
+  mkdirSync(root);
+  return root;
+}
+
+/** Every path under root, relative ("" when it is empty). */
+function tree(root: string): string[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root, { recursive: true }).map(String).sort();
+}
+
+/** What the installer owns under root: the tree less what the running agent writes in its state dir. */
+function installed(root: string): string[] {
+  const state = join("var", "lib", "relayctl-agent");
+  return tree(root).filter((f) => !f.startsWith(`${state}/`) || f === join(state, "agent.json"));
+}
+
+const paths = (root: string) => ({
+  opt: join(root, "opt", "relayctl-agent"),
+  state: join(root, "var", "lib", "relayctl-agent"),
+  unit: join(root, "etc", "systemd", "system", "relayctl-agent.service"),
+});
+
+/** The unit's ExecStart and environment, to start the agent as systemd would. */
+function readUnit(unit: string): { argv: string[]; env: Record<string, string> } {
+  const text = readFileSync(unit, "utf8");
+  const value = (key: string) => [...text.matchAll(new RegExp(`^${key}=(.*)$`, "gm"))].map((m) => m[1]!);
+  const env: Record<string, string> = {};
+  for (const e of value("Environment")) env[e.slice(0, e.indexOf("="))] = e.slice(e.indexOf("=") + 1);
+  for (const file of value("EnvironmentFile")) {
+    const path = file.replace(/^-/, "");
+    if (!existsSync(path)) continue;
+    for (const line of readFileSync(path, "utf8").split("\n")) {
+      const m = /^([A-Z0-9_]+)=(.*)$/.exec(line.trim());
+      if (m) env[m[1]!] = m[2]!;
+    }
+  }
+  const [execStart] = value("ExecStart");
+  return { argv: execStart!.split(" "), env };
+}
+
+let agentRuns = 0;
+async function startInstalledAgent(root: string): Promise<ManagedProcess> {
+  const { argv, env } = readUnit(paths(root).unit);
+  const proc = new ManagedProcess({
+    name: `installed-agent#${++agentRuns}`,
+    command: argv[0]!,
+    args: argv.slice(1),
+    env: cleanEnv(env),
+    logFile: join(dir, `installed-agent-${agentRuns}.log`),
+  });
+  await proc.waitForMsg("connected", { timeoutMs: 30_000 });
+  return proc;
+}
+
+function enrolled(root: string): { server_id: string; agent_credential: string } {
+  return JSON.parse(readFileSync(join(paths(root).state, "agent.json"), "utf8"));
+}
+
+async function agentVersion(serverId: string): Promise<unknown> {
+  const res = await request(c, "/api/servers", { key: null, headers: { "X-API-Key": apiKey } });
+  const servers = res.json.servers as { id: string; agent_version: string }[];
+  return servers.find((s) => s.id === serverId)?.agent_version;
+}
+
+// One server's life, in order: install, run a command, run the installer again, upgrade and
+// re-enroll, uninstall.
+const main = { root: "", token: "", agent: undefined as ManagedProcess | undefined };
+
+test.serial(
+  "install - the served script installs, enrolls, and the agent it installed runs a command",
+  async (t) => {
+    t.regex(readFileSync(installer, "utf8"), new RegExp(`^base_url='${c.baseUrl}'`, "m"));
+    main.root = scratchRoot("root");
+    main.token = await joinToken();
+    const out = await sh(["--token", main.token, "--prefix", main.root, "--no-systemd"]);
+    t.is(out.code, 0, describe(out));
+    t.notRegex(out.stdout + out.stderr, /rjt_/, "the join token is never printed");
+
+    const p = paths(main.root);
+    t.is(readlinkSync(join(p.opt, "current")), VERSION);
+    t.true(existsSync(join(p.opt, VERSION, "node_modules", "node-pty", "build", "Release", "pty.node")));
+    t.is(statSync(join(p.state, "agent.json")).mode & 0o777, 0o600);
+    t.is(statSync(p.state).mode & 0o777, 0o700);
+
+    const unit = readFileSync(p.unit, "utf8");
+    for (const line of [
+      "User=relayctl-agent",
+      "NoNewPrivileges=yes",
+      "ProtectSystem=full",
+      "ProtectHome=yes",
+      "PrivateTmp=yes",
+    ]) {
+      t.regex(unit, new RegExp(`^${line}$`, "m"));
+    }
+    // systemd's own check: unknown keys, bad values and a missing ExecStart binary all show here.
+    const verify = await run("systemd-analyze", ["verify", p.unit]).catch((err: Outcome & Error) => err);
+    t.is((verify as Outcome).stderr.trim(), "", "systemd-analyze verify finds nothing to say");
+
+    main.agent = await startInstalledAgent(main.root);
+    const { server_id } = enrolled(main.root);
+    const res = await exec(c, { server_id, command: "echo installed-$((6*7))", timeout_seconds: 30 });
+    assertCompleted(t, res, { exit_code: 0, stdout: "installed-42\n", stderr: "" });
+    t.is(await agentVersion(server_id), VERSION);
+  },
+);
+
+test.serial(
+  "install - running it again keeps the install, the credential and the running agent",
+  async (t) => {
+    const before = enrolled(main.root);
+    const files = installed(main.root);
+    const systemctl = fakeSystemctl();
+    const out = await sh(["--prefix", main.root], systemctl.env);
+    t.is(out.code, 0, describe(out));
+    // Nothing changed: the unit is started if stopped, never restarted (that would cut commands).
+    t.deepEqual(systemctl.calls(), [
+      "daemon-reload",
+      "enable relayctl-agent.service",
+      "start relayctl-agent.service",
+    ]);
+    t.regex(out.stdout, /already unpacked/);
+    t.regex(out.stdout, /already enrolled/);
+    t.deepEqual(enrolled(main.root), before);
+    t.deepEqual(installed(main.root), files);
+    const res = await exec(c, {
+      server_id: before.server_id,
+      command: "echo still-here",
+      timeout_seconds: 30,
+    });
+    assertCompleted(t, res, { exit_code: 0, stdout: "still-here\n", stderr: "" });
+  },
+);
+
+test.serial(
+  "install - a used join token stops clearly and leaves an existing install as it was",
+  async (t) => {
+    const before = enrolled(main.root);
+    const files = installed(main.root);
+    // The token of the first install, used by it.
+    const out = await sh(["--token", main.token, "--prefix", main.root, "--no-systemd"]);
+    t.is(out.code, 1, describe(out));
+    t.regex(out.stderr, /enrollment refused \(HTTP 401\): join token is invalid, already used or expired/);
+    t.regex(out.stderr, /nothing was installed/);
+    t.deepEqual(enrolled(main.root), before);
+    t.deepEqual(installed(main.root), files);
+  },
+);
+
+test.serial("install - an expired join token stops clearly and leaves nothing behind", async (t) => {
+  const name = `expired-${Math.random().toString(36).slice(2, 8)}`;
+  const token = await joinToken(name);
+  // Tokens live at least a minute; age this one instead of waiting.
+  await c.db.query("UPDATE join_tokens SET expires_at = ? WHERE server_name = ?", [Date.now() - 1000, name]);
+  const root = scratchRoot("expired");
+  const out = await sh(["--token", token, "--prefix", root, "--no-systemd"]);
+  t.is(out.code, 1, describe(out));
+  t.regex(out.stderr, /join token is invalid, already used or expired/);
+  t.regex(out.stderr, /rolled back/);
+  t.deepEqual(tree(root), [], "the scratch root is as empty as before");
+});
+
+test.serial(
+  "install - a bundle that does not match the control plane's checksum installs nothing",
+  async (t) => {
+    // A mirror that serves a tampered copy: one byte of the real tarball flipped.
+    const file = `relayctl-agent-${VERSION}-linux-${process.arch}.tar.gz`;
+    const tampered = readFileSync(join(bundleDir, file));
+    const at = tampered.length - 100;
+    tampered.writeUInt8(tampered.readUInt8(at) ^ 0xff, at);
+    const mirror: Server = createServer((req, res) => {
+      if (req.url === `/${file}`) res.end(tampered);
+      else res.writeHead(404).end();
+    });
+    await new Promise<void>((resolve) => mirror.listen(0, "127.0.0.1", resolve));
+    onCleanup(() => new Promise<void>((resolve) => mirror.close(() => resolve())));
+    const port = (mirror.address() as { port: number }).port;
+
+    const root = scratchRoot("tampered");
+    const name = `tampered-${Math.random().toString(36).slice(2, 8)}`;
+    const token = await joinToken(name);
+    const out = await sh([
+      "--token",
+      token,
+      "--prefix",
+      root,
+      "--no-systemd",
+      "--mirror",
+      `http://127.0.0.1:${port}`,
+    ]);
+    t.is(out.code, 1, describe(out));
+    t.regex(out.stderr, /checksum mismatch for relayctl-agent-.*: expected sha256 [0-9a-f]{64}/);
+    t.regex(out.stderr, /nothing was installed/);
+    t.deepEqual(tree(root), []);
+    // It never got as far as enrolling: the token is still unused.
+    const rows = await c.db.query("SELECT used_at FROM join_tokens WHERE server_name = ?", [name]);
+    t.deepEqual(
+      rows.map((r) => r.used_at),
+      [null],
+    );
+  },
+);
+
+test.serial("install - Node.js missing or older than 20 is named before anything is done", async (t) => {
+  const bin = makeTempDir("fake-node");
+  const root = scratchRoot("no-node");
+  const missing = await sh(["--token", "rjt_x", "--prefix", root], cleanEnv({ PATH: bin }));
+  t.is(missing.code, 1, describe(missing));
+  t.regex(missing.stderr, /Node\.js 20 or newer is required, and no 'node' is on PATH/);
+
+  writeFileSync(join(bin, "node"), "#!/bin/sh\necho 18.19.1\n", { mode: 0o755 });
+  const old = await sh(
+    ["--token", "rjt_x", "--prefix", root],
+    cleanEnv({ PATH: `${bin}:${process.env.PATH}` }),
+  );
+  t.is(old.code, 1, describe(old));
+  t.regex(
+    old.stderr,
+    /Node\.js 18\.19\.1 \(.*\/node\) is too old: relayctl-agent\s+needs Node\.js 20 or newer/,
+  );
+  t.deepEqual(tree(root), []);
+});
+
+test.serial(
+  "install - an upgrade with a new join token switches `current`, re-enrolls, keeps the last version",
+  async (t) => {
+    await buildBundles(UPGRADE);
+    const before = enrolled(main.root);
+    const systemctl = fakeSystemctl();
+    const out = await sh(["--token", await joinToken(), "--prefix", main.root], systemctl.env);
+    t.is(out.code, 0, describe(out));
+    t.true(systemctl.calls().includes("restart relayctl-agent.service"), systemctl.calls().join("; "));
+    const p = paths(main.root);
+    t.is(readlinkSync(join(p.opt, "current")), UPGRADE);
+    t.true(lstatSync(join(p.opt, VERSION)).isDirectory(), "the version before stays, to go back by hand");
+    t.not(enrolled(main.root).agent_credential, before.agent_credential, "a new credential");
+
+    await main.agent!.stop("SIGTERM");
+    main.agent = await startInstalledAgent(main.root);
+    const { server_id } = enrolled(main.root);
+    t.is(await agentVersion(server_id), UPGRADE);
+    const res = await exec(c, { server_id, command: "echo upgraded", timeout_seconds: 30 });
+    assertCompleted(t, res, { exit_code: 0, stdout: "upgraded\n", stderr: "" });
+  },
+);
+
+/** A PATH of the tools install.sh uses, less `without`. */
+function pathWithout(without: string): string {
+  const bin = makeTempDir("path");
+  const tools = ["node", "npm", "env", "curl", "tar", "gzip", "mktemp", "sed", "cut", "dirname", "basename"];
+  tools.push(
+    "mkdir",
+    "mv",
+    "rm",
+    "cat",
+    "chmod",
+    "readlink",
+    "ln",
+    "tail",
+    "sha256sum",
+    "python3",
+    "make",
+    "g++",
+  );
+  for (const tool of tools.filter((x) => x !== without)) {
+    const found = (process.env.PATH ?? "")
+      .split(":")
+      .map((d) => join(d, tool))
+      .find((f) => existsSync(f));
+    if (!found) throw new Error(`${tool} is not on PATH`);
+    symlinkSync(realpathSync(found), join(bin, tool));
+  }
+  return bin;
+}
+
+test.serial(
+  "install - without a prebuilt node-pty it is compiled on the server, or the missing tools are named",
+  async (t) => {
+    await buildBundles(FROM_SOURCE, ["--pty-from-source"]);
+    const p = paths(main.root);
+    const files = installed(main.root);
+    const noCompiler = await sh(
+      ["--prefix", main.root, "--no-systemd"],
+      cleanEnv({ PATH: pathWithout("g++") }),
+    );
+    t.is(noCompiler.code, 1, describe(noCompiler));
+    t.regex(noCompiler.stderr, /needs python3, make, g\+\+ and npm \(for node-gyp\); missing: g\+\+/);
+    t.deepEqual(installed(main.root), files, "nothing of the new version is left");
+    t.is(readlinkSync(join(p.opt, "current")), UPGRADE);
+
+    const out = await sh(["--prefix", main.root, "--no-systemd"]);
+    t.is(out.code, 0, describe(out));
+    t.regex(out.stdout, /no prebuilt node-pty for linux-\w+: compiling it here/);
+    t.is(readlinkSync(join(p.opt, "current")), FROM_SOURCE);
+    // Every command runs in a pty: one that runs proves the compiled node-pty works.
+    await main.agent!.stop("SIGTERM");
+    main.agent = await startInstalledAgent(main.root);
+    const { server_id } = enrolled(main.root);
+    const res = await exec(c, {
+      server_id,
+      command: "echo compiled-pty",
+      timeout_seconds: 30,
+    });
+    assertCompleted(t, res, { exit_code: 0, stdout: "compiled-pty\n", stderr: "" });
+  },
+);
+
+test.serial("install - --uninstall leaves nothing in the scratch root", async (t) => {
+  await main.agent!.stop("SIGTERM");
+  const systemctl = fakeSystemctl();
+  const out = await sh(["--uninstall", "--prefix", main.root], systemctl.env);
+  t.is(out.code, 0, describe(out));
+  t.deepEqual(systemctl.calls(), ["disable --now relayctl-agent.service", "daemon-reload"]);
+  t.regex(out.stdout, /revoke-agent/);
+  t.deepEqual(tree(main.root), []);
+});
