@@ -20,6 +20,16 @@ for ws in control-plane proto reverse-proxy-sync; do
   cp "$ws/package.json" "$DEST/$ws/"
   cp -a "$ws/dist" "$DEST/$ws/"
 done
+# What the api serves to servers being set up: the installer and the agent bundles
+# (scripts/agent-bundle.mjs, run by make build); without bundles /agent/latest answers 503.
+mkdir -p "$DEST/deploy"
+cp deploy/install.sh "$DEST/deploy/"
+if [ -f agent/dist/bundles/latest.json ]; then
+  mkdir -p "$DEST/agent/dist"
+  cp -a agent/dist/bundles "$DEST/agent/dist/"
+else
+  echo "image-context: no agent bundles (node scripts/agent-bundle.mjs): /install.sh will have nothing to download" >&2
+fi
 # Top-level packages of the closure; nested node_modules come with their parent. npm ls exits
 # non-zero on mere warnings (an extraneous package): judge it by what it lists.
 closure="$(npm ls --omit=dev --all --parseable -w @relayctl/control-plane 2>/dev/null || true)"

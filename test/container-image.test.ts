@@ -158,6 +158,13 @@ test("container image - the api role runs from the image: /healthz and authentic
     headers: { "x-api-key": "rck_nope" },
   });
   t.is(refused.status, 401, describe(refused));
+  // Servers are set up from the image too: the installer and the agent bundles it downloads.
+  const installer = await request({ baseUrl: apiUrl }, "/install.sh", { key: null });
+  t.is(installer.status, 200, describe(installer));
+  t.true(installer.text.includes(apiUrl), "install.sh carries the control plane's own URL");
+  const latest = await request({ baseUrl: apiUrl }, "/agent/latest", { key: null });
+  t.is(latest.status, 200, describe(latest));
+  t.true((latest.json.bundles as unknown[]).length > 0);
 });
 
 test("container image - runs as uid 1000 and holds only the runtime tree", async (t) => {
@@ -174,7 +181,7 @@ test("container image - runs as uid 1000 and holds only the runtime tree", async
     "-e",
     "console.log(require('fs').readdirSync('/opt/relayctl').sort().join(' '))",
   ]);
-  t.is(ls.stdout.trim(), "control-plane node_modules package.json proto reverse-proxy-sync");
+  t.is(ls.stdout.trim(), "agent control-plane deploy node_modules package.json proto reverse-proxy-sync");
 });
 
 test("container image - compose.yaml builds this Dockerfile and sets only real variables", (t) => {

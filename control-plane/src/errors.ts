@@ -106,6 +106,7 @@ export const ERRORS = {
   RC_ERR_PERSON_ONLY: {
     status: 403,
     detail: "this is about a signed-in person: use the session or an OAuth token, not an API key",
+  },
   RC_ERR_AGENT_BUNDLE_NOT_FOUND: { status: 404, detail: "agent bundle file not found" },
   RC_ERR_AGENT_BUNDLE_UNAVAILABLE: {
     status: 503,
