@@ -17,7 +17,7 @@ import { type ControlPlane, TEST_TIMINGS } from "./harness/control-plane";
 import { type ExecCall, startExecStream } from "./harness/exec-stream";
 import { exec } from "./harness/http";
 import { startOwned } from "./harness/mariadb";
-import { startNatsCluster } from "./harness/nats";
+import { clientConnections, startNatsCluster } from "./harness/nats";
 import { pollUntil } from "./harness/wait";
 
 test.after.always(cleanupAll);
@@ -71,13 +71,15 @@ test("chaos - execs stay exactly-once, audited and answered through gateway, NAT
   await stream.answered(30, 30_000, ok);
 
   const windows: Window[] = [];
-  const node = nats.nodes[0]!;
+  // The node holding most of the control plane's connections (each process picks one at random).
+  const node = [...nats.nodes].sort((a, b) => clientConnections(b) - clientConnections(a))[0]!;
+  const natsClients = clientConnections(node);
   const natsDown = Date.now();
   await node.stop("SIGKILL");
   // Down long enough for every client to have reconnected to another node.
   await stream.answered(1, 30_000, (call) => call.sentAt > natsDown + OUTAGE_MS);
   await node.restart();
-  windows.push({ what: "NATS node n1 down", from: natsDown, to: Date.now() });
+  windows.push({ what: `NATS node (${natsClients} clients) down`, from: natsDown, to: Date.now() });
   await stream.answered(30, 30_000, ok);
 
   const dbDown = Date.now();
@@ -97,6 +99,29 @@ test("chaos - execs stay exactly-once, audited and answered through gateway, NAT
   );
   const tokens = await tokensByOperation(c);
   const ran = ranCounts(ranDir, AGENTS);
+
+  // The figures first, so a failing run shows them too.
+  t.log(`setup (NATS cluster, MariaDB, 2 api, 2 gateways, ${AGENTS} agents): ${setupMs} ms`);
+  t.log(
+    `calls: ${calls.length} from ${CLIENTS} clients; by status: ${JSON.stringify(countBy(calls.map((x) => String(x.status))))}`,
+  );
+  t.log(
+    `operations stored: ${rows.length}, by final status: ${JSON.stringify(countBy(rows.map((r) => r.status)))}`,
+  );
+  t.log(`commands run (marker lines): ${[...ran.values()].reduce((a, b) => a + b, 0)}`);
+  t.log(
+    `gateway failover: ${failover.moved} agents moved; to the other gateway in ` +
+      `min ${Math.min(...failover.ms)} / median ${median(failover.ms)} / max ${Math.max(...failover.ms)} ms`,
+  );
+  // Each 503 is put down to the latest outage that began before it was answered.
+  const outageOf = (call: ExecCall) => windows.filter((w) => w.from <= call.answeredAt).at(-1);
+  for (const w of windows) {
+    const in503 = calls.filter((x) => x.status === 503 && outageOf(x) === w);
+    const last = in503.length ? Math.max(...in503.map((x) => x.answeredAt - w.to)) : "-";
+    const details = JSON.stringify(countBy(in503.map((x) => x.detail ?? "")));
+    t.log(`${w.what}: ${w.to - w.from} ms; 503s: ${details}; the last answered ${last} ms after it was back`);
+  }
+
   checkExactlyOnce(t, agents, ran);
   checkTruthfulStates(t, calls, rows, tokens, ran);
   await checkAudit(
@@ -105,19 +130,13 @@ test("chaos - execs stay exactly-once, audited and answered through gateway, NAT
     rows.map((r) => r.id),
   );
   await checkEveryAgentBack(t, c, agents, serverIds);
-  const statuses = checkStatuses(t, calls, windows);
-
-  t.log(`setup (NATS cluster, MariaDB, 2 api, 2 gateways, ${AGENTS} agents): ${setupMs} ms`);
-  t.log(`calls: ${calls.length} from ${CLIENTS} clients; by status: ${JSON.stringify(statuses)}`);
-  const byStatus = countBy(rows.map((r) => r.status));
-  t.log(`operations stored: ${rows.length}, by final status: ${JSON.stringify(byStatus)}`);
-  t.log(`commands run (marker lines): ${[...ran.values()].reduce((a, b) => a + b, 0)}`);
-  t.log(
-    `gateway failover: ${failover.moved} agents moved; to the other gateway in ` +
-      `min ${Math.min(...failover.ms)} / median ${median(failover.ms)} / max ${Math.max(...failover.ms)} ms`,
-  );
-  for (const w of windows) t.log(`${w.what}: ${w.to - w.from} ms`);
+  checkStatuses(t, calls, windows);
 });
+
+/** The call was in flight while the window lasted, or ended within the recovery grace after it. */
+function overlaps(call: ExecCall, w: Window): boolean {
+  return call.sentAt <= w.to + RECOVERY_GRACE_MS && call.answeredAt >= w.from;
+}
 
 /** Enrolls (admin CLI join token + `relayctl-agent enroll`) and starts n more servers' agents, 10 at a time. */
 async function addServers(c: Cluster, n: number): Promise<ServerHandle[]> {
@@ -306,17 +325,15 @@ async function checkEveryAgentBack(
   t.pass("every server ran a command after the chaos");
 }
 
-/** No 5xx but 503, and each 503 answered while NATS or MariaDB was down; returns counts by status. */
-function checkStatuses(t: ExecutionContext, calls: ExecCall[], windows: Window[]): Record<string, number> {
-  const during = (call: ExecCall) =>
-    windows.some((w) => call.sentAt <= w.to + RECOVERY_GRACE_MS && call.answeredAt >= w.from);
+/** No 5xx but 503, and each 503 answered while NATS or MariaDB was down. */
+function checkStatuses(t: ExecutionContext, calls: ExecCall[], windows: Window[]): void {
+  const during = (call: ExecCall) => windows.some((w) => overlaps(call, w));
   const bad = calls.filter((x) => x.status === 0 || (x.status >= 500 && x.status !== 503));
   t.deepEqual(bad, [], "no call failed without an answer or with a 5xx other than 503");
   const stray = calls.filter((x) => x.status === 503 && !during(x));
   t.deepEqual(stray, [], "every 503 came while NATS or MariaDB was down");
   const unexpected = calls.filter((x) => ![200, 202, 409, 503].includes(x.status));
   t.deepEqual(unexpected, [], "every answer is 200, 202, 409 (not connected) or 503");
-  return countBy(calls.map((x) => String(x.status)));
 }
 
 function countBy(values: string[]): Record<string, number> {

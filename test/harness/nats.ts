@@ -1,7 +1,7 @@
 // A throwaway nats-server (JetStream on, store in a temp dir) on a loopback port it picks
 // itself (`-p -1`) and reports in its log, which a test can kill and restart on that same
 // port. NATS_URL, when set, is used instead for tests that do not kill the server.
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
 import { freePort, listenPortOf } from "./ports";
@@ -181,4 +181,18 @@ function clusterNode(dir: string, name: string, routePort: number, routes: strin
     },
   };
   return node;
+}
+
+/**
+ * How many client connections a node on this machine holds now: established TCP sockets whose
+ * local port is its client port (/proc/net/tcp), so a test can kill the node its processes use.
+ */
+export function clientConnections(node: Nats): number {
+  const port = Number(new URL(node.url).port).toString(16).toUpperCase().padStart(4, "0");
+  const ESTABLISHED = "01";
+  return readFileSync("/proc/net/tcp", "utf8")
+    .split("\n")
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter((f) => f[1]?.endsWith(`:${port}`) && f[3] === ESTABLISHED).length;
 }
