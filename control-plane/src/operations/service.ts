@@ -155,8 +155,10 @@ export class OperationService {
     try {
       if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);
       const job: Job = { operationId: op.id, kind };
-      if ((await this.bus.dispatch(op.server.id, job)) === "on_stream")
-        return { state: "on_stream", op, waiter };
+      const outcome = await this.bus.dispatch(op.server.id, job);
+      if (outcome === "unknown")
+        this.log.warn({ operation_id: op.id }, "no answer to the dispatch; the operation's lease decides");
+      if (outcome !== "not_connected") return { state: "on_stream", op, waiter };
       waiter?.cancel();
       return notRun("not_connected", `server '${op.server.name}' is not connected`);
     } catch (err) {
