@@ -138,11 +138,11 @@ function overlaps(call: ExecCall, w: Window): boolean {
   return call.sentAt <= w.to + RECOVERY_GRACE_MS && call.answeredAt >= w.from;
 }
 
-/** Enrolls (admin CLI join token + `relayctl-agent enroll`) and starts n more servers' agents, 10 at a time. */
+/** Enrolls (admin CLI join token + `relayctl-agent enroll`) and starts n more servers' agents, 5 at a time. */
 async function addServers(c: Cluster, n: number): Promise<ServerHandle[]> {
   const servers: ServerHandle[] = [];
-  for (let i = 0; i < n; i += 10) {
-    const batch = Array.from({ length: Math.min(10, n - i) }, () => c.addServer({ start: true }));
+  for (let i = 0; i < n; i += 5) {
+    const batch = Array.from({ length: Math.min(5, n - i) }, () => c.addServer({ start: true }));
     servers.push(...(await Promise.all(batch)));
   }
   return servers;
