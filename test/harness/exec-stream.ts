@@ -16,6 +16,8 @@ export interface ExecCall {
   /** HTTP status, or 0 when the call got no answer. */
   status: number;
   operationId?: string;
+  /** The operation's status in the answer (200: its final status; 202: running). */
+  operationStatus?: string;
   stdout?: string;
   detail?: string;
 }
@@ -57,6 +59,7 @@ export function startExecStream(opts: ExecStreamOptions): ExecStream {
         const res = await api(target, "/exec", { body, timeoutMs: opts.timeoutSeconds * 1000 + 20_000 });
         call.status = res.status;
         if (typeof res.json.operation_id === "string") call.operationId = res.json.operation_id;
+        if (typeof res.json.status === "string") call.operationStatus = res.json.status;
         if (typeof res.json.stdout === "string") call.stdout = res.json.stdout;
         if (typeof res.json.detail === "string") call.detail = res.json.detail;
       } catch (err) {
