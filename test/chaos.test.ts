@@ -36,26 +36,45 @@ interface Window {
   to: number;
 }
 
-test("chaos - execs stay exactly-once, audited and answered through gateway, NATS and MariaDB failures", async (t) => {
-  t.timeout(300_000);
+/** The installation, started in a hook: ava's 3-minute timeout counts setup and run apart. */
+async function startInstallation() {
   const began = Date.now();
   const [nats, mariadb] = await Promise.all([startNatsCluster(3), startOwned()]);
   const c = await startCluster({ nats, mariadb, gateways: 2, apis: 2 });
-  t.teardown(() => c.stop());
   const servers = [{ serverId: c.serverId, agent: c.agent }, ...(await addServers(c, AGENTS - 1))];
-  const agents = servers.map((s) => s.agent!);
-  const serverIds = servers.map((s) => s.serverId);
   const clients = await Promise.all(
     Array.from({ length: CLIENTS }, async (_, i) => ({
       baseUrl: c.apis[i % c.apis.length]!.apiUrl,
       key: (await c.createKey(["--rate-limit", "1000"])).key,
     })),
   );
+  return {
+    nats,
+    mariadb,
+    c,
+    agents: servers.map((s) => s.agent!),
+    serverIds: servers.map((s) => s.serverId),
+    clients,
+    setupMs: Date.now() - began,
+  };
+}
+
+let installation: ReturnType<typeof startInstallation>;
+
+test.before(async (t) => {
+  t.timeout(240_000);
+  installation = startInstallation();
+  await installation;
+});
+
+test("chaos - execs stay exactly-once, audited and answered through gateway, NATS and MariaDB failures", async (t) => {
+  t.timeout(240_000);
+  const { nats, mariadb, c, agents, serverIds, clients, setupMs } = await installation;
+  t.teardown(() => c.stop());
   const ranDir = makeTempDir("chaos-ran");
   // Every fifth command runs for a second, so some are in flight at each failure.
   const command = (token: string, server: number, n: number) =>
     `echo ${token} >> ${join(ranDir, String(server))}; ${n % 5 === 0 ? "sleep 1; " : ""}echo ${token}`;
-  const setupMs = Date.now() - began;
 
   const stream = startExecStream({
     clients,
@@ -109,9 +128,13 @@ test("chaos - execs stay exactly-once, audited and answered through gateway, NAT
     `operations stored: ${rows.length}, by final status: ${JSON.stringify(countBy(rows.map((r) => r.status)))}`,
   );
   t.log(`commands run (marker lines): ${[...ran.values()].reduce((a, b) => a + b, 0)}`);
+  const in409 = (from: number, to: number) =>
+    calls.filter((x) => x.status === 409 && x.answeredAt >= from && x.answeredAt < to).length;
   t.log(
     `gateway failover: ${failover.moved} agents moved; to the other gateway in ` +
-      `min ${Math.min(...failover.ms)} / median ${median(failover.ms)} / max ${Math.max(...failover.ms)} ms`,
+      `min ${Math.min(...failover.ms)} / median ${median(failover.ms)} / max ${Math.max(...failover.ms)} ms; ` +
+      `409 (not connected) answers from the kill to the NATS kill: ${in409(failover.killedAt, windows[0]!.from)}, ` +
+      `after: ${in409(windows[0]!.from, Number.POSITIVE_INFINITY)}`,
   );
   // Each 503 is put down to the latest outage that began before it was answered.
   const outageOf = (call: ExecCall) => windows.filter((w) => w.from <= call.answeredAt).at(-1);
@@ -180,7 +203,7 @@ async function killAGateway(t: ExecutionContext, c: Cluster, agents: Agent[]) {
   );
   for (const m of ms) t.true(m < 5000, `an agent took ${m} ms to reach the other gateway`);
   await victim.start();
-  return { moved: moving.length, ms };
+  return { moved: moving.length, ms, killedAt };
 }
 
 /** Polls until no operation of the tenant is running (the sweeper may have to end some). */
