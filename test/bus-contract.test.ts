@@ -139,12 +139,14 @@ for (const [name, open] of Object.entries(adapters)) {
     t.is(await bus.api.dispatch(serverId, execJob(uuid())), "not_connected");
     t.is(calls, before + 1);
     stop();
+    // A request racing the UNSUB reaches no handler and gets no answer: "unknown" after the
+    // dispatch timeout (5 s), hence the longer deadline.
     await pollUntil(
       async () =>
         (await bus.api.dispatch(serverId, execJob(uuid()))) === "not_connected" ? true : undefined,
       {
         what: "the unsubscription",
-        timeoutMs: 5000,
+        timeoutMs: 15_000,
       },
     );
     t.is(calls, before + 1);
@@ -232,3 +234,29 @@ for (const [name, open] of Object.entries(adapters)) {
     t.false(seen.includes("conn-2"));
   });
 }
+
+// NATS only (the in-process bus always answers): a job whose answer never comes may be on
+// the agent's stream (seen as a risk in the chaos test: a reply lost with the api's NATS
+// node), so it must not come back "not connected", which records the operation as not run.
+test("bus contract (nats) - a gateway that takes the job but never answers: unknown, not 'not connected'", async (t) => {
+  const bus = await adapters.nats!();
+  t.teardown(() => bus.close());
+  const serverId = uuid();
+  const taken: string[] = [];
+  t.teardown(
+    bus.gateway.serveServer(serverId, (job) => {
+      taken.push(job.operationId);
+      return new Promise<boolean>(() => {}); // the answer is lost
+    }),
+  );
+  const job = execJob(uuid());
+  const outcome = await pollUntil(
+    async () => {
+      const o = await bus.api.dispatch(serverId, job);
+      return o === "not_connected" && taken.length === 0 ? undefined : o; // not subscribed yet
+    },
+    { what: "the gateway's subscription", timeoutMs: 20_000 },
+  );
+  t.is(outcome, "unknown");
+  t.deepEqual(taken, [job.operationId]);
+});

@@ -1,5 +1,5 @@
 // relayctl-agent as a process: enroll with a join token, run, wait for "connected", kill.
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { run } from "@relayctl/devkit";
 import { ManagedProcess, cleanEnv } from "./process";
 import { AGENT_MAIN, parseJsonOutput } from "./programs";
@@ -63,7 +63,8 @@ export class Agent {
         command: process.execPath,
         args: [AGENT_MAIN, "run", "--state-dir", this.stateDir],
         env: agentEnv(this.stateDir, this.env),
-        logFile: join(this.logDir, `agent-${n}.log`),
+        // Named after the state dir too: several agents share a log dir (a cluster's).
+        logFile: join(this.logDir, `${basename(this.stateDir)}-${n}.log`),
       }),
     );
     await this.waitForConnected(0);

@@ -1,5 +1,5 @@
 // A whole relayctl installation for one test: NATS, MariaDB, an api process, a separate gateway
-// process, a tenant, an automation key, and one enrolled, connected agent.
+// process (or several of each), a tenant, an automation key, and one enrolled, connected agent.
 import { join } from "node:path";
 import { Agent, enroll } from "./agent";
 import { makeTempDir } from "./cleanup";
@@ -11,6 +11,12 @@ import { type Nats, sharedNats, startNats } from "./nats";
 export interface ClusterOptions {
   /** Start a NATS server owned by this cluster (for tests that kill it). */
   ownNats?: boolean;
+  /** A NATS to use instead (a startNatsCluster(), which the test stops itself). */
+  nats?: Nats;
+  /** How many gateway processes; agents are given all of their URLs. @default 1 */
+  gateways?: number;
+  /** How many api processes. @default 1 */
+  apis?: number;
   /** A database server to use instead of the file's shared one (for tests that stop it). */
   mariadb?: MariaDbServer;
   serverEnv?: Record<string, string>;
@@ -36,6 +42,10 @@ export interface Cluster extends ApiTarget {
   db: Database;
   api: ControlPlane;
   gateway: ControlPlane;
+  /** Every api process (api is the first). */
+  apis: ControlPlane[];
+  /** Every gateway process (gateway is the first). */
+  gateways: ControlPlane[];
   agent: Agent;
   dir: string;
   admin(args: string[]): Promise<Record<string, unknown>>;
@@ -55,15 +65,24 @@ function uniq(prefix: string): string {
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const dir = makeTempDir("cluster");
   const [nats, mariadb] = await Promise.all([
-    opts.ownNats ? startNats() : sharedNats(),
+    opts.nats ?? (opts.ownNats ? startNats() : sharedNats()),
     opts.mariadb ?? sharedMariaDb(),
   ]);
   const db = await mariadb.createDatabase();
   const common = { databaseUrl: db.url, natsUrl: nats.url, dir, env: opts.serverEnv };
   // The gateway first: it binds port 0 and reports the port, which the api hands to agents.
-  // It also migrates the database before the api starts (two at once would race).
+  // It also migrates the database before the others start (they then find nothing to do).
   const gateway = await startControlPlane({ ...common, role: "gateway" });
-  const api = await startControlPlane({ ...common, role: "api", publicGatewayUrl: gateway.gatewayUrl });
+  const gateways = [gateway];
+  for (let i = 1; i < (opts.gateways ?? 1); i++)
+    gateways.push(await startControlPlane({ ...common, role: "gateway" }));
+  const publicGatewayUrl = gateways.map((g) => g.gatewayUrl).join(",");
+  const apis = await Promise.all(
+    Array.from({ length: opts.apis ?? 1 }, () =>
+      startControlPlane({ ...common, role: "api", publicGatewayUrl }),
+    ),
+  );
+  const api = apis[0]!;
   const admin = (args: string[]) => api.admin(args);
 
   const tenant = await admin(["create-tenant", "--name", uniq("tenant")]);
@@ -93,8 +112,8 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const first = await addServer({ start: true });
   const stop = async () => {
     for (const a of agents) await a.stop();
-    await gateway.stop();
-    await api.stop();
+    for (const g of gateways) await g.stop();
+    for (const a of apis) await a.stop();
     if (opts.ownNats) await nats.stop();
   };
   return {
@@ -108,12 +127,14 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     db,
     api,
     gateway,
+    apis,
+    gateways,
     agent: first.agent!,
     dir,
     admin,
     addServer,
     createKey,
-    logText: () => [api.logText(), gateway.logText(), ...agents.map((a) => a.logText())].join("\n"),
+    logText: () => [...apis, ...gateways, ...agents].map((p) => p.logText()).join("\n"),
     stop,
   };
 }

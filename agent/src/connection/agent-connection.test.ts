@@ -36,7 +36,7 @@ async function startGateway(t: ExecutionContext, onStream: (stream: Stream, inde
   return `grpc://127.0.0.1:${port}`;
 }
 
-async function startAgent(t: ExecutionContext, gatewayUrls: string[]) {
+async function startAgent(t: ExecutionContext, gatewayUrls: string[], random?: () => number) {
   const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
   const runner = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 65536, killGraceMs: 300 });
   const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger() });
@@ -47,6 +47,7 @@ async function startAgent(t: ExecutionContext, gatewayUrls: string[]) {
     agentVersion: "0.0.0-test",
     dispatcher,
     log: silentLogger(),
+    random,
   });
   t.teardown(async () => {
     await connection.stop();
@@ -172,4 +173,23 @@ test("connection - a refused gateway is skipped for the next one in the list", a
     connection.once("connected", (w, u) => resolve([w, u])),
   );
   t.is(gatewayUrl, url);
+});
+
+test("connection - the first gateway dialled is a random one, so agents spread over the gateways", async (t) => {
+  const answer = (stream: Stream) => {
+    stream.on("data", (m: AgentMessage) => {
+      if (m.msg?.$case === "hello") stream.write(welcome());
+    });
+  };
+  const urls = [await startGateway(t, answer), await startGateway(t, answer)];
+  const firstOf = async (random: () => number) => {
+    const { connection } = await startAgent(t, urls, random);
+    const [, gatewayUrl] = await new Promise<[unknown, string]>((resolve) =>
+      connection.once("connected", (w, u) => resolve([w, u])),
+    );
+    await connection.stop();
+    return gatewayUrl;
+  };
+  t.is(await firstOf(() => 0), urls[0]);
+  t.is(await firstOf(() => 0.99), urls[1]);
 });

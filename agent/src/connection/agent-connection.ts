@@ -1,6 +1,7 @@
 // The agent's one stream to a gateway. Dials the gateway URLs in turn (round
-// robin), sends Hello, waits for Welcome, then heartbeats and hands Jobs and
-// ResultAcks to the dispatcher. When the stream ends it backs off (exponential,
+// robin, from a random first one so a fleet spreads over the gateways), sends
+// Hello, waits for Welcome, then heartbeats and hands Jobs and ResultAcks to the
+// dispatcher. When the stream ends it backs off (exponential,
 // full jitter; reset by a Welcome) and dials the next gateway. Jobs keep running
 // meanwhile; their results wait on disk.
 import { EventEmitter } from "node:events";
@@ -29,6 +30,8 @@ export interface AgentConnectionOptions {
   log: Logger;
   /** @default /proc/sys/kernel/random/boot_id */
   bootIdFile?: string;
+  /** Picks the first gateway dialled (`floor(random() * n)`). @default Math.random */
+  random?: () => number;
 }
 
 export interface AgentConnectionEvents {
@@ -60,7 +63,10 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
 
   async #run(): Promise<void> {
     const { gatewayUrls, log } = this.options;
-    for (let i = 0; !this.#stop.signal.aborted; i++) {
+    // Every agent starting at the first URL put the whole fleet on one gateway and
+    // left the others idle until it failed (then all of it moved at once).
+    const first = Math.floor((this.options.random ?? Math.random)() * gatewayUrls.length);
+    for (let i = first; !this.#stop.signal.aborted; i++) {
       const url = gatewayUrls[i % gatewayUrls.length]!;
       await this.#session(url).catch((err) => log.error({ err, gateway: url }, "stream failed"));
       if (this.#stop.signal.aborted) break;

@@ -22,7 +22,12 @@ export class BusUnavailableError extends RcError {
   }
 }
 
-export type DispatchOutcome = "on_stream" | "not_connected";
+/**
+ * `unknown`: the job went out but no answer came back (a NATS node died between
+ * the request and its reply, or a gateway stalled). It may be on the agent's
+ * stream, so it must not be recorded as not run: the operation's lease decides.
+ */
+export type DispatchOutcome = "on_stream" | "not_connected" | "unknown";
 
 export interface DoneWaiter {
   done: Promise<OperationDone>;
@@ -37,7 +42,7 @@ export type JobHandler = (job: Job) => Promise<boolean>;
 export interface JobBus {
   /**
    * Hands the job to the gateway holding the server's agent. `not_connected`:
-   * no gateway holds it (or the one that did lost it). Throws
+   * no gateway holds it (or the one that did lost it); `unknown`: no answer. Throws
    * BusUnavailableError when the bus itself cannot be reached.
    */
   dispatch(serverId: string, job: Job): Promise<DispatchOutcome>;

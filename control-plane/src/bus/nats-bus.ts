@@ -113,8 +113,11 @@ class NatsBus implements JobBus {
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (code === NatsErrorCode.NoResponders) return "not_connected";
-      // A timeout while connected: a gateway subscribed but never answered.
-      if (code === NatsErrorCode.Timeout && this.connected) return "not_connected";
+      // The request went out and no answer came: the gateway may well have put the
+      // job on the stream and its reply been lost (the api's NATS node died in
+      // between; the client reconnects, the reply does not follow). "Not connected"
+      // would record as not run a job the agent may be running.
+      if (code === NatsErrorCode.Timeout) return "unknown";
       throw new BusUnavailableError(err);
     }
   }

@@ -169,7 +169,9 @@ export class OperationService {
       const job: Job = { operationId: op.id, kind, traceContext: {}, requestId: currentRequestId() ?? "" };
       const outcome = await this.bus.dispatch(op.server.id, job);
       timer({ outcome });
-      if (outcome === "on_stream") return { state: "on_stream", op, waiter };
+      if (outcome === "unknown")
+        this.log.warn({ operation_id: op.id }, "no answer to the dispatch; the operation's lease decides");
+      if (outcome !== "not_connected") return { state: "on_stream", op, waiter };
       waiter?.cancel();
       return notRun("not_connected", `server '${op.server.name}' is not connected`);
     } catch (err) {
