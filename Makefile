@@ -20,13 +20,15 @@ $(NPM_STAMP): package-lock.json
 
 node-deps: $(NPM_STAMP)
 
-# Debian packages the test harness runs as throwaway servers.
+# Debian packages the test harness runs as throwaway servers (and chromium, the dashboard tests' browser).
 system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
-		podman runc catatonit busybox-static
+		podman runc catatonit busybox-static chromium
 
+# The dashboard's pages (web/) are bundled by esbuild into web/dist, served under /app/.
 build: node-deps
 	npx tsc -b
+	npm run --silent build -w @relayctl/web
 
 proto: node-deps
 	cd proto && rm -rf gen && ../node_modules/.bin/buf generate

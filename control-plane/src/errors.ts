@@ -99,6 +99,10 @@ export const ERRORS = {
     detail: "no repository with this id is reachable through an installation bound to your tenant",
   },
   RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
+  RC_ERR_DASHBOARD_NOT_BUILT: {
+    status: 503,
+    detail: "the dashboard is not built on this control plane: run `make build` (web/dist is missing)",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

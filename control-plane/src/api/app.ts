@@ -11,6 +11,7 @@ import { mcpRoutes } from "../mcp/routes.js";
 import { authorizePage } from "../oauth/authorize-page.js";
 import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
+import { dashboardRoutes } from "../dashboard/static.js";
 import { setupRoute } from "../github/routes.js";
 import { webhookRoute } from "../github/webhook-route.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
@@ -75,5 +76,7 @@ export async function buildApi(
   await app.register(mcpRoutes(ctx));
   await app.register(webhookRoute(ctx.github));
   await app.register(setupRoute(ctx));
+  // The web dashboard's pages (web/dist) under /app/.
+  await app.register(dashboardRoutes(ctx));
   return app;
 }
