@@ -24,17 +24,18 @@ export const usersApi =
   async (app) => {
     await app.register(apiKeyAuth, { db: ctx.db });
 
+    // The dashboard reads csrf_token here (only a session has one) and sends it
+    // back as X-CSRF-Token on every change.
     app.get("/me", async (req) => {
       const p = req.apiPrincipal;
       const tenant = await ctx.db("tenants").where({ id: p.tenantId }).first<{ name: string }>("name");
-      return p.user
-        ? { type: "user", tenant_id: p.tenantId, tenant_name: tenant.name, user: p.user }
-        : {
-            type: "api_key",
-            tenant_id: p.tenantId,
-            tenant_name: tenant.name,
-            key: { id: p.keyId, name: p.keyName },
-          };
+      const common = {
+        tenant_id: p.tenantId,
+        tenant_name: tenant.name,
+        tenant: { id: p.tenantId, name: tenant.name },
+      };
+      if (!p.user) return { type: "api_key", ...common, key: { id: p.keyId, name: p.keyName } };
+      return { type: "user", ...common, user: p.user, ...(p.session ? { csrf_token: p.session.csrf } : {}) };
     });
 
     app.get("/users", async (req) => ({

@@ -66,7 +66,9 @@ async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Paramet
 export const applicationsRoutes =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get("/servers", async (req) => ({ servers: await listServers(ctx.db, req.apiPrincipal.tenantId) }));
+    app.get("/servers", async (req) => ({
+      servers: await listServers(ctx.db, ctx.bus, req.apiPrincipal.tenantId),
+    }));
 
     app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
       const created = await createApplication(

@@ -17,6 +17,46 @@ interface JoinRow {
   used_at: number | null;
 }
 
+/** A server's name (the enrolled server gets it): letters, digits, '.', '_', '-'; 1-128. */
+export const SERVER_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/**
+ * A single-use join token (rjt_) that enrolls one agent as `serverName`; only its
+ * hash is stored. Audited (`join_token.created`, never the token) when `who` is given.
+ */
+export async function issueJoinToken(
+  db: Knex,
+  opts: { tenantId: string; serverName: string; ttlMinutes: number },
+  who?: AuditActor,
+) {
+  const token = mintToken("rjt_");
+  const id = randomUUID();
+  const now = Date.now();
+  const expiresAt = now + opts.ttlMinutes * 60_000;
+  await db.transaction(async (trx) => {
+    await trx("join_tokens").insert({
+      id,
+      tenant_id: opts.tenantId,
+      token_hash: sha256Hex(token),
+      server_name: opts.serverName,
+      expires_at: expiresAt,
+      created_at: now,
+    });
+    if (who)
+      await appendAuditEvent(trx, {
+        tenantId: opts.tenantId,
+        eventType: "join_token.created",
+        payload: {
+          join_token_id: id,
+          server_name: opts.serverName,
+          expires_at: new Date(expiresAt).toISOString(),
+          ...who,
+        },
+      });
+  });
+  return { token, serverName: opts.serverName, expiresAt: new Date(expiresAt).toISOString() };
+}
+
 export interface EnrollInput {
   token: string;
   hostname?: string;

@@ -4,7 +4,9 @@
 //   automationKeyAuth — `Authorization: Bearer rca_...` (Automation API, external deploy)
 //   apiKeyAuth        — `X-API-Key: rck_...` (management API, registry credentials)
 // Both also admit a person's OAuth access token (rco_) into the same principal
-// (oauth/principal.ts): one admission path per route, whatever the credential.
+// (oauth/principal.ts), and apiKeyAuth (and the Automation API's session reads)
+// a person's web session cookie (accounts/session-principal.ts), when no
+// credential header is sent: one admission path per route, whatever the credential.
 // Both count every request of a known key in its window (429 beyond) and audit
 // refusals of known keys once per window (security-audit.ts).
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -14,6 +16,12 @@ import { admitAutomationKey } from "./admit-automation-key.js";
 import { admitApiKey } from "./api-key.js";
 import { auditRefusals } from "./security-audit.js";
 import { accessTokenOf, admitAccessTokenForApi, admitAccessTokenForAutomation } from "../oauth/principal.js";
+import {
+  admitSessionForApi,
+  admitSessionForAutomation,
+  sessionOnly,
+  sessionRead,
+} from "../accounts/session-principal.js";
 
 export interface AuthPluginOptions {
   db: Knex;
@@ -47,7 +55,9 @@ export const automationKeyAuth = fp<AuthPluginOptions>(
       const token = accessTokens ? accessTokenOf(this, "authorization") : undefined;
       this.principal = token
         ? await admitAccessTokenForAutomation(db, this, reply, token)
-        : await admitAutomationKey(db, this, reply);
+        : accessTokens && sessionRead(this)
+          ? await admitSessionForAutomation(db, this, reply)
+          : await admitAutomationKey(db, this, reply);
     });
     if (everyRoute) app.addHook("onRequest", async (req, reply) => req.admitAutomationKey(reply));
     app.addHook("onError", auditRefusals(db));
@@ -63,7 +73,9 @@ export const apiKeyAuth = fp<AuthPluginOptions>(
       const token = accessTokenOf(req, "either");
       req.apiPrincipal = token
         ? await admitAccessTokenForApi(db, req, reply, token)
-        : await admitApiKey(db, req, reply);
+        : sessionOnly(req)
+          ? await admitSessionForApi(db, req, reply)
+          : await admitApiKey(db, req, reply);
     });
     app.addHook("onError", auditRefusals(db));
   },

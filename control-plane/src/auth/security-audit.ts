@@ -16,7 +16,7 @@ export interface KeyActor {
   keyId: string;
   keyName: string;
   tenantId: string;
-  keyType: "automation_key" | "api_key" | "oauth_token";
+  keyType: "automation_key" | "api_key" | "oauth_token" | "web_session";
   /** The person behind an OAuth access token: the actor, whatever route kind records it. */
   user?: { id: string; email: string; role: string };
 }

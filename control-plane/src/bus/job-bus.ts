@@ -43,8 +43,13 @@ export interface JobBus {
   dispatch(serverId: string, job: Job): Promise<DispatchOutcome>;
   /** Subscribes to one operation's completion; call before dispatch. */
   awaitDone(operationId: string): Promise<DoneWaiter>;
-  /** Gateway: take the server's jobs while this process holds its stream. */
+  /** Gateway: take the server's jobs while this process holds its stream (and answer presence probes). */
   serveServer(serverId: string, handler: JobHandler): Unsubscribe;
+  /**
+   * Which of these servers a gateway holds a stream of now, on any instance
+   * (the dashboard's live state). Throws BusUnavailableError when the bus is down.
+   */
+  connectedServers(serverIds: string[]): Promise<Set<string>>;
   /** After the final state is stored, never before. */
   publishDone(event: OperationDone): void;
   publishTakeover(serverId: string, connectionId: string): void;
@@ -57,4 +62,6 @@ export const subjects = {
   job: (serverId: string) => `relayctl.v1.agent.${serverId}.job`,
   takeover: (serverId: string) => `relayctl.v1.agent.${serverId}.takeover`,
   done: (operationId: string) => `relayctl.v1.op.${operationId}.done`,
+  /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
+  presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,
 };

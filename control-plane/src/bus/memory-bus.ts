@@ -34,6 +34,10 @@ export class MemoryBus implements JobBus {
     };
   }
 
+  async connectedServers(serverIds: string[]): Promise<Set<string>> {
+    return new Set(serverIds.filter((id) => this.handlers.has(id)));
+  }
+
   publishDone(event: OperationDone): void {
     this.events.emit(`done:${event.operationId}`, codec.done.encode(event));
   }

@@ -25,6 +25,8 @@ import {
 } from "./job-bus.js";
 
 const DISPATCH_ACK_TIMEOUT_MS = 5000;
+/** A presence probe is answered at once by a live gateway; a silent one is not holding the stream. */
+const PRESENCE_TIMEOUT_MS = 1000;
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -168,7 +170,33 @@ class NatsBus implements JobBus {
         );
       },
     });
-    return () => sub.unsubscribe();
+    // Presence probes of the dashboard: answered only while this process serves the server.
+    const presence = this.nc.subscribe(subjects.presence(serverId), {
+      callback: (err, msg) => {
+        if (!err) msg.respond(new Uint8Array(0));
+      },
+    });
+    return () => {
+      sub.unsubscribe();
+      presence.unsubscribe();
+    };
+  }
+
+  async connectedServers(serverIds: string[]): Promise<Set<string>> {
+    this.ensureConnected();
+    const held = await Promise.all(
+      serverIds.map(async (id) => {
+        try {
+          await this.nc.request(subjects.presence(id), new Uint8Array(0), { timeout: PRESENCE_TIMEOUT_MS });
+          return id;
+        } catch (err) {
+          const code = (err as { code?: string }).code;
+          if (code === NatsErrorCode.NoResponders || code === NatsErrorCode.Timeout) return undefined;
+          throw new BusUnavailableError(err);
+        }
+      }),
+    );
+    return new Set(held.filter((id): id is string => id !== undefined));
   }
 
   publishDone(event: OperationDone): void {

@@ -7,8 +7,8 @@ import type { z } from "zod";
 import { isUuid, validationMessage } from "../api/validation.js";
 import * as keyService from "../auth/automation-key-service.js";
 import { OPERATOR_ACTOR, keyCreateSchema } from "../auth/automation-key-service.js";
+import { SERVER_NAME_PATTERN, issueJoinToken } from "../auth/agent-credentials.js";
 import { createApiKey as insertApiKey, revokeApiKey as markApiKeyRevoked } from "../auth/api-key.js";
-import { mintToken, sha256Hex } from "../lib/secrets.js";
 
 export class AdminError extends Error {}
 
@@ -90,21 +90,12 @@ export async function createJoinToken(
   opts: { tenant: string; serverName: string; ttlMinutes: number },
 ) {
   const tenant = await resolveTenant(db, opts.tenant);
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(opts.serverName)) {
+  if (!SERVER_NAME_PATTERN.test(opts.serverName)) {
     throw new AdminError("--server-name: 1-128 characters of letters, digits, '.', '_' or '-'");
   }
   if (!Number.isInteger(opts.ttlMinutes) || opts.ttlMinutes < 1 || opts.ttlMinutes > 7 * 24 * 60) {
     throw new AdminError("--ttl-minutes: a whole number from 1 to 10080");
   }
-  const token = mintToken("rjt_");
-  const expiresAt = Date.now() + opts.ttlMinutes * 60_000;
-  await db("join_tokens").insert({
-    id: randomUUID(),
-    tenant_id: tenant.id,
-    token_hash: sha256Hex(token),
-    server_name: opts.serverName,
-    expires_at: expiresAt,
-    created_at: Date.now(),
-  });
-  return { join_token: token, server_name: opts.serverName, expires_at: new Date(expiresAt).toISOString() };
+  const t = await issueJoinToken(db, { tenantId: tenant.id, ...opts });
+  return { join_token: t.token, server_name: t.serverName, expires_at: t.expiresAt };
 }

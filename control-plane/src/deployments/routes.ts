@@ -80,8 +80,9 @@ export const deploymentsRoutes =
         envOverrides: body.env_overrides ?? {},
         timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
         runId: body.run_id ?? null,
-        // The dashboard API with a key; a person's OAuth token is the relayctl CLI's.
-        trigger: req.apiPrincipal.user ? "cli" : "dashboard",
+        // The dashboard's pages (session cookie) or the dashboard API with a key; a
+        // person's OAuth token is the relayctl CLI's.
+        trigger: req.apiPrincipal.user && !req.apiPrincipal.session ? "cli" : "dashboard",
         actor: req.apiPrincipal.user
           ? { type: "user", id: req.apiPrincipal.user.id, name: req.apiPrincipal.user.email }
           : { type: "api_key", id: req.apiPrincipal.keyId, name: req.apiPrincipal.keyName },

@@ -104,6 +104,9 @@ const OWNER_ONLY: { methods: string[]; url: RegExp }[] = [
   { methods: ["POST", "PATCH", "DELETE"], url: /^\/api\/users(\/|$)/ },
   // An install link binds a GitHub App installation (repository access) to the tenant.
   { methods: ["POST"], url: /^\/api\/github\/install-link$/ },
+  // A join token makes a server of the tenant; an API key has the tenant's full access.
+  { methods: ["POST"], url: /^\/api\/servers\/join-tokens$/ },
+  { methods: ["POST", "DELETE"], url: /^\/api\/api-keys(\/|$)/ },
 ];
 
 export function requireOwnerFor(req: FastifyRequest, role: Role): void {

@@ -29,12 +29,14 @@ const readScope = (p: AutomationPrincipal): ReadScope => ({
 export const operationsRoute =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
-    app.get<{ Params: { operation_id: string } }>("/operations/:operation_id", async (req) => {
+    // The dashboard reads operations with its session cookie too (accounts/session-principal.ts).
+    const config = { acceptsSession: true };
+    app.get<{ Params: { operation_id: string } }>("/operations/:operation_id", { config }, async (req) => {
       const id = req.params.operation_id;
       if (!isUuid(id)) throw new RcError("RC_ERR_OPERATION_NOT_FOUND", `operation '${id}' not found`);
       return getOperation(ctx.db, readScope(req.principal), id.toLowerCase());
     });
-    app.get("/operations", { schema: { querystring } }, async (req) =>
+    app.get("/operations", { schema: { querystring }, config }, async (req) =>
       listRunOperations(ctx.db, readScope(req.principal), req.query.run_id, req.query.cursor),
     );
   };

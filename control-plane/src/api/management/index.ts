@@ -11,6 +11,7 @@ import { registryCredentialsApi } from "../../registry/credentials-api.js";
 import type { ApiContext } from "../context.js";
 import { auditRoute } from "./audit.js";
 import { automationKeysRoutes } from "./automation-keys.js";
+import { joinTokensRoute } from "./join-tokens.js";
 
 export const managementApi =
   (ctx: ApiContext): FastifyPluginAsync =>
@@ -23,4 +24,6 @@ export const managementApi =
     await app.register(registryCredentialsApi(ctx), { prefix: "/registry-credentials" });
     await app.register(deploymentsRoutes(ctx));
     await app.register(githubRoutes(ctx));
+    // The dashboard's additions (issue 15).
+    await app.register(joinTokensRoute(ctx));
   };

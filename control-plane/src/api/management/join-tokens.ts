@@ -1,0 +1,52 @@
+// POST /api/servers/join-tokens — the dashboard's "Add server": a fresh single-use
+// join token (auth/agent-credentials.ts, the same code as `admin create-join-token`)
+// with the two commands that use it: the one-line installer and, for an agent
+// already installed, `relayctl-agent enroll`. Owner only (oauth/principal.ts);
+// audited with the person as the actor; the token is shown here once.
+import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import { randomBytes } from "node:crypto";
+import { z } from "zod";
+import { SERVER_NAME_PATTERN, issueJoinToken } from "../../auth/agent-credentials.js";
+import { actorPayload } from "../../auth/security-audit.js";
+import type { AuditActor } from "../../auth/automation-key-service.js";
+import { issuerOf } from "../../oauth/routes.js";
+import type { ApiContext } from "../context.js";
+
+const JOIN_TOKEN_TTL_MINUTES = 60;
+
+const body = z
+  .strictObject({
+    name: z
+      .string()
+      .regex(SERVER_NAME_PATTERN, "1-128 characters of letters, digits, '.', '_' or '-'")
+      .optional(),
+  })
+  .optional();
+
+/** A word for a POSIX shell: as is when plain, else single-quoted. */
+export function shellWord(s: string): string {
+  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export const joinTokensRoute =
+  (ctx: ApiContext): FastifyPluginAsyncZod =>
+  async (app) => {
+    app.post("/servers/join-tokens", { schema: { body } }, async (req, reply) => {
+      const p = req.apiPrincipal;
+      const serverName = req.body?.name ?? `server-${randomBytes(3).toString("hex")}`;
+      const who = actorPayload({ ...p, keyType: "api_key" }, req.ip) as AuditActor;
+      const t = await issueJoinToken(
+        ctx.db,
+        { tenantId: p.tenantId, serverName, ttlMinutes: JOIN_TOKEN_TTL_MINUTES },
+        who,
+      );
+      const base = shellWord(issuerOf(ctx, req));
+      return reply.status(201).send({
+        token: t.token,
+        server_name: t.serverName,
+        expires_at: t.expiresAt,
+        install_command: `curl -fsSL ${base}/install.sh | sudo sh -s -- --token ${t.token}`,
+        enroll_command: `relayctl-agent enroll --url ${base} --token ${t.token}`,
+      });
+    });
+  };
