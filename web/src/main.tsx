@@ -116,4 +116,7 @@ function Shell() {
   );
 }
 
-render(<Shell />, document.getElementById("root")!);
+const root = document.getElementById("root")!;
+// The boot message of index.html goes: render() appends to what is there.
+root.textContent = "";
+render(<Shell />, root);

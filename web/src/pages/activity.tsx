@@ -4,7 +4,7 @@
 // live in the address, so a run's page can be linked from a CI log.
 import { type Operation, type Run, type Server, get, query } from "../api";
 import { navigate, useLocation } from "../router";
-import { Badge, Empty, ErrorNote, Page, Resource, Time, duration, useLoad } from "../ui";
+import { Badge, Empty, ErrorNote, Page, Resource, Time, duration, useLoad, TableWrap, LogText } from "../ui";
 
 interface Verify {
   ok: boolean;
@@ -116,8 +116,8 @@ function OperationRow({ op }: { op: Operation }) {
         {r && (r.stdout || r.stderr) ? (
           <details>
             <summary>Output ({duration(r.duration_ms)})</summary>
-            {r.stdout && <pre class="log">{r.stdout}</pre>}
-            {r.stderr && <pre class="log stderr">{r.stderr}</pre>}
+            {r.stdout && <LogText text={r.stdout} />}
+            {r.stderr && <LogText text={r.stderr} stderr />}
           </details>
         ) : (
           <span class="hint">{r ? "(none)" : "—"}</span>
@@ -158,7 +158,7 @@ function Operations({ params }: { params: Record<string, string> }) {
                   <ContextLine ctx={operations[0].run_context} />
                 </p>
               )}
-              <div class="table-wrap">
+              <TableWrap label="Operations">
                 <table data-testid="operations">
                   <thead>
                     <tr>
@@ -177,7 +177,7 @@ function Operations({ params }: { params: Record<string, string> }) {
                     ))}
                   </tbody>
                 </table>
-              </div>
+              </TableWrap>
             </>
           )
         }

@@ -4,7 +4,19 @@ import { useState } from "preact/hooks";
 import { type Application, type Deployment, type Server, del, get, patch, post } from "../api";
 import { navigate } from "../router";
 import { useWho } from "../session";
-import { Badge, ConfirmButton, Empty, Form, Page, Resource, Time, duration, field, useLoad } from "../ui";
+import {
+  Badge,
+  ConfirmButton,
+  Empty,
+  Form,
+  Page,
+  Resource,
+  Time,
+  duration,
+  field,
+  useLoad,
+  TableWrap,
+} from "../ui";
 import { AppForm } from "./app-form";
 
 export const appBase = (tenantId: string, appId: string) =>
@@ -48,7 +60,7 @@ function History({ app }: { app: Application }) {
             <p>Not deployed yet. Choose Deploy above to run the first deployment.</p>
           </Empty>
         ) : (
-          <div class="table-wrap">
+          <TableWrap label="Deployments">
             <table>
               <thead>
                 <tr>
@@ -81,7 +93,7 @@ function History({ app }: { app: Application }) {
                 ))}
               </tbody>
             </table>
-          </div>
+          </TableWrap>
         )
       }
     </Resource>

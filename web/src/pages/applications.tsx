@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import { type Application, type Server, get, post } from "../api";
 import { navigate } from "../router";
-import { Empty, Page, Resource, useLoad } from "../ui";
+import { Empty, Page, Resource, useLoad, TableWrap } from "../ui";
 import { AppForm } from "./app-form";
 
 export function ApplicationsPage() {
@@ -54,7 +54,7 @@ export function ApplicationsPage() {
               <p>Choose New application to say where its code lives and which server runs it.</p>
             </Empty>
           ) : (
-            <div class="table-wrap">
+            <TableWrap label="Applications">
               <table>
                 <thead>
                   <tr>
@@ -81,7 +81,7 @@ export function ApplicationsPage() {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
           )
         }
       </Resource>

@@ -4,7 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { type Deployment, get } from "../api";
 import { useWho } from "../session";
-import { Badge, ErrorNote, Page, Resource, Time, duration, useLoad } from "../ui";
+import { Badge, ErrorNote, Page, Resource, Time, duration, useLoad, LogText } from "../ui";
 import { appBase } from "./application";
 
 interface Progress {
@@ -96,7 +96,7 @@ export function DeploymentPage({ appId, deploymentId }: { appId: string; deploym
                         <span class="mono">{s.name}</span> <Badge status={s.status} />{" "}
                         {duration(s.duration_ms)}
                       </summary>
-                      <pre class="log">{s.log || "(no output)"}</pre>
+                      <LogText text={s.log || "(no output)"} />
                     </details>
                   </li>
                 ))}
@@ -119,11 +119,13 @@ export function DeploymentPage({ appId, deploymentId }: { appId: string; deploym
                     : ""}
             </output>
           </h2>
-          <pre class="log" role="log" aria-live="polite" data-testid="live-log">
-            {live.lines
-              .map((l) => `[${l.step}] ${l.log}${l.log.endsWith("\n") || !l.log ? "" : "\n"}`)
-              .join("") || "Waiting for the agent…"}
-          </pre>
+          <LogText
+            live
+            text={
+              live.lines.map((l) => (l.log.endsWith("\n") || !l.log ? l.log : `${l.log}\n`)).join("") ||
+              "Waiting for the agent…"
+            }
+          />
         </section>
       )}
     </Page>

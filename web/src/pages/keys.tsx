@@ -26,6 +26,7 @@ import {
   field,
   lines,
   useLoad,
+  TableWrap,
 } from "../ui";
 
 type Tab = "api" | "automation";
@@ -103,7 +104,7 @@ function ApiKeys({ owner }: { owner: boolean }) {
               <p>No API keys. Create one above to manage the organization from scripts.</p>
             </Empty>
           ) : (
-            <div class="table-wrap">
+            <TableWrap label="API keys">
               <table>
                 <thead>
                   <tr>
@@ -143,7 +144,7 @@ function ApiKeys({ owner }: { owner: boolean }) {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
           )
         }
       </Resource>
@@ -291,7 +292,7 @@ function AutomationKeys({ owner }: { owner: boolean }) {
               <p>No automation keys. Create one above and store it as a secret of your CI.</p>
             </Empty>
           ) : (
-            <div class="table-wrap">
+            <TableWrap label="Automation keys">
               <table>
                 <thead>
                   <tr>
@@ -331,7 +332,7 @@ function AutomationKeys({ owner }: { owner: boolean }) {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
           );
         }}
       </Resource>

@@ -3,7 +3,18 @@
 import { useState } from "preact/hooks";
 import { del, get, post } from "../api";
 import { useWho } from "../session";
-import { Badge, ConfirmButton, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
+import {
+  Badge,
+  ConfirmButton,
+  Form,
+  Page,
+  Resource,
+  SecretOnce,
+  Time,
+  field,
+  useLoad,
+  TableWrap,
+} from "../ui";
 
 interface Member {
   id: string;
@@ -75,7 +86,7 @@ export function MembersPage() {
       </section>
       <Resource r={users} what="members">
         {({ users: list }) => (
-          <div class="table-wrap">
+          <TableWrap label="Members">
             <table>
               <thead>
                 <tr>
@@ -113,7 +124,7 @@ export function MembersPage() {
                 ))}
               </tbody>
             </table>
-          </div>
+          </TableWrap>
         )}
       </Resource>
     </Page>

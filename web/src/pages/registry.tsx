@@ -2,7 +2,7 @@
 // again), list them, remove one after a confirmation.
 import { type RegistryCredential, del, get, post } from "../api";
 import { useWho } from "../session";
-import { ConfirmButton, Empty, Form, Page, Resource, Time, field, useLoad } from "../ui";
+import { ConfirmButton, Empty, Form, Page, Resource, Time, field, useLoad, TableWrap } from "../ui";
 
 export function RegistryPage() {
   const owner = useWho().role === "owner";
@@ -59,7 +59,7 @@ export function RegistryPage() {
               <p>No registry credentials. Add one to deploy images from a private registry.</p>
             </Empty>
           ) : (
-            <div class="table-wrap">
+            <TableWrap label="Registry credentials">
               <table>
                 <thead>
                   <tr>
@@ -101,7 +101,7 @@ export function RegistryPage() {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
           )
         }
       </Resource>

@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { type Server, get, post } from "../api";
 import { useWho } from "../session";
-import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
+import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad, TableWrap } from "../ui";
 
 interface JoinToken {
   token: string;
@@ -86,7 +86,7 @@ export function ServersPage() {
               </p>
             </Empty>
           ) : (
-            <div class="table-wrap">
+            <TableWrap label="Servers">
               <table>
                 <caption class="sr-only">Servers, updated every 2 seconds</caption>
                 <thead>
@@ -116,7 +116,7 @@ export function ServersPage() {
                   ))}
                 </tbody>
               </table>
-            </div>
+            </TableWrap>
           )
         }
       </Resource>

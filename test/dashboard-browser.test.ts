@@ -1,0 +1,336 @@
+// The web dashboard in a real browser (issue 15): Debian's chromium, headless,
+// against a whole installation that deploys for real (deploy-stack: NATS,
+// MariaDB, api, gateway, Caddy, a podman agent). A person signs in on /login,
+// creates an automation key with scopes (secret shown once), revokes it and the
+// API refuses it; adds a server by running the enroll command the page shows and
+// sees it turn connected; creates an application, sets an env variable that never
+// comes back, deploys and follows the live log to success; finds a CI run's
+// operations by run_id. Every page passes axe-core (no serious or critical
+// violation) and is screenshotted; the set is copied to docs/screenshots/.
+// One browser, one stack, tests in order (each builds on the one before).
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import test from "ava";
+import type { Page } from "playwright-core";
+import { Agent } from "./harness/agent";
+import {
+  PHONE,
+  type Session,
+  axeViolations,
+  describeViolations,
+  launchBrowser,
+  publishScreenshots,
+  screenshot,
+} from "./harness/browser";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { podman, removeAppContainers } from "./harness/containers";
+import { type DeployStack, startDeployStack } from "./harness/deploy-stack";
+import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
+import { api } from "./harness/http";
+import { type Person, createOwner } from "./harness/people";
+import { AGENT_MAIN } from "./harness/programs";
+import { proxyGet } from "./harness/proxy-client";
+
+const sh = promisify(execFile);
+const DEPLOY_MS = 150_000;
+const LIVE_MS = 20_000;
+
+let s: DeployStack;
+let repo: AppRepo;
+let owner: Person;
+let b: Session;
+let page: Page;
+let shots: string;
+const uniq = (p: string) => `${p}-${randomBytes(3).toString("hex")}`;
+
+test.before(async () => {
+  [repo, s] = await Promise.all([createAppRepo({ first: "1" }), startDeployStack()]);
+  owner = await createOwner(s.c.db.url, s.c.tenantId);
+  b = await launchBrowser(s.c.baseUrl);
+  page = b.page;
+  shots = makeTempDir("dashboard-shots");
+});
+test.after.always(cleanupAll);
+// What the page showed when a test failed, kept with the other screenshots of the run.
+test.afterEach.always(async (t) => {
+  if (!t.passed && page) {
+    const file = join(
+      shots,
+      `failed-${t.title
+        .replace(/^.* hook for /, "")
+        .replace(/\W+/g, "-")
+        .slice(0, 60)}.png`,
+    );
+    await page.screenshot({ path: file }).catch(() => undefined);
+    t.log(`screenshot of the failure: ${file}`);
+  }
+});
+
+/** Opens a dashboard path and waits for its page heading. */
+async function open(path: string, heading: string) {
+  const res = await page.goto(path);
+  await page.getByRole("heading", { level: 1, name: heading }).waitFor();
+  return res;
+}
+
+/** No serious or critical axe violation on the page as shown, then a screenshot. */
+async function checkPage(t: { deepEqual: (a: unknown, b: unknown, m?: string) => void }, name: string) {
+  await page.locator(".loading").first().waitFor({ state: "detached" });
+  const violations = await axeViolations(page);
+  t.deepEqual(violations, [], `${name}: ${describeViolations(violations)}`);
+  await screenshot(b, shots, name);
+}
+
+const row = (name: string) => page.locator("tr", { has: page.locator("th", { hasText: name }) });
+
+test.serial("dashboard - / sends a signed-out person to sign in, and back to /app/ after it", async (t) => {
+  await page.goto("/");
+  t.regex(page.url(), /\/login\?next=(%2F|\/)app(%2F|\/)$/);
+  await page.getByLabel("E-mail").fill(owner.email);
+  await page.getByLabel("Password").fill(owner.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/app\/$/);
+  await page.getByRole("heading", { level: 1, name: "Servers" }).waitFor();
+  // The cluster's agent is connected: the live state says so.
+  await row(s.c.serverName)
+    .locator(".badge", { hasText: /^connected$/ })
+    .waitFor({ timeout: LIVE_MS });
+
+  const res = await open("/app/servers", "Servers");
+  const headers = res!.headers();
+  t.regex(headers["content-security-policy"] ?? "", /script-src 'self'/);
+  t.notRegex(headers["content-security-policy"] ?? "", /unsafe-inline/);
+  t.is(headers["cache-control"], "no-store");
+  await checkPage(t, "servers");
+});
+
+test.serial(
+  "dashboard - an automation key with scopes: secret shown once, revoked, then refused",
+  async (t) => {
+    await open("/app/keys/automation", "API Keys");
+    const name = uniq("ci-key");
+    const form = page.getByRole("form", { name: "New automation key" });
+    await form.getByLabel("Name").fill(name);
+    await form.getByRole("group", { name: "Operations" }).getByLabel("exec", { exact: true }).check();
+    await form.getByRole("group", { name: "Servers" }).getByLabel(s.c.serverName).check();
+    await form.getByLabel(/Rate limit/).fill("50");
+    await form.getByRole("button", { name: "Create automation key" }).click();
+    const secret = await page.getByRole("textbox", { name: "Automation key", exact: true }).inputValue();
+    t.regex(secret, /^rca_/);
+    await checkPage(t, "automation-key-created");
+
+    // The scopes hold: exec on the chosen server runs, an operation outside them is 403.
+    const ran = await api(s.c, "/exec", {
+      body: { server_id: s.c.serverId, command: "echo scoped" },
+      key: secret,
+    });
+    t.is(ran.status, 200, ran.text);
+    const restart = await api(s.c, "/restart", {
+      body: { server_id: s.c.serverId, container_name: "nothing" },
+      key: secret,
+    });
+    t.is(restart.status, 403, restart.text);
+
+    // Shown once: after Done and a reload the page holds no trace of it.
+    await page.getByRole("button", { name: "Done" }).click();
+    await open("/app/keys/automation", "API Keys");
+    await row(name).waitFor();
+    t.false((await page.content()).includes(secret));
+    t.regex((await row(name).textContent()) ?? "", /exec; .*50\/min/);
+    await checkPage(t, "automation-keys");
+
+    await row(name)
+      .getByRole("button", { name: `Revoke ${name}` })
+      .click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Revoke key" }).click();
+    await row(name).waitFor({ state: "detached" });
+    const refused = await api(s.c, "/exec", {
+      body: { server_id: s.c.serverId, command: "true" },
+      key: secret,
+    });
+    t.is(refused.status, 401, refused.text);
+  },
+);
+
+/** A `relayctl-agent` on PATH (the built agent), so the page's command runs as shown. */
+function agentShim(dir: string): string {
+  const bin = join(dir, "bin");
+  mkdirSync(bin);
+  const shim = join(bin, "relayctl-agent");
+  writeFileSync(
+    shim,
+    `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(AGENT_MAIN)} "$@"\n`,
+  );
+  chmodSync(shim, 0o755);
+  return bin;
+}
+
+test.serial(
+  "dashboard - Add server: the shown enroll command enrolls it, and it turns connected",
+  async (t) => {
+    await open("/app/servers", "Servers");
+    await page.getByRole("button", { name: "Add server" }).click();
+    const name = uniq("web");
+    await page.getByRole("form", { name: "Add a server" }).getByLabel(/Name/).fill(name);
+    await page.getByRole("button", { name: "Create join token" }).click();
+    const install = await page.getByRole("textbox", { name: "Install command" }).inputValue();
+    const enroll = await page.getByRole("textbox", { name: "Enroll command" }).inputValue();
+    t.regex(install, /install\.sh .*--token rjt_/);
+    t.regex(enroll, /^relayctl-agent enroll .*--token rjt_/);
+    await checkPage(t, "add-server");
+
+    const dir = makeTempDir("dash-agent");
+    const stateDir = join(dir, "state");
+    const env = {
+      ...process.env,
+      PATH: `${agentShim(dir)}:${process.env.PATH}`,
+      RELAYCTL_AGENT_STATE_DIR: stateDir,
+    };
+    const { stdout } = await sh("sh", ["-c", enroll], { env, timeout: 30_000 });
+    t.regex(stdout, new RegExp(name));
+    await page.getByRole("button", { name: "Done" }).click();
+    // Enrolled, no agent running yet: listed, not connected.
+    await row(name).locator(".badge", { hasText: "not connected" }).waitFor({ timeout: LIVE_MS });
+
+    const agent = new Agent(stateDir, dir);
+    onCleanup(() => agent.stop());
+    await agent.start();
+    await row(name)
+      .locator(".badge", { hasText: /^connected$/ })
+      .waitFor({ timeout: LIVE_MS });
+    t.pass();
+  },
+);
+
+test.serial(
+  "dashboard - an application: env value never shown again, deployed with the live log to success",
+  async (t) => {
+    await open("/app/applications", "Applications");
+    await checkPage(t, "applications-empty");
+    await page.getByRole("button", { name: "New application" }).click();
+    const name = uniq("shop");
+    const fqdn = `${name}.dash.test`;
+    const form = page.getByRole("form", { name: "New application" });
+    await form.getByLabel("Name", { exact: true }).fill(name);
+    await form.getByLabel("Server").selectOption({ label: s.c.serverName });
+    await form.getByLabel("Container name").fill(name);
+    await form.getByLabel("Container port").fill(String(APP_PORT));
+    await form.getByLabel(/Domains/).fill(fqdn);
+    await form.getByLabel("Git repository URL").fill(repo.path);
+    await form.getByRole("group", { name: "Health check" }).getByLabel("Path").fill("/");
+    await form.getByRole("button", { name: "Create application" }).click();
+    await page.waitForURL(/\/app\/applications\/[0-9a-f-]{36}$/);
+    const appId = page.url().split("/").pop()!;
+    onCleanup(async () => {
+      await removeAppContainers(appId);
+      const images = (await podman(["images", "-q", "--filter", `label=relayctl.application=${appId}`]))
+        .stdout;
+      const ids = [...new Set(images.split("\n").filter(Boolean))];
+      if (ids.length) await podman(["rmi", "-f", ...ids]);
+    });
+    await page.getByRole("heading", { level: 1, name }).waitFor();
+
+    const value = `v-${randomBytes(12).toString("hex")}`;
+    const env = page.getByRole("form", { name: "Set an environment variable" });
+    await env.getByLabel("Name").fill("SHOP_TOKEN");
+    await env.getByLabel("Value").fill(value);
+    await env.getByRole("button", { name: "Set variable" }).click();
+    await page
+      .getByRole("list", { name: "Environment variables" })
+      .getByText("SHOP_TOKEN", { exact: true })
+      .waitFor();
+    t.is(await env.getByLabel("Value").inputValue(), "", "the value is cleared from the form");
+    await checkPage(t, "application");
+
+    await page.getByRole("form", { name: "Deploy" }).getByRole("button", { name: "Deploy" }).click();
+    await page.waitForURL(/\/deployments\/[0-9a-f-]{36}$/);
+    await page.getByTestId("live-log").waitFor();
+    await page
+      .getByTestId("deployment-status")
+      .getByText(/^(completed|failed|timeout)$/)
+      .waitFor({ timeout: DEPLOY_MS });
+    const status = await page.getByTestId("deployment-status").textContent();
+    const log = (await page.getByTestId("live-log").textContent()) ?? "";
+    t.is(status, "completed", log);
+    t.regex(
+      log,
+      /fetching [\s\S]*answered 200/,
+      "the live log followed the steps from fetch to the health check",
+    );
+    await checkPage(t, "deployment");
+
+    // The new version serves, with the variable's value in its environment...
+    t.is((await proxyGet(s.proxyPort, fqdn)).body.trim(), "version 1");
+    t.is((await proxyGet(s.proxyPort, fqdn, "/cgi-bin/env?SHOP_TOKEN")).body, value);
+    // ...and the value is nowhere the browser was given: no response, not the DOM.
+    await open(`/app/applications/${appId}`, name);
+    await page
+      .getByRole("list", { name: "Environment variables" })
+      .getByText("SHOP_TOKEN", { exact: true })
+      .waitFor();
+    t.false((await page.content()).includes(value), "value in the DOM");
+    t.deepEqual(
+      b.bodies.filter((body) => body.includes(value)),
+      [],
+      "value in a response",
+    );
+  },
+);
+
+test.serial("dashboard - Activity finds a CI run's operations by run_id, with its context", async (t) => {
+  const runId = uniq("gh-run");
+  const run_context = { provider: "github", repository: "acme/shop", workflow: "deploy", actor: "ada" };
+  for (const command of ["echo built", "sh -c 'exit 3'"]) {
+    const res = await api(s.c, "/exec", {
+      body: { server_id: s.c.serverId, command, run_id: runId, run_context },
+    });
+    t.is(res.status, 200, res.text);
+  }
+  await open("/app/activity", "Activity");
+  await page
+    .getByTestId("audit-chain")
+    .getByText(/Audit chain verified/)
+    .waitFor();
+  await page.getByRole("link", { name: runId }).waitFor();
+  await checkPage(t, "activity");
+
+  await page.getByLabel("Run id").fill(runId);
+  await page.getByRole("button", { name: "Show operations" }).click();
+  await page.waitForURL(new RegExp(`run_id=${runId}`));
+  const table = page.getByTestId("operations");
+  await table.locator("tbody tr").nth(1).waitFor();
+  t.is(await table.locator("tbody tr").count(), 2);
+  const text = (await table.textContent()) ?? "";
+  t.regex(text, /echo built/);
+  t.regex(text, /exit 3/);
+  t.regex((await page.locator("main").textContent()) ?? "", /acme\/shop/);
+  await checkPage(t, "activity-run");
+});
+
+test.serial("dashboard - every other page passes axe and fits a 375 px phone", async (t) => {
+  for (const [path, heading, name] of [
+    ["/app/keys", "API Keys", "api-keys"],
+    ["/app/registry", "Registry credentials", "registry-credentials"],
+    ["/app/members", "Members", "members"],
+    ["/app/account", "Account", "account"],
+  ] as const) {
+    await open(path, heading);
+    await checkPage(t, name);
+  }
+  await page.setViewportSize(PHONE);
+  for (const [path, heading, name] of [
+    ["/app/servers", "Servers", "servers-phone"],
+    ["/app/activity", "Activity", "activity-phone"],
+  ] as const) {
+    await open(path, heading);
+    await checkPage(t, name);
+    const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
+    t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px`);
+  }
+  t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
+  publishScreenshots(b);
+});
