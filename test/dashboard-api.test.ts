@@ -243,3 +243,172 @@ test("dashboard - join tokens: a name is optional, a bad one is 422, a member ma
     "POST /api/servers/join-tokens needs the owner role; you are a member",
   );
 });
+
+test("dashboard - API keys: created with the secret once, listed without it, revoked at once", async (t) => {
+  const name = `ci-${Math.random().toString(36).slice(2, 8)}`;
+  const made = await dash.call("POST", "/api/api-keys", { name });
+  t.is(made.status, 201, describe(made));
+  t.deepEqual(Object.keys(made.json).sort(), ["created_at", "id", "key", "name"]);
+  const key = String(made.json.key);
+  t.regex(key, /^rck_[0-9A-Za-z]{40}$/);
+  const listed = (await dash.call("GET", "/api/api-keys")).json.api_keys as Record<string, unknown>[];
+  const entry = listed.find((k) => k.id === made.json.id);
+  t.deepEqual(entry, { id: made.json.id, name, created_at: made.json.created_at });
+  t.false(JSON.stringify(listed).includes(key));
+  const byKey = () => request(c, "/api/servers", { key: null, headers: { "x-api-key": key } });
+  t.is((await byKey()).status, 200);
+  t.like((await auditEvents(c, "api_key.created")).find((e) => e.key_id === made.json.id)?.payload.actor, {
+    key_type: "user",
+    user_id: owner.id,
+  });
+
+  const del = await dash.call("DELETE", `/api/api-keys/${made.json.id}`);
+  t.is(del.status, 204, describe(del));
+  assertError(t, await byKey(), 401, "API key has been revoked");
+  t.false(
+    ((await dash.call("GET", "/api/api-keys")).json.api_keys as { id: string }[]).some(
+      (k) => k.id === made.json.id,
+    ),
+  );
+  assertError(
+    t,
+    await dash.call("DELETE", `/api/api-keys/${made.json.id}`),
+    404,
+    `API key '${made.json.id}' not found`,
+  );
+  t.like((await auditEvents(c, "api_key.revoked")).find((e) => e.key_id === made.json.id)?.payload.actor, {
+    user_id: owner.id,
+  });
+});
+
+test("dashboard - API keys: another tenant's id is 404, a member may list but not create or revoke", async (t) => {
+  const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+  const theirs = await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "theirs"]);
+  assertError(t, await dash.call("DELETE", `/api/api-keys/${theirs.key_id}`), 404, /not found/);
+  assertError(t, await dash.call("DELETE", "/api/api-keys/not-a-uuid"), 404, /not found/);
+  t.is(
+    (await request(c, "/api/me", { key: null, headers: { "x-api-key": String(theirs.key) } })).status,
+    200,
+  );
+  assertError(t, await dash.call("POST", "/api/api-keys", { name: "" }), 422, /^name: /);
+  assertError(t, await dash.call("POST", "/api/api-keys", { name: "x" }, { csrf: null }), 403, /CSRF/);
+
+  const m = await member();
+  t.is((await m.call("GET", "/api/api-keys")).status, 200);
+  assertError(t, await m.call("POST", "/api/api-keys", { name: "m" }), 403, /needs the owner role/);
+  const mine = await dash.call("POST", "/api/api-keys", { name: "kept" });
+  assertError(t, await m.call("DELETE", `/api/api-keys/${mine.json.id}`), 403, /needs the owner role/);
+});
+
+test("dashboard - GET /api/runs and /api/operations: CI runs newest first, their operations with context, command and server", async (t) => {
+  const runId = `ci-${Date.now()}`;
+  const ctx = {
+    provider: "github",
+    repository: "acme/shop",
+    workflow: "deploy",
+    actor: "octo",
+    sha: "abc123",
+  };
+  const idle = await c.addServer({ start: false });
+  t.is(
+    (await exec(c, { server_id: c.serverId, command: "echo one", run_id: runId, run_context: ctx })).status,
+    200,
+  );
+  t.is(
+    (await exec(c, { server_id: c.serverId, command: "exit 3", run_id: runId, run_context: ctx })).status,
+    200,
+  );
+  t.is(
+    (await exec(c, { server_id: idle.serverId, command: "true", run_id: runId, run_context: ctx })).status,
+    409,
+  );
+  t.is((await exec(c, { server_id: c.serverId, command: "echo no-run" })).status, 200);
+  const laterRun = `${runId}-later`;
+  t.is((await exec(c, { server_id: c.serverId, command: "echo later", run_id: laterRun })).status, 200);
+
+  const runs = await dash.call("GET", "/api/runs");
+  t.is(runs.status, 200, describe(runs));
+  const list = runs.json.runs as Record<string, unknown>[];
+  t.true(
+    list.every((r) => typeof r.run_id === "string"),
+    "operations without run_id are not runs",
+  );
+  const ids = list.map((r) => r.run_id);
+  t.true(ids.indexOf(laterRun) < ids.indexOf(runId), "newest first");
+  const run = list.find((r) => r.run_id === runId)!;
+  t.like(run, {
+    operations: 3,
+    run_context: ctx,
+    statuses: { completed: 2, failed: 1, running: 0, timeout: 0 },
+  });
+  t.true(Date.parse(String(run.first_at)) <= Date.parse(String(run.last_at)));
+  // Pages of one, cursor to cursor, give the same list.
+  const paged: unknown[] = [];
+  let cursor: unknown = null;
+  do {
+    const page = await dash.call("GET", `/api/runs?limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+    paged.push(...(page.json.runs as { run_id: string }[]).map((r) => r.run_id));
+    cursor = page.json.next_cursor;
+  } while (cursor && paged.length <= ids.length);
+  t.deepEqual(paged.slice(0, ids.indexOf(runId) + 1), ids.slice(0, ids.indexOf(runId) + 1));
+
+  const ops = await dash.call("GET", `/api/operations?run_id=${runId}`);
+  t.is(ops.status, 200, describe(ops));
+  const o = ops.json.operations as Record<string, unknown>[];
+  t.deepEqual(
+    o.map((x) => x.command),
+    ["true", "exit 3", "echo one"],
+  );
+  t.like(o[2], {
+    operation_type: "exec",
+    server_id: c.serverId,
+    server_name: c.serverName,
+    status: "completed",
+    run_id: runId,
+    run_context: ctx,
+    result: { exit_code: 0, stdout: "one\n", stdout_truncated: false },
+  });
+  t.like(o[0], { status: "failed", server_id: idle.serverId });
+  const failed = await dash.call("GET", `/api/operations?run_id=${runId}&status=failed`);
+  t.deepEqual(
+    (failed.json.operations as { server_id: string }[]).map((x) => x.server_id),
+    [idle.serverId],
+  );
+  const onServer = await dash.call("GET", `/api/operations?server_id=${idle.serverId}&operation_type=exec`);
+  t.is((onServer.json.operations as unknown[]).length, 1);
+  const page1 = await dash.call("GET", `/api/operations?run_id=${runId}&limit=2`);
+  const page2 = await dash.call(
+    "GET",
+    `/api/operations?run_id=${runId}&limit=2&cursor=${page1.json.next_cursor}`,
+  );
+  t.deepEqual(
+    [
+      ...(page1.json.operations as { command: string }[]),
+      ...(page2.json.operations as { command: string }[]),
+    ].map((x) => x.command),
+    ["true", "exit 3", "echo one"],
+  );
+  t.is(page2.json.next_cursor, null);
+
+  // Another tenant sees none of it.
+  const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+  const theirs = await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "theirs"]);
+  const asOther = (path: string) =>
+    request(c, path, { key: null, headers: { "x-api-key": String(theirs.key) } });
+  t.deepEqual((await asOther("/api/runs")).json.runs, []);
+  t.deepEqual((await asOther(`/api/operations?run_id=${runId}`)).json.operations, []);
+});
+
+test("dashboard - activity listings refuse bad filters with 422", async (t) => {
+  assertError(t, await dash.call("GET", "/api/operations?status=bogus"), 422, /^status: /);
+  assertError(t, await dash.call("GET", "/api/operations?limit=0"), 422, /^limit: /);
+  assertError(t, await dash.call("GET", "/api/operations?server_id=nope"), 422, /^server_id: /);
+  assertError(t, await dash.call("GET", "/api/operations?cursor=x"), 422, /^cursor: /);
+  assertError(
+    t,
+    await dash.call("GET", "/api/runs?cursor=bm90LWpzb24"),
+    422,
+    "cursor: must be a cursor from next_cursor",
+  );
+  assertError(t, await dash.call("GET", "/api/runs?limit=201"), 422, /^limit: /);
+});

@@ -99,6 +99,13 @@ export const ERRORS = {
     detail: "no repository with this id is reachable through an installation bound to your tenant",
   },
   RC_ERR_GITHUB_API: { status: 502, detail: "GitHub's API did not answer as expected" },
+  RC_ERR_API_KEY_NOT_FOUND: { status: 404, detail: "API key not found" },
+  RC_ERR_WEB_SESSION_NOT_FOUND: { status: 404, detail: "session not found" },
+  RC_ERR_GRANT_NOT_FOUND: { status: 404, detail: "CLI or MCP login not found" },
+  RC_ERR_PERSON_ONLY: {
+    status: 403,
+    detail: "this is about a signed-in person: use the session or an OAuth token, not an API key",
+  },
   RC_ERR_DASHBOARD_NOT_BUILT: {
     status: 503,
     detail: "the dashboard is not built on this control plane: run `make build` (web/dist is missing)",

@@ -61,6 +61,7 @@ export async function admitApiKey(
 export async function createApiKey(db: Knex, tenantId: string, name: string, who: AuditActor) {
   const key = mintToken("rck_");
   const id = randomUUID();
+  const createdAt = Date.now();
   await db.transaction(async (trx) => {
     await trx("api_keys").insert({
       id,
@@ -68,7 +69,7 @@ export async function createApiKey(db: Knex, tenantId: string, name: string, who
       name,
       token_hash: sha256Hex(key),
       token_hint: key.slice(0, 8),
-      created_at: Date.now(),
+      created_at: createdAt,
     });
     await appendAuditEvent(trx, {
       tenantId,
@@ -77,14 +78,36 @@ export async function createApiKey(db: Knex, tenantId: string, name: string, who
       payload: { key_id: id, key_name: name, ...who },
     });
   });
-  return { key_id: id, key };
+  return { key_id: id, key, created_at: new Date(createdAt).toISOString() };
 }
 
-/** Revokes a key; returns null when there is no such key. Revoking twice keeps the first time. */
-export async function revokeApiKey(db: Knex, keyId: string, who: AuditActor) {
-  const row = await db("api_keys")
-    .where({ id: keyId.toLowerCase() })
-    .first<{ id: string; tenant_id: string; name: string } | undefined>("id", "tenant_id", "name");
+/** The tenant's live keys, oldest first, without secrets. */
+export async function listApiKeys(db: Knex, tenantId: string) {
+  const rows = await db("api_keys")
+    .where({ tenant_id: tenantId })
+    .whereNull("revoked_at")
+    .orderBy("created_at", "asc")
+    .select<{ id: string; name: string; created_at: number }[]>("id", "name", "created_at");
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    created_at: new Date(Number(r.created_at)).toISOString(),
+  }));
+}
+
+/**
+ * Revokes a key; returns null when there is no such key. Revoking twice keeps
+ * the first time. With `tenantId` (the API), only a live key of that tenant:
+ * another tenant's or a revoked key is null.
+ */
+export async function revokeApiKey(db: Knex, keyId: string, who: AuditActor, tenantId?: string) {
+  const q = db("api_keys").where({ id: keyId.toLowerCase() });
+  if (tenantId !== undefined) q.where({ tenant_id: tenantId }).whereNull("revoked_at");
+  const row = await q.first<{ id: string; tenant_id: string; name: string } | undefined>(
+    "id",
+    "tenant_id",
+    "name",
+  );
   if (!row) return null;
   const revokedAt = Date.now();
   await db.transaction(async (trx) => {

@@ -76,7 +76,8 @@ function parseOptions<T>(schema: z.ZodType<T>, input: unknown): T {
 export async function createApiKey(db: Knex, opts: { tenant: string; name: string }) {
   const tenant = await resolveTenant(db, opts.tenant);
   if (opts.name.length < 1 || opts.name.length > 128) throw new AdminError("--name: 1-128 characters");
-  return { ...(await insertApiKey(db, tenant.id, opts.name, OPERATOR_ACTOR)), tenant_id: tenant.id };
+  const { key_id, key } = await insertApiKey(db, tenant.id, opts.name, OPERATOR_ACTOR);
+  return { key_id, key, tenant_id: tenant.id };
 }
 
 export async function revokeApiKey(db: Knex, keyId: string) {

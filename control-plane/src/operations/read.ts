@@ -90,19 +90,38 @@ type RunRow = HeaderRow & PreviewRow;
 /** `<started_at>.<id>` of the last operation of a page; pages run newest first. */
 export const RUN_CURSOR_PATTERN = "^\\d{1,18}\\.[0-9a-f-]{36}$";
 
-/** One page of a run's operations, newest first, each with an output preview (preview.ts). */
-export async function listRunOperations(db: Knex, scope: ReadScope, runId: string, cursor?: string) {
+/** What a listing of operations narrows to, besides the scope. */
+export interface OperationFilter {
+  runId?: string;
+  serverId?: string;
+  status?: string;
+  operationType?: string;
+}
+
+/**
+ * One page of operations, newest first, each with an output preview
+ * (preview.ts); at most `max` entries and RUN_PAGE_BYTES of JSON. `cursor`
+ * (RUN_CURSOR_PATTERN) is a previous page's `next_cursor`.
+ */
+export async function listOperations(
+  db: Knex,
+  scope: ReadScope,
+  filter: OperationFilter,
+  page: { max: number; cursor?: string },
+) {
+  const { cursor } = page;
   const start = cursor ? { started_at: Number(cursor.split(".")[0]), id: cursor.split(".")[1]! } : undefined;
-  const page = await budgetPage<RunRow, ReturnType<typeof present>>({
-    max: RUN_PAGE_MAX,
+  const result = await budgetPage<RunRow, ReturnType<typeof present>>({
+    max: page.max,
     budgetBytes: RUN_PAGE_BYTES,
     chunk: 100,
     fetch: (after, limit) => {
       const from = after ? { started_at: Number(after.started_at), id: after.id } : start;
-      const q = inScope(db("operations as o").join("servers as s", "s.id", "o.server_id"), scope).where(
-        "o.run_id",
-        runId,
-      );
+      const q = inScope(db("operations as o").join("servers as s", "s.id", "o.server_id"), scope);
+      if (filter.runId !== undefined) q.where("o.run_id", filter.runId);
+      if (filter.serverId !== undefined) q.where("o.server_id", filter.serverId.toLowerCase());
+      if (filter.status !== undefined) q.where("o.status", filter.status);
+      if (filter.operationType !== undefined) q.where("o.operation_type", filter.operationType);
       if (from)
         q.where((w) =>
           w
@@ -120,8 +139,13 @@ export async function listRunOperations(db: Knex, scope: ReadScope, runId: strin
     present: (rows) => rows.map((r) => present(r, presentPreview(r, r.error))),
   });
   return {
-    run_id: runId,
-    operations: page.entries,
-    next_cursor: page.next ? `${Number(page.next.started_at)}.${page.next.id}` : null,
+    operations: result.entries,
+    next_cursor: result.next ? `${Number(result.next.started_at)}.${result.next.id}` : null,
   };
+}
+
+/** One page of a run's operations, newest first, each with an output preview (preview.ts). */
+export async function listRunOperations(db: Knex, scope: ReadScope, runId: string, cursor?: string) {
+  const page = await listOperations(db, scope, { runId }, { max: RUN_PAGE_MAX, cursor });
+  return { run_id: runId, ...page };
 }

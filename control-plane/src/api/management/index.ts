@@ -10,6 +10,8 @@ import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { registryCredentialsApi } from "../../registry/credentials-api.js";
 import type { ApiContext } from "../context.js";
 import { auditRoute } from "./audit.js";
+import { activityRoutes } from "./activity.js";
+import { apiKeysRoutes } from "./api-keys.js";
 import { automationKeysRoutes } from "./automation-keys.js";
 import { joinTokensRoute } from "./join-tokens.js";
 
@@ -26,4 +28,6 @@ export const managementApi =
     await app.register(githubRoutes(ctx));
     // The dashboard's additions (issue 15).
     await app.register(joinTokensRoute(ctx));
+    await app.register(apiKeysRoutes(ctx));
+    await app.register(activityRoutes(ctx));
   };
