@@ -56,7 +56,8 @@ export async function launchBrowser(baseUrl: string): Promise<Session> {
     }
   });
   page.on("console", (m) => {
-    if (m.type() === "error") consoleErrors.push(m.text());
+    // A refused API call is logged by the browser too; the page shows its detail itself.
+    if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) consoleErrors.push(m.text());
   });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   return { browser, context, page, bodies, consoleErrors, shots: [] };
