@@ -13,8 +13,8 @@ import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { exec, request } from "./harness/http";
 import { pollUntil } from "./harness/wait";
-import { Browser, type Person, createOwner } from "./harness/people";
-import { type Dash, auditEvents, signInDash } from "./harness/dashboard-session";
+import { type Person, createOwner } from "./harness/people";
+import { type Dash, auditEvents, inviteMember, signInDash } from "./harness/dashboard-session";
 
 let c: Cluster;
 let owner: Person;
@@ -29,18 +29,7 @@ test.after.always(cleanupAll);
 
 const sha256Hex = (s: string) => createHash("sha256").update(s).digest("hex");
 
-/** An owner's invite, accepted on its page: a signed-in member. */
-async function member(): Promise<Dash> {
-  const email = `member-${Math.random().toString(36).slice(2, 8)}@example.test`;
-  const r = await dash.call("POST", "/api/users/invites", { email, role: "member" });
-  if (r.status !== 201) throw new Error(`invite: ${describe(r)}`);
-  const password = `pw-${Math.random().toString(36).slice(2)}-long`;
-  const accepted = await new Browser(c.baseUrl).post(new URL(String(r.json.invite_url)).pathname, {
-    password,
-  });
-  if (accepted.status !== 201) throw new Error(`accept: ${accepted.status}`);
-  return signInDash(c.baseUrl, { email, password });
-}
+const member = () => inviteMember(dash, "member");
 
 test("dashboard - GET /api/me with the session cookie: the person, the tenant and the CSRF token", async (t) => {
   const me = await dash.call("GET", "/api/me");
@@ -298,117 +287,4 @@ test("dashboard - API keys: another tenant's id is 404, a member may list but no
   assertError(t, await m.call("POST", "/api/api-keys", { name: "m" }), 403, /needs the owner role/);
   const mine = await dash.call("POST", "/api/api-keys", { name: "kept" });
   assertError(t, await m.call("DELETE", `/api/api-keys/${mine.json.id}`), 403, /needs the owner role/);
-});
-
-test("dashboard - GET /api/runs and /api/operations: CI runs newest first, their operations with context, command and server", async (t) => {
-  const runId = `ci-${Date.now()}`;
-  const ctx = {
-    provider: "github",
-    repository: "acme/shop",
-    workflow: "deploy",
-    actor: "octo",
-    sha: "abc123",
-  };
-  const idle = await c.addServer({ start: false });
-  t.is(
-    (await exec(c, { server_id: c.serverId, command: "echo one", run_id: runId, run_context: ctx })).status,
-    200,
-  );
-  t.is(
-    (await exec(c, { server_id: c.serverId, command: "exit 3", run_id: runId, run_context: ctx })).status,
-    200,
-  );
-  t.is(
-    (await exec(c, { server_id: idle.serverId, command: "true", run_id: runId, run_context: ctx })).status,
-    409,
-  );
-  t.is((await exec(c, { server_id: c.serverId, command: "echo no-run" })).status, 200);
-  const laterRun = `${runId}-later`;
-  t.is((await exec(c, { server_id: c.serverId, command: "echo later", run_id: laterRun })).status, 200);
-
-  const runs = await dash.call("GET", "/api/runs");
-  t.is(runs.status, 200, describe(runs));
-  const list = runs.json.runs as Record<string, unknown>[];
-  t.true(
-    list.every((r) => typeof r.run_id === "string"),
-    "operations without run_id are not runs",
-  );
-  const ids = list.map((r) => r.run_id);
-  t.true(ids.indexOf(laterRun) < ids.indexOf(runId), "newest first");
-  const run = list.find((r) => r.run_id === runId)!;
-  t.like(run, {
-    operations: 3,
-    run_context: ctx,
-    statuses: { completed: 2, failed: 1, running: 0, timeout: 0 },
-  });
-  t.true(Date.parse(String(run.first_at)) <= Date.parse(String(run.last_at)));
-  // Pages of one, cursor to cursor, give the same list.
-  const paged: unknown[] = [];
-  let cursor: unknown = null;
-  do {
-    const page = await dash.call("GET", `/api/runs?limit=1${cursor ? `&cursor=${cursor}` : ""}`);
-    paged.push(...(page.json.runs as { run_id: string }[]).map((r) => r.run_id));
-    cursor = page.json.next_cursor;
-  } while (cursor && paged.length <= ids.length);
-  t.deepEqual(paged.slice(0, ids.indexOf(runId) + 1), ids.slice(0, ids.indexOf(runId) + 1));
-
-  const ops = await dash.call("GET", `/api/operations?run_id=${runId}`);
-  t.is(ops.status, 200, describe(ops));
-  const o = ops.json.operations as Record<string, unknown>[];
-  t.deepEqual(
-    o.map((x) => x.command),
-    ["true", "exit 3", "echo one"],
-  );
-  t.like(o[2], {
-    operation_type: "exec",
-    server_id: c.serverId,
-    server_name: c.serverName,
-    status: "completed",
-    run_id: runId,
-    run_context: ctx,
-    result: { exit_code: 0, stdout: "one\n", stdout_truncated: false },
-  });
-  t.like(o[0], { status: "failed", server_id: idle.serverId });
-  const failed = await dash.call("GET", `/api/operations?run_id=${runId}&status=failed`);
-  t.deepEqual(
-    (failed.json.operations as { server_id: string }[]).map((x) => x.server_id),
-    [idle.serverId],
-  );
-  const onServer = await dash.call("GET", `/api/operations?server_id=${idle.serverId}&operation_type=exec`);
-  t.is((onServer.json.operations as unknown[]).length, 1);
-  const page1 = await dash.call("GET", `/api/operations?run_id=${runId}&limit=2`);
-  const page2 = await dash.call(
-    "GET",
-    `/api/operations?run_id=${runId}&limit=2&cursor=${page1.json.next_cursor}`,
-  );
-  t.deepEqual(
-    [
-      ...(page1.json.operations as { command: string }[]),
-      ...(page2.json.operations as { command: string }[]),
-    ].map((x) => x.command),
-    ["true", "exit 3", "echo one"],
-  );
-  t.is(page2.json.next_cursor, null);
-
-  // Another tenant sees none of it.
-  const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
-  const theirs = await c.admin(["create-api-key", "--tenant", String(other.tenant_id), "--name", "theirs"]);
-  const asOther = (path: string) =>
-    request(c, path, { key: null, headers: { "x-api-key": String(theirs.key) } });
-  t.deepEqual((await asOther("/api/runs")).json.runs, []);
-  t.deepEqual((await asOther(`/api/operations?run_id=${runId}`)).json.operations, []);
-});
-
-test("dashboard - activity listings refuse bad filters with 422", async (t) => {
-  assertError(t, await dash.call("GET", "/api/operations?status=bogus"), 422, /^status: /);
-  assertError(t, await dash.call("GET", "/api/operations?limit=0"), 422, /^limit: /);
-  assertError(t, await dash.call("GET", "/api/operations?server_id=nope"), 422, /^server_id: /);
-  assertError(t, await dash.call("GET", "/api/operations?cursor=x"), 422, /^cursor: /);
-  assertError(
-    t,
-    await dash.call("GET", "/api/runs?cursor=bm90LWpzb24"),
-    422,
-    "cursor: must be a cursor from next_cursor",
-  );
-  assertError(t, await dash.call("GET", "/api/runs?limit=201"), 422, /^limit: /);
 });

@@ -100,3 +100,19 @@ export async function auditEvents(c: Cluster, type: string): Promise<AuditEvent[
     payload: typeof r.payload === "string" ? JSON.parse(r.payload) : r.payload,
   }));
 }
+
+/** An invite made on `owner`'s dashboard and accepted on its page: the new person, signed in. */
+export async function inviteMember(owner: Dash, role: "owner" | "member"): Promise<Dash> {
+  const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.test`;
+  const r = await owner.call("POST", "/api/users/invites", { email, role });
+  if (r.status !== 201) throw new Error(`invite: ${r.status} ${r.text}`);
+  const password = `pw-${Math.random().toString(36).slice(2)}-long`;
+  const accepted = await new Browser(owner.browser.baseUrl).post(
+    new URL(String(r.json.invite_url)).pathname,
+    {
+      password,
+    },
+  );
+  if (accepted.status !== 201) throw new Error(`accept: ${accepted.status}`);
+  return signInDash(owner.browser.baseUrl, { email, password });
+}

@@ -10,6 +10,7 @@ import { actorPayload } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import { issuerOf } from "../oauth/routes.js";
 import { createInvite } from "./invites.js";
+import { meRoutes } from "./me-routes.js";
 import { ROLES, type Role, disableUser, listUsers, presentUser } from "./users.js";
 
 const actorOf = (req: FastifyRequest) =>
@@ -23,6 +24,7 @@ export const usersApi =
   (ctx: ApiContext): FastifyPluginAsync =>
   async (app) => {
     await app.register(apiKeyAuth, { db: ctx.db });
+    await app.register(meRoutes(ctx));
 
     // The dashboard reads csrf_token here (only a session has one) and sends it
     // back as X-CSRF-Token on every change.

@@ -12,6 +12,7 @@ import type { ApiContext } from "../context.js";
 import { auditRoute } from "./audit.js";
 import { activityRoutes } from "./activity.js";
 import { apiKeysRoutes } from "./api-keys.js";
+import { auditVerifyRoute } from "./audit-verify.js";
 import { automationKeysRoutes } from "./automation-keys.js";
 import { joinTokensRoute } from "./join-tokens.js";
 
@@ -30,4 +31,5 @@ export const managementApi =
     await app.register(joinTokensRoute(ctx));
     await app.register(apiKeysRoutes(ctx));
     await app.register(activityRoutes(ctx));
+    await app.register(auditVerifyRoute(ctx));
   };
