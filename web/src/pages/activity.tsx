@@ -80,11 +80,13 @@ function Runs() {
                   <span class="hint">
                     {r.operations} operation{r.operations === 1 ? "" : "s"}, last <Time iso={r.last_at} />
                   </span>{" "}
-                  {Object.entries(r.statuses).map(([s, n]) => (
-                    <span key={s}>
-                      <Badge status={s} /> {n}{" "}
-                    </span>
-                  ))}
+                  {Object.entries(r.statuses)
+                    .filter(([, n]) => n > 0)
+                    .map(([s, n]) => (
+                      <span key={s}>
+                        <Badge status={s} /> {n}{" "}
+                      </span>
+                    ))}
                   <div>
                     <ContextLine ctx={r.run_context} />
                   </div>
