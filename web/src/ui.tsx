@@ -16,9 +16,14 @@ export interface Loaded<T> {
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loaded<T> {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
+  const shown = useRef<string | undefined>(undefined);
   // biome-ignore lint/correctness/useExhaustiveDependencies: deps are the caller's
   useEffect(() => {
     let live = true;
+    // Other deps (another filter, another id): the old data must not stand for the new.
+    const key = JSON.stringify(deps);
+    if (shown.current !== undefined && shown.current !== key) setState({ loading: true });
+    shown.current = key;
     let timer: number | undefined;
     const run = async () => {
       try {
