@@ -18,6 +18,7 @@ import {
   TableWrap,
 } from "../ui";
 import { AppForm } from "./app-form";
+import { GitHubRepository } from "./github";
 
 export const appBase = (tenantId: string, appId: string) =>
   `/api/tenants/${encodeURIComponent(tenantId)}/applications/${encodeURIComponent(appId)}`;
@@ -237,6 +238,12 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="env-h">Environment variables</h2>
               <Env app={a} />
             </section>
+            <details class="card">
+              <summary>
+                <h2>GitHub repository</h2>
+              </summary>
+              <GitHubRepository appId={a.id} />
+            </details>
             <details class="card">
               <summary>
                 <h2>Settings</h2>

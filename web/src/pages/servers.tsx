@@ -7,6 +7,7 @@ import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad, TableWra
 
 interface JoinToken {
   token: string;
+  server_name?: string;
   expires_at: string;
   install_command: string;
   enroll_command: string;
@@ -31,7 +32,10 @@ function AddServer({ onClose }: { onClose: () => void }) {
         />
         <p>If the agent is already installed there, enroll it instead:</p>
         <SecretOnce label="Enroll command" value={token.enroll_command} note="Holds the same join token." />
-        <p class="hint">The server appears in the list below as soon as its agent connects.</p>
+        <p class="hint">
+          The server appears in the list below{token.server_name ? ` as ${token.server_name}` : ""} as soon as
+          its agent connects.
+        </p>
         <button type="button" onClick={onClose}>
           Done
         </button>
