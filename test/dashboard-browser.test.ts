@@ -11,6 +11,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
@@ -45,6 +46,7 @@ let owner: Person;
 let b: Session;
 let page: Page;
 let shots: string;
+const FAILURES = join(tmpdir(), "relayctl-dashboard-failures");
 const uniq = (p: string) => `${p}-${randomBytes(3).toString("hex")}`;
 
 test.before(async () => {
@@ -55,11 +57,12 @@ test.before(async () => {
   shots = makeTempDir("dashboard-shots");
 });
 test.after.always(cleanupAll);
-// What the page showed when a test failed, kept with the other screenshots of the run.
+// What the page showed when a test failed, kept after the run (temp dirs are not).
 test.afterEach.always(async (t) => {
   if (!t.passed && page) {
+    mkdirSync(FAILURES, { recursive: true });
     const file = join(
-      shots,
+      FAILURES,
       `failed-${t.title
         .replace(/^.* hook for /, "")
         .replace(/\W+/g, "-")
@@ -443,11 +446,18 @@ test.serial("dashboard - Members invites by a link shown once; every page fits a
   for (const [path, heading, name] of [
     ["/app/servers", "Servers", "servers-phone"],
     ["/app/activity", "Activity", "activity-phone"],
+    ["/app/keys/automation", "API Keys", "automation-keys-phone"],
   ] as const) {
     await open(path, heading);
     await checkPage(t, name);
     const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
-    t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px`);
+    // On failure, name the elements that stick out (outside a scrollable table).
+    const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
+      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+      .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement)
+        if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false; return true; })
+      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
+    t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px: ${wide}`);
   }
   t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
 });
