@@ -135,6 +135,11 @@ test.serial(
     await form.getByRole("button", { name: "Create automation key" }).click();
     const secret = await page.getByRole("textbox", { name: "Automation key", exact: true }).inputValue();
     t.regex(secret, /^rca_/);
+    // The copy button puts exactly the secret on the clipboard.
+    await b.context.grantPermissions(["clipboard-read", "clipboard-write"]);
+    await page.getByRole("button", { name: "Copy" }).click();
+    await page.getByText("Automation key copied to the clipboard.").waitFor();
+    t.is(await page.evaluate("navigator.clipboard.readText()"), secret);
     await checkPage(t, "automation-key-created");
 
     // The scopes hold: exec on the chosen server runs, an operation outside them is 403.
