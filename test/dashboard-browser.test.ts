@@ -435,37 +435,47 @@ test.serial(
   },
 );
 
-test.serial("dashboard - Members invites by a link shown once; every page fits a 375 px phone", async (t) => {
-  await open("/app/members", "Members");
-  await row(owner.email).waitFor();
-  const form = page.getByRole("form", { name: "Invite someone" });
-  await form.getByLabel("E-mail").fill(`${uniq("dev")}@example.test`);
-  await form.getByRole("button", { name: "Create invite link" }).click();
-  const link = await page.getByRole("textbox", { name: "Invite link" }).inputValue();
-  t.regex(link, /\/invite\/\S+$/);
-  const invited = await fetch(link);
-  t.is(invited.status, 200, "the link opens the invite page");
-  await checkPage(t, "members");
+test.serial(
+  "dashboard - Members invites by a link shown once; pages fit a 375 px phone; Sign out ends the session",
+  async (t) => {
+    await open("/app/members", "Members");
+    await row(owner.email).waitFor();
+    const form = page.getByRole("form", { name: "Invite someone" });
+    await form.getByLabel("E-mail").fill(`${uniq("dev")}@example.test`);
+    await form.getByRole("button", { name: "Create invite link" }).click();
+    const link = await page.getByRole("textbox", { name: "Invite link" }).inputValue();
+    t.regex(link, /\/invite\/\S+$/);
+    const invited = await fetch(link);
+    t.is(invited.status, 200, "the link opens the invite page");
+    await checkPage(t, "members");
 
-  await page.setViewportSize(PHONE);
-  for (const [path, heading, name] of [
-    ["/app/servers", "Servers", "servers-phone"],
-    ["/app/activity", "Activity", "activity-phone"],
-    ["/app/keys/automation", "API Keys", "automation-keys-phone"],
-  ] as const) {
-    await open(path, heading);
-    await checkPage(t, name);
-    const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
-    // On failure, name the elements that stick out (outside a scrollable table).
-    const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
+    await page.setViewportSize(PHONE);
+    for (const [path, heading, name] of [
+      ["/app/servers", "Servers", "servers-phone"],
+      ["/app/activity", "Activity", "activity-phone"],
+      ["/app/keys/automation", "API Keys", "automation-keys-phone"],
+    ] as const) {
+      await open(path, heading);
+      await checkPage(t, name);
+      const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
+      // On failure, name the elements that stick out (outside a scrollable table).
+      const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
       .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
       .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement)
         if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false; return true; })
       .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
-    t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px: ${wide}`);
-  }
-  t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
-});
+      t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px: ${wide}`);
+    }
+    t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
+
+    // Sign out ends the session: the pages lead to sign-in again.
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL(/\/login$/);
+    await page.goto("/app/servers");
+    t.regex(page.url(), /\/login\?next=%2Fapp%2Fservers$/);
+    t.is((await page.request.get("/api/me")).status(), 401);
+  },
+);
 
 // Only a run where every test passed replaces the set the README shows.
 test.after(() => publishScreenshots(b));

@@ -283,7 +283,7 @@ export function LogText({ text, stderr, live }: { text: string; stderr?: boolean
   return (
     <pre
       class={stderr ? "log stderr" : "log"}
-      // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must take focus to scroll by keyboard
+      // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
       tabIndex={0}
       role={live ? "log" : undefined}
       aria-live={live ? "polite" : undefined}
