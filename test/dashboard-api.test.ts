@@ -288,3 +288,33 @@ test("dashboard - API keys: another tenant's id is 404, a member may list but no
   const mine = await dash.call("POST", "/api/api-keys", { name: "kept" });
   assertError(t, await m.call("DELETE", `/api/api-keys/${mine.json.id}`), 403, /needs the owner role/);
 });
+
+test("dashboard - a deploy from the pages is trigger dashboard, by the person; another tenant's path is 404", async (t) => {
+  const app = await dash.call("POST", "/api/applications", {
+    name: `shop-${Math.random().toString(36).slice(2, 8)}`,
+    server_id: c.serverId,
+    linked_container_name: "shop-web",
+    container_port: 8080,
+    git_repository: join(c.dir, "no-such-repo"),
+  });
+  t.is(app.status, 201, describe(app));
+  const base = `/api/tenants/${c.tenantId}/applications/${app.json.id}`;
+  assertError(t, await dash.call("POST", `${base}/deploy`, {}, { csrf: null }), 403, /CSRF/);
+  const d = await dash.call("POST", `${base}/deploy`, {});
+  t.is(d.status, 202, describe(d));
+  const history = await dash.call("GET", `${base}/deployments`);
+  t.like((history.json.deployments as unknown[])[0], {
+    deployment_id: d.json.deployment_id,
+    trigger: "dashboard",
+    triggered_by: { type: "user", id: owner.id, name: owner.email },
+  });
+  assertError(
+    t,
+    await dash.call(
+      "GET",
+      `/api/tenants/00000000-0000-4000-8000-000000000000/applications/${app.json.id}/deployments`,
+    ),
+    404,
+    /tenant '.*' not found/,
+  );
+});
