@@ -293,3 +293,30 @@ export function LogText({ text, stderr, live }: { text: string; stderr?: boolean
     </pre>
   );
 }
+
+/**
+ * A listing's page size that "Show more" grows (up to the API's maximum). It lives in a
+ * ref, not in useLoad's deps, so growing it reloads without blanking the list.
+ */
+export function usePageSize(first: number, max: number) {
+  const size = useRef(first);
+  return {
+    get: () => size.current,
+    grow: (reload: () => void) => {
+      size.current = Math.min(size.current * 2, max);
+      reload();
+    },
+    atMax: () => size.current >= max,
+  };
+}
+
+export function ShowMore({ hasMore, onMore, what }: { hasMore: boolean; onMore: () => void; what: string }) {
+  if (!hasMore) return null;
+  return (
+    <p>
+      <button type="button" onClick={onMore}>
+        Show older {what}
+      </button>
+    </p>
+  );
+}

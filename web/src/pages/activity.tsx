@@ -4,7 +4,20 @@
 // live in the address, so a run's page can be linked from a CI log.
 import { type Operation, type Run, type Server, get, query } from "../api";
 import { navigate, useLocation } from "../router";
-import { Badge, Empty, ErrorNote, Page, Resource, Time, duration, useLoad, TableWrap, LogText } from "../ui";
+import {
+  Badge,
+  Empty,
+  ErrorNote,
+  Page,
+  Resource,
+  Time,
+  duration,
+  useLoad,
+  TableWrap,
+  LogText,
+  ShowMore,
+  usePageSize,
+} from "../ui";
 
 interface Verify {
   ok: boolean;
@@ -57,7 +70,12 @@ function ContextLine({ ctx }: { ctx: Record<string, string> | null | undefined }
 }
 
 function Runs() {
-  const runs = useLoad(() => get<{ runs: Run[] }>("/api/runs?limit=50"), [], 10_000);
+  const size = usePageSize(50, 200);
+  const runs = useLoad(
+    () => get<{ runs: Run[]; next_cursor: string | null }>(`/api/runs?limit=${size.get()}`),
+    [],
+    10_000,
+  );
   return (
     <section aria-labelledby="runs-h">
       <h2 id="runs-h">CI runs</h2>
@@ -96,6 +114,11 @@ function Runs() {
           )
         }
       </Resource>
+      <ShowMore
+        what="runs"
+        hasMore={Boolean(runs.data?.next_cursor) && !size.atMax()}
+        onMore={() => size.grow(runs.reload)}
+      />
     </section>
   );
 }
@@ -131,8 +154,12 @@ function OperationRow({ op }: { op: Operation }) {
 
 function Operations({ params }: { params: Record<string, string> }) {
   const key = JSON.stringify(params);
+  const size = usePageSize(100, 200);
   const ops = useLoad(
-    () => get<{ operations: Operation[] }>(`/api/operations${query({ ...params, limit: 100 })}`),
+    () =>
+      get<{ operations: Operation[]; next_cursor: string | null }>(
+        `/api/operations${query({ ...params, limit: size.get() })}`,
+      ),
     [key],
     5000,
   );
@@ -184,6 +211,11 @@ function Operations({ params }: { params: Record<string, string> }) {
           )
         }
       </Resource>
+      <ShowMore
+        what="operations"
+        hasMore={Boolean(ops.data?.next_cursor) && !size.atMax()}
+        onMore={() => size.grow(ops.reload)}
+      />
       {runId && audit.data && (
         <details class="card">
           <summary>

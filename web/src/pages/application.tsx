@@ -16,6 +16,8 @@ import {
   field,
   useLoad,
   TableWrap,
+  ShowMore,
+  usePageSize,
 } from "../ui";
 import { AppForm } from "./app-form";
 import { GitHubRepository } from "./github";
@@ -48,56 +50,67 @@ function DeployForm({ app }: { app: Application }) {
 
 function History({ app }: { app: Application }) {
   const who = useWho();
+  const size = usePageSize(20, 100);
   const list = useLoad(
-    () => get<{ deployments: Deployment[] }>(`${appBase(who.tenantId, app.id)}/deployments`),
+    () =>
+      get<{ deployments: Deployment[]; next_cursor: string | null }>(
+        `${appBase(who.tenantId, app.id)}/deployments?limit=${size.get()}`,
+      ),
     [app.id],
     5000,
   );
   return (
-    <Resource r={list} what="deployments">
-      {({ deployments }) =>
-        deployments.length === 0 ? (
-          <Empty>
-            <p>Not deployed yet. Choose Deploy above to run the first deployment.</p>
-          </Empty>
-        ) : (
-          <TableWrap label="Deployments">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Started</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Duration</th>
-                  <th scope="col">Commit</th>
-                  <th scope="col">Trigger</th>
-                  <th scope="col">By</th>
-                </tr>
-              </thead>
-              <tbody>
-                {deployments.map((d) => (
-                  <tr key={d.deployment_id}>
-                    <th scope="row">
-                      <a href={`/app/applications/${app.id}/deployments/${d.deployment_id}`}>
-                        <Time iso={d.created_at} />
-                      </a>
-                    </th>
-                    <td>
-                      <Badge status={d.status} />
-                    </td>
-                    <td>{duration(d.duration_ms)}</td>
-                    <td class="mono">
-                      {d.commit_sha?.slice(0, 10) ?? d.commit_ref ?? "—"} {d.commit_message ?? ""}
-                    </td>
-                    <td>{d.trigger}</td>
-                    <td>{d.triggered_by?.name ?? d.triggered_by?.type ?? "—"}</td>
+    <>
+      <Resource r={list} what="deployments">
+        {({ deployments }) =>
+          deployments.length === 0 ? (
+            <Empty>
+              <p>Not deployed yet. Choose Deploy above to run the first deployment.</p>
+            </Empty>
+          ) : (
+            <TableWrap label="Deployments">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Started</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Duration</th>
+                    <th scope="col">Commit</th>
+                    <th scope="col">Trigger</th>
+                    <th scope="col">By</th>
                   </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableWrap>
-        )
-      }
-    </Resource>
+                </thead>
+                <tbody>
+                  {deployments.map((d) => (
+                    <tr key={d.deployment_id}>
+                      <th scope="row">
+                        <a href={`/app/applications/${app.id}/deployments/${d.deployment_id}`}>
+                          <Time iso={d.created_at} />
+                        </a>
+                      </th>
+                      <td>
+                        <Badge status={d.status} />
+                      </td>
+                      <td>{duration(d.duration_ms)}</td>
+                      <td class="mono">
+                        {d.commit_sha?.slice(0, 10) ?? d.commit_ref ?? "—"} {d.commit_message ?? ""}
+                      </td>
+                      <td>{d.trigger}</td>
+                      <td>{d.triggered_by?.name ?? d.triggered_by?.type ?? "—"}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )
+        }
+      </Resource>
+      <ShowMore
+        what="deployments"
+        hasMore={Boolean(list.data?.next_cursor) && !size.atMax()}
+        onMore={() => size.grow(list.reload)}
+      />
+    </>
   );
 }
 
