@@ -33,12 +33,16 @@ function secureHeaders(reply: FastifyReply): void {
   reply.header("x-frame-options", "DENY");
 }
 
+// Pages, not API: left out of the OpenAPI document, like @fastify/static's asset routes
+// (schemaHide defaults to true there).
+const PAGE = { schema: { hide: true } };
+
 export const dashboardRoutes =
   (ctx: ApiContext, dist = WEB_DIST): FastifyPluginAsync =>
   async (app) => {
     const built = existsSync(join(dist, "index.html"));
 
-    app.get("/", async (req, reply) => {
+    app.get("/", PAGE, async (req, reply) => {
       const session = await currentSession(ctx.db, req);
       return reply.redirect(session ? "/app/" : "/login?next=/app/", 303);
     });
@@ -52,9 +56,9 @@ export const dashboardRoutes =
       reply.header("cache-control", "no-store");
       return reply.sendFile("index.html", dist, { cacheControl: false });
     };
-    app.get("/app", (_req, reply) => reply.redirect("/app/", 301));
-    app.get("/app/", page);
-    app.get("/app/*", page);
+    app.get("/app", PAGE, (_req, reply) => reply.redirect("/app/", 301));
+    app.get("/app/", PAGE, page);
+    app.get("/app/*", PAGE, page);
 
     if (!built) return;
     await app.register(fastifyStatic, {
