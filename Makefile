@@ -23,15 +23,17 @@ $(NPM_STAMP): package-lock.json
 
 node-deps: $(NPM_STAMP)
 
-# Debian packages the test harness runs as throwaway servers.
+# Debian packages the test harness runs as throwaway servers (and chromium, the dashboard tests' browser).
 system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
-		podman runc catatonit busybox-static systemd
+		podman runc catatonit busybox-static systemd chromium
 
-# The agent bundles the control plane serves to install.sh (agent/dist/bundles), from agent/dist.
+# The agent bundles the control plane serves to install.sh (agent/dist/bundles), from agent/dist;
+# the dashboard's pages (web/) are bundled by esbuild into web/dist, served under /app/.
 build: node-deps
 	npx tsc -b
 	node scripts/agent-bundle.mjs
+	npm run --silent build -w @relayctl/web
 
 proto: node-deps
 	cd proto && rm -rf gen && ../node_modules/.bin/buf generate
@@ -50,9 +52,10 @@ lint: node-deps
 	npx biome check .
 
 # dev transpiles only what it runs (esbuild, about a second; scripts/dev-build.mjs):
-# type checks are `make build`'s and `make test`'s.
+# type checks are `make build`'s and `make test`'s. The dashboard (web/) is esbuild too.
 dev: node-deps
 	@node scripts/dev-build.mjs
+	@npm run --silent build -w @relayctl/web
 	node scripts/dev.mjs
 
 # Test files are not part of the build; type-check them on their own. The action

@@ -30,6 +30,13 @@ if [ -f agent/dist/bundles/latest.json ]; then
 else
   echo "image-context: no agent bundles (node scripts/agent-bundle.mjs): /install.sh will have nothing to download" >&2
 fi
+# The dashboard's pages (web/dist, `npm run build -w @relayctl/web`); without them /app/ is 503.
+if [ -f web/dist/index.html ]; then
+  mkdir -p "$DEST/web"
+  cp -a web/dist "$DEST/web/"
+else
+  echo "image-context: no dashboard build (web/dist): /app/ will answer 503" >&2
+fi
 # Top-level packages of the closure; nested node_modules come with their parent. npm ls exits
 # non-zero on mere warnings (an extraneous package): judge it by what it lists.
 closure="$(npm ls --omit=dev --all --parseable -w @relayctl/control-plane 2>/dev/null || true)"

@@ -28,6 +28,8 @@ test.after.always(cleanupAll);
 const HIDDEN: Record<string, string> = {
   "/openapi.json": "the document itself",
   "/docs": "the reference page (@fastify/swagger-ui) and its static files",
+  "/": "a redirect to the dashboard or to sign-in: a page, not API",
+  "/app": "the dashboard's pages and assets (web/dist): pages, not API",
 };
 const isHidden = (url: string) => Object.keys(HIDDEN).some((p) => url === p || url.startsWith(`${p}/`));
 

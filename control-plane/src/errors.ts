@@ -112,6 +112,10 @@ export const ERRORS = {
     status: 503,
     detail: "no agent bundle to serve: the control plane's agent bundles are not built",
   },
+  RC_ERR_DASHBOARD_NOT_BUILT: {
+    status: 503,
+    detail: "the dashboard is not built on this control plane: run `make build` (web/dist is missing)",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

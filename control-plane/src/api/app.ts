@@ -11,6 +11,7 @@ import { mcpRoutes } from "../mcp/routes.js";
 import { authorizePage } from "../oauth/authorize-page.js";
 import { devicePage } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
+import { dashboardRoutes } from "../dashboard/static.js";
 import { setupRoute } from "../github/routes.js";
 import { requestTracing } from "../tracing/http.js";
 import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
@@ -96,5 +97,7 @@ export async function buildApi(
   await app.register(mcpRoutes(ctx));
   await app.register(webhookRoute(ctx.github));
   await app.register(setupRoute(ctx));
+  // The web dashboard's pages (web/dist) under /app/.
+  await app.register(dashboardRoutes(ctx));
   return app;
 }

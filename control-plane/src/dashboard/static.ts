@@ -1,0 +1,76 @@
+// The web dashboard (web/, built into web/dist by `make build`) under /app/: the
+// hashed assets cached for a year, index.html never cached and answered for every
+// page path (the pages route in the browser), all under a CSP that allows no
+// inline script or style. `/` leads a signed-in person to /app/ and anyone else to
+// sign in. The pages are clients of the public API; nothing here reads data.
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+import fastifyStatic from "@fastify/static";
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import { currentSession } from "../accounts/sessions.js";
+import type { ApiContext } from "../api/context.js";
+import { RcError } from "../errors.js";
+
+/** <repo>/web/dist from control-plane/dist/dashboard/static.js (and from src/ under tsx). */
+export const WEB_DIST = resolve(__dirname, "../../../web/dist");
+
+const CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+function secureHeaders(reply: FastifyReply): void {
+  reply.header("content-security-policy", CSP);
+  reply.header("x-content-type-options", "nosniff");
+  reply.header("referrer-policy", "same-origin");
+  reply.header("x-frame-options", "DENY");
+}
+
+// Pages, not API: left out of the OpenAPI document, like @fastify/static's asset routes
+// (schemaHide defaults to true there).
+const PAGE = { schema: { hide: true } };
+
+export const dashboardRoutes =
+  (ctx: ApiContext, dist = WEB_DIST): FastifyPluginAsync =>
+  async (app) => {
+    const built = existsSync(join(dist, "index.html"));
+
+    app.get("/", PAGE, async (req, reply) => {
+      const session = await currentSession(ctx.db, req);
+      return reply.redirect(session ? "/app/" : "/login?next=/app/", 303);
+    });
+
+    const page = async (req: FastifyRequest, reply: FastifyReply) => {
+      if (!built) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
+      // Signed out: straight to sign-in and back here, without loading the page first.
+      if (!(await currentSession(ctx.db, req)))
+        return reply.redirect(`/login?next=${encodeURIComponent(req.url)}`, 303);
+      secureHeaders(reply);
+      reply.header("cache-control", "no-store");
+      return reply.sendFile("index.html", dist, { cacheControl: false });
+    };
+    app.get("/app", PAGE, (_req, reply) => reply.redirect("/app/", 301));
+    app.get("/app/", PAGE, page);
+    app.get("/app/*", PAGE, page);
+
+    if (!built) return;
+    await app.register(fastifyStatic, {
+      root: join(dist, "assets"),
+      prefix: "/app/assets/",
+      // Names carry a content hash: a changed file is a new name.
+      immutable: true,
+      maxAge: "365d",
+      index: false,
+      setHeaders: (res) => {
+        res.header("content-security-policy", CSP);
+        res.header("x-content-type-options", "nosniff");
+      },
+    });
+  };

@@ -1,0 +1,235 @@
+// The one way the pages talk to the control plane: the public HTTP API with the
+// session cookie. State changes carry the session's CSRF token (X-CSRF-Token);
+// a 401 sends the person to sign in and back here; any other refusal becomes an
+// ApiError holding the API's own `detail`, which the pages show as it is.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly detail: string,
+  ) {
+    super(detail);
+  }
+}
+
+let csrfToken = "";
+
+/** Set once from GET /api/me (the token is derived from the HttpOnly session cookie). */
+export function setCsrfToken(token: string): void {
+  csrfToken = token;
+}
+
+export function signInUrl(): string {
+  return `/login?next=${encodeURIComponent(location.pathname + location.search)}`;
+}
+
+const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
+
+export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (!SAFE.has(method)) headers["x-csrf-token"] = csrfToken;
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      credentials: "same-origin",
+    });
+  } catch {
+    throw new ApiError(0, "The control plane cannot be reached. Check your connection and try again.");
+  }
+  if (res.status === 401) {
+    location.assign(signInUrl());
+    throw new ApiError(401, "Your session ended. Sign in again.");
+  }
+  if (res.status === 204) return undefined as T;
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (!res.ok) {
+    const detail = (json as { detail?: unknown } | undefined)?.detail;
+    throw new ApiError(
+      res.status,
+      typeof detail === "string" ? detail : `The request failed (HTTP ${res.status}).`,
+    );
+  }
+  return json as T;
+}
+
+export const get = <T>(path: string) => request<T>("GET", path);
+export const post = <T>(path: string, body: unknown = {}) => request<T>("POST", path, body);
+export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, body);
+export const del = (path: string) => request<void>("DELETE", path);
+
+/** Query string from the set values only. */
+export function query(params: Record<string, string | number | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") q.set(k, String(v));
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+// ---- resources (the fields the pages use; the contract has them all) ----
+
+export interface Me {
+  type: "user" | "api_key";
+  user?: { id: string; email: string; role: "owner" | "member" };
+  tenant?: { id: string; name: string };
+  tenant_id?: string;
+  tenant_name?: string;
+  csrf_token?: string;
+}
+
+export interface Server {
+  id: string;
+  name: string;
+  hostname: string | null;
+  agent_version: string | null;
+  last_seen_at: string | null;
+  connected?: boolean;
+}
+
+export interface Build {
+  type: "dockerfile" | "image";
+  dockerfile?: string;
+  context?: string;
+  image?: string;
+  registry_credential_id?: string | null;
+}
+
+export interface Application {
+  id: string;
+  name: string;
+  server_id: string;
+  server_name?: string;
+  linked_container_name: string;
+  container_port: number;
+  pin_port: boolean;
+  fqdns: string[];
+  git_repository: string | null;
+  deploy_branch: string;
+  build: Build | null;
+  health_check_path: string;
+  health_check_timeout_seconds: number;
+  auto_deploy: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface Deployment {
+  deployment_id: string;
+  operation_id: string;
+  status: string;
+  trigger: string;
+  triggered_by?: { type: string; id: string | null; name: string | null } | null;
+  commit_ref: string | null;
+  commit_sha: string | null;
+  commit_message: string | null;
+  commit_author: string | null;
+  failed_step: string | null;
+  error: string | null;
+  created_at: string;
+  finished_at: string | null;
+  duration_ms: number | null;
+  steps?: Step[];
+}
+
+export interface Step {
+  name: string;
+  status: string;
+  duration_ms: number | null;
+  log: string;
+}
+
+export interface AutomationKey {
+  id: string;
+  name: string;
+  key?: string;
+  servers: string[];
+  operations: string[];
+  allowed_credential_ids: string[];
+  ip_allowlist: string[];
+  rate_limit: number;
+  expires_at: string | null;
+  created_at: string;
+}
+
+export interface ApiKey {
+  id: string;
+  name: string;
+  key?: string;
+  created_at: string;
+  last_used_at?: string | null;
+}
+
+export interface RegistryCredential {
+  id: string;
+  name: string;
+  registry_url: string;
+  registry_type: string;
+  username: string;
+  created_at: string;
+}
+
+export interface Run {
+  run_id: string;
+  run_context: Record<string, string> | null;
+  operations: number;
+  statuses: Record<string, number>;
+  first_at: string;
+  last_at: string;
+}
+
+export interface Operation {
+  operation_id: string;
+  operation_type: string;
+  server_id: string;
+  server_name: string | null;
+  status: string;
+  command?: string | null;
+  run_id: string | null;
+  run_context?: Record<string, string> | null;
+  result: { exit_code: number | null; stdout: string; stderr: string; duration_ms: number | null } | null;
+  started_at: string;
+  completed_at: string | null;
+}
+
+export interface User {
+  id: string;
+  email: string;
+  role: string;
+  disabled_at?: string | null;
+  created_at: string;
+}
+
+export interface Session {
+  id: string;
+  created_at: string;
+  expires_at: string;
+  ip: string;
+  current: boolean;
+}
+
+export interface Grant {
+  id: string;
+  client_id: string;
+  client_name: string | null;
+  created_at: string;
+  expires_at: string;
+}
+
+export const OPERATIONS = [
+  "exec",
+  "deploy",
+  "restart",
+  "reboot",
+  "registry_login",
+  "registry_logout",
+  "external_deploy",
+] as const;

@@ -1,0 +1,85 @@
+// Account: the signed-in person's own web sessions and CLI/MCP logins, each revocable.
+import { type Grant, type Session, del, get } from "../api";
+import { useWho } from "../session";
+import { ConfirmButton, Empty, Page, Resource, Time, useLoad } from "../ui";
+
+export function AccountPage() {
+  const who = useWho();
+  const sessions = useLoad(() => get<{ sessions: Session[] }>("/api/me/sessions"), []);
+  const grants = useLoad(() => get<{ grants: Grant[] }>("/api/me/grants"), []);
+  return (
+    <Page title="Account">
+      <p>
+        Signed in as <strong>{who.email}</strong> ({who.role}) in {who.tenantName}.
+      </p>
+      <section aria-labelledby="sessions-h">
+        <h2 id="sessions-h">Browser sessions</h2>
+        <Resource r={sessions} what="sessions">
+          {({ sessions: list }) => (
+            <ul class="list" aria-label="Browser sessions">
+              {list.map((s) => (
+                <li key={s.id}>
+                  <span>
+                    From <span class="mono">{s.ip}</span>, signed in <Time iso={s.created_at} />, until{" "}
+                    <Time iso={s.expires_at} />
+                    {s.current && <strong> (this browser)</strong>}
+                  </span>
+                  <ConfirmButton
+                    label={s.current ? "Sign out" : "Revoke"}
+                    title={s.current ? "Sign out this browser" : `Revoke the session from ${s.ip}`}
+                    question={
+                      s.current
+                        ? "Sign out of this browser?"
+                        : `Revoke the session from ${s.ip}? It is signed out at once.`
+                    }
+                    confirm={s.current ? "Sign out" : "Revoke session"}
+                    action={async () => {
+                      await del(`/api/me/sessions/${s.id}`);
+                      if (s.current) location.assign("/login");
+                      else sessions.reload();
+                    }}
+                  />
+                </li>
+              ))}
+            </ul>
+          )}
+        </Resource>
+      </section>
+      <section aria-labelledby="grants-h">
+        <h2 id="grants-h">CLI and MCP logins</h2>
+        <Resource r={grants} what="CLI logins">
+          {({ grants: list }) =>
+            list.length === 0 ? (
+              <Empty>
+                <p>
+                  No CLI or MCP logins. <code>relayctl login</code> signs the CLI in; it then shows here.
+                </p>
+              </Empty>
+            ) : (
+              <ul class="list" aria-label="CLI and MCP logins">
+                {list.map((g) => (
+                  <li key={g.id}>
+                    <span>
+                      {g.client_name ?? g.client_id}, since <Time iso={g.created_at} />, until{" "}
+                      <Time iso={g.expires_at} />
+                    </span>
+                    <ConfirmButton
+                      label="Revoke"
+                      title={`Revoke ${g.client_name ?? g.client_id}`}
+                      question={`Revoke the login of ${g.client_name ?? g.client_id}? It must sign in again.`}
+                      confirm="Revoke login"
+                      action={async () => {
+                        await del(`/api/me/grants/${g.id}`);
+                        grants.reload();
+                      }}
+                    />
+                  </li>
+                ))}
+              </ul>
+            )
+          }
+        </Resource>
+      </section>
+    </Page>
+  );
+}

@@ -1,0 +1,283 @@
+// One application: deploy (optional ref), the deployment history, environment
+// variables (write-only: names and when they were set), its settings, deletion.
+import { useState } from "preact/hooks";
+import { type Application, type Deployment, type Server, del, get, patch, post } from "../api";
+import { navigate } from "../router";
+import { useWho } from "../session";
+import {
+  Badge,
+  ConfirmButton,
+  Empty,
+  Form,
+  Page,
+  Resource,
+  Time,
+  duration,
+  field,
+  useLoad,
+  TableWrap,
+  ShowMore,
+  usePageSize,
+} from "../ui";
+import { AppForm } from "./app-form";
+import { GitHubRepository } from "./github";
+
+export const appBase = (tenantId: string, appId: string) =>
+  `/api/tenants/${encodeURIComponent(tenantId)}/applications/${encodeURIComponent(appId)}`;
+
+function DeployForm({ app }: { app: Application }) {
+  const who = useWho();
+  return (
+    <Form
+      label="Deploy"
+      submit="Deploy"
+      onSubmit={async (f) => {
+        const ref = field(f, "commit_ref");
+        const started = await post<{ deployment_id: string }>(
+          `${appBase(who.tenantId, app.id)}/deploy`,
+          ref ? { commit_ref: ref } : {},
+        );
+        navigate(`/app/applications/${app.id}/deployments/${started.deployment_id}`);
+      }}
+    >
+      <label>
+        Branch, tag or commit (optional)
+        <input name="commit_ref" placeholder={app.deploy_branch} autoComplete="off" />
+      </label>
+    </Form>
+  );
+}
+
+function History({ app }: { app: Application }) {
+  const who = useWho();
+  const size = usePageSize(20, 100);
+  const list = useLoad(
+    () =>
+      get<{ deployments: Deployment[]; next_cursor: string | null }>(
+        `${appBase(who.tenantId, app.id)}/deployments?limit=${size.get()}`,
+      ),
+    [app.id],
+    5000,
+  );
+  return (
+    <>
+      <Resource r={list} what="deployments">
+        {({ deployments }) =>
+          deployments.length === 0 ? (
+            <Empty>
+              <p>Not deployed yet. Choose Deploy above to run the first deployment.</p>
+            </Empty>
+          ) : (
+            <TableWrap label="Deployments">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Started</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Duration</th>
+                    <th scope="col">Commit</th>
+                    <th scope="col">Trigger</th>
+                    <th scope="col">By</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {deployments.map((d) => (
+                    <tr key={d.deployment_id}>
+                      <th scope="row">
+                        <a href={`/app/applications/${app.id}/deployments/${d.deployment_id}`}>
+                          <Time iso={d.created_at} />
+                        </a>
+                      </th>
+                      <td>
+                        <Badge status={d.status} />
+                      </td>
+                      <td>{duration(d.duration_ms)}</td>
+                      <td class="mono">
+                        {d.commit_sha?.slice(0, 10) ?? d.commit_ref ?? "—"} {d.commit_message ?? ""}
+                      </td>
+                      <td>{d.trigger}</td>
+                      <td>{d.triggered_by?.name ?? d.triggered_by?.type ?? "—"}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )
+        }
+      </Resource>
+      <ShowMore
+        what="deployments"
+        hasMore={Boolean(list.data?.next_cursor) && !size.atMax()}
+        onMore={() => size.grow(list.reload)}
+      />
+    </>
+  );
+}
+
+interface EnvVar {
+  name: string;
+  updated_at: string;
+}
+
+function Env({ app }: { app: Application }) {
+  const who = useWho();
+  const base = `${appBase(who.tenantId, app.id)}/env`;
+  const vars = useLoad(() => get<{ variables: EnvVar[] }>(base), [app.id]);
+  return (
+    <>
+      <p class="hint">
+        Values are write-only: relayctl seals them and never shows them again. Set a name again to replace its
+        value.
+      </p>
+      <Resource r={vars} what="environment variables">
+        {({ variables }) =>
+          variables.length === 0 ? (
+            <Empty>
+              <p>No environment variables. Add one below; it reaches the container at the next deployment.</p>
+            </Empty>
+          ) : (
+            <ul class="list" aria-label="Environment variables">
+              {variables.map((v) => (
+                <li key={v.name}>
+                  <span class="mono">{v.name}</span>
+                  <span class="hint">
+                    set <Time iso={v.updated_at} />
+                  </span>
+                  <ConfirmButton
+                    label="Remove"
+                    title={`Remove ${v.name}`}
+                    question={`Remove the variable ${v.name}? The next deployment runs without it.`}
+                    confirm="Remove variable"
+                    action={async () => {
+                      await del(`${base}/${encodeURIComponent(v.name)}`);
+                      vars.reload();
+                    }}
+                  />
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </Resource>
+      <Form
+        label="Set an environment variable"
+        submit="Set variable"
+        onSubmit={async (f) => {
+          const value = (f.elements.namedItem("value") as HTMLInputElement).value;
+          await post(base, { variables: { [field(f, "name")]: value } });
+          // The value leaves the page with the request: nothing keeps it.
+          f.reset();
+          vars.reload();
+        }}
+      >
+        <div class="grid">
+          <label>
+            Name
+            <input
+              name="name"
+              required
+              pattern="[A-Za-z_][A-Za-z0-9_]*"
+              autoComplete="off"
+              spellcheck={false}
+            />
+          </label>
+          <label>
+            Value
+            <input name="value" type="password" required autoComplete="new-password" />
+          </label>
+        </div>
+      </Form>
+    </>
+  );
+}
+
+function Settings({ app, onSaved }: { app: Application; onSaved: () => void }) {
+  const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
+  const [saved, setSaved] = useState(false);
+  return (
+    <Resource r={servers} what="servers">
+      {({ servers: list }) => (
+        <>
+          <AppForm
+            app={app}
+            servers={list}
+            submit="Save changes"
+            onSave={async (body) => {
+              if (Object.keys(body).length > 0) await patch(`/api/applications/${app.id}`, body);
+              setSaved(true);
+              onSaved();
+            }}
+          />
+          <output class="hint">{saved ? "Saved." : ""}</output>
+        </>
+      )}
+    </Resource>
+  );
+}
+
+export function ApplicationPage({ id }: { id: string }) {
+  const app = useLoad(() => get<Application>(`/api/applications/${encodeURIComponent(id)}`), [id]);
+  return (
+    <Page title={app.data?.name ?? "Application"}>
+      <p>
+        <a href="/app/applications">← All applications</a>
+      </p>
+      <Resource r={app} what="the application">
+        {(a) => (
+          <>
+            <dl class="facts">
+              <dt>Server</dt>
+              <dd>{a.server_name ?? a.server_id}</dd>
+              <dt>Domains</dt>
+              <dd>{a.fqdns.join(", ") || "none"}</dd>
+              <dt>Source</dt>
+              <dd class="mono">
+                {a.git_repository ? `${a.git_repository} @ ${a.deploy_branch}` : (a.build?.image ?? "none")}
+              </dd>
+              <dt>Container</dt>
+              <dd class="mono">
+                {a.linked_container_name}:{a.container_port}
+              </dd>
+            </dl>
+            <section aria-labelledby="deploy-h" class="card">
+              <h2 id="deploy-h">Deploy</h2>
+              <DeployForm app={a} />
+            </section>
+            <section aria-labelledby="history-h">
+              <h2 id="history-h">Deployments</h2>
+              <History app={a} />
+            </section>
+            <section aria-labelledby="env-h" class="card">
+              <h2 id="env-h">Environment variables</h2>
+              <Env app={a} />
+            </section>
+            <details class="card">
+              <summary>
+                <h2>GitHub repository</h2>
+              </summary>
+              <GitHubRepository appId={a.id} />
+            </details>
+            <details class="card">
+              <summary>
+                <h2>Settings</h2>
+              </summary>
+              <Settings app={a} onSaved={app.reload} />
+            </details>
+            <section aria-labelledby="danger-h">
+              <h2 id="danger-h">Delete</h2>
+              <ConfirmButton
+                label="Delete application"
+                question={`Delete ${a.name}? Its route is removed from the server's proxy at once.`}
+                confirm="Delete application"
+                action={async () => {
+                  await del(`/api/applications/${a.id}`);
+                  navigate("/app/applications");
+                }}
+              />
+            </section>
+          </>
+        )}
+      </Resource>
+    </Page>
+  );
+}

@@ -1,0 +1,353 @@
+// API Keys, two tabs: regular API keys (rck_, full access to the organization) and
+// automation keys (rca_, for CI, with every scope of the contract). A new key's
+// secret is shown once; revoking asks first and takes effect at the key's next request.
+import { useState } from "preact/hooks";
+import {
+  type ApiKey,
+  type AutomationKey,
+  OPERATIONS,
+  type RegistryCredential,
+  type Server,
+  del,
+  get,
+  post,
+} from "../api";
+import { navigate } from "../router";
+import { useWho } from "../session";
+import {
+  ConfirmButton,
+  Empty,
+  Form,
+  Page,
+  Resource,
+  SecretOnce,
+  Time,
+  checked,
+  field,
+  lines,
+  useLoad,
+  TableWrap,
+} from "../ui";
+
+type Tab = "api" | "automation";
+
+function Tabs({ tab }: { tab: Tab }) {
+  const tabs: [Tab, string, string][] = [
+    ["api", "API Keys", "/app/keys"],
+    ["automation", "Automation Keys", "/app/keys/automation"],
+  ];
+  const onKey = (e: KeyboardEvent) => {
+    if (e.key !== "ArrowRight" && e.key !== "ArrowLeft") return;
+    const next = tabs[(tabs.findIndex(([t]) => t === tab) + 1) % tabs.length]!;
+    navigate(next[2], true);
+    requestAnimationFrame(() => document.getElementById(`tab-${next[0]}`)?.focus());
+  };
+  return (
+    <div role="tablist" aria-label="Key types" class="tabs" onKeyDown={onKey}>
+      {tabs.map(([t, label, href]) => (
+        <a
+          key={t}
+          id={`tab-${t}`}
+          role="tab"
+          href={href}
+          aria-selected={t === tab}
+          aria-controls={`panel-${t}`}
+          tabIndex={t === tab ? 0 : -1}
+        >
+          {label}
+        </a>
+      ))}
+    </div>
+  );
+}
+
+function ApiKeys({ owner }: { owner: boolean }) {
+  const keys = useLoad(() => get<{ api_keys: ApiKey[] }>("/api/api-keys"), []);
+  const [created, setCreated] = useState<ApiKey>();
+  return (
+    <>
+      <p class="hint">
+        API keys (<code>rck_</code>) manage the organization over the API with an <code>X-API-Key</code>{" "}
+        header: full access, no expiry. For CI, use an automation key.
+      </p>
+      {owner && (
+        <section class="card" aria-labelledby="new-api-key">
+          <h2 id="new-api-key">New API key</h2>
+          {created?.key ? (
+            <>
+              <SecretOnce label="API key" value={created.key} />
+              <button type="button" onClick={() => setCreated(undefined)}>
+                Done
+              </button>
+            </>
+          ) : (
+            <Form
+              label="New API key"
+              submit="Create API key"
+              onSubmit={async (f) => {
+                setCreated(await post<ApiKey>("/api/api-keys", { name: field(f, "name") }));
+                keys.reload();
+              }}
+            >
+              <label>
+                Name
+                <input name="name" required maxLength={128} autoComplete="off" />
+              </label>
+            </Form>
+          )}
+        </section>
+      )}
+      <Resource r={keys} what="API keys">
+        {({ api_keys }) =>
+          api_keys.length === 0 ? (
+            <Empty>
+              <p>No API keys. Create one above to manage the organization from scripts.</p>
+            </Empty>
+          ) : (
+            <TableWrap label="API keys">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">Last used</th>
+                    <th scope="col">
+                      <span class="sr-only">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {api_keys.map((k) => (
+                    <tr key={k.id}>
+                      <th scope="row">{k.name}</th>
+                      <td>
+                        <Time iso={k.created_at} />
+                      </td>
+                      <td>
+                        <Time iso={k.last_used_at} />
+                      </td>
+                      <td>
+                        {owner && (
+                          <ConfirmButton
+                            label="Revoke"
+                            title={`Revoke ${k.name}`}
+                            question={`Revoke the API key ${k.name}? Its next request is refused.`}
+                            confirm="Revoke key"
+                            action={async () => {
+                              await del(`/api/api-keys/${k.id}`);
+                              keys.reload();
+                            }}
+                          />
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )
+        }
+      </Resource>
+    </>
+  );
+}
+
+function scopeBody(f: HTMLFormElement): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    name: field(f, "name"),
+    servers: checked(f, "servers"),
+    operations: checked(f, "operations"),
+    allowed_credential_ids: checked(f, "allowed_credential_ids"),
+    ip_allowlist: lines(field(f, "ip_allowlist")),
+  };
+  const rate = field(f, "rate_limit");
+  if (rate) body.rate_limit = Number(rate);
+  const expires = field(f, "expires_at");
+  // datetime-local is the person's local time; the API wants ISO 8601 with a zone.
+  if (expires) body.expires_at = new Date(expires).toISOString();
+  return body;
+}
+
+function Checks({
+  name,
+  legend,
+  hint,
+  items,
+}: { name: string; legend: string; hint: string; items: [string, string][] }) {
+  return (
+    <fieldset>
+      <legend>{legend}</legend>
+      <p class="hint">{hint}</p>
+      {items.length === 0 && <p class="hint">None yet.</p>}
+      <div class="checks">
+        {items.map(([value, label]) => (
+          <label key={value} class="check">
+            <input type="checkbox" name={name} value={value} /> {label}
+          </label>
+        ))}
+      </div>
+    </fieldset>
+  );
+}
+
+function NewAutomationKey({ onCreated }: { onCreated: (k: AutomationKey) => void }) {
+  const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
+  const creds = useLoad(
+    () => get<RegistryCredential[] | { credentials: RegistryCredential[] }>("/api/registry-credentials"),
+    [],
+  );
+  const credList = Array.isArray(creds.data) ? creds.data : (creds.data?.credentials ?? []);
+  return (
+    <Form
+      label="New automation key"
+      submit="Create automation key"
+      onSubmit={async (f) => onCreated(await post<AutomationKey>("/api/automation-keys", scopeBody(f)))}
+    >
+      <label>
+        Name
+        <input name="name" required maxLength={128} autoComplete="off" />
+      </label>
+      <Checks
+        name="operations"
+        legend="Operations"
+        hint="None checked: every operation."
+        items={OPERATIONS.map((o) => [o, o])}
+      />
+      <Checks
+        name="servers"
+        legend="Servers"
+        hint="None checked: every server of the organization."
+        items={(servers.data?.servers ?? []).map((s) => [s.id, s.name])}
+      />
+      <Checks
+        name="allowed_credential_ids"
+        legend="Registry credentials it may log in with"
+        hint="None checked: any."
+        items={credList.map((c) => [c.id, c.name])}
+      />
+      <div class="grid">
+        <label>
+          IP allowlist (addresses or CIDR ranges, one per line; empty: any)
+          <textarea name="ip_allowlist" rows={2} spellcheck={false} />
+        </label>
+        <label>
+          Rate limit (requests a minute, 1–1000)
+          <input name="rate_limit" type="number" min={1} max={1000} placeholder="100" />
+        </label>
+        <label>
+          Expires (optional)
+          <input name="expires_at" type="datetime-local" />
+        </label>
+      </div>
+    </Form>
+  );
+}
+
+function scopeText(k: AutomationKey, servers: Map<string, string>): string {
+  const ops = k.operations.length ? k.operations.join(", ") : "all operations";
+  const srv = k.servers.length ? k.servers.map((s) => servers.get(s) ?? s).join(", ") : "all servers";
+  const ips = k.ip_allowlist.length ? `; from ${k.ip_allowlist.join(", ")}` : "";
+  return `${ops}; ${srv}${ips}; ${k.rate_limit}/min`;
+}
+
+function AutomationKeys({ owner }: { owner: boolean }) {
+  const keys = useLoad(
+    () => get<{ keys?: AutomationKey[]; automation_keys?: AutomationKey[] }>("/api/automation-keys"),
+    [],
+  );
+  const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
+  const names = new Map((servers.data?.servers ?? []).map((s) => [s.id, s.name]));
+  const [created, setCreated] = useState<AutomationKey>();
+  return (
+    <>
+      <p class="hint">
+        Automation keys (<code>rca_</code>) let CI call the Automation API with{" "}
+        <code>Authorization: Bearer</code>, held to their scopes.
+      </p>
+      {owner && (
+        <section class="card" aria-labelledby="new-rca">
+          <h2 id="new-rca">New automation key</h2>
+          {created?.key ? (
+            <>
+              <SecretOnce label="Automation key" value={created.key} />
+              <button type="button" onClick={() => setCreated(undefined)}>
+                Done
+              </button>
+            </>
+          ) : (
+            <NewAutomationKey
+              onCreated={(k) => {
+                setCreated(k);
+                keys.reload();
+              }}
+            />
+          )}
+        </section>
+      )}
+      <Resource r={keys} what="automation keys">
+        {(data) => {
+          const list = data.keys ?? data.automation_keys ?? [];
+          return list.length === 0 ? (
+            <Empty>
+              <p>No automation keys. Create one above and store it as a secret of your CI.</p>
+            </Empty>
+          ) : (
+            <TableWrap label="Automation keys">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">Scope</th>
+                    <th scope="col">Expires</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">
+                      <span class="sr-only">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((k) => (
+                    <tr key={k.id}>
+                      <th scope="row">{k.name}</th>
+                      <td>{scopeText(k, names)}</td>
+                      <td>{k.expires_at ? <Time iso={k.expires_at} /> : "never"}</td>
+                      <td>
+                        <Time iso={k.created_at} />
+                      </td>
+                      <td>
+                        {owner && (
+                          <ConfirmButton
+                            label="Revoke"
+                            title={`Revoke ${k.name}`}
+                            question={`Revoke the automation key ${k.name}? Its next request is refused (401).`}
+                            confirm="Revoke key"
+                            action={async () => {
+                              await del(`/api/automation-keys/${k.id}`);
+                              keys.reload();
+                            }}
+                          />
+                        )}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          );
+        }}
+      </Resource>
+    </>
+  );
+}
+
+export function KeysPage({ tab }: { tab: Tab }) {
+  const owner = useWho().role === "owner";
+  return (
+    <Page title="API Keys">
+      <Tabs tab={tab} />
+      <div role="tabpanel" id={`panel-${tab}`} aria-labelledby={`tab-${tab}`}>
+        {tab === "api" ? <ApiKeys owner={owner} /> : <AutomationKeys owner={owner} />}
+      </div>
+    </Page>
+  );
+}

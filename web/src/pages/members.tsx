@@ -1,0 +1,132 @@
+// Members (owners): the organization's people, invites (the link shown once) and
+// disabling a member.
+import { useState } from "preact/hooks";
+import { del, get, post } from "../api";
+import { useWho } from "../session";
+import {
+  Badge,
+  ConfirmButton,
+  Form,
+  Page,
+  Resource,
+  SecretOnce,
+  Time,
+  field,
+  useLoad,
+  TableWrap,
+} from "../ui";
+
+interface Member {
+  id: string;
+  email: string;
+  role: string;
+  disabled: boolean;
+  created_at: string;
+}
+
+interface Invite {
+  email: string;
+  role: string;
+  expires_at: string;
+  invite_url: string;
+}
+
+export function MembersPage() {
+  const who = useWho();
+  const users = useLoad(() => get<{ users: Member[] }>("/api/users"), []);
+  const [invite, setInvite] = useState<Invite>();
+  if (who.role !== "owner")
+    return (
+      <Page title="Members">
+        <p>Only owners of the organization manage its members.</p>
+      </Page>
+    );
+  return (
+    <Page title="Members">
+      <section class="card" aria-labelledby="invite-h">
+        <h2 id="invite-h">Invite someone</h2>
+        {invite ? (
+          <>
+            <p>
+              Send this link to {invite.email}: it creates their account ({invite.role}) and works once.
+            </p>
+            <SecretOnce label="Invite link" value={invite.invite_url} note="Shown only this once." />
+            <button type="button" onClick={() => setInvite(undefined)}>
+              Done
+            </button>
+          </>
+        ) : (
+          <Form
+            label="Invite someone"
+            submit="Create invite link"
+            onSubmit={async (f) =>
+              setInvite(
+                await post<Invite>("/api/users/invites", {
+                  email: field(f, "email"),
+                  role: field(f, "role"),
+                }),
+              )
+            }
+          >
+            <div class="grid">
+              <label>
+                E-mail
+                <input name="email" type="email" required autoComplete="off" />
+              </label>
+              <label>
+                Role
+                <select name="role">
+                  <option value="member">member (reads, deploys)</option>
+                  <option value="owner">owner (manages everything)</option>
+                </select>
+              </label>
+            </div>
+          </Form>
+        )}
+      </section>
+      <Resource r={users} what="members">
+        {({ users: list }) => (
+          <TableWrap label="Members">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">E-mail</th>
+                  <th scope="col">Role</th>
+                  <th scope="col">Since</th>
+                  <th scope="col">
+                    <span class="sr-only">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.map((u) => (
+                  <tr key={u.id}>
+                    <th scope="row">{u.email}</th>
+                    <td>{u.disabled ? <Badge status="disabled" /> : u.role}</td>
+                    <td>
+                      <Time iso={u.created_at} />
+                    </td>
+                    <td>
+                      {!u.disabled && u.email !== who.email && (
+                        <ConfirmButton
+                          label="Disable"
+                          title={`Disable ${u.email}`}
+                          question={`Disable ${u.email}? Their sessions and CLI logins stop working at once.`}
+                          confirm="Disable member"
+                          action={async () => {
+                            await del(`/api/users/${u.id}`);
+                            users.reload();
+                          }}
+                        />
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </TableWrap>
+        )}
+      </Resource>
+    </Page>
+  );
+}

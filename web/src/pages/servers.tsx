@@ -1,0 +1,129 @@
+// Servers: each server's connected state (polled every 2 s), agent version and last
+// contact; "Add server" asks for a join token and shows the commands that enroll one.
+import { useState } from "preact/hooks";
+import { type Server, get, post } from "../api";
+import { useWho } from "../session";
+import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad, TableWrap } from "../ui";
+
+interface JoinToken {
+  token: string;
+  server_name?: string;
+  expires_at: string;
+  install_command: string;
+  enroll_command: string;
+}
+
+export const POLL_MS = 2000;
+
+function AddServer({ onClose }: { onClose: () => void }) {
+  const [token, setToken] = useState<JoinToken>();
+  if (token)
+    return (
+      <section class="card" aria-labelledby="add-server-title">
+        <h2 id="add-server-title">Add a server</h2>
+        <p>
+          Run this on the server (it installs the agent and enrolls it). The token works once, until{" "}
+          <time dateTime={token.expires_at}>{new Date(token.expires_at).toLocaleString()}</time>.
+        </p>
+        <SecretOnce
+          label="Install command"
+          value={token.install_command}
+          note="Holds a single-use join token."
+        />
+        <p>If the agent is already installed there, enroll it instead:</p>
+        <SecretOnce label="Enroll command" value={token.enroll_command} note="Holds the same join token." />
+        <p class="hint">
+          The server appears in the list below{token.server_name ? ` as ${token.server_name}` : ""} as soon as
+          its agent connects.
+        </p>
+        <button type="button" onClick={onClose}>
+          Done
+        </button>
+      </section>
+    );
+  return (
+    <section class="card" aria-labelledby="add-server-title">
+      <h2 id="add-server-title">Add a server</h2>
+      <Form
+        label="Add a server"
+        submit="Create join token"
+        onSubmit={async (f) => {
+          const name = field(f, "name");
+          setToken(await post<JoinToken>("/api/servers/join-tokens", name ? { name } : {}));
+        }}
+      >
+        <label>
+          Name (optional; the agent's host name otherwise)
+          <input name="name" maxLength={128} autoComplete="off" />
+        </label>
+      </Form>
+    </section>
+  );
+}
+
+export function ServersPage() {
+  const who = useWho();
+  const [adding, setAdding] = useState(false);
+  const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), [], POLL_MS);
+  return (
+    <Page
+      title="Servers"
+      actions={
+        who.role === "owner" &&
+        !adding && (
+          <button type="button" class="primary" onClick={() => setAdding(true)}>
+            Add server
+          </button>
+        )
+      }
+    >
+      {adding && <AddServer onClose={() => setAdding(false)} />}
+      <Resource r={servers} what="servers">
+        {({ servers: list }) =>
+          list.length === 0 ? (
+            <Empty>
+              <p>No servers yet.</p>
+              <p>
+                {who.role === "owner"
+                  ? "Choose Add server: it shows the one command to run on your server."
+                  : "Ask an owner of your organization to add one."}
+              </p>
+            </Empty>
+          ) : (
+            <TableWrap label="Servers">
+              <table>
+                <caption class="sr-only">Servers, updated every 2 seconds</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Name</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Host name</th>
+                    <th scope="col">Agent</th>
+                    <th scope="col">Last seen</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((s) => (
+                    <tr key={s.id} data-server-id={s.id}>
+                      <th scope="row">{s.name}</th>
+                      <td>
+                        <span class={`badge ${s.connected ? "badge-completed" : "badge-off"}`}>
+                          {s.connected ? "connected" : "not connected"}
+                        </span>
+                      </td>
+                      <td>{s.hostname ?? "—"}</td>
+                      <td>{s.agent_version ?? "—"}</td>
+                      <td>
+                        <Time iso={s.last_seen_at} />
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </TableWrap>
+          )
+        }
+      </Resource>
+    </Page>
+  );
+}

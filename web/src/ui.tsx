@@ -1,0 +1,322 @@
+// Pieces every page uses: loading a resource (with a poll), the loading, error and
+// empty states, a secret shown once with a copy button, a confirmation dialog,
+// a form's submit with its pending and error states, and small formatters.
+import type { ComponentChildren } from "preact";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { ApiError } from "./api";
+
+export interface Loaded<T> {
+  data?: T;
+  error?: string;
+  loading: boolean;
+  reload: () => void;
+}
+
+/** Runs load() now, when deps change, on reload() and every pollMs (if given), keeping the last data. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loaded<T> {
+  const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });
+  const [tick, setTick] = useState(0);
+  const shown = useRef<string | undefined>(undefined);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: deps are the caller's
+  useEffect(() => {
+    let live = true;
+    // Other deps (another filter, another id): the old data must not stand for the new.
+    const key = JSON.stringify(deps);
+    if (shown.current !== undefined && shown.current !== key) setState({ loading: true });
+    shown.current = key;
+    let timer: number | undefined;
+    const run = async () => {
+      try {
+        const data = await load();
+        if (live) setState({ data, loading: false });
+      } catch (err) {
+        if (live) setState((s) => ({ data: s.data, error: messageOf(err), loading: false }));
+      }
+      if (live && pollMs) timer = window.setTimeout(run, pollMs);
+    };
+    run();
+    return () => {
+      live = false;
+      window.clearTimeout(timer);
+    };
+  }, [...deps, tick]);
+  const reload = useCallback(() => setTick((n) => n + 1), []);
+  return { ...state, reload };
+}
+
+export function messageOf(err: unknown): string {
+  if (err instanceof ApiError) return err.detail;
+  return err instanceof Error ? err.message : String(err);
+}
+
+export function Loading({ what }: { what: string }) {
+  return <output class="loading">Loading {what}…</output>;
+}
+
+export function ErrorNote({ message }: { message: string | undefined }) {
+  if (!message) return null;
+  return (
+    <p class="error" role="alert">
+      {message}
+    </p>
+  );
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <div class="empty">{children}</div>;
+}
+
+/** The state of a resource: loading the first time, its error, or the content. */
+export function Resource<T>({
+  r,
+  what,
+  children,
+}: {
+  r: Loaded<T>;
+  what: string;
+  children: (data: T) => ComponentChildren;
+}) {
+  if (r.data === undefined && r.loading) return <Loading what={what} />;
+  return (
+    <>
+      <ErrorNote message={r.error} />
+      {r.data !== undefined && children(r.data)}
+    </>
+  );
+}
+
+/** A secret (or a command holding one) the API shows once: read-only, selectable, with a copy button. */
+export function SecretOnce({ label, value, note }: { label: string; value: string; note?: string }) {
+  const [copied, setCopied] = useState(false);
+  const ref = useRef<HTMLTextAreaElement>(null);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(value);
+    } catch {
+      ref.current?.select();
+      document.execCommand("copy");
+    }
+    setCopied(true);
+  };
+  const id = `secret-${label.replace(/\W+/g, "-").toLowerCase()}`;
+  return (
+    <div class="secret">
+      <label for={id}>{label}</label>
+      <textarea id={id} ref={ref} readOnly rows={Math.min(4, Math.ceil(value.length / 60))} value={value} />
+      <div class="row">
+        <button type="button" onClick={copy}>
+          {copied ? "Copied" : "Copy"}
+        </button>
+        <output class="hint">{copied ? `${label} copied to the clipboard.` : ""}</output>
+      </div>
+      <p class="hint">{note ?? "Shown only this once: copy it now. relayctl keeps only a hash."}</p>
+    </div>
+  );
+}
+
+/** A button that asks first in a modal dialog (Escape or Cancel closes it) and then runs action. */
+export function ConfirmButton({
+  label,
+  title,
+  question,
+  confirm,
+  action,
+  danger = true,
+}: {
+  label: string;
+  title?: string;
+  question: string;
+  confirm: string;
+  action: () => Promise<unknown>;
+  danger?: boolean;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const run = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await action();
+      dialog.current?.close();
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <button
+        type="button"
+        class={danger ? "danger" : ""}
+        aria-label={title}
+        onClick={() => dialog.current?.showModal()}
+      >
+        {label}
+      </button>
+      <dialog ref={dialog} aria-labelledby="confirm-q">
+        <p>{question}</p>
+        <ErrorNote message={error} />
+        <div class="row">
+          <button type="button" class={danger ? "danger" : "primary"} disabled={busy} onClick={run}>
+            {busy ? "Working…" : confirm}
+          </button>
+          <button type="button" onClick={() => dialog.current?.close()}>
+            Cancel
+          </button>
+        </div>
+      </dialog>
+    </>
+  );
+}
+
+/** A form whose submit shows "working" and the API's detail on failure. */
+export function Form({
+  onSubmit,
+  submit,
+  children,
+  label,
+}: {
+  onSubmit: (form: HTMLFormElement) => Promise<unknown>;
+  submit: string;
+  children: ComponentChildren;
+  label: string;
+}) {
+  const [error, setError] = useState<string>();
+  const [busy, setBusy] = useState(false);
+  const handle = async (e: Event) => {
+    e.preventDefault();
+    setBusy(true);
+    setError(undefined);
+    try {
+      await onSubmit(e.currentTarget as HTMLFormElement);
+    } catch (err) {
+      setError(messageOf(err));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form onSubmit={handle} aria-label={label} class="form">
+      {children}
+      <ErrorNote message={error} />
+      <button type="submit" class="primary" disabled={busy}>
+        {busy ? "Working…" : submit}
+      </button>
+    </form>
+  );
+}
+
+/** The named field's value of a form, trimmed. */
+export function field(form: HTMLFormElement, name: string): string {
+  const el = form.elements.namedItem(name) as HTMLInputElement | null;
+  return (el?.value ?? "").trim();
+}
+
+/** The checked values of a group of checkboxes. */
+export function checked(form: HTMLFormElement, name: string): string[] {
+  return [...form.querySelectorAll<HTMLInputElement>(`input[name="${name}"]:checked`)].map((i) => i.value);
+}
+
+/** One entry per line or comma, blanks dropped. */
+export function lines(text: string): string[] {
+  return text
+    .split(/[\n,]/)
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+export function when(iso: string | null | undefined): string {
+  if (!iso) return "never";
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+}
+
+export function Time({ iso }: { iso: string | null | undefined }) {
+  if (!iso) return <span>never</span>;
+  return <time dateTime={iso}>{when(iso)}</time>;
+}
+
+export function duration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "—";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+export function Badge({ status }: { status: string }) {
+  return <span class={`badge badge-${status.replace(/[^a-z_]/g, "")}`}>{status}</span>;
+}
+
+export function Page({
+  title,
+  actions,
+  children,
+}: { title: string; actions?: ComponentChildren; children: ComponentChildren }) {
+  useEffect(() => {
+    document.title = `${title} · relayctl`;
+  }, [title]);
+  return (
+    <>
+      <div class="page-head">
+        <h1 id="page-title" tabIndex={-1}>
+          {title}
+        </h1>
+        {actions && <div class="actions">{actions}</div>}
+      </div>
+      {children}
+    </>
+  );
+}
+
+/** A table that may scroll sideways on a phone: focusable, so keyboard users can scroll it. */
+export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must take focus to scroll by keyboard
+    <section class="table-wrap" tabIndex={0} aria-label={label}>
+      {children}
+    </section>
+  );
+}
+
+/** Command output or a deployment log: may scroll, so it takes focus for keyboard users. */
+export function LogText({ text, stderr, live }: { text: string; stderr?: boolean; live?: boolean }) {
+  return (
+    <pre
+      class={stderr ? "log stderr" : "log"}
+      // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
+      tabIndex={0}
+      role={live ? "log" : undefined}
+      aria-live={live ? "polite" : undefined}
+      data-testid={live ? "live-log" : undefined}
+    >
+      {text}
+    </pre>
+  );
+}
+
+/**
+ * A listing's page size that "Show more" grows (up to the API's maximum). It lives in a
+ * ref, not in useLoad's deps, so growing it reloads without blanking the list.
+ */
+export function usePageSize(first: number, max: number) {
+  const size = useRef(first);
+  return {
+    get: () => size.current,
+    grow: (reload: () => void) => {
+      size.current = Math.min(size.current * 2, max);
+      reload();
+    },
+    atMax: () => size.current >= max,
+  };
+}
+
+export function ShowMore({ hasMore, onMore, what }: { hasMore: boolean; onMore: () => void; what: string }) {
+  if (!hasMore) return null;
+  return (
+    <p>
+      <button type="button" onClick={onMore}>
+        Show older {what}
+      </button>
+    </p>
+  );
+}
