@@ -153,6 +153,14 @@ export class Dispatcher {
   }
 
   async #duplicate(id: string): Promise<void> {
+    // Never ack before the first delivery's claim is on disk (an acked job is never run twice).
+    if (
+      !(await this.journal.claimed(id).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
     this.log.info({ operation_id: id }, "duplicate job acked, not run again");
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
     if (this.#running.has(id)) return; // its result is sent when it finishes
@@ -163,7 +171,7 @@ export class Dispatcher {
   async #run(job: Job): Promise<void> {
     const id = job.operationId;
     try {
-      this.journal.start(id); // durable before the ack: an acked job is never run twice
+      await this.journal.start(id); // durable before the ack: an acked job is never run twice
     } catch (err) {
       this.journal.forget(id);
       this.log.error({ operation_id: id, err }, "cannot journal job; not acked");
