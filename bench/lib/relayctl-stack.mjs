@@ -68,7 +68,12 @@ export async function startRelayctl(
     "join_token",
   );
 
-  const gateway = group.start("gateway", node, [SERVER_MAIN, "serve"], {
+  // BENCH_CPU_PROF=<dir>: the api and the gateway write V8 CPU profiles there when they stop.
+  const prof = (name) =>
+    process.env.BENCH_CPU_PROF
+      ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`]
+      : [];
+  const gateway = group.start("gateway", node, [...prof("gateway"), SERVER_MAIN, "serve"], {
     env: {
       ...base,
       RELAYCTL_ROLE: "gateway",
@@ -78,7 +83,7 @@ export async function startRelayctl(
   });
   const gatewayUrl = (await gateway.waitForMsg("gateway listening", { timeoutMs: 30_000 })).url;
 
-  const api = group.start("api", node, [SERVER_MAIN, "serve"], {
+  const api = group.start("api", node, [...prof("api"), SERVER_MAIN, "serve"], {
     env: {
       ...base,
       RELAYCTL_ROLE: "api",

@@ -180,7 +180,10 @@ export async function startFleet(gatewayUrl, enrolled, { timeoutMs = 60_000, bac
   );
   for (const a of agents) a.start();
   await waitFor(() => agents.every((a) => a.connected), timeoutMs, "simulated agents connected");
-  return { agents, counters, stop: () => agents.forEach((a) => a.stop()) };
+  const stop = () => {
+    for (const a of agents) a.stop();
+  };
+  return { agents, counters, stop };
 }
 
 /** Polls `cond` every 20 ms until true or the deadline. */
