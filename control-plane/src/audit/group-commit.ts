@@ -64,14 +64,11 @@ class GroupCommitter {
     try {
       values = await this.db.transaction(async (trx) => {
         const chain = await lockChainHead(trx, tenantId);
-        // Issued together: the connection runs them one after the other without
-        // waiting for this process's event loop in between.
-        const settled = await Promise.allSettled(batch.map((p) => p.write(trx)));
-        const failed = settled.find((s) => s.status === "rejected");
-        if (failed) throw (failed as PromiseRejectedResult).reason;
-        const done = settled.map(
-          (s) => (s as PromiseFulfilledResult<Awaited<ReturnType<AuditedWrite<unknown>>>>).value,
-        );
+        // One after the other, never pipelined: after a deadlock InnoDB has rolled the
+        // whole transaction back, and statements already queued behind the failed one
+        // would then run in autocommit — rows without their events.
+        const done: Awaited<ReturnType<AuditedWrite<unknown>>>[] = [];
+        for (const p of batch) done.push(await p.write(trx));
         const events = done.flatMap((d) => (d.event ? [d.event] : []));
         if (events.some((e) => e.tenantId !== tenantId))
           throw new Error("audit: the event belongs to another tenant's chain");
