@@ -182,6 +182,7 @@ class AgentStream {
       return;
     }
     this.deps.registry.acked(this.serverId, r.operationId);
+    this.deps.acks.settled(this.serverId, r.operationId);
     if (!this.closed)
       this.call.write({ msg: { $case: "resultAck", resultAck: { operationId: r.operationId } } });
   }
