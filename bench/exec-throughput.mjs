@@ -111,7 +111,12 @@ async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
 
 // --- checks -----------------------------------------------------------------------------------
 
+/** Operations and their audit events, read in one transaction (one snapshot). */
 async function counts(db, serverIds) {
+  return db.transaction((trx) => countsIn(trx, serverIds));
+}
+
+async function countsIn(db, serverIds) {
   const ops = await db("operations")
     .whereIn("server_id", serverIds)
     .select("status")
@@ -135,14 +140,20 @@ async function counts(db, serverIds) {
   };
 }
 
-/** After a load: every operation finished (polled up to 30 s), and the figures that prove nothing was lost. */
+/**
+ * After a load: every operation finished and no new one arriving (requests autocannon gave up on
+ * at the end of its run are still served), polled up to 30 s; then the figures that prove nothing
+ * was lost.
+ */
 async function settle(db, serverIds, run) {
   let c;
+  let previous = -1;
   const deadline = performance.now() + 30_000;
   for (;;) {
     c = await counts(db, serverIds);
-    if (c.running === 0 || performance.now() > deadline) break;
-    await new Promise((r) => setTimeout(r, 100));
+    if ((c.running === 0 && c.operations === previous) || performance.now() > deadline) break;
+    previous = c.operations;
+    await new Promise((r) => setTimeout(r, 1000));
   }
   return {
     ...c,
