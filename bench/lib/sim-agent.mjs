@@ -14,7 +14,7 @@ export class SimAgent {
    * `credential` is the rag_ token from enrollment; `counters` is shared by a fleet (jobs,
    * results acked, duplicates, connects). `channelOptions` go to the grpc-js client.
    */
-  constructor({ gatewayAddress, credential, serverId, counters, backoff = { minMs: 500, maxMs: 10_000 } }) {
+  constructor({ gatewayAddress, credential, serverId, counters, backoff = { minMs: 250, maxMs: 15_000 } }) {
     this.gatewayAddress = gatewayAddress;
     this.credential = credential;
     this.serverId = serverId;
@@ -39,6 +39,9 @@ export class SimAgent {
       "grpc.keepalive_time_ms": 15_000,
       "grpc.keepalive_timeout_ms": 10_000,
       "grpc.keepalive_permit_without_calls": 1,
+      // One connection per agent, as separate agent processes have (grpc-js would otherwise
+      // share one connection among clients of the same address).
+      "grpc.use_local_subchannel_pool": 1,
     });
     const md = new Metadata();
     md.set("authorization", `Bearer ${this.credential}`);
