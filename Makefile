@@ -74,6 +74,8 @@ test: system-deps kernel-settings node-deps proto-check action-check lint build 
 bench: system-deps kernel-settings node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
+	node bench/exec-throughput.mjs
+	bash -c 'ulimit -n 65536 2>/dev/null; node bench/agent-fanin.mjs'
 	node bench/route-sync.mjs
 	node bench/deploy.mjs
 

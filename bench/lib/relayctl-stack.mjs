@@ -16,6 +16,35 @@ function requireBuilt() {
   }
 }
 
+// BENCH_CPU_PROF=<dir>: the api and the gateway write V8 CPU profiles there when they stop.
+const cpuProf = (name) =>
+  process.env.BENCH_CPU_PROF
+    ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`]
+    : [];
+
+/**
+ * A gateway process (`RELAYCTL_ROLE=gateway`) with the stack's environment `env`, listening on
+ * `listen` (host:port; port 0 picks one). Resolves once it listens, with its grpc:// URL.
+ */
+export async function startGateway(
+  group,
+  env,
+  { listen = "127.0.0.1:0", name = "gateway", extraEnv = {} } = {},
+) {
+  const proc = group.start(name, process.execPath, [...cpuProf(name), SERVER_MAIN, "serve"], {
+    env: {
+      ...env,
+      RELAYCTL_ROLE: "gateway",
+      RELAYCTL_GATEWAY_LISTEN: listen,
+      RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
+      RELAYCTL_API_LISTEN: "127.0.0.1:0",
+      ...extraEnv,
+    },
+  });
+  const url = (await proc.waitForMsg("gateway listening", { timeoutMs: 60_000 })).url;
+  return { proc, url };
+}
+
 /**
  * Starts api + gateway + agent. `keyCount` automation keys (all operations, `keyRateLimit` requests
  * per minute) are created so the bench can spread its requests over them and stay under the per-key
@@ -33,6 +62,7 @@ export async function startRelayctl(
     apiKeyCount = 0,
     agentEnv: extraAgentEnv = {},
     logLevel = "info",
+    gatewayListen = "127.0.0.1:0",
   },
 ) {
   requireBuilt();
@@ -68,18 +98,8 @@ export async function startRelayctl(
     "join_token",
   );
 
-  const gateway = group.start("gateway", node, [SERVER_MAIN, "serve"], {
-    env: {
-      ...base,
-      RELAYCTL_ROLE: "gateway",
-      RELAYCTL_GATEWAY_LISTEN: "127.0.0.1:0",
-      RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
-      RELAYCTL_API_LISTEN: "127.0.0.1:0",
-    },
-  });
-  const gatewayUrl = (await gateway.waitForMsg("gateway listening", { timeoutMs: 30_000 })).url;
-
-  const api = group.start("api", node, [SERVER_MAIN, "serve"], {
+  const { proc: gateway, url: gatewayUrl } = await startGateway(group, base, { listen: gatewayListen });
+  const api = group.start("api", node, [...cpuProf("api"), SERVER_MAIN, "serve"], {
     env: {
       ...base,
       RELAYCTL_ROLE: "api",
@@ -120,6 +140,7 @@ export async function startRelayctl(
   await agent.waitForMsg("connected", { timeoutMs: 30_000 });
 
   return {
+    env: base,
     baseUrl,
     gatewayUrl,
     keys,

@@ -154,6 +154,14 @@ export class Dispatcher {
   }
 
   async #duplicate(id: string): Promise<void> {
+    // Never ack before the first delivery's claim is on disk (an acked job is never run twice).
+    if (
+      !(await this.journal.claimed(id).then(
+        () => true,
+        () => false,
+      ))
+    )
+      return;
     this.log.info({ operation_id: id }, "duplicate job acked, not run again");
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
     if (this.#running.has(id)) return; // its result is sent when it finishes
@@ -166,7 +174,7 @@ export class Dispatcher {
     // The API request that started the job names every line logged for it.
     const log = job.requestId ? this.log.child({ req_id: job.requestId.slice(0, 128) }) : this.log;
     try {
-      this.journal.start(id); // durable before the ack: an acked job is never run twice
+      await this.journal.start(id); // durable before the ack: an acked job is never run twice
     } catch (err) {
       this.journal.forget(id);
       log.error({ operation_id: id, err }, "cannot journal job; not acked");

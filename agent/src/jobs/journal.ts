@@ -3,13 +3,14 @@
 //   start <id>   written (and fsynced) before the job is acked and run
 //   done <id>    written once its result is safely on disk (results/<id>.json)
 // A `start` without `done` after a restart means the agent died while running it.
-import { fdatasyncSync, writeSync } from "node:fs";
 import { type FileHandle, open, readFile } from "node:fs/promises";
 
 export class Journal {
   readonly #started = new Set<string>();
   readonly #done = new Set<string>();
   #tail: Promise<void> = Promise.resolve();
+  readonly #claiming = new Map<string, Promise<void>>();
+  #queued: { record: string; resolve: () => void; reject: (err: unknown) => void }[] = [];
 
   private constructor(readonly file: FileHandle) {}
 
@@ -41,17 +42,23 @@ export class Journal {
   }
 
   /**
-   * Claims the id (has() turns true) and puts the claim on disk before returning.
-   * Synchronous on purpose: one small append + fdatasync costs ~0.3 ms here, less
-   * than the thread-pool round trips of the async API on every command's path.
+   * Claims the id (has() turns true at once) and resolves once the claim is on
+   * disk. Claims and done records that arrive while a write is in flight go out
+   * together in the next one: one append and one fdatasync for all of them
+   * (group commit), so concurrent jobs do not queue behind each other's fsync.
    */
-  start(operationId: string): void {
+  start(operationId: string): Promise<void> {
     this.#started.add(operationId);
-    const fd = (this.file as unknown as { fd: number }).fd;
-    // O_APPEND writes of one short line are atomic, so this cannot tear a record
-    // of the async appends queued on #tail.
-    writeSync(fd, `start ${operationId}\n`);
-    fdatasyncSync(fd);
+    const claim = this.#append(`start ${operationId}\n`);
+    this.#claiming.set(operationId, claim);
+    const settle = () => this.#claiming.delete(operationId);
+    claim.then(settle, settle);
+    return claim;
+  }
+
+  /** Resolves once the id's claim is on disk (at once if it is not being written); rejects if that failed. */
+  claimed(operationId: string): Promise<void> {
+    return this.#claiming.get(operationId) ?? Promise.resolve();
   }
 
   /** Forgets a claim whose write failed, so a redelivery can try again. */
@@ -75,13 +82,27 @@ export class Journal {
     else if (kind === "done") this.#done.add(id);
   }
 
-  /** Appends are chained so records never interleave; each is fsynced before it resolves. */
+  /**
+   * Records are written in order, never interleaved: one write in flight at a
+   * time, and everything queued meanwhile goes in the next one; each record's
+   * promise resolves once its write is fsynced.
+   */
   #append(record: string): Promise<void> {
-    const write = this.#tail.then(async () => {
-      await this.file.appendFile(record);
-      await this.file.datasync();
+    return new Promise((resolve, reject) => {
+      this.#queued.push({ record, resolve, reject });
+      if (this.#queued.length === 1) this.#tail = this.#tail.then(() => this.#flush());
     });
-    this.#tail = write.catch(() => {});
-    return write;
+  }
+
+  async #flush(): Promise<void> {
+    const batch = this.#queued;
+    this.#queued = [];
+    try {
+      await this.file.appendFile(batch.map((b) => b.record).join(""));
+      await this.file.datasync();
+      for (const b of batch) b.resolve();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+    }
   }
 }

@@ -55,7 +55,7 @@ export function eventHash(prevHash: string | null, fields: ChainedFields, key?: 
 }
 
 /** Locks the tenant's chain head for the rest of the transaction (appends stay linear). */
-async function lockChainHead(trx: Knex.Transaction, tenantId: string) {
+export async function lockChainHead(trx: Knex.Transaction, tenantId: string) {
   const chain = await trx("audit_chain_heads")
     .where({ tenant_id: tenantId })
     .forUpdate()
@@ -153,8 +153,23 @@ export async function appendAuditEvents(trx: Knex.Transaction, events: AuditEven
   if (events.length === 0) return;
   const tenantId = events[0]!.tenantId;
   if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
+  await writeChainedEvents(trx, await lockChainHead(trx, tenantId), events);
+}
+
+/**
+ * Chains `events` (one tenant's, in order) after `chain`, the head the caller
+ * locked in this transaction (lockChainHead), and moves the head: one multi-row
+ * insert and one head update (sent together on MySQL).
+ */
+export async function writeChainedEvents(
+  trx: Knex.Transaction,
+  chain: { head: string | null; seq: number },
+  events: AuditEventInput[],
+): Promise<void> {
+  if (events.length === 0) return;
+  const tenantId = events[0]!.tenantId;
+  if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
   const key = auditKeys().chain;
-  const chain = await lockChainHead(trx, tenantId);
   let head = chain.head;
   let seq = chain.seq;
   const rows = events.map((e) => {
@@ -163,7 +178,16 @@ export async function appendAuditEvents(trx: Knex.Transaction, events: AuditEven
     head = eventHash(prev, fields, key);
     return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head, hash_alg: KEYED };
   });
+  const moveHead = trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
+  if (trx.client.config.client === "mysql2" && rows.length <= 500) {
+    const compiled = [trx("audit_events").insert(rows), moveHead].map((w) => w.toSQL().toNative());
+    await trx.raw(
+      compiled.map((c) => c.sql).join(";\n"),
+      compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
+    );
+    return;
+  }
   // SQLite caps bound parameters per statement (32766 on the bundled build): 12 columns x 500 rows fits.
   for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
-  await trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
+  await moveHead;
 }

@@ -18,22 +18,71 @@ export interface WindowCount {
   retryAfterSeconds: number;
 }
 
-async function increment(db: Knex, keyId: string, windowSeconds: number, windowStart: number) {
-  const args = [keyId, windowSeconds, windowStart];
+/** Adds `n` to the window's counter in one atomic statement; returns the new total. */
+async function increment(db: Knex, keyId: string, windowSeconds: number, windowStart: number, n: number) {
+  const args = [keyId, windowSeconds, windowStart, n, n];
   if (isSqlite(db)) {
     const rows = await db.raw(
-      `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, 1)
-       ON CONFLICT (key_id, window_seconds, window_start) DO UPDATE SET count = count + 1 RETURNING count`,
+      `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, ?)
+       ON CONFLICT (key_id, window_seconds, window_start) DO UPDATE SET count = count + ? RETURNING count`,
       args,
     );
     return Number(rows[0].count);
   }
   const [header] = await db.raw(
-    `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(1))
-     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + 1)`,
+    `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(?))
+     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + ?)`,
     args,
   );
   return Number((header as { insertId: number }).insertId);
+}
+
+interface CountBatch {
+  waiting: { resolve: (ordinal: number) => void; reject: (err: unknown) => void }[];
+}
+
+/**
+ * Requests of one key and window counted in one process are coalesced: while
+ * one increment is in flight the next ones queue, then go as ONE `count + k`
+ * increment, and each request takes its own ordinal (total − k + 1 … total) in
+ * arrival order. The counter is still the database's, incremented atomically,
+ * so the ordinals handed out across every instance are exactly 1…total and the
+ * limit stays exact; a hot key just costs one write per batch, not per request.
+ */
+const inFlight = new WeakMap<Knex, Map<string, CountBatch | null>>();
+
+function nextOrdinal(db: Knex, keyId: string, windowSeconds: number, windowStart: number): Promise<number> {
+  let queues = inFlight.get(db);
+  if (!queues) {
+    queues = new Map();
+    inFlight.set(db, queues);
+  }
+  const slot = `${keyId}\n${windowSeconds}\n${windowStart}`;
+  return new Promise<number>((resolve, reject) => {
+    const queued = queues.get(slot);
+    if (queued !== undefined) {
+      // An increment is in flight: join (or open) the batch that goes next.
+      const next = queued ?? { waiting: [] };
+      next.waiting.push({ resolve, reject });
+      queues.set(slot, next);
+      return;
+    }
+    queues.set(slot, null);
+    const run = async (batch: CountBatch["waiting"]) => {
+      try {
+        const total = await increment(db, keyId, windowSeconds, windowStart, batch.length);
+        batch.forEach((w, i) => w.resolve(total - batch.length + 1 + i));
+      } catch (err) {
+        for (const w of batch) w.reject(err);
+      }
+      const next = queues.get(slot);
+      if (next) {
+        queues.set(slot, null);
+        void run(next.waiting);
+      } else queues.delete(slot);
+    };
+    void run([{ resolve, reject }]);
+  });
 }
 
 /** Counts one request of `keyId` in the current window of `windowSeconds`. */
@@ -46,7 +95,7 @@ export async function countRequest(
 ): Promise<WindowCount> {
   const windowMs = windowSeconds * 1000;
   const windowStart = Math.floor(now / windowMs) * windowMs;
-  const count = await increment(db, keyId, windowSeconds, windowStart);
+  const count = await nextOrdinal(db, keyId, windowSeconds, windowStart);
   if (count === 1) {
     // First request of a window: drop this key's finished windows of this length.
     await db("rate_limit_counters")

@@ -1,6 +1,9 @@
 // Records agents' JobAcks (delivery `acked`) in batches. An ack is bookkeeping,
 // not a result: writing each one at once would put a second write of the same
 // row on the hot path of every short command, racing its result for the row lock.
+// An ack whose result was stored before the flush is dropped (the result moved
+// the row to `finished`, which an ack never overwrites): a short command costs
+// no ack write at all.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
 import { markAcked } from "../operations/store.js";
@@ -28,6 +31,11 @@ export class AckWriter {
     else this.timer ??= setTimeout(() => void this.flush(), FLUSH_MS);
   }
 
+  /** The operation's result is stored: its pending ack, if any, has nothing left to record. */
+  settled(serverId: string, operationId: string): void {
+    if (this.pending.get(serverId)?.delete(operationId)) this.size--;
+  }
+
   async flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -38,6 +46,7 @@ export class AckWriter {
     // Rows already finished are left alone by markAcked's state guard, and an
     // agent's ack moves only operations of its own server.
     for (const [serverId, ids] of batches) {
+      if (ids.size === 0) continue;
       await markAcked(this.db, serverId, [...ids]).catch((err) =>
         this.log.warn({ err }, "recording acks failed"),
       );

@@ -13,6 +13,7 @@ import type { OperationService } from "../operations/service.js";
 import { renewLeases } from "../operations/store.js";
 import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
+import { Coalescer } from "./coalescer.js";
 import { finalResult } from "./convert.js";
 import type { StreamRegistry } from "./registry.js";
 
@@ -50,10 +51,8 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
     fail(GrpcStatus.UNAUTHENTICATED, "missing agent credential (authorization: Bearer rag_...)");
     return;
   }
-  deps
-    .db("servers")
-    .where({ agent_credential_hash: sha256Hex(token) })
-    .first<ServerRow | undefined>("id", "tenant_id", "name", "agent_credential_hash")
+  batchesOf(deps)
+    .credentials.submit(sha256Hex(token))
     .then(
       (server) => {
         if (server) new AgentStream(deps, call, server).start();
@@ -64,6 +63,66 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
         fail(GrpcStatus.UNAVAILABLE, "control plane database unavailable");
       },
     );
+}
+
+interface HelloWrite {
+  serverId: string;
+  fields: Record<string, string | number>;
+}
+
+/**
+ * The per-agent database work of a connect, batched across agents (coalescer.ts):
+ * after a gateway restart thousands of agents come back within seconds, and one
+ * lookup and one write each would queue them all on the connection pool.
+ */
+interface ConnectBatches {
+  credentials: Coalescer<string, ServerRow | undefined>;
+  hellos: Coalescer<HelloWrite, undefined>;
+  /** Whether the server has a reboot running (only then is a Hello checked for a completed reboot). */
+  reboots: Coalescer<string, boolean>;
+}
+
+const batches = new WeakMap<GatewayDeps, ConnectBatches>();
+
+function batchesOf(deps: GatewayDeps): ConnectBatches {
+  const known = batches.get(deps);
+  if (known) return known;
+  const { db } = deps;
+  const b: ConnectBatches = {
+    credentials: new Coalescer(async (hashes) => {
+      const rows = await db("servers")
+        .whereIn("agent_credential_hash", [...new Set(hashes)])
+        .select<ServerRow[]>("id", "tenant_id", "name", "agent_credential_hash");
+      const byHash = new Map(rows.map((r) => [r.agent_credential_hash, r]));
+      return hashes.map((h) => byHash.get(h));
+    }),
+    hellos: new Coalescer(async (writes) => {
+      // One transaction (one durable commit) for the batch; on MySQL one round trip too.
+      await db.transaction(async (trx) => {
+        const updates = writes.map((w) => trx("servers").where({ id: w.serverId }).update(w.fields));
+        if (trx.client.config.client !== "mysql2") {
+          for (const u of updates) await u;
+          return;
+        }
+        const compiled = updates.map((u) => u.toSQL().toNative());
+        await trx.raw(
+          compiled.map((c) => c.sql).join(";\n"),
+          compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
+        );
+      });
+      return writes.map(() => undefined);
+    }, 200),
+    reboots: new Coalescer(async (serverIds) => {
+      const rows = await db("operations")
+        .whereIn("server_id", [...new Set(serverIds)])
+        .where({ status: "running", operation_type: "reboot" })
+        .distinct<{ server_id: string }[]>("server_id");
+      const rebooting = new Set(rows.map((r) => r.server_id));
+      return serverIds.map((id) => rebooting.has(id));
+    }),
+  };
+  batches.set(deps, b);
+  return b;
 }
 
 class AgentStream {
@@ -134,17 +193,19 @@ class AgentStream {
   private async onHello(h: Hello): Promise<void> {
     if (this.hello) return;
     this.hello = true;
-    await this.deps
-      .db("servers")
-      .where({ id: this.serverId })
-      .update({
+    const connect = batchesOf(this.deps);
+    await connect.hellos.submit({
+      serverId: this.serverId,
+      fields: {
         boot_id: h.bootId.slice(0, 64),
         hostname: h.hostname.slice(0, 255),
         agent_version: h.agentVersion.slice(0, 64),
         last_seen_at: Date.now(),
-      });
+      },
+    });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);
-    await completeReboots(this.deps.ops, this.log, this.serverId, h.bootId.slice(0, 64));
+    if (await connect.reboots.submit(this.serverId))
+      await completeReboots(this.deps.ops, this.log, this.serverId, h.bootId.slice(0, 64));
     if (this.closed) return;
     this.call.write({
       msg: {
@@ -174,7 +235,7 @@ class AgentStream {
     try {
       // Only this server's own running operations can be finished by it. Stored,
       // then announced (the service), then acked: a result is never lost between.
-      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId);
+      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId, this.server.tenant_id);
     } catch (err) {
       // Not acked: drop the stream so the agent reconnects and re-sends it.
       this.log.error({ err, operation_id: r.operationId }, "storing result failed; dropping stream");
@@ -182,6 +243,7 @@ class AgentStream {
       return;
     }
     this.deps.registry.acked(this.serverId, r.operationId);
+    this.deps.acks.settled(this.serverId, r.operationId);
     if (!this.closed)
       this.call.write({ msg: { $case: "resultAck", resultAck: { operationId: r.operationId } } });
   }

@@ -218,11 +218,12 @@ export class OperationService {
   /**
    * Stores the final state, then announces it. Returns false when the operation
    * was no longer running (finished by someone else first): nothing is announced.
-   * `serverId` limits it to that server's operations (an agent's own report).
+   * `serverId` limits it to that server's operations (an agent's own report);
+   * `tenantId`, when the caller knows it, saves a read.
    */
-  async complete(id: string, result: FinalResult, serverId?: string): Promise<boolean> {
+  async complete(id: string, result: FinalResult, serverId?: string, tenantId?: string): Promise<boolean> {
     const timer = completionDuration.startTimer();
-    const finished = await finishOperation(this.db, id, result, serverId);
+    const finished = await finishOperation(this.db, id, result, serverId, tenantId);
     if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
     if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {

@@ -4,7 +4,8 @@
 import { randomUUID } from "node:crypto";
 import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
-import { type AuditEventInput, appendAuditEvent, appendAuditEventAfter } from "../audit/audit-log.js";
+import type { AuditEventInput } from "../audit/audit-log.js";
+import { commitAudited } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
@@ -64,34 +65,36 @@ export async function createOperation(
   const id = randomUUID();
   const startedAt = Date.now();
   try {
-    await db.transaction(async (trx) => {
-      const insertOperation = trx("operations").insert({
-        id,
-        tenant_id: op.tenantId,
-        server_id: op.serverId,
-        operation_type: op.operationType,
-        status: "running",
-        delivery: "pending",
-        key_id: op.keyId,
-        run_id: op.runId,
-        lease_expires_at: op.leaseMs === null ? null : startedAt + op.leaseMs,
-        deadline_at: op.deadlineAt,
-        pre_boot_id: op.preBootId ?? null,
-        started_at: startedAt,
-      });
-      await appendAuditEvent(
-        trx,
-        {
-          tenantId: op.tenantId,
-          eventType: `operation.${op.operationType}`,
-          operationId: id,
-          keyId: op.keyId,
-          serverId: op.serverId,
-          runId: op.runId,
-          payload: { operation_id: id, ...op.audit },
-        },
-        [insertOperation, ...(op.together?.(trx, id, startedAt) ?? [])],
-      );
+    // Group commit (audit/group-commit.ts): answered once the row and its event are committed.
+    await commitAudited(db, op.tenantId, async (trx) => {
+      const rows = [
+        trx("operations").insert({
+          id,
+          tenant_id: op.tenantId,
+          server_id: op.serverId,
+          operation_type: op.operationType,
+          status: "running",
+          delivery: "pending",
+          key_id: op.keyId,
+          run_id: op.runId,
+          lease_expires_at: op.leaseMs === null ? null : startedAt + op.leaseMs,
+          deadline_at: op.deadlineAt,
+          pre_boot_id: op.preBootId ?? null,
+          started_at: startedAt,
+        }),
+        ...(op.together?.(trx, id, startedAt) ?? []),
+      ];
+      for (const w of rows) await w;
+      const event: AuditEventInput = {
+        tenantId: op.tenantId,
+        eventType: `operation.${op.operationType}`,
+        operationId: id,
+        keyId: op.keyId,
+        serverId: op.serverId,
+        runId: op.runId,
+        payload: { operation_id: id, ...op.audit },
+      };
+      return { event, value: undefined };
     });
   } catch (err) {
     // Fail closed: no audited row, nothing runs.
@@ -126,36 +129,46 @@ export async function finishOperation(
   id: string,
   r: FinalResult,
   serverId?: string,
+  /** The operation's tenant when the caller knows it (an agent's stream): saves a read before the batch. */
+  tenantId?: string,
 ): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
-  const op = await db("operations")
-    .where(where)
-    .first<FinishingRow | undefined>("tenant_id", "server_id", "run_id", "operation_type", "started_at");
-  if (!op) return null;
+  const read = (q: Knex) =>
+    q("operations")
+      .where(where)
+      .first<FinishingRow | undefined>("tenant_id", "server_id", "run_id", "operation_type", "started_at");
+  let tenant = tenantId;
+  if (tenant === undefined) {
+    const found = await read(db);
+    if (!found) return null;
+    tenant = found.tenant_id;
+  }
   // Integer columns: store and hash the same numbers.
   const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
-  const done = await db.transaction((trx) =>
-    appendAuditEventAfter(trx, op.tenant_id, async () => {
-      const n = await trx("operations")
-        .where(where)
-        .update({
-          status: result.status,
-          delivery: "finished",
-          exit_code: result.exit_code,
-          stdout: result.stdout,
-          stderr: result.stderr,
-          duration_ms: result.duration_ms,
-          error: result.error ?? null,
-          result_detail: encodeDetail(result.detail),
-          completed_at: Date.now(),
-        });
-      if (n !== 1) return null;
-      // A deployment's steps and commit land with its final state, never apart.
-      if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
-      return completionEvent(id, op, result);
-    }),
-  );
-  return done ? { operationType: op.operation_type, startedAt: Number(op.started_at) } : null;
+  return commitAudited<FinishedOperation | null>(db, tenant, async (trx) => {
+    const op = await read(trx);
+    if (!op || op.tenant_id !== tenant) return { event: null, value: null };
+    const n = await trx("operations")
+      .where(where)
+      .update({
+        status: result.status,
+        delivery: "finished",
+        exit_code: result.exit_code,
+        stdout: result.stdout,
+        stderr: result.stderr,
+        duration_ms: result.duration_ms,
+        error: result.error ?? null,
+        result_detail: encodeDetail(result.detail),
+        completed_at: Date.now(),
+      });
+    if (n !== 1) return { event: null, value: null };
+    // A deployment's steps and commit land with its final state, never apart.
+    if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
+    return {
+      event: completionEvent(id, op, result),
+      value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
+    };
+  });
 }
 
 function completionEvent(

@@ -1,0 +1,285 @@
+#!/usr/bin/env node
+// make bench: how many agents one gateway process holds. 10,000 simulated agents (each its own
+// gRPC connection and credential, speaking the real protocol, heartbeating at the interval the
+// gateway gives: 5 s by default) connect to ONE gateway; the gateway's RSS and its CPU while they
+// only heartbeat are measured. Then the gateway is killed (SIGKILL) and started again on the same
+// address while execs keep being sent: time until every agent is back (their backoff with full
+// jitter), and no operation lost (each one ends completed, or failed with its reason; none stays
+// running, every 200 is stored completed). Starts its own nats-server and MariaDB; removes it all.
+// Writes bench/results/agent-fanin.json.
+import { fork } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { freePort } from "./lib/processes.mjs";
+import { startGateway, startRelayctl } from "./lib/relayctl-stack.mjs";
+import { waitFor } from "./lib/sim-agent.mjs";
+import { formatTable } from "./lib/stats.mjs";
+import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(BENCH_DIR, "..");
+const RESULTS_FILE = join(BENCH_DIR, "results", "agent-fanin.json");
+const BENCH = "agent-fanin";
+
+const AGENTS = intEnv(BENCH, "BENCH_AGENTS", 10_000);
+const WORKERS = intEnv(BENCH, "BENCH_WORKERS", 4);
+const STEADY_SECONDS = intEnv(BENCH, "BENCH_STEADY_SECONDS", 30);
+const CONNECT_TIMEOUT_S = intEnv(BENCH, "BENCH_CONNECT_TIMEOUT", 300);
+const RECONNECT_GOAL_S = 30;
+const RSS_GOAL_BYTES = 1024 ** 3;
+const CPU_GOAL = 0.1;
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
+
+const dist = (p) => import(pathToFileURL(join(REPO, "control-plane/dist", p)).href);
+const CLK_TCK = 100;
+
+function procStat(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (k) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status)?.[1] ?? 0) * 1024;
+  return { cpuSeconds: (Number(f[11]) + Number(f[12])) / CLK_TCK, rss: kb("VmRSS"), hwm: kb("VmHWM") };
+}
+
+/** Servers with agent credentials, written the way enrollment writes them (hash only). */
+async function insertServers(db, secrets, tenantId, n) {
+  const out = [];
+  const rows = [];
+  for (let i = 0; i < n; i++) {
+    const credential = secrets.mintToken("rag_");
+    const id = crypto.randomUUID();
+    rows.push({
+      id,
+      tenant_id: tenantId,
+      name: `fanin-${i}`,
+      agent_credential_hash: secrets.sha256Hex(credential),
+      created_at: Date.now(),
+    });
+    out.push({ serverId: id, credential });
+  }
+  for (let i = 0; i < rows.length; i += 500) await db("servers").insert(rows.slice(i, i + 500));
+  return out;
+}
+
+class Fleet {
+  constructor(enrolled, address, tmp) {
+    this.state = [];
+    this.workers = [];
+    const per = Math.ceil(enrolled.length / WORKERS);
+    for (let w = 0; w < WORKERS; w++) {
+      const file = join(tmp, `fanin-${w}.json`);
+      writeFileSync(file, JSON.stringify(enrolled.slice(w * per, (w + 1) * per)));
+      const child = fork(join(BENCH_DIR, "lib/sim-agent-worker.mjs"), [file, address], { stdio: "inherit" });
+      this.state[w] = { connected: 0, counters: {}, rss: 0 };
+      child.on("message", (m) => {
+        this.state[w] = m;
+      });
+      this.workers.push(child);
+    }
+  }
+  get connected() {
+    return this.state.reduce((s, x) => s + x.connected, 0);
+  }
+  sum(name) {
+    return this.state.reduce((s, x) => s + (x.counters[name] ?? 0), 0);
+  }
+  stop() {
+    for (const w of this.workers) {
+      if (w.connected) w.send("stop");
+    }
+  }
+}
+
+/** Execs sent one after another by `n` loops to random agents until `stop()`; every answer kept. */
+function execLoad(baseUrl, key, serverIds, n) {
+  let stopped = false;
+  const answers = { completed: 0, not_connected: 0, other: 0, samples: [] };
+  const loop = async () => {
+    while (!stopped) {
+      const serverId = serverIds[Math.floor(Math.random() * serverIds.length)];
+      try {
+        const res = await fetch(`${baseUrl}/api/automation/v1/exec`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ server_id: serverId, command: "true", timeout_seconds: 60 }),
+        });
+        const body = await res.json().catch(() => ({}));
+        if (res.status === 200 && body.status === "completed") answers.completed++;
+        else if (res.status === 409) answers.not_connected++;
+        else {
+          answers.other++;
+          if (answers.samples.length < 5)
+            answers.samples.push(`${res.status} ${JSON.stringify(body).slice(0, 200)}`);
+        }
+      } catch (err) {
+        answers.other++;
+        if (answers.samples.length < 5) answers.samples.push(String(err.message));
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+  };
+  const loops = Array.from({ length: n }, loop);
+  return {
+    answers,
+    stop: async () => {
+      stopped = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
+async function main() {
+  const results = {};
+  await runBench(BENCH, async (group, tmp) => {
+    log("starting nats-server and MariaDB");
+    const [nats, dbServer] = await Promise.all([startNats(group, tmp), startMariadb(group, tmp)]);
+    const listen = `127.0.0.1:${await freePort()}`;
+    const stack = await startRelayctl(group, tmp, {
+      natsUrl: nats.url,
+      databaseUrl: dbServer.url,
+      keyCount: 0,
+      logLevel: LOG_LEVEL,
+      gatewayListen: listen,
+    });
+    const { openDb } = await dist("db/knex.js");
+    const secrets = await dist("lib/secrets.js");
+    const { newAutomationKeyRow } = await dist("auth/automation-key.js");
+    const db = openDb(dbServer.url);
+    let fleet;
+    try {
+      const { key, row } = newAutomationKeyRow(stack.tenantId, "bench-fanin", { rate_limit: 100_000_000 });
+      await db("automation_keys").insert(row);
+      log(`writing ${AGENTS} servers with agent credentials`);
+      const enrolled = await insertServers(db, secrets, stack.tenantId, AGENTS);
+      const serverIds = enrolled.map((e) => e.serverId);
+
+      log(`starting ${AGENTS} simulated agents in ${WORKERS} processes against ${listen}`);
+      const t0 = performance.now();
+      fleet = new Fleet(enrolled, listen, tmp);
+      await waitFor(() => fleet.connected >= AGENTS, CONNECT_TIMEOUT_S * 1000, `${AGENTS} agents connected`);
+      results.initial_connect_s = Number(((performance.now() - t0) / 1000).toFixed(1));
+      log(`all ${AGENTS} connected in ${results.initial_connect_s} s`);
+
+      // Steady state: only heartbeats (every 5 s per agent) — and the gateway's own timers.
+      let gatewayPid = stack.procs.gateway.pid;
+      const hb0 = fleet.sum("heartbeats");
+      const s0 = procStat(gatewayPid);
+      const w0 = performance.now();
+      log(`steady state: ${STEADY_SECONDS} s of heartbeats`);
+      await new Promise((r) => setTimeout(r, STEADY_SECONDS * 1000));
+      const s1 = procStat(gatewayPid);
+      const wall = (performance.now() - w0) / 1000;
+      results.steady = {
+        seconds: Number(wall.toFixed(1)),
+        heartbeats: fleet.sum("heartbeats") - hb0,
+        heartbeats_per_s: Number(((fleet.sum("heartbeats") - hb0) / wall).toFixed(0)),
+        gateway_cpu_fraction_of_core: Number(((s1.cpuSeconds - s0.cpuSeconds) / wall).toFixed(3)),
+        gateway_rss_mib: Number((s1.rss / 1024 ** 2).toFixed(0)),
+        gateway_peak_rss_mib: Number((s1.hwm / 1024 ** 2).toFixed(0)),
+        connected: fleet.connected,
+      };
+      log(`steady: ${JSON.stringify(results.steady)}`);
+
+      // Kill and restart, with execs flowing.
+      const before = await db("operations").count({ n: "*" }).first();
+      const load = execLoad(stack.baseUrl, key, serverIds, 8);
+      await new Promise((r) => setTimeout(r, 2000));
+      log("SIGKILL to the gateway; starting it again on the same address");
+      const connects0 = fleet.sum("connects");
+      await stack.procs.gateway.stop("SIGKILL");
+      const tKill = performance.now();
+      await waitFor(() => fleet.connected < AGENTS / 2, 30_000, "agents noticing the gateway is gone");
+      const restarted = await startGateway(group, stack.env, {
+        listen,
+        name: "gateway-restarted",
+      });
+      gatewayPid = restarted.proc.pid;
+      const tUp = performance.now();
+      await waitFor(() => fleet.connected >= AGENTS, 300_000, `${AGENTS} agents reconnected`);
+      const tAll = performance.now();
+      await new Promise((r) => setTimeout(r, 3000));
+      await load.stop();
+      // Settle: every operation of the run ends (a job lost with the gateway ends at its lease).
+      let byStatus = {};
+      const deadline = performance.now() + 90_000;
+      for (;;) {
+        const rows = await db("operations").select("status").count({ n: "*" }).groupBy("status");
+        byStatus = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+        if (!byStatus.running || performance.now() > deadline) break;
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const s2 = procStat(gatewayPid);
+      results.restart = {
+        reconnect_all_s_from_kill: Number(((tAll - tKill) / 1000).toFixed(1)),
+        reconnect_all_s_from_gateway_up: Number(((tAll - tUp) / 1000).toFixed(1)),
+        gateway_start_s: Number(((tUp - tKill) / 1000).toFixed(1)),
+        reconnects: fleet.sum("connects") - connects0,
+        gateway_rss_mib_after: Number((s2.rss / 1024 ** 2).toFixed(0)),
+        exec_answers: load.answers,
+        operations: Number((await db("operations").count({ n: "*" }).first()).n) - Number(before.n),
+        operations_by_status: byStatus,
+        lost: (byStatus.running ?? 0) + Math.max(0, load.answers.completed - (byStatus.completed ?? 0)),
+      };
+      log(`restart: ${JSON.stringify(results.restart)}`);
+      results.sim_worker_rss_mib = fleet.state.map((s) => Math.round(s.rss / 1024 ** 2));
+    } finally {
+      fleet?.stop();
+      await db.destroy();
+    }
+  });
+  const doc = report(results);
+  await writeResults(RESULTS_FILE, doc);
+  if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
+}
+
+function report(results) {
+  const s = results.steady;
+  const r = results.restart;
+  const rows = [
+    ["measure", "value"],
+    ["agents", AGENTS],
+    ["initial connect of all (s)", results.initial_connect_s ?? "-"],
+    ["gateway RSS, steady (MiB)", s?.gateway_rss_mib ?? "-"],
+    ["gateway CPU while heartbeating (fraction of a core)", s?.gateway_cpu_fraction_of_core ?? "-"],
+    ["heartbeats per second", s?.heartbeats_per_s ?? "-"],
+    ["all reconnected after SIGKILL (s, from kill)", r?.reconnect_all_s_from_kill ?? "-"],
+    ["  of which the gateway's own start (s)", r?.gateway_start_s ?? "-"],
+    ["operations lost", r?.lost ?? "-"],
+  ];
+  console.log(`\n${formatTable(rows)}\n`);
+  const goals = [
+    {
+      name: "gateway RSS < 1 GiB",
+      value: s?.gateway_rss_mib,
+      met: s ? s.gateway_rss_mib * 1024 ** 2 < RSS_GOAL_BYTES : null,
+    },
+    {
+      name: "heartbeat CPU < 10% of a core",
+      value: s?.gateway_cpu_fraction_of_core,
+      met: s ? s.gateway_cpu_fraction_of_core < CPU_GOAL : null,
+    },
+    {
+      name: `all reconnected within ${RECONNECT_GOAL_S} s of the kill`,
+      value: r?.reconnect_all_s_from_kill,
+      met: r ? r.reconnect_all_s_from_kill <= RECONNECT_GOAL_S : null,
+    },
+    { name: "no operation lost", value: r?.lost, met: r ? r.lost === 0 : null },
+  ];
+  for (const g of goals) {
+    const verdict = g.met == null ? "not measured" : g.met ? "MET" : "NOT MET";
+    console.log(`goal: ${g.name}: ${g.value ?? "-"} → ${verdict}`);
+  }
+  const measured = goals.filter((g) => g.met != null);
+  return {
+    bench: BENCH,
+    ...machine(),
+    config: { agents: AGENTS, workers: WORKERS, steady_seconds: STEADY_SECONDS, log_level: LOG_LEVEL },
+    results,
+    goals,
+    goals_met: measured.length === goals.length && measured.every((g) => g.met),
+  };
+}
+
+await main();

@@ -1,0 +1,404 @@
+#!/usr/bin/env node
+// make bench: throughput of POST /api/automation/v1/exec under concurrent load (autocannon), in one
+// run: (a) the control plane's capacity — 100 simulated agents speaking the real gRPC protocol
+// and answering every job at once (no pty) — and (b) end to end with a real agent running `true`
+// in a pty, against the rate this machine spawns `sh -c true` in ptys with the same concurrency.
+// After each part: no operation lost (every 200 is a completed row, nothing left running), one
+// start and one completion audit event per operation, and the audit chain verifies.
+// Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
+// it on exit. Writes bench/results/exec-throughput.json.
+import os from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import autocannon from "autocannon";
+import pty from "node-pty";
+import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { jsonWithField, run } from "./lib/processes.mjs";
+import { startRelayctl } from "./lib/relayctl-stack.mjs";
+import { enrollServers, startFleet } from "./lib/sim-agent.mjs";
+import { formatTable, ratio } from "./lib/stats.mjs";
+import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
+
+const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
+const REPO = resolve(BENCH_DIR, "..");
+const RESULTS_FILE = join(BENCH_DIR, "results", "exec-throughput.json");
+const BENCH = "exec-throughput";
+
+const DURATION = intEnv(BENCH, "BENCH_DURATION", 60);
+const E2E_DURATION = intEnv(BENCH, "BENCH_E2E_DURATION", 20);
+const CONNECTIONS = intEnv(BENCH, "BENCH_CONNECTIONS", 64);
+const E2E_CONNECTIONS = intEnv(BENCH, "BENCH_E2E_CONNECTIONS", CONNECTIONS);
+const SIM_AGENTS = intEnv(BENCH, "BENCH_SIM_AGENTS", 100);
+const KEYS = intEnv(BENCH, "BENCH_KEYS", 1);
+const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,e2e").split(",").map((s) => s.trim()));
+const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
+/** Per-key limit of the bench's keys (requests per minute): far above what a run sends. */
+const KEY_RATE_LIMIT = 100_000_000;
+
+const GOAL_OPS = 2000;
+const GOAL_P99_MS = 50;
+const GOAL_E2E_OVER_PTY = 0.5;
+
+const dist = (p) => import(pathToFileURL(join(REPO, "control-plane/dist", p)).href);
+
+// --- load -------------------------------------------------------------------------------------
+
+/**
+ * autocannon against POST /exec for `seconds`, spreading requests over `serverIds` and `keys` in
+ * turn. Every answer must be a 200 with `completed` and exit code 0; anything else is counted.
+ */
+async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
+  let i = 0;
+  const bad = { count: 0, samples: [] };
+  const completed = { count: 0 };
+  log(`${title}: autocannon ${connections} connections, ${seconds} s`);
+  const result = await autocannon({
+    url: baseUrl,
+    connections,
+    duration: seconds,
+    timeout: 30,
+    requests: [
+      {
+        method: "POST",
+        path: "/api/automation/v1/exec",
+        setupRequest: (req) => {
+          const n = i++;
+          return {
+            ...req,
+            headers: {
+              "content-type": "application/json",
+              authorization: `Bearer ${keys[n % keys.length]}`,
+            },
+            body: JSON.stringify({ server_id: serverIds[n % serverIds.length], command: "true" }),
+          };
+        },
+        onResponse: (status, body) => {
+          let ok = false;
+          if (status === 200) {
+            try {
+              const r = JSON.parse(body);
+              ok = r.status === "completed" && r.exit_code === 0;
+            } catch {}
+          }
+          if (ok) completed.count++;
+          else {
+            bad.count++;
+            if (bad.samples.length < 5) bad.samples.push(`${status} ${String(body).slice(0, 200)}`);
+          }
+        },
+      },
+    ],
+  });
+  return {
+    seconds,
+    connections,
+    requests: result.requests.total,
+    ops_per_s: Number((completed.count / seconds).toFixed(1)),
+    completed_200: completed.count,
+    not_completed: bad.count,
+    not_completed_samples: bad.samples,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    latency_ms: {
+      p50: result.latency.p50,
+      p90: result.latency.p90,
+      p99: result.latency.p99,
+      mean: result.latency.average,
+      max: result.latency.max,
+    },
+  };
+}
+
+// --- checks -----------------------------------------------------------------------------------
+
+/** Operations and their audit events, read in one transaction (one snapshot). */
+async function counts(db, serverIds) {
+  return db.transaction((trx) => countsIn(trx, serverIds));
+}
+
+async function countsIn(db, serverIds) {
+  const ops = await db("operations")
+    .whereIn("server_id", serverIds)
+    .select("status")
+    .count({ n: "*" })
+    .groupBy("status");
+  const byStatus = Object.fromEntries(ops.map((r) => [r.status, Number(r.n)]));
+  const events = await db("audit_events")
+    .whereIn("server_id", serverIds)
+    .whereIn("event_type", ["operation.exec", "operation.completed"])
+    .select("event_type")
+    .count({ n: "*" })
+    .groupBy("event_type");
+  const byType = Object.fromEntries(events.map((r) => [r.event_type, Number(r.n)]));
+  return {
+    operations: Object.values(byStatus).reduce((a, b) => a + b, 0),
+    completed: byStatus.completed ?? 0,
+    running: byStatus.running ?? 0,
+    failed: (byStatus.failed ?? 0) + (byStatus.timeout ?? 0),
+    start_events: byType["operation.exec"] ?? 0,
+    completion_events: byType["operation.completed"] ?? 0,
+  };
+}
+
+/**
+ * After a load: every operation finished and no new one arriving (requests autocannon gave up on
+ * at the end of its run are still served), polled up to 30 s; then the figures that prove nothing
+ * was lost.
+ */
+async function settle(db, serverIds, run) {
+  let c;
+  let previous = -1;
+  const deadline = performance.now() + 30_000;
+  for (;;) {
+    c = await counts(db, serverIds);
+    if ((c.running === 0 && c.operations === previous) || performance.now() > deadline) break;
+    previous = c.operations;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  return {
+    ...c,
+    // An operation answered 200 completed but not stored completed, or stored but never answered.
+    lost: Math.max(0, run.completed_200 - c.completed) + c.running,
+    audit_events_match: c.start_events === c.operations && c.completion_events === c.operations,
+  };
+}
+
+async function verifyAudit(env) {
+  const main = join(REPO, "control-plane/dist/cli/main.js");
+  const out = await run(process.execPath, [main, "admin", "audit", "verify"], { env }).catch((err) => ({
+    stdout: err.stdout ?? "",
+    failed: err,
+  }));
+  try {
+    const doc = jsonWithField(out.stdout, "ok");
+    return { ok: doc.ok === true, events: doc.tenants?.reduce((s, t) => s + (t.events ?? 0), 0) };
+  } catch {
+    return { ok: false, error: String(out.failed?.message ?? out.stdout).slice(0, 500) };
+  }
+}
+
+// --- bare pty at the same concurrency ----------------------------------------------------------
+
+function ptyOnce() {
+  return new Promise((resolve, reject) => {
+    const term = pty.spawn("/bin/sh", ["-c", "true"], {
+      name: "xterm-256color",
+      cols: 80,
+      rows: 24,
+      cwd: os.tmpdir(),
+      env: process.env,
+    });
+    term.onData(() => {});
+    term.onExit(({ exitCode }) =>
+      exitCode === 0 ? resolve() : reject(new Error(`sh -c true exited ${exitCode}`)),
+    );
+  });
+}
+
+async function ptyRate(concurrency, seconds) {
+  log(`bare node-pty \`sh -c true\`: ${concurrency} at a time, ${seconds} s`);
+  const end = performance.now() + seconds * 1000;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        await ptyOnce();
+        done++;
+      }
+    }),
+  );
+  return { seconds, concurrency, spawns: done, per_s: Number((done / seconds).toFixed(1)) };
+}
+
+// --- main -------------------------------------------------------------------------------------
+
+async function main() {
+  const results = {};
+  await runBench(BENCH, async (group, tmp) => {
+    log("starting nats-server and MariaDB");
+    const [nats, dbServer] = await Promise.all([startNats(group, tmp), startMariadb(group, tmp)]);
+    const stack = await startRelayctl(group, tmp, {
+      natsUrl: nats.url,
+      databaseUrl: dbServer.url,
+      keyCount: 0,
+      logLevel: LOG_LEVEL,
+    });
+    log(`api ${stack.baseUrl}, gateway ${stack.gatewayUrl}, real agent ${stack.serverId}`);
+    const { openDb } = await dist("db/knex.js");
+    const { createJoinToken } = await dist("cli/admin.js");
+    const { newAutomationKeyRow } = await dist("auth/automation-key.js");
+    const db = openDb(dbServer.url);
+    const env = {
+      ...process.env,
+      RELAYCTL_DATABASE_URL: dbServer.url,
+      RELAYCTL_AUDIT_HMAC_KEY:
+        process.env.RELAYCTL_AUDIT_HMAC_KEY ?? "cmVsYXljdGwtYmVuY2gtYXVkaXQta2V5LTMyYnl0ZXM=",
+    };
+    const keys = [];
+    for (let k = 0; k < KEYS; k++) {
+      const { key, row } = newAutomationKeyRow(stack.tenantId, `bench-throughput-${k}`, {
+        rate_limit: KEY_RATE_LIMIT,
+      });
+      await db("automation_keys").insert(row);
+      keys.push(key);
+    }
+    try {
+      if (SECTIONS.has("sim")) {
+        log(`enrolling ${SIM_AGENTS} simulated agents`);
+        const enrolled = await enrollServers(db, createJoinToken, {
+          baseUrl: stack.baseUrl,
+          tenantId: stack.tenantId,
+          n: SIM_AGENTS,
+        });
+        const fleet = await startFleet(stack.gatewayUrl, enrolled);
+        const serverIds = enrolled.map((e) => e.serverId);
+        try {
+          // A short untimed warm-up (connections, JIT, pools).
+          await load(stack.baseUrl, {
+            serverIds,
+            keys,
+            connections: CONNECTIONS,
+            seconds: 2,
+            title: "warm-up",
+          });
+          const before = await counts(db, serverIds);
+          const r = await load(stack.baseUrl, {
+            serverIds,
+            keys,
+            connections: CONNECTIONS,
+            seconds: DURATION,
+            title: `control plane, ${SIM_AGENTS} simulated agents`,
+          });
+          const after = await settle(db, serverIds, {
+            completed_200: r.completed_200 + before.completed,
+          });
+          results.sim = {
+            ...r,
+            agents: SIM_AGENTS,
+            keys: KEYS,
+            checks: after,
+            agent_counters: { ...fleet.counters },
+          };
+        } finally {
+          fleet.stop();
+        }
+      }
+      if (SECTIONS.has("e2e")) {
+        results.pty = await ptyRate(E2E_CONNECTIONS, E2E_DURATION);
+        const serverIds = [stack.serverId];
+        await load(stack.baseUrl, {
+          serverIds,
+          keys,
+          connections: E2E_CONNECTIONS,
+          seconds: 2,
+          title: "warm-up",
+        });
+        const before = await counts(db, serverIds);
+        const r = await load(stack.baseUrl, {
+          serverIds,
+          keys,
+          connections: E2E_CONNECTIONS,
+          seconds: E2E_DURATION,
+          title: "end to end, one real agent",
+        });
+        const after = await settle(db, serverIds, { completed_200: r.completed_200 + before.completed });
+        results.e2e = { ...r, keys: KEYS, checks: after };
+      }
+      results.audit_verify = await verifyAudit(env);
+    } finally {
+      await db.destroy();
+    }
+  });
+  const doc = report(results);
+  await writeResults(RESULTS_FILE, doc);
+  if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
+}
+
+function report(results) {
+  const rows = [["measure", "ops/s", "p50 ms", "p99 ms", "lost", "audit = ops"]];
+  if (results.sim) {
+    const s = results.sim;
+    rows.push([
+      `POST /exec, ${s.agents} simulated agents, ${s.connections} clients`,
+      s.ops_per_s,
+      s.latency_ms.p50,
+      s.latency_ms.p99,
+      s.checks.lost,
+      s.checks.audit_events_match,
+    ]);
+  }
+  if (results.e2e) {
+    const e = results.e2e;
+    rows.push([
+      `POST /exec, one real agent, ${e.connections} clients`,
+      e.ops_per_s,
+      e.latency_ms.p50,
+      e.latency_ms.p99,
+      e.checks.lost,
+      e.checks.audit_events_match,
+    ]);
+  }
+  if (results.pty)
+    rows.push([
+      `bare node-pty sh -c true, ${results.pty.concurrency} at a time`,
+      results.pty.per_s,
+      "-",
+      "-",
+      "-",
+      "-",
+    ]);
+  console.log(`\n${formatTable(rows)}\n`);
+  const e2eOverPty = ratio(results.e2e?.ops_per_s, results.pty?.per_s);
+  const clean = (x) => x && x.checks.lost === 0 && x.checks.audit_events_match && x.not_completed === 0;
+  const goals = [
+    {
+      name: `control plane >= ${GOAL_OPS} ops/s`,
+      value: results.sim?.ops_per_s ?? null,
+      limit: GOAL_OPS,
+      met: results.sim ? results.sim.ops_per_s >= GOAL_OPS : null,
+    },
+    {
+      name: `control plane p99 < ${GOAL_P99_MS} ms`,
+      value: results.sim?.latency_ms.p99 ?? null,
+      limit: GOAL_P99_MS,
+      met: results.sim ? results.sim.latency_ms.p99 < GOAL_P99_MS : null,
+    },
+    {
+      name: "0 lost, every answer completed, audit events = operations (start and completion)",
+      value: null,
+      met: results.sim || results.e2e ? [results.sim, results.e2e].filter(Boolean).every(clean) : null,
+    },
+    { name: "audit chain verifies", value: null, met: results.audit_verify ? results.audit_verify.ok : null },
+    {
+      name: `end to end ops/s >= ${GOAL_E2E_OVER_PTY} x bare pty spawns/s`,
+      value: e2eOverPty,
+      limit: GOAL_E2E_OVER_PTY,
+      met: e2eOverPty == null ? null : e2eOverPty >= GOAL_E2E_OVER_PTY,
+    },
+  ];
+  for (const g of goals) {
+    const verdict = g.met == null ? "not measured" : g.met ? "MET" : "NOT MET";
+    console.log(`goal: ${g.name}: ${g.value ?? "-"} → ${verdict}`);
+  }
+  const measured = goals.filter((g) => g.met != null);
+  return {
+    bench: BENCH,
+    ...machine(),
+    config: {
+      duration_s: DURATION,
+      e2e_duration_s: E2E_DURATION,
+      connections: CONNECTIONS,
+      e2e_connections: E2E_CONNECTIONS,
+      sim_agents: SIM_AGENTS,
+      keys: KEYS,
+      sections: [...SECTIONS],
+      log_level: LOG_LEVEL,
+    },
+    results,
+    ratios: { e2e_ops_over_pty_spawns: e2eOverPty },
+    goals,
+    goals_met: measured.length === goals.length && measured.every((g) => g.met),
+  };
+}
+
+await main();

@@ -1,0 +1,199 @@
+// Simulated agents for the capacity benches: each one speaks the real agent protocol
+// (relayctl.agent.v1 over gRPC, the generated client of @relayctl/proto) with its own enrolled
+// credential — Hello, Welcome, heartbeats at the interval the gateway asks for, JobAck and an
+// immediate JobResult (exit 0, no pty) for every Job, ResultAck — and reconnects after the stream
+// ends with exponential backoff and full jitter, as the real agent does. What the control plane
+// sees is an agent; only the command is not run.
+import { Metadata, credentials } from "@grpc/grpc-js";
+import { AgentGatewayClient, JobStatus } from "@relayctl/proto";
+
+const DEFAULT_HEARTBEAT_MS = 5000;
+
+export class SimAgent {
+  /**
+   * `credential` is the rag_ token from enrollment; `counters` is shared by a fleet (jobs,
+   * results acked, duplicates, connects). `channelOptions` go to the grpc-js client.
+   */
+  constructor({ gatewayAddress, credential, serverId, counters, backoff = { minMs: 250, maxMs: 15_000 } }) {
+    this.gatewayAddress = gatewayAddress;
+    this.credential = credential;
+    this.serverId = serverId;
+    this.counters = counters;
+    this.backoff = backoff;
+    this.attempt = 0;
+    this.connected = false;
+    this.stopped = false;
+    /** Operation ids answered and not yet ResultAcked: re-sent after the next Welcome. */
+    this.unacked = new Map();
+    this.seen = new Set();
+    this.client = null;
+  }
+
+  start() {
+    this.#dial();
+  }
+
+  #dial() {
+    if (this.stopped) return;
+    this.client ??= new AgentGatewayClient(this.gatewayAddress, credentials.createInsecure(), {
+      "grpc.keepalive_time_ms": 15_000,
+      "grpc.keepalive_timeout_ms": 10_000,
+      "grpc.keepalive_permit_without_calls": 1,
+      // One connection per agent, as separate agent processes have (grpc-js would otherwise
+      // share one connection among clients of the same address).
+      "grpc.use_local_subchannel_pool": 1,
+    });
+    const md = new Metadata();
+    md.set("authorization", `Bearer ${this.credential}`);
+    const call = this.client.connect(md);
+    this.call = call;
+    let heartbeat;
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      clearInterval(heartbeat);
+      if (this.connected) this.counters.disconnects++;
+      this.connected = false;
+      this.call = null;
+      try {
+        call.cancel();
+      } catch {}
+      if (this.stopped) return;
+      // Full jitter: a random delay up to min(max, min * 2^attempt).
+      const cap = Math.min(this.backoff.maxMs, this.backoff.minMs * 2 ** this.attempt++);
+      setTimeout(() => this.#dial(), Math.random() * cap);
+    };
+    call.on("data", (m) => {
+      const msg = m.msg;
+      if (msg?.$case === "welcome") {
+        this.attempt = 0;
+        this.connected = true;
+        this.counters.connects++;
+        this.connectedAt = performance.now();
+        this.onConnected?.(this);
+        const every = msg.welcome.heartbeatIntervalMs || DEFAULT_HEARTBEAT_MS;
+        heartbeat = setInterval(() => {
+          this.counters.heartbeats++;
+          call.write({ msg: { $case: "heartbeat", heartbeat: { runningOperationIds: [] } } });
+        }, every);
+        heartbeat.unref?.();
+        for (const r of this.unacked.values()) call.write({ msg: { $case: "jobResult", jobResult: r } });
+      } else if (msg?.$case === "job") {
+        const id = msg.job.operationId;
+        call.write({ msg: { $case: "jobAck", jobAck: { operationId: id } } });
+        if (this.seen.has(id)) {
+          this.counters.duplicates++;
+          const r = this.unacked.get(id);
+          if (r) call.write({ msg: { $case: "jobResult", jobResult: r } });
+          return;
+        }
+        this.seen.add(id);
+        this.counters.jobs++;
+        const result = {
+          operationId: id,
+          status: JobStatus.JOB_STATUS_COMPLETED,
+          exitCode: 0,
+          stdout: "",
+          stderr: "",
+          durationMs: 0,
+          error: "",
+          detail: undefined,
+        };
+        this.unacked.set(id, result);
+        call.write({ msg: { $case: "jobResult", jobResult: result } });
+      } else if (msg?.$case === "resultAck") {
+        if (this.unacked.delete(msg.resultAck.operationId)) this.counters.resultsAcked++;
+      }
+    });
+    call.on("error", end);
+    call.on("end", end);
+    call.on("close", end);
+    call.write({
+      msg: {
+        $case: "hello",
+        hello: {
+          agentVersion: "bench-sim-0",
+          bootId: "bench-sim-boot",
+          hostname: `sim-${this.serverId.slice(0, 8)}`,
+          runningOperationIds: [],
+        },
+      },
+    });
+  }
+
+  stop() {
+    this.stopped = true;
+    try {
+      this.call?.cancel();
+    } catch {}
+    this.client?.close();
+  }
+}
+
+export function newCounters() {
+  return { connects: 0, disconnects: 0, heartbeats: 0, jobs: 0, duplicates: 0, resultsAcked: 0 };
+}
+
+/**
+ * Enrolls `n` servers through the api's real enrollment endpoint, with join tokens written straight
+ * into the database (`createJoinToken`, what `admin create-join-token` runs, without a process per
+ * token). Returns [{ serverId, credential }].
+ */
+export async function enrollServers(db, createJoinToken, { baseUrl, tenantId, n, prefix = "sim" }) {
+  const out = [];
+  const batch = 20;
+  for (let i = 0; i < n; i += batch) {
+    const part = await Promise.all(
+      Array.from({ length: Math.min(batch, n - i) }, async (_, j) => {
+        const name = `${prefix}-${i + j}`;
+        const { join_token } = await createJoinToken(db, {
+          tenant: tenantId,
+          serverName: name,
+          ttlMinutes: 60,
+        });
+        const res = await fetch(`${baseUrl}/api/agent/enroll`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ join_token, hostname: name, agent_version: "bench-sim-0" }),
+        });
+        const body = await res.json();
+        if (res.status !== 201) throw new Error(`enroll ${name}: ${res.status} ${JSON.stringify(body)}`);
+        return { serverId: body.server_id, credential: body.agent_credential };
+      }),
+    );
+    out.push(...part);
+  }
+  return out;
+}
+
+/** Starts one SimAgent per enrolled server and resolves once all are welcomed. */
+export async function startFleet(gatewayUrl, enrolled, { timeoutMs = 60_000, backoff } = {}) {
+  const address = gatewayUrl.replace(/^grpc:\/\//, "").replace(/\/$/, "");
+  const counters = newCounters();
+  const agents = enrolled.map(
+    (e) =>
+      new SimAgent({
+        gatewayAddress: address,
+        credential: e.credential,
+        serverId: e.serverId,
+        counters,
+        backoff,
+      }),
+  );
+  for (const a of agents) a.start();
+  await waitFor(() => agents.every((a) => a.connected), timeoutMs, "simulated agents connected");
+  const stop = () => {
+    for (const a of agents) a.stop();
+  };
+  return { agents, counters, stop };
+}
+
+/** Polls `cond` every 20 ms until true or the deadline. */
+export async function waitFor(cond, timeoutMs, what) {
+  const deadline = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,48 @@
+// Coalesces many callers' small database reads and writes into batches: while
+// one batch is in flight, new items queue, and the next batch takes them all
+// (up to `max`). For the gateway's connection storms — every agent reconnecting
+// after a restart — where one lookup or write per agent would queue thousands of
+// requests on the connection pool (and time out there) instead of ~one per
+// batch. Each caller gets its own item's answer; a batch that fails fails only
+// its own callers.
+
+interface Waiting<I, R> {
+  item: I;
+  resolve: (r: R) => void;
+  reject: (err: unknown) => void;
+}
+
+export class Coalescer<I, R> {
+  #queue: Waiting<I, R>[] = [];
+  #busy = false;
+
+  /** `run` answers a batch: one result per item, in the items' order. */
+  constructor(
+    private readonly run: (items: I[]) => Promise<R[]>,
+    private readonly max = 500,
+  ) {}
+
+  submit(item: I): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.#queue.push({ item, resolve, reject });
+      if (!this.#busy) void this.#drain();
+    });
+  }
+
+  async #drain(): Promise<void> {
+    this.#busy = true;
+    try {
+      while (this.#queue.length > 0) {
+        const batch = this.#queue.splice(0, this.max);
+        try {
+          const results = await this.run(batch.map((w) => w.item));
+          batch.forEach((w, i) => w.resolve(results[i] as R));
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+        }
+      }
+    } finally {
+      this.#busy = false;
+    }
+  }
+}
