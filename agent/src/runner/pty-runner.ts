@@ -118,6 +118,8 @@ export class PtyRunner implements CommandRunner {
     }
     const run = new PtyRun(child, stderr, nonce, scrubber(), request, this.options, started);
     this.#fifos.refill(); // now, while the command starts up, not on the next run's path
+    // A launcher that was not ready, or died, is made up for once this run is over.
+    void run.outcome.then(() => setImmediate(() => this.#warm.fill()));
     return run.outcome;
   }
 
