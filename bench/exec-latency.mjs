@@ -5,7 +5,7 @@
 // as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
 // removes all of it on exit, also after an error or Ctrl-C. Writes bench/results/exec-latency.json.
 import { spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
+import { closeSync, openSync, readFileSync } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import { dirname, join } from "node:path";
@@ -162,9 +162,41 @@ async function benchApi(results, group, tmp) {
     results.api_exec.connections = client.stats.newConnections;
     results.api_exec.rate_limited_retries = client.stats.rateLimited;
     results.api_exec.automation_keys = keyCount;
+    Object.assign(results, agentHops(join(tmp, "agent.log")));
   } finally {
     client.close();
   }
+}
+
+/**
+ * The agent's own hops of the timed execs, from the claim_ms / run_ms of its `job finished` log
+ * lines (info level): the journal's durable claim before the job may run, and the run until the
+ * result is on the wire. Lines not yet flushed are simply not counted (`n` says how many were).
+ */
+function agentHops(logFile) {
+  const claim = [];
+  const runMs = [];
+  let text = "";
+  try {
+    text = readFileSync(logFile, "utf8");
+  } catch {
+    return {};
+  }
+  for (const line of text.split("\n")) {
+    if (!line.includes('"claim_ms"')) continue;
+    try {
+      const entry = JSON.parse(line);
+      claim.push(entry.claim_ms);
+      runMs.push(entry.run_ms);
+    } catch {
+      // not a JSON line
+    }
+  }
+  if (claim.length === 0) return {};
+  return {
+    agent_claim: summarize(claim.slice(-ITERATIONS)),
+    agent_run: summarize(runMs.slice(-ITERATIONS)),
+  };
 }
 
 // --- c), d) ssh ------------------------------------------------------------------------------
@@ -227,6 +259,8 @@ async function benchSsh(results, group, tmp) {
 const ROWS = [
   ["api_exec", "POST /exec `true` (api → NATS → gateway → agent pty)"],
   ["api_exec_reported_duration", "  of which duration_ms reported by the api"],
+  ["agent_claim", "  agent: journal claim (fdatasync) before the run"],
+  ["agent_run", "  agent: claim until the result is on the wire"],
   ["pty_true", "bare node-pty `true` (baseline)"],
   ["pty_bash_c_true", "bare node-pty `bash -c true`"],
   ["ssh_fresh", "ssh 127.0.0.1 true, fresh connection"],

@@ -7,6 +7,7 @@
 //   (result-store.ts); all unacked results are re-sent after every Welcome;
 // - a command keeps running while the stream is down; its result goes out on
 //   the next stream.
+import { performance } from "node:perf_hooks";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
@@ -173,6 +174,7 @@ export class Dispatcher {
     const id = job.operationId;
     // The API request that started the job names every line logged for it.
     const log = job.requestId ? this.log.child({ req_id: job.requestId.slice(0, 128) }) : this.log;
+    const received = performance.now();
     try {
       await this.journal.start(id); // durable before the ack: an acked job is never run twice
     } catch (err) {
@@ -180,12 +182,26 @@ export class Dispatcher {
       log.error({ operation_id: id, err }, "cannot journal job; not acked");
       return;
     }
+    const claimed = performance.now();
     this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
     log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
     if (job.kind?.$case === "reboot") return this.#reboot(id);
     const result = await this.#execute(job);
+    const ran = performance.now();
     await this.#finish(result);
-    log.info({ operation_id: id, status: result.status, exit_code: result.exitCode }, "job finished");
+    // claim_ms: the journal's durable claim (group fdatasync) before the job may run;
+    // run_ms: from the claim until the result is on the wire (the runner and the job kind).
+    const ms = (from: number, to: number) => Math.round((to - from) * 100) / 100;
+    log.info(
+      {
+        operation_id: id,
+        status: result.status,
+        exit_code: result.exitCode,
+        claim_ms: ms(received, claimed),
+        run_ms: ms(claimed, ran),
+      },
+      "job finished",
+    );
   }
 
   /**

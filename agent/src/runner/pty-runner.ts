@@ -9,9 +9,18 @@
 // wrapper exit. stderr goes through a FIFO (see stderr-fifo.ts), drained up to our
 // own sentinel, which we write once the marker has arrived. Both streams are
 // scrubbed of the job's secrets on the way (scrubber.ts), after the marker scan.
+//
+// Spawning the pty (fork, setsid, exec of the shell) is most of an agent's time
+// for a short command, so the runner keeps launchers ready (see WarmLaunchers
+// below): a pty already spawned, its shell blocked opening a FIFO. A run writes a
+// small script into that FIFO (the command's env exports, cd, and an exec of a
+// fresh shell running the same wrapper), so the command still gets a new process
+// and an environment made only of the agent's and its own; each launcher serves
+// one run, and a new one is spawned in the background once the run is over.
 import { randomBytes } from "node:crypto";
-import { statSync } from "node:fs";
+import { closeSync, constants, existsSync, openSync, statSync, unlink, writeSync } from "node:fs";
 import { homedir } from "node:os";
+import { isAbsolute } from "node:path";
 import { performance } from "node:perf_hooks";
 import * as pty from "node-pty";
 import { MarkerScanner, StreamCapture } from "./output-capture.js";
@@ -26,6 +35,13 @@ import { FifoPool, StderrFifo } from "./stderr-fifo.js";
 // hang until the deadline (stdout stays the tty, so tools still see a terminal).
 const WRAPPER = `( eval "$1" ) </dev/null 2>"$2"; rc=$?; printf '\\037RCEND-%s-%03d\\037' "$3" "$rc"; read -r _; exit $rc`;
 
+// $1 the launcher's FIFO. Opening it blocks until the agent opens its write end;
+// `.` then runs what the agent wrote, which ends in an exec of the wrapper's shell.
+const LAUNCHER = `. "$1"`;
+
+/** Largest launch script written at once into an empty FIFO (a pipe holds 64 KiB); bigger runs are spawned cold. */
+const MAX_LAUNCH_SCRIPT_BYTES = 60_000;
+
 /** How long the wrapper may take to exit after the ack before it is killed (it should exit at once). */
 const EXIT_AFTER_ACK_MS = 10_000;
 
@@ -38,13 +54,31 @@ export interface PtyRunnerOptions {
   killGraceMs: number;
   /** Private directory for the stderr FIFOs (emptied at start); default a fresh temp directory. */
   fifoDir?: string;
+  /**
+   * Launchers kept ready (a pty and shell spawned ahead, waiting for a command);
+   * 0 spawns every run on its request path. Runs beyond those ready are spawned cold.
+   * @default 1
+   */
+  warmLaunchers?: number;
+}
+
+/** How the runs of a runner started, for tests and benchmarks. */
+export interface PtyRunnerStats {
+  /** Runs handed to a launcher spawned ahead. */
+  warm: number;
+  /** Runs spawned on their request path. */
+  cold: number;
 }
 
 export class PtyRunner implements CommandRunner {
   readonly #fifos: FifoPool;
+  readonly #warm: WarmLaunchers;
+  readonly stats: PtyRunnerStats = { warm: 0, cold: 0 };
 
   constructor(readonly options: PtyRunnerOptions) {
     this.#fifos = new FifoPool(options.fifoDir);
+    this.#warm = new WarmLaunchers(options.shell, options.warmLaunchers ?? 1, this.#fifos);
+    this.#warm.fill();
   }
 
   async run(request: RunRequest): Promise<RunOutcome> {
@@ -57,33 +91,187 @@ export class PtyRunner implements CommandRunner {
     const secrets = new SecretMatcher(request.secrets ?? Object.values(request.env));
     const scrubber = () => (secrets.empty ? undefined : new Scrubber(secrets));
     const stderr = new StderrFifo(await this.#fifos.take(), this.options.outputCapBytes, nonce, scrubber());
+    const args = [request.command, stderr.path, nonce];
+    const warm = this.#warm.launch(launchScript(this.options.shell, request.env, cwd, args));
+    if (warm) {
+      this.stats.warm++;
+      const run = new PtyRun(warm, stderr, nonce, scrubber(), request, this.options, started);
+      // Replace the launcher once this run is over, not while its output is being read.
+      void run.outcome.then(() => setImmediate(() => this.#warm.fill()));
+      return run.outcome;
+    }
+    this.stats.cold++;
     let child: pty.IPty;
     try {
       const env: Record<string, string> = { ...stringEnv(process.env), TERM: "dumb", ...request.env };
-      child = pty.spawn(
-        this.options.shell,
-        ["-c", WRAPPER, "relayctl", request.command, stderr.path, nonce],
-        {
-          name: env.TERM,
-          cols: 200,
-          rows: 50,
-          cwd,
-          env,
-          encoding: null, // raw Buffers: we decode ourselves (see StreamCapture)
-        },
-      );
+      child = pty.spawn(this.options.shell, ["-c", WRAPPER, "relayctl", ...args], {
+        name: env.TERM,
+        cols: 200,
+        rows: 50,
+        cwd,
+        env,
+        encoding: null, // raw Buffers: we decode ourselves (see StreamCapture)
+      });
     } catch (err) {
       stderr.abandon();
       return notRun(`cannot start ${this.options.shell}: ${(err as Error).message}`, started);
     }
     const run = new PtyRun(child, stderr, nonce, scrubber(), request, this.options, started);
     this.#fifos.refill(); // now, while the command starts up, not on the next run's path
+    // A launcher that was not ready, or died, is made up for once this run is over.
+    void run.outcome.then(() => setImmediate(() => this.#warm.fill()));
     return run.outcome;
   }
 
-  close(): Promise<void> {
-    return this.#fifos.close();
+  async close(): Promise<void> {
+    await this.#warm.close();
+    await this.#fifos.close();
   }
+}
+
+/** A pty spawned ahead, its shell blocked opening `fifo` until it is given a run. */
+interface Launcher {
+  child: pty.IPty;
+  fifo: string;
+  exited: boolean;
+}
+
+/**
+ * The launchers kept ready. Each is a pty whose shell (the agent's environment,
+ * TERM=dumb, nothing of any job) waits in the open of its own FIFO. launch()
+ * takes one whose shell has got there (a non-blocking open of the write end
+ * succeeds only when a reader is waiting), writes the run's script in one write,
+ * and closes: the shell reads to EOF and runs it. The script execs the shell that
+ * runs the wrapper, so the pid, and with it the process group a deadline kills,
+ * is the pty child's as on a cold spawn.
+ */
+class WarmLaunchers {
+  #ready: Launcher[] = [];
+  #spawning = 0;
+  #closed = false;
+
+  constructor(
+    readonly shell: string,
+    readonly size: number,
+    readonly fifos: FifoPool,
+  ) {}
+
+  /** Spawns launchers in the background until `size` are ready or spawning. */
+  fill(): void {
+    while (!this.#closed && this.#ready.length + this.#spawning < this.size) {
+      this.#spawning++;
+      this.#spawn()
+        .catch(() => {}) // no launcher: runs are spawned cold meanwhile
+        .finally(() => this.#spawning--);
+    }
+  }
+
+  async #spawn(): Promise<void> {
+    const fifo = await this.fifos.take();
+    if (this.#closed) {
+      unlink(fifo, () => {});
+      return;
+    }
+    const env: Record<string, string> = { ...stringEnv(process.env), TERM: "dumb" };
+    const child = pty.spawn(this.shell, ["-c", LAUNCHER, "relayctl", fifo], {
+      name: env.TERM,
+      cols: 200,
+      rows: 50,
+      cwd: homedir(),
+      env,
+      encoding: null,
+    });
+    const launcher: Launcher = { child, fifo, exited: false };
+    child.onExit(() => {
+      launcher.exited = true;
+      this.#drop(launcher);
+    });
+    this.#ready.push(launcher);
+  }
+
+  /** Hands `script` to a ready launcher; undefined when none is ready or the script does not fit. */
+  launch(script: string | undefined): pty.IPty | undefined {
+    if (script === undefined || Buffer.byteLength(script) > MAX_LAUNCH_SCRIPT_BYTES) return undefined;
+    for (let i = 0; i < this.#ready.length; i++) {
+      const launcher = this.#ready[i]!;
+      if (launcher.exited) continue;
+      let fd: number;
+      try {
+        fd = openSync(launcher.fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+      } catch {
+        continue; // ENXIO: its shell has not reached the open yet
+      }
+      this.#ready.splice(i, 1);
+      try {
+        // The pipe is empty and its only reader is this launcher: one write of
+        // less than its capacity goes in whole.
+        const bytes = Buffer.from(script);
+        if (writeSync(fd, bytes) !== bytes.length) throw new Error("short write");
+      } catch {
+        closeSync(fd);
+        this.#kill(launcher);
+        continue;
+      } finally {
+        unlink(launcher.fifo, () => {});
+      }
+      closeSync(fd);
+      return launcher.child;
+    }
+    return undefined;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const ready = this.#ready;
+    this.#ready = [];
+    for (const launcher of ready) this.#kill(launcher);
+  }
+
+  #drop(launcher: Launcher): void {
+    const at = this.#ready.indexOf(launcher);
+    if (at < 0) return;
+    this.#ready.splice(at, 1);
+    unlink(launcher.fifo, () => {});
+  }
+
+  #kill(launcher: Launcher): void {
+    unlink(launcher.fifo, () => {});
+    try {
+      process.kill(-launcher.child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/**
+ * The script a launcher runs: cd, then exec the wrapper's shell, through env(1)
+ * when the job has env of its own (env sets any name as given, where a shell's
+ * `export` would trip over names it treats specially). Every value is
+ * single-quoted. Undefined when a run cannot be expressed that way (a NUL, an env
+ * name with "=", a relative directory): it is then spawned cold, with the same result.
+ */
+function launchScript(
+  shell: string,
+  env: Record<string, string>,
+  cwd: string,
+  args: string[],
+): string | undefined {
+  if (!isAbsolute(cwd)) return undefined;
+  const pairs = Object.entries(env).map(([name, value]) => `${name}=${value}`);
+  for (const [name] of Object.entries(env)) if (name === "" || name.includes("=")) return undefined;
+  const words = [...pairs, shell, "-c", WRAPPER, "relayctl", ...args];
+  if ([cwd, ...words].some((value) => value.includes("\0"))) return undefined;
+  if (pairs.length > 0 && !HAS_ENV_BINARY) return undefined;
+  const command = pairs.length > 0 ? [ENV_BINARY, "--", ...words] : words;
+  return `cd ${quote(cwd)} || exit 126\nexec ${command.map(quote).join(" ")}\n`;
+}
+
+const ENV_BINARY = "/usr/bin/env";
+const HAS_ENV_BINARY = existsSync(ENV_BINARY);
+
+function quote(value: string): string {
+  return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
 /** The life of one spawned command: output, handshake, exit, deadline. */
