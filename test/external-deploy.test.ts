@@ -164,6 +164,37 @@ test.serial("sync - a route deleted behind the agent's back is re-applied as dri
   await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
 });
 
+// The agent writes only when Caddy does not serve a route as it would write it. Any write
+// replaces the whole relayctl server, catch-all included, so a mark put on the catch-all out of
+// band survives exactly as long as Caddy is not written to.
+const MARK = "marked out of band\n";
+const marked = async () => (await caddyConfig()).includes(JSON.stringify(MARK).slice(1, -1));
+
+test.serial("sync - an unchanged sync makes no Caddy write", async (t) => {
+  const mark = await s.caddy!.admin("PATCH", "/id/relayctl-catchall/handle/0/body", MARK);
+  t.is(mark.status, 200, mark.text);
+  t.true(await marked());
+  const res = await s.sync(s1.token, [
+    entry(web1.name, web1.hostPort("two"), { image_tag: "registry.example.test/web:1.0.1" }),
+  ]);
+  t.is(only(res).status, "noop", describe(res));
+  t.true(await marked(), "Caddy's config was rewritten by a sync that changed nothing");
+});
+
+test.serial("sync - a route changed behind the agent's back is re-applied as drift_recovered", async (t) => {
+  t.true(await marked(), "the previous test's mark is still there");
+  const dial = `/id/relayctl-app-${web.id}/handle/0/upstreams/0/dial`;
+  const edit = await s.caddy!.admin("PATCH", dial, `127.0.0.1:${web1.hostPort("one")}`);
+  t.is(edit.status, 200, edit.text);
+  await waitForBackend(s.proxyPort, "web.example.test", "one", 10_000);
+  const res = await s.sync(s1.token, [
+    entry(web1.name, web1.hostPort("two"), { image_tag: "registry.example.test/web:1.0.1" }),
+  ]);
+  t.is(only(res).status, "drift_recovered", describe(res));
+  await waitForBackend(s.proxyPort, "web.example.test", "two", 10_000);
+  t.false(await marked(), "the re-apply was a write of the server");
+});
+
 test.serial("sync - Caddy restarted with its config gone is drift_recovered", async (t) => {
   await s.caddy!.restart();
   t.false((await caddyConfig()).includes(web.id));

@@ -31,7 +31,8 @@ import {
   describePorts,
   parseInspect,
 } from "../engine/container-facts.js";
-import type { ContainerEngine } from "../engine/engine.js";
+import type { EngineApi } from "../engine/engine-api.js";
+import type { ContainerEngine, EngineOutcome } from "../engine/engine.js";
 
 /** One inspect is a local CLI call; this only bounds a hung engine. */
 const INSPECT_DEADLINE_SECONDS = 15;
@@ -94,6 +95,12 @@ export class PortCheck {
   constructor(
     readonly engine: ContainerEngine,
     readonly mode: UpstreamMode,
+    /**
+     * The engine's API socket (engine-api.ts): asked first, the same inspect
+     * document in a few ms instead of a CLI process; the CLI answers when the
+     * socket does not.
+     */
+    readonly api?: EngineApi,
   ) {}
 
   /**
@@ -101,6 +108,33 @@ export class PortCheck {
    * applications is 4 engine calls, not 100 CLI processes at once).
    */
   async verdicts(routes: DesiredRoute[]): Promise<PortVerdict[]> {
+    const listed = await this.#listed(routes);
+    const rest = routes.filter((_, i) => listed[i] === undefined);
+    const inspected = rest.length > 0 ? (await this.#inspected(rest))[Symbol.iterator]() : undefined;
+    return listed.map((v) => v ?? inspected!.next().value!);
+  }
+
+  /**
+   * The routes the engine API's container list already proves: a running
+   * container publishing the port on the host (host mode). Everything else
+   * (not listed, stopped, a port only exposed, container-network mode, any
+   * refusal and its message) is left to inspect, so the list only ever
+   * short-cuts a yes that inspect would give too.
+   */
+  async #listed(routes: DesiredRoute[]): Promise<(PortVerdict | undefined)[]> {
+    const none = routes.map(() => undefined);
+    if (this.api === undefined || this.mode !== "host" || routes.length === 0) return none;
+    const all = await this.api.list(INSPECT_DEADLINE_SECONDS);
+    if (all === undefined) return none;
+    return routes.map((r) => {
+      const facts = all.get(r.containerName);
+      if (facts === undefined || facts.networkMode === "host") return undefined;
+      const v = portVerdict(facts, r.containerName, r.containerPort, this.mode);
+      return "upstream" in v ? v : undefined;
+    });
+  }
+
+  async #inspected(routes: DesiredRoute[]): Promise<PortVerdict[]> {
     const found = await this.#facts([...new Set(routes.map((r) => r.containerName))]);
     const missing = [...found].filter(([, f]) => f === undefined).map(([name]) => name);
     const services = await this.#composeFacts(missing);
@@ -157,7 +191,7 @@ export class PortCheck {
 
   async #inspect(names: string[]): Promise<Map<string, ContainerFacts> | string> {
     const e = this.engine.name;
-    const o = await this.engine.inspect(names, INSPECT_DEADLINE_SECONDS);
+    const o = await this.#inspectCall(names);
     if (o.status !== "completed") return `cannot ask ${e} about the containers: ${o.error ?? o.status}`;
     // A missing name makes the exit non-zero while the others are still printed.
     const facts = parseInspect(o.stdout);
@@ -167,6 +201,12 @@ export class PortCheck {
       return `cannot inspect containers with ${e}: ${stderr[0]?.slice(0, 300) || `exit code ${o.exitCode}`}`;
     }
     return facts;
+  }
+
+  async #inspectCall(names: string[]): Promise<EngineOutcome> {
+    const viaApi = await this.api?.inspect(names, INSPECT_DEADLINE_SECONDS);
+    if (viaApi?.status === "completed") return viaApi;
+    return this.engine.inspect(names, INSPECT_DEADLINE_SECONDS);
   }
 }
 

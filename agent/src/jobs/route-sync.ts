@@ -20,6 +20,7 @@ import {
   TraefikWriter,
 } from "@relayctl/reverse-proxy-sync";
 import type { ProxyConfig } from "../config.js";
+import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import { PortCheck, syncCheckedRoutes } from "./port-check.js";
 
@@ -94,6 +95,8 @@ function completed(operationId: string, report: RouteSyncReport, startedAt: numb
 
 export class RouteSyncRunner {
   #syncer: Promise<RouteSyncer> | undefined;
+  /** One client (keep-alive connections) per engine API socket, kept for the process. */
+  readonly #apis = new Map<string, EngineApi>();
 
   constructor(
     readonly proxy: ProxyConfig,
@@ -154,8 +157,22 @@ export class RouteSyncRunner {
     );
   }
 
+  /** The engine's API socket as the CLI would find it now (DOCKER_HOST / CONTAINER_HOST, or its default). */
+  #api(engine: string): EngineApi | undefined {
+    const path = engineSocketPath(engine);
+    if (path === undefined) return undefined;
+    const key = `${engine} ${path}`;
+    let api = this.#apis.get(key);
+    if (api === undefined) {
+      api = new EngineApi(engine, path);
+      this.#apis.set(key, api);
+    }
+    return api;
+  }
+
   #sync(syncer: RouteSyncer, job: RouteSyncJob) {
-    const check = new PortCheck(selectEngine(this.containerEngine), this.proxy.upstream);
+    const engine = selectEngine(this.containerEngine);
+    const check = new PortCheck(engine, this.proxy.upstream, this.#api(engine.name));
     return syncCheckedRoutes(syncer, check, {
       routes: job.routes.map((r) => ({
         applicationId: r.applicationId,
