@@ -55,22 +55,25 @@ async function warm(t: { is(a: unknown, b: unknown, m?: string): void }, key: st
   }
 }
 
-test.serial("key cache - a key revoked through one api process is refused by the other at once", async (t) => {
-  const { id, key } = await newKey();
-  await warm(t, key);
-  const revoked = await manage("DELETE", `/${id}`);
-  t.is(revoked.status, 204, describe(revoked));
-  for (const target of [second, first]) {
-    const res = await probe(target, key);
-    t.is(res.status, 401, describe(res));
-    t.is(res.json.detail, "automation key has been revoked");
-  }
-  // An exec too, before anything runs: no operation is recorded for the revoked key.
-  const ex = await api(second, "/exec", { key, body: { server_id: c.serverId, command: "true" } });
-  t.is(ex.status, 401, describe(ex));
-  const rows = await c.db.query("SELECT COUNT(*) AS n FROM operations WHERE key_id = ?", [id]);
-  t.is(Number(rows[0]!.n), 0);
-});
+test.serial(
+  "key cache - a key revoked through one api process is refused by the other at once",
+  async (t) => {
+    const { id, key } = await newKey();
+    await warm(t, key);
+    const revoked = await manage("DELETE", `/${id}`);
+    t.is(revoked.status, 204, describe(revoked));
+    for (const target of [second, first]) {
+      const res = await probe(target, key);
+      t.is(res.status, 401, describe(res));
+      t.is(res.json.detail, "automation key has been revoked");
+    }
+    // An exec too, before anything runs: no operation is recorded for the revoked key.
+    const ex = await api(second, "/exec", { key, body: { server_id: c.serverId, command: "true" } });
+    t.is(ex.status, 401, describe(ex));
+    const rows = await c.db.query("SELECT COUNT(*) AS n FROM operations WHERE key_id = ?", [id]);
+    t.is(Number(rows[0]!.n), 0);
+  },
+);
 
 test.serial("key cache - an IP allowlist change applies on the other process at once", async (t) => {
   const { id, key } = await newKey();
@@ -109,18 +112,21 @@ test.serial("key cache - a lowered rate limit applies on the other process at on
   t.is(statuses[1], 429, `after the limit of 1 was set: ${statuses.join(", ")}`);
 });
 
-test.serial("key cache - an expiry takes effect at its time on a process that has the key cached", async (t) => {
-  const expiresAt = Date.now() + 3000;
-  const { key } = await newKey({ expires_at: new Date(expiresAt).toISOString() });
-  await warm(t, key);
-  const res = await pollUntil(
-    async () => {
-      const r = await probe(second, key);
-      return r.status === 404 ? undefined : r;
-    },
-    { what: "the key to expire", timeoutMs: 15_000, intervalMs: 100 },
-  );
-  t.true(Date.now() >= expiresAt);
-  t.is(res.status, 401, describe(res));
-  t.is(res.json.detail, "automation key has expired");
-});
+test.serial(
+  "key cache - an expiry takes effect at its time on a process that has the key cached",
+  async (t) => {
+    const expiresAt = Date.now() + 3000;
+    const { key } = await newKey({ expires_at: new Date(expiresAt).toISOString() });
+    await warm(t, key);
+    const res = await pollUntil(
+      async () => {
+        const r = await probe(second, key);
+        return r.status === 404 ? undefined : r;
+      },
+      { what: "the key to expire", timeoutMs: 15_000, intervalMs: 100 },
+    );
+    t.true(Date.now() >= expiresAt);
+    t.is(res.status, 401, describe(res));
+    t.is(res.json.detail, "automation key has expired");
+  },
+);

@@ -101,7 +101,14 @@ function nextOrdinal(
     queues.set(slot, null);
     const run = async (batch: CountBatch["waiting"]) => {
       try {
-        const { total, rows } = await increment(db, keyId, windowSeconds, windowStart, batch.length, read?.());
+        const { total, rows } = await increment(
+          db,
+          keyId,
+          windowSeconds,
+          windowStart,
+          batch.length,
+          read?.(),
+        );
         batch.forEach((w, i) => w.resolve({ ordinal: total - batch.length + 1 + i, rows }));
       } catch (err) {
         for (const w of batch) w.reject(err);
