@@ -3,22 +3,72 @@
 // counts in its window, refused ones too, so refusals cannot flood), then
 // whether (401 revoked/expired, 403 IP). Scope checks of the server and the
 // operation are the routes' own (they know what is asked).
+//
+// One database round trip per request once a key is known to this process: what
+// is cached is only which key id a token hash belongs to (a key's id and hash
+// never change). The key's row — revoked, expiry, scope, IP allowlist, rate
+// limit — is read on every request, in the same round trip as the rate-limit
+// increment and after it, so a revoke or change committed before a request
+// arrives is what that request sees, on every api instance: nothing to
+// invalidate, no staleness.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
-import { type AutomationPrincipal, findAutomationKey, principalOf } from "./automation-key.js";
+import {
+  type AutomationPrincipal,
+  KEY_ROW_COLUMNS,
+  type KeyRow,
+  actorOfKey,
+  presentedKeyHash,
+  principalOf,
+} from "./automation-key.js";
 import { ipAllowed } from "./ip-allowlist.js";
-import { enforceRateLimit } from "./security-audit.js";
+import { countRequestReading, judge } from "./rate-limit.js";
+import { enforceWindow } from "./security-audit.js";
+
+/** Token hash → key id, per database; emptied when full (a miss costs one lookup). */
+const keyIds = new WeakMap<Knex, Map<string, string>>();
+const MAX_CACHED_KEYS = 10_000;
+
+function idCache(db: Knex): Map<string, string> {
+  let ids = keyIds.get(db);
+  if (!ids) {
+    ids = new Map();
+    keyIds.set(db, ids);
+  }
+  return ids;
+}
+
+/** The key id of a token hash: cached, or looked up (401 for an unknown key, never cached). */
+async function keyIdOf(db: Knex, hash: string): Promise<string> {
+  const ids = idCache(db);
+  const cached = ids.get(hash);
+  if (cached) return cached;
+  const row = await db("automation_keys").where({ token_hash: hash }).first<{ id: string } | undefined>("id");
+  if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
+  if (ids.size >= MAX_CACHED_KEYS) ids.clear();
+  ids.set(hash, row.id);
+  return row.id;
+}
 
 export async function admitAutomationKey(
   db: Knex,
   req: FastifyRequest,
   reply: FastifyReply,
 ): Promise<AutomationPrincipal> {
-  const row = await findAutomationKey(db, req);
-  await enforceRateLimit(db, req.log, reply, req.keyActor!, req.ip, [
-    { seconds: 60, limit: Number(row.rate_limit) },
-  ]);
+  const hash = presentedKeyHash(req);
+  const keyId = await keyIdOf(db, hash);
+  const counted = await countRequestReading<KeyRow>(db, keyId, 60, () =>
+    db("automation_keys").where({ id: keyId }).select(KEY_ROW_COLUMNS),
+  );
+  const row = counted.rows[0];
+  if (!row) {
+    // The key is gone (its tenant deleted): unknown from now on.
+    idCache(db).delete(hash);
+    throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
+  }
+  req.keyActor = actorOfKey(row);
+  await enforceWindow(db, req.log, reply, req.keyActor, req.ip, judge(counted, Number(row.rate_limit)));
   const p = principalOf(row);
   if (!ipAllowed(p.ipAllowlist, req.ip)) {
     throw new RcError("RC_ERR_IP_NOT_ALLOWED", `caller IP ${req.ip} is not in this key's IP allowlist`);

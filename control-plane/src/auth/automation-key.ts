@@ -50,33 +50,45 @@ export function bearerToken(req: FastifyRequest): string {
   return m[1];
 }
 
-/**
- * Finds the presented key: 401 when the header is missing or malformed, the key
- * is retired (rk_t_) or unknown. A found key becomes `req.keyActor` (even if it
- * is then refused), so its refusals count and are audited under its tenant.
- */
-export async function findAutomationKey(db: Knex, req: FastifyRequest): Promise<KeyRow> {
+/** The columns admission reads of a key. */
+export const KEY_ROW_COLUMNS = [
+  "id",
+  "name",
+  "tenant_id",
+  "servers",
+  "operations",
+  "allowed_credential_ids",
+  "ip_allowlist",
+  "rate_limit",
+  "expires_at",
+  "revoked_at",
+];
+
+/** The SHA-256 of the presented key: 401 when the header is missing or malformed, or the key retired (rk_t_). */
+export function presentedKeyHash(req: FastifyRequest): string {
   const token = bearerToken(req);
   if (token.startsWith("rk_t_")) throw new RcError("RC_ERR_KEY_RETIRED");
   if (!token.startsWith("rca_")) {
     throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key: keys start with rca_");
   }
+  return sha256Hex(token);
+}
+
+/** A found key is `req.keyActor` (even if it is then refused), so its refusals count and are audited under its tenant. */
+export function actorOfKey(row: KeyRow): KeyActor {
+  return { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "automation_key" };
+}
+
+/**
+ * Finds the presented key: 401 when the header is missing or malformed, the key
+ * is retired (rk_t_) or unknown. A found key becomes `req.keyActor`.
+ */
+export async function findAutomationKey(db: Knex, req: FastifyRequest): Promise<KeyRow> {
   const row = await db("automation_keys")
-    .where({ token_hash: sha256Hex(token) })
-    .first<KeyRow | undefined>(
-      "id",
-      "name",
-      "tenant_id",
-      "servers",
-      "operations",
-      "allowed_credential_ids",
-      "ip_allowlist",
-      "rate_limit",
-      "expires_at",
-      "revoked_at",
-    );
+    .where({ token_hash: presentedKeyHash(req) })
+    .first<KeyRow | undefined>(KEY_ROW_COLUMNS);
   if (!row) throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
-  req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "automation_key" };
+  req.keyActor = actorOfKey(row);
   return row;
 }
 

@@ -18,8 +18,22 @@ export interface WindowCount {
   retryAfterSeconds: number;
 }
 
-/** Adds `n` to the window's counter in one atomic statement; returns the new total. */
-async function increment(db: Knex, keyId: string, windowSeconds: number, windowStart: number, n: number) {
+/**
+ * A read sent with a batch's increment: the query's rows come back from the same
+ * round trip (MySQL/MariaDB: one multi-statement query, the SELECT running after
+ * the increment; SQLite: right after it on the one connection).
+ */
+export type BatchRead = Knex.QueryBuilder;
+
+/** Adds `n` to the window's counter in one atomic statement; returns the new total (and `read`'s rows). */
+async function increment(
+  db: Knex,
+  keyId: string,
+  windowSeconds: number,
+  windowStart: number,
+  n: number,
+  read?: BatchRead,
+): Promise<{ total: number; rows: unknown[] }> {
   const args = [keyId, windowSeconds, windowStart, n, n];
   if (isSqlite(db)) {
     const rows = await db.raw(
@@ -27,18 +41,29 @@ async function increment(db: Knex, keyId: string, windowSeconds: number, windowS
        ON CONFLICT (key_id, window_seconds, window_start) DO UPDATE SET count = count + ? RETURNING count`,
       args,
     );
-    return Number(rows[0].count);
+    return { total: Number(rows[0].count), rows: read ? await read : [] };
   }
-  const [header] = await db.raw(
-    `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(?))
-     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + ?)`,
-    args,
-  );
-  return Number((header as { insertId: number }).insertId);
+  const sql = `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(?))
+     ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + ?)`;
+  if (!read) {
+    const [header] = await db.raw(sql, args);
+    return { total: Number((header as { insertId: number }).insertId), rows: [] };
+  }
+  // The connection is opened with multipleStatements (db/knex.ts); every value is bound.
+  const q = read.toSQL().toNative();
+  const [results] = await db.raw(`${sql};\n${q.sql}`, [...args, ...q.bindings]);
+  const [header, rows] = results as [{ insertId: number }, unknown[]];
+  return { total: Number(header.insertId), rows };
+}
+
+interface Counted {
+  ordinal: number;
+  /** The rows of the batch's read, read after this request arrived. */
+  rows: unknown[];
 }
 
 interface CountBatch {
-  waiting: { resolve: (ordinal: number) => void; reject: (err: unknown) => void }[];
+  waiting: { resolve: (c: Counted) => void; reject: (err: unknown) => void }[];
 }
 
 /**
@@ -51,14 +76,20 @@ interface CountBatch {
  */
 const inFlight = new WeakMap<Knex, Map<string, CountBatch | null>>();
 
-function nextOrdinal(db: Knex, keyId: string, windowSeconds: number, windowStart: number): Promise<number> {
+function nextOrdinal(
+  db: Knex,
+  keyId: string,
+  windowSeconds: number,
+  windowStart: number,
+  read?: () => BatchRead,
+): Promise<Counted> {
   let queues = inFlight.get(db);
   if (!queues) {
     queues = new Map();
     inFlight.set(db, queues);
   }
-  const slot = `${keyId}\n${windowSeconds}\n${windowStart}`;
-  return new Promise<number>((resolve, reject) => {
+  const slot = `${keyId}\n${windowSeconds}\n${windowStart}${read ? "\nread" : ""}`;
+  return new Promise<Counted>((resolve, reject) => {
     const queued = queues.get(slot);
     if (queued !== undefined) {
       // An increment is in flight: join (or open) the batch that goes next.
@@ -70,8 +101,15 @@ function nextOrdinal(db: Knex, keyId: string, windowSeconds: number, windowStart
     queues.set(slot, null);
     const run = async (batch: CountBatch["waiting"]) => {
       try {
-        const total = await increment(db, keyId, windowSeconds, windowStart, batch.length);
-        batch.forEach((w, i) => w.resolve(total - batch.length + 1 + i));
+        const { total, rows } = await increment(
+          db,
+          keyId,
+          windowSeconds,
+          windowStart,
+          batch.length,
+          read?.(),
+        );
+        batch.forEach((w, i) => w.resolve({ ordinal: total - batch.length + 1 + i, rows }));
       } catch (err) {
         for (const w of batch) w.reject(err);
       }
@@ -85,17 +123,25 @@ function nextOrdinal(db: Knex, keyId: string, windowSeconds: number, windowStart
   });
 }
 
-/** Counts one request of `keyId` in the current window of `windowSeconds`. */
-export async function countRequest(
+/** One request counted in its window, before it is judged against a limit. */
+export interface Count {
+  /** Requests counted in this window, this one included (rejected ones too). */
+  count: number;
+  windowSeconds: number;
+  windowStart: number;
+  retryAfterSeconds: number;
+}
+
+async function countIn<R>(
   db: Knex,
   keyId: string,
   windowSeconds: number,
-  limit: number,
-  now = Date.now(),
-): Promise<WindowCount> {
+  now: number,
+  read?: () => BatchRead,
+): Promise<Count & { rows: R[] }> {
   const windowMs = windowSeconds * 1000;
   const windowStart = Math.floor(now / windowMs) * windowMs;
-  const count = await nextOrdinal(db, keyId, windowSeconds, windowStart);
+  const { ordinal: count, rows } = await nextOrdinal(db, keyId, windowSeconds, windowStart, read);
   if (count === 1) {
     // First request of a window: drop this key's finished windows of this length.
     await db("rate_limit_counters")
@@ -104,7 +150,40 @@ export async function countRequest(
       .delete();
   }
   const retryAfterSeconds = Math.max(1, Math.ceil((windowStart + windowMs - now) / 1000));
+  return { count, windowSeconds, windowStart, retryAfterSeconds, rows: rows as R[] };
+}
+
+/** A counted request judged against `limit`. */
+export function judge(c: Count, limit: number): WindowCount {
+  const { count, windowSeconds, windowStart, retryAfterSeconds } = c;
   return { allowed: count <= limit, count, limit, windowSeconds, windowStart, retryAfterSeconds };
+}
+
+/** Counts one request of `keyId` in the current window of `windowSeconds`. */
+export async function countRequest(
+  db: Knex,
+  keyId: string,
+  windowSeconds: number,
+  limit: number,
+  now = Date.now(),
+): Promise<WindowCount> {
+  return judge(await countIn(db, keyId, windowSeconds, now), limit);
+}
+
+/**
+ * Counts one request like countRequest and returns the rows of `read`, sent in
+ * the same round trip as the increment and run after it, so after this request
+ * arrived (concurrent requests of the key in one batch share one read). The
+ * caller judges the count with a limit it may take from those rows.
+ */
+export function countRequestReading<R>(
+  db: Knex,
+  keyId: string,
+  windowSeconds: number,
+  read: () => BatchRead,
+  now = Date.now(),
+): Promise<Count & { rows: R[] }> {
+  return countIn<R>(db, keyId, windowSeconds, now, read);
 }
 
 const windowOf = (keyId: string, w: Pick<WindowCount, "windowSeconds" | "windowStart">) => ({

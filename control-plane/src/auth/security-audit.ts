@@ -9,7 +9,13 @@ import type { Knex } from "knex";
 import { userActor } from "../accounts/users.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
-import { claimFirstRejection, countRefusal, countRequest, refusedInWindow } from "./rate-limit.js";
+import {
+  type WindowCount,
+  claimFirstRejection,
+  countRefusal,
+  countRequest,
+  refusedInWindow,
+} from "./rate-limit.js";
 
 /** The key a request presented, once it is known (even if it is then refused). */
 export interface KeyActor {
@@ -70,24 +76,35 @@ export async function enforceRateLimit(
   windows: RateWindow[],
 ): Promise<void> {
   for (const w of windows) {
-    const r = await countRequest(db, actor.keyId, w.seconds, w.limit);
-    if (r.allowed) continue;
-    if (await claimFirstRejection(db, actor.keyId, r)) {
-      await auditKeyEvent(db, log, actor, ip, "rate_limit.hit", {
-        limit: r.limit,
-        window_seconds: r.windowSeconds,
-        window_start: new Date(r.windowStart).toISOString(),
-        count: r.count,
-        // of which refused (401/403) before the limit was reached
-        refused: await refusedInWindow(db, actor.keyId, r),
-      });
-    }
-    reply.header("retry-after", String(r.retryAfterSeconds));
-    throw new RcError(
-      "RC_ERR_RATE_LIMITED",
-      `rate limit exceeded: ${r.limit} requests per ${UNIT[r.windowSeconds] ?? `${r.windowSeconds} s`} for this key; retry in ${r.retryAfterSeconds} s`,
-    );
+    await enforceWindow(db, log, reply, actor, ip, await countRequest(db, actor.keyId, w.seconds, w.limit));
   }
+}
+
+/** Nothing when the counted request is within its window's limit; else the audited 429. */
+export async function enforceWindow(
+  db: Knex,
+  log: FastifyBaseLogger,
+  reply: FastifyReply,
+  actor: KeyActor,
+  ip: string,
+  r: WindowCount,
+): Promise<void> {
+  if (r.allowed) return;
+  if (await claimFirstRejection(db, actor.keyId, r)) {
+    await auditKeyEvent(db, log, actor, ip, "rate_limit.hit", {
+      limit: r.limit,
+      window_seconds: r.windowSeconds,
+      window_start: new Date(r.windowStart).toISOString(),
+      count: r.count,
+      // of which refused (401/403) before the limit was reached
+      refused: await refusedInWindow(db, actor.keyId, r),
+    });
+  }
+  reply.header("retry-after", String(r.retryAfterSeconds));
+  throw new RcError(
+    "RC_ERR_RATE_LIMITED",
+    `rate limit exceeded: ${r.limit} requests per ${UNIT[r.windowSeconds] ?? `${r.windowSeconds} s`} for this key; retry in ${r.retryAfterSeconds} s`,
+  );
 }
 
 /** The window refusals are counted and audited in (every key has a minute window). */

@@ -46,7 +46,10 @@ export function openDb(url: string): Db {
       // test/sql-stacked-input.test.ts shows stacked input stays data.
       multipleStatements: true,
     },
-    pool: { min: 1, max: 10, afterCreate: backslashEscapes },
+    // 30, not knex's 10: under load every request waited on the pool, not the CPU or the
+    // database (bench/README.md, issue 17). Two processes an instance pair stay far below
+    // MariaDB's default max_connections (151); many instances may need it raised.
+    pool: { min: 1, max: 30, afterCreate: backslashEscapes },
     acquireConnectionTimeout: 5000,
   });
 }
