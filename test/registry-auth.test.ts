@@ -3,13 +3,14 @@
 // the real docker CLI on the agent (no daemon needed for login/logout; docker
 // treats 127.0.0.0/8 as an insecure registry and falls back to plain http).
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
 import { UUID, assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type ApiResponse, type RequestOptions, api, request, waitForOperationEnd } from "./harness/http";
+import { filesUnder } from "./harness/leaks";
 import { startRegistry } from "./harness/registry";
 
 const USER = "ci-bot";
@@ -204,13 +205,6 @@ test.serial(
     t.like(op.json, { operation_type: "registry_logout", status: "completed" }, describe(op));
   },
 );
-
-function filesUnder(dir: string): string[] {
-  return readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name);
-    return statSync(path).isDirectory() ? filesUnder(path) : [path];
-  });
-}
 
 test.serial("registry secrets - the password is in no table, no log, no API answer", async (t) => {
   const dump = await c.db.dumpText();

@@ -101,18 +101,19 @@ test("tracing - one trace covers the API request, the database write, the NATS p
   t.is(request.parentSpanId, callerSpanId, "the API span continues the caller's traceparent");
   t.is(request.attributes["http.response.status_code"], 200);
 
-  const insert = one(
-    spans,
-    "operation row write",
-    (s) => s.kind === CLIENT && s.name === "INSERT operations",
-  );
-  t.is(insert.service, "relayctl-api");
-  t.is(insert.parentSpanId, request.spanId);
-  t.is(insert.attributes["db.system.name"], "mysql");
-  // On MySQL the row and its audit event go in one round trip, so this span covers both.
-  t.regex(String(insert.attributes["db.query.text"]), /insert into `audit_events`/);
-  t.true(Number(insert.attributes["db.operation.batch.size"]) >= 2);
-  t.false(String(insert.attributes["db.query.text"]).includes(operationId), "SQL without its bindings");
+  // The operation row is written in the group commit of audited writes
+  // (audit/group-commit.ts), in the request's own context whoever drains the batch;
+  // a batch that rolls back is retried write by write, so a retried row shows as one
+  // more INSERT span: every one of them is the request's child.
+  const inserts = spans.filter((s) => s.kind === CLIENT && s.name === "INSERT operations");
+  t.true(inserts.length >= 1, "the operation row write is traced");
+  for (const insert of inserts) {
+    t.is(insert.service, "relayctl-api");
+    t.is(insert.parentSpanId, request.spanId);
+    t.is(insert.attributes["db.system.name"], "mysql");
+    t.regex(String(insert.attributes["db.query.text"]), /^insert into `operations`/);
+    t.false(String(insert.attributes["db.query.text"]).includes(operationId), "SQL without its bindings");
+  }
 
   const publish = one(spans, "NATS publish", (s) => s.kind === PRODUCER);
   t.is(publish.service, "relayctl-api");

@@ -13,6 +13,7 @@
 // database, so other processes and other audited writes interleave by batch);
 // a write that fails does not take the others with it (the batch is rolled
 // back and each write is retried alone, so only the failing one fails).
+import { AsyncResource } from "node:async_hooks";
 import type { Knex } from "knex";
 import { type AuditEventInput, lockChainHead, writeChainedEvents } from "./audit-log.js";
 
@@ -36,7 +37,9 @@ class GroupCommitter {
   submit<T>(tenantId: string, write: AuditedWrite<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const queue = this.#queues.get(tenantId);
-      const item = { write, resolve, reject } as Pending;
+      // The write runs in its caller's async context, whoever drains the batch: its
+      // queries belong to its own request (trace spans, request id), not the drainer's.
+      const item = { write: AsyncResource.bind(write), resolve, reject } as Pending;
       if (queue) {
         queue.push(item);
         return;
