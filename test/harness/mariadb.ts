@@ -150,6 +150,10 @@ function spawnMariaDb(dir: string, dataDir: string, port: number): ManagedProces
       `--pid-file=${join(dir, "db.pid")}`,
       "--user=root",
       "--skip-log-bin",
+      // Its own temp dir, not /tmp: a query's internal temp tables (a sort of large rows)
+      // live there, and files in /tmp were seen deleted under a running query while the
+      // whole suite ran ("Error on delete of '/tmp/#sql-temptable…'", a 500 to the caller).
+      `--tmpdir=${dir}`,
     ],
     logFile: join(dir, `mariadbd-${Date.now()}.log`),
   });
