@@ -102,6 +102,27 @@ async function api(
   return { status: res.statusCode, body: res.body ? res.json() : undefined };
 }
 
+const RUN_CONTEXT = {
+  provider: "github",
+  repository: "acme/shop",
+  workflow: "deploy.yml",
+  trigger: "push",
+  actor: "octocat",
+  sha: "89abcdef0123456789abcdef0123456789abcdef",
+  ref: "refs/heads/main",
+};
+
+/** The payload of the operation's `operation.deploy` audit event (the start event). */
+async function deployEvent(t: ExecutionContext<Ctx>, operationId: string) {
+  const rows = await t.context
+    .db("audit_events")
+    .where({ operation_id: operationId, event_type: "operation.deploy" })
+    .select("payload");
+  t.is(rows.length, 1);
+  const payload = rows[0]!.payload;
+  return (typeof payload === "string" ? JSON.parse(payload) : payload) as Record<string, unknown>;
+}
+
 let n = 0;
 async function newApp(t: ExecutionContext<Ctx>, extra: Record<string, unknown> = {}) {
   n += 1;
@@ -207,6 +228,7 @@ test("deploy - 202 at once; queued while the agent is away; timeout at the deadl
     env_overrides: { ONCE: SECRET },
     timeout_seconds: 1,
     run_id: "run-1",
+    run_context: RUN_CONTEXT,
   });
   t.is(res.status, 202);
   t.is(res.body.status, "running");
@@ -224,6 +246,7 @@ test("deploy - 202 at once; queued while the agent is away; timeout at the deadl
   );
   t.is(op.status, "timeout");
   t.is(op.operation_type, "deploy");
+  t.is(op.run_id, "run-1");
   t.regex(op.result.stderr, /not connected/);
   const after = await api(t, "GET", `${history}/${res.body.deployment_id}`);
   t.is(after.body.status, "timeout");
@@ -232,7 +255,36 @@ test("deploy - 202 at once; queued while the agent is away; timeout at the deadl
     .where({ operation_id: res.body.operation_id })
     .select("payload");
   t.false(JSON.stringify(audit).includes(SECRET), "overrides audited by name only");
-  t.true(JSON.stringify(audit).includes("ONCE"));
+  const started = await deployEvent(t, res.body.operation_id);
+  t.like(started, {
+    run_id: "run-1",
+    run_context: RUN_CONTEXT,
+    application_id: app.id,
+    deployment_id: res.body.deployment_id,
+    commit_ref: "v1.2.3",
+    env_override_keys: ["ONCE"],
+    timeout_seconds: 1,
+    trigger: "api",
+  });
+  // The run's operations are grouped by run_id in the tenant's listing.
+  const listed = await api(t, "GET", "/api/operations?run_id=run-1");
+  t.deepEqual(
+    listed.body.operations.map((o: { operation_id: string }) => o.operation_id),
+    [res.body.operation_id],
+  );
+});
+
+test("deploy - timeout_seconds defaults to 60: the operation's deadline", async (t) => {
+  const app = await newApp(t);
+  const res = await api(t, "POST", "/api/automation/v1/deploy", { application_id: app.id });
+  t.is(res.status, 202);
+  const row = await t.context
+    .db("operations")
+    .where({ id: res.body.operation_id })
+    .first<{ started_at: number; deadline_at: number }>("started_at", "deadline_at");
+  const ms = Number(row!.deadline_at) - Number(row!.started_at);
+  t.true(ms > 59_000 && ms <= 60_000, `deadline ${ms} ms after the start`);
+  t.like(await deployEvent(t, res.body.operation_id), { timeout_seconds: 60, trigger: "api" });
 });
 
 test("deploy - another tenant's application or tenant id is 404; validation is 422", async (t) => {
