@@ -4,7 +4,8 @@
 // application's server is 403; bad input is 422 and leaves no deployment; the
 // application's new fields have their defaults and the git password is never
 // shown. A deployment whose repository cannot be fetched fails at `fetch`, and
-// one to an agent that is not connected waits for it until its deadline.
+// one to an agent that is not connected waits for it: it runs when the agent
+// connects, and ends `timeout` at its deadline when it never does.
 import { randomUUID } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
 import { UUID, assertDetailOnly, describe } from "./harness/assertions";
@@ -83,6 +84,28 @@ test.serial("deploy - to an agent that is not connected waits until its deadline
   );
   t.like(v.json, { status: "timeout" }, describe(v));
 });
+
+test.serial(
+  "deploy - to an agent that is away runs once the agent connects, before its deadline",
+  async (t) => {
+    await s.c.agent.stop();
+    const started = await s.deploy(own.id, { timeout_seconds: 90 });
+    t.is(started.status, 202, describe(started));
+    const id = String(started.json.deployment_id);
+    const operationId = String(started.json.operation_id);
+    const waiting = await s.deployment(own.id, id);
+    t.like(waiting.json, { status: "queued", started_at: null }, describe(waiting));
+    const op = await request(s.c, `/api/automation/v1/operations/${operationId}`, {});
+    t.is(op.json.status, "running", describe(op));
+    await s.c.agent.start();
+    const done = await s.waitOperation(operationId, 60_000);
+    // It reached the agent and ran: the missing repository fails at fetch, not at the deadline.
+    t.like(done.json, { status: "failed", result: { exit_code: 1 } }, describe(done));
+    t.regex(String((done.json.result as Record<string, unknown>).stderr), /^fetch: /);
+    const v = await s.deployment(own.id, id);
+    t.like(v.json, { status: "failed", failed_step: "fetch" }, describe(v));
+  },
+);
 
 test.serial("tenant - GET /api/tenant names the key's tenant", async (t) => {
   const res = await s.manage("/tenant");
