@@ -133,6 +133,12 @@ class AgentStream {
   private readonly log: Logger;
   private closed = false;
   private hello = false;
+  /**
+   * This stream's progress writes, chained in the order the agent sent them: a
+   * live-log follower reads a deployment's progress by seq, so a message stored
+   * after a later one would be skipped for good.
+   */
+  private progressTail: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly deps: GatewayDeps,
@@ -227,11 +233,16 @@ class AgentStream {
   }
 
   /** Best effort (the final result carries the whole report): a failure is logged, never fatal. */
-  private async onProgress(p: JobProgress): Promise<void> {
-    await this.deps.progress?.(this.serverId, p);
+  private onProgress(p: JobProgress): Promise<void> {
+    const write = this.progressTail.then(() => this.deps.progress?.(this.serverId, p));
+    // A failed write (logged by onMessage) does not hold up the next.
+    this.progressTail = write.catch(() => undefined);
+    return write;
   }
 
   private async onResult(r: JobResult): Promise<void> {
+    // After the progress sent before it: a follower stops reading once the operation is finished.
+    await this.progressTail;
     try {
       // Only this server's own running operations can be finished by it. Stored,
       // then announced (the service), then acked: a result is never lost between.
