@@ -61,7 +61,8 @@ async function waitRetired(id: string): Promise<View> {
       const v = await view(id);
       return v.steps?.find((x) => x.name === "retire")?.status === "succeeded" ? v : undefined;
     },
-    { what: `deployment ${id} to retire the old container`, timeoutMs: 30_000 },
+    // Not faster: the dashboard key this reads with allows 100 requests a minute (contract).
+    { what: `deployment ${id} to retire the old container`, timeoutMs: 30_000, intervalMs: 500 },
   );
 }
 
@@ -127,6 +128,13 @@ test.serial("deploy - the first deploy serves the new version through Caddy", as
   t.deepEqual(inspect.HostConfig.PortBindings, {
     "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: String(v.host_port) }],
   });
+  // The image it built: tagged with the commit, labelled with the application and deployment.
+  const [image] = JSON.parse(
+    (await podman(["image", "inspect", "--format", "json", String(v.image)])).stdout,
+  ) as {
+    Labels: Record<string, string> | null;
+  }[];
+  t.like(image?.Labels, { "relayctl.application": app.id, "relayctl.deployment": id });
   await waitRetired(id);
 });
 
@@ -297,7 +305,19 @@ test.serial("history - every deployment newest first with commit info; pages by 
     list.map((d) => d.status),
     ["completed", "completed", "completed", "timeout", "failed", "completed", "completed"],
   );
+  t.deepEqual(
+    list.map((d) => d.trigger),
+    ["dashboard", "api", "api", "api", "api", "api", "api"],
+  );
   for (const d of list) {
+    // Each entry is the deployment as GET .../deployments/{id} shows it, without the steps:
+    // who triggered it, the image, the times and the outcome included.
+    const { steps: _, ...detail } = await view(String(d.deployment_id));
+    t.deepEqual(d, detail);
+    t.like(
+      d.triggered_by,
+      d.trigger === "api" ? { type: "automation_key", id: s.c.keyId } : { type: "api_key" },
+    );
     t.regex(String(d.commit_sha), /^[0-9a-f]{40}$/);
     t.true(String(d.commit_author).includes(repo.author.name));
     t.true(String(d.commit_message).length > 0);
