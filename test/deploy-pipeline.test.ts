@@ -266,6 +266,24 @@ test.serial(
   },
 );
 
+test.serial("deploy pipeline - the health check takes a 3xx answer as healthy, a 404 as not", async (t) => {
+  const app = await makeApp("redirect");
+  // busybox httpd answers a directory asked for without its slash with a 302 to the slash.
+  const redirected = await deploy(job(app, "main", { healthCheckPath: "/cgi-bin" }));
+  t.is(redirected.result.status, JobStatus.JOB_STATUS_COMPLETED, redirected.result.stderr);
+  t.regex(redirected.report.steps.find((s) => s.name === "health_check")?.log ?? "", /answered 302/);
+  const missing = await deploy(
+    job(app, "main", { healthCheckPath: "/no-such-page", healthCheckTimeoutSeconds: 2 }),
+  );
+  t.is(missing.result.status, JobStatus.JOB_STATUS_FAILED);
+  t.regex(
+    missing.result.stderr,
+    /^health_check: no 2xx or 3xx answer from \/no-such-page within 2 s \(last: answered 404\)/,
+  );
+  t.false(await exists(missing.report.containerName));
+  t.is(await through(app), "200 version redirect");
+});
+
 test.serial(
   "deploy pipeline - the deadline gives TIMEOUT, removes the new container and leaves the old serving",
   async (t) => {
