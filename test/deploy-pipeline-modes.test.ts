@@ -2,14 +2,20 @@
 // against a real podman: without a reverse proxy (make dev) the deployment
 // completes and says where the new version listens; in container-network
 // upstream mode the container joins RELAYCTL_AGENT_DEPLOY_NETWORK and the route
-// names it by container name and container port.
+// names it by container name and container port. With the engine setting
+// `docker` the same pipeline drives the `docker` CLI.
 import { randomUUID } from "node:crypto";
+import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { delimiter, join } from "node:path";
 import { type DeployJob, type JobProgress, JobStatus } from "@relayctl/proto";
 import test from "ava";
 import type { ProxyConfig } from "../agent/src/config";
 import { Deployer } from "../agent/src/deploy/deployer";
+import { DockerEngine } from "../agent/src/engine/docker-engine";
+import type { ContainerEngine } from "../agent/src/engine/engine";
 import { PodmanEngine } from "../agent/src/engine/podman-engine";
+import { selectEngine } from "../agent/src/engine/select";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
@@ -20,14 +26,18 @@ process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
 test.after.always(cleanupAll);
 
-function deployer(proxy: ProxyConfig, network?: string) {
+function deployer(
+  proxy: ProxyConfig,
+  network?: string,
+  engine: () => ContainerEngine = () => new PodmanEngine(),
+) {
   const stateDir = makeTempDir("agent-state");
   const routes = new RouteSyncRunner(proxy, stateDir, "podman");
   const progress: JobProgress[] = [];
   const d = new Deployer({
     settings: { stateDir, drainSeconds: 0, network, init: true },
     target: { proxy, syncer: () => routes.syncer() },
-    engine: () => new PodmanEngine(),
+    engine,
     emit: (p) => progress.push(p),
   });
   return { d, progress };
@@ -122,5 +132,35 @@ test.serial(
     t.true(config.text.includes(`"${report.containerName}:8080"`), config.text);
     t.is(await get(report.hostPort), "200 version 1", "still published for the health check");
     await d.idle();
+  },
+);
+
+test.serial(
+  "deploy modes - the engine setting docker runs the whole pipeline through the docker CLI",
+  async (t) => {
+    // No docker daemon runs here: podman's docker-compatible CLI stands in for `docker`
+    // (as Debian's podman-docker does), and records that it was the one called.
+    const bin = makeTempDir("docker-bin");
+    const calls = join(bin, "calls");
+    writeFileSync(join(bin, "docker"), `#!/bin/sh\necho "$1" >> '${calls}'\nexec podman "$@"\n`);
+    chmodSync(join(bin, "docker"), 0o755);
+    const path = `${bin}${delimiter}${process.env.PATH ?? ""}`;
+    const engine = selectEngine("docker", path);
+    t.true(engine instanceof DockerEngine);
+    const saved = process.env.PATH;
+    process.env.PATH = path; // the agent finds its engine binary on its own PATH
+    try {
+      const { d } = deployer({ kind: "none", upstream: "host" }, undefined, () => engine);
+      const job = await appJob();
+      const result = await d.run(randomUUID(), job);
+      t.is(result.status, JobStatus.JOB_STATUS_COMPLETED, result.stderr);
+      if (result.detail?.$case !== "deploy") return t.fail("no report");
+      t.is(await get(result.detail.deploy.hostPort), "200 version 1");
+      await d.idle();
+      const called = readFileSync(calls, "utf8").split("\n");
+      for (const sub of ["build", "run"]) t.true(called.includes(sub), `docker ${sub} was called`);
+    } finally {
+      process.env.PATH = saved;
+    }
   },
 );
