@@ -157,6 +157,18 @@ test("applications - source, build and health check defaults; the git password i
   t.false(JSON.stringify(audit).includes(SECRET), "not in the audit trail");
 });
 
+test("applications - https, ssh:// and scp-like ssh sources are taken as given", async (t) => {
+  for (const url of [
+    "https://git.example.test/org/app.git",
+    "ssh://git@git.example.test:2222/org/app.git",
+    "git@github.com:org/app.git",
+    "/srv/git/app.git",
+  ]) {
+    const created = await newApp(t, { git_repository: url, deploy_branch: "release" });
+    t.like(created, { git_repository: url, deploy_branch: "release", build: { type: "dockerfile" } });
+  }
+});
+
 test("applications - bad sources are 422 with the field named", async (t) => {
   const cases: [Record<string, unknown>, string][] = [
     [
