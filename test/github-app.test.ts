@@ -34,6 +34,8 @@ let s: DeployStack;
 let app: App;
 let sign: (body: string) => Promise<string>;
 let examples: { name: string; examples: Json[] }[];
+/** The delivery of the first push, which deployed v2. */
+let firstPush: { id: string; body: string };
 
 const example = (event: string, pick: (e: Json) => boolean): Json => {
   const found = examples.find((e) => e.name === event)?.examples.find(pick);
@@ -180,6 +182,12 @@ test.serial(
       malformed: await deliver("push", {}, { id, body, signature: "sha256=zz" }),
     };
     for (const [name, res] of Object.entries(cases)) t.is(res.status, 401, name);
+    // Signed, but not an event (every GitHub payload is a JSON object): 400, not a 500.
+    for (const bad of ["null", "[1]", '"push"', "{not json"]) {
+      const res = await deliver("push", {}, { id, body: bad });
+      t.is(res.status, 400, `${bad}: ${JSON.stringify(res.json)}`);
+      t.truthy(res.json.detail);
+    }
     const rows = await s.c.db.query("SELECT id FROM github_deliveries WHERE id = ?", [id]);
     t.is(rows.length, 0);
   },
@@ -409,7 +417,9 @@ test.serial(
     t.is(linked.status, 200, describe(linked));
     t.like(linked.json, { repository_id: REPO_ID, full_name: FULL_NAME, deployable: true });
     const v2 = await repo.commitVersion("2", "Ship version 2");
-    const d = await deliver("push", pushPayload(v2.sha, { message: v2.message }));
+    const body = JSON.stringify(pushPayload(v2.sha, { message: v2.message }));
+    const d = await deliver("push", {}, { body });
+    firstPush = { id: d.id, body };
     t.deepEqual([d.status, d.json.duplicate], [202, false]);
     const outcome = (await processed(d.id)).outcome as Json;
     t.is(outcome.result, "deployed", JSON.stringify(outcome));
@@ -475,6 +485,14 @@ test.serial(
     // A redelivery of one delivery id.
     const redelivered = await deliver("push", pushPayload(sha), { id: again.id });
     t.deepEqual([redelivered.status, redelivered.json.duplicate], [202, true]);
+    // GitHub's "Redeliver" of the push that deployed: the same id and bytes, recorded and acted on once.
+    const redeploy = await deliver("push", {}, firstPush);
+    t.deepEqual([redeploy.status, redeploy.json.duplicate], [202, true]);
+    const rows = await s.c.db.query<Json>("SELECT outcome FROM github_deliveries WHERE id = ?", [
+      firstPush.id,
+    ]);
+    t.is(rows.length, 1);
+    t.like(JSON.parse(String(rows[0]!.outcome)), { result: "deployed" });
     const other = await deliver("push", pushPayload("a".repeat(40), { ref: "refs/heads/feature" }));
     t.regex(
       JSON.stringify((await processed(other.id)).outcome),
