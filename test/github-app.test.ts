@@ -466,10 +466,11 @@ test.serial(
     t.is(states[0], "pending");
     const last = gh.statuses.filter((x) => x.sha === v2.sha).at(-1)!;
     t.like(last, { full_name: FULL_NAME, context: "relayctl", state: "success" });
-    t.is(
-      last.target_url,
-      `https://relayctl.example/api/tenants/${s.tenantId}/applications/${app.id}/deployments/${deploymentId}`,
-    );
+    t.is(last.target_url, `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`);
+    // The link is the deployment's dashboard page, served by this control plane.
+    const page = await fetch(`${s.c.baseUrl}${new URL(String(last.target_url)).pathname}`);
+    t.is(page.status, 200);
+    t.regex(page.headers.get("content-type") ?? "", /text\/html/);
   },
 );
 
@@ -584,7 +585,7 @@ test.serial(
     t.regex(String(states[1]!.description), /^deployment failed: /);
     t.is(
       states[1]!.target_url,
-      `https://relayctl.example/api/tenants/${s.tenantId}/applications/${app.id}/deployments/${deploymentId}`,
+      `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`,
     );
     await waitForBody(s.proxyPort, app.fqdn, "version 5");
   },
