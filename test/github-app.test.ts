@@ -34,6 +34,8 @@ let s: DeployStack;
 let app: App;
 let sign: (body: string) => Promise<string>;
 let examples: { name: string; examples: Json[] }[];
+/** The delivery of the first push, which deployed v2. */
+let firstPush: { id: string; body: string };
 
 const example = (event: string, pick: (e: Json) => boolean): Json => {
   const found = examples.find((e) => e.name === event)?.examples.find(pick);
@@ -72,14 +74,27 @@ async function deliver(
 
 function pushPayload(
   sha: string,
-  opts: { ref?: string; deleted?: boolean; message?: string; before?: string } = {},
+  opts: {
+    ref?: string;
+    deleted?: boolean;
+    message?: string;
+    before?: string;
+    author?: { name: string; email: string };
+  } = {},
 ): Json {
   const p = example("push", (e) => e.ref === "refs/heads/master" && !e.deleted);
   p.ref = opts.ref ?? "refs/heads/main";
   p.after = opts.deleted ? "0000000000000000000000000000000000000000" : sha;
   p.deleted = Boolean(opts.deleted);
   p.before = opts.before ?? "0000000000000000000000000000000000000000";
-  p.head_commit = opts.deleted ? null : { ...p.head_commit, id: sha, message: opts.message ?? "a commit" };
+  p.head_commit = opts.deleted
+    ? null
+    : {
+        ...p.head_commit,
+        id: sha,
+        message: opts.message ?? "a commit",
+        ...(opts.author ? { author: { ...p.head_commit.author, ...opts.author } } : {}),
+      };
   p.repository = repositoryJson();
   p.installation = { id: INSTALLATION, node_id: "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uMQ==" };
   return p;
@@ -94,6 +109,14 @@ async function processed(id: string): Promise<Json> {
       return d && d.status !== "pending" && d.status !== "processing" ? d : undefined;
     },
     { what: `delivery ${id} processed`, timeoutMs: 30_000 },
+  );
+}
+
+/** The tenant's `github.delivery` audit events of one delivery. */
+async function deliveryAudits(id: string): Promise<Json[]> {
+  const res = await s.manage("/audit?limit=1000");
+  return (res.json.events as Json[]).filter(
+    (e) => e.event_type === "github.delivery" && e.payload.delivery_id === id,
   );
 }
 
@@ -159,6 +182,12 @@ test.serial(
       malformed: await deliver("push", {}, { id, body, signature: "sha256=zz" }),
     };
     for (const [name, res] of Object.entries(cases)) t.is(res.status, 401, name);
+    // Signed, but not an event (every GitHub payload is a JSON object): 400, not a 500.
+    for (const bad of ["null", "[1]", '"push"', "{not json"]) {
+      const res = await deliver("push", {}, { id, body: bad });
+      t.is(res.status, 400, `${bad}: ${JSON.stringify(res.json)}`);
+      t.truthy(res.json.detail);
+    }
     const rows = await s.c.db.query("SELECT id FROM github_deliveries WHERE id = ?", [id]);
     t.is(rows.length, 0);
   },
@@ -314,6 +343,16 @@ test.serial(
       action: "created",
       outcome: { result: "recorded" },
     });
+    t.like(await deliveryAudits(d.id), [
+      {
+        payload: {
+          event: "installation",
+          action: "created",
+          installation_id: INSTALLATION,
+          result: "recorded",
+        },
+      },
+    ]);
     // The users' tokens were used for the one question and went nowhere else.
     t.true(gh.userTokens.length >= 4);
     const dump = await s.c.db.dumpText();
@@ -378,11 +417,23 @@ test.serial(
     t.is(linked.status, 200, describe(linked));
     t.like(linked.json, { repository_id: REPO_ID, full_name: FULL_NAME, deployable: true });
     const v2 = await repo.commitVersion("2", "Ship version 2");
-    const d = await deliver("push", pushPayload(v2.sha, { message: v2.message }));
+    const body = JSON.stringify(pushPayload(v2.sha, { message: v2.message }));
+    const d = await deliver("push", {}, { body });
+    firstPush = { id: d.id, body };
     t.deepEqual([d.status, d.json.duplicate], [202, false]);
     const outcome = (await processed(d.id)).outcome as Json;
     t.is(outcome.result, "deployed", JSON.stringify(outcome));
     const deploymentId = String(outcome.deployments[0].deployment_id);
+    t.like(await deliveryAudits(d.id), [
+      {
+        payload: {
+          event: "push",
+          repository_id: REPO_ID,
+          result: "deployed",
+          deployments: [{ application_id: app.id, deployment_id: deploymentId, commit_sha: v2.sha }],
+        },
+      },
+    ]);
     const view = await s.deployment(app.id, deploymentId);
     t.like(view.json, { trigger: "webhook", commit_sha: v2.sha, triggered_by: { type: "github_app" } });
     const op = await s.waitOperation(String(view.json.operation_id));
@@ -415,10 +466,11 @@ test.serial(
     t.is(states[0], "pending");
     const last = gh.statuses.filter((x) => x.sha === v2.sha).at(-1)!;
     t.like(last, { full_name: FULL_NAME, context: "relayctl", state: "success" });
-    t.is(
-      last.target_url,
-      `https://relayctl.example/api/tenants/${s.tenantId}/applications/${app.id}/deployments/${deploymentId}`,
-    );
+    t.is(last.target_url, `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`);
+    // The link is the deployment's dashboard page, served by this control plane.
+    const page = await fetch(`${s.c.baseUrl}${new URL(String(last.target_url)).pathname}`);
+    t.is(page.status, 200);
+    t.regex(page.headers.get("content-type") ?? "", /text\/html/);
   },
 );
 
@@ -434,6 +486,14 @@ test.serial(
     // A redelivery of one delivery id.
     const redelivered = await deliver("push", pushPayload(sha), { id: again.id });
     t.deepEqual([redelivered.status, redelivered.json.duplicate], [202, true]);
+    // GitHub's "Redeliver" of the push that deployed: the same id and bytes, recorded and acted on once.
+    const redeploy = await deliver("push", {}, firstPush);
+    t.deepEqual([redeploy.status, redeploy.json.duplicate], [202, true]);
+    const rows = await s.c.db.query<Json>("SELECT outcome FROM github_deliveries WHERE id = ?", [
+      firstPush.id,
+    ]);
+    t.is(rows.length, 1);
+    t.like(JSON.parse(String(rows[0]!.outcome)), { result: "deployed" });
     const other = await deliver("push", pushPayload("a".repeat(40), { ref: "refs/heads/feature" }));
     t.regex(
       JSON.stringify((await processed(other.id)).outcome),
@@ -462,8 +522,12 @@ test.serial(
     const v5 = await repo.commitVersion("5");
     const ids: string[] = [];
     let before = repo.commits.at(-4)!.sha;
+    // The payload's commit message and author (not git's) are what a deployment
+    // shows until the agent reports the commit; v4 never reaches the agent.
+    const fromPayload = { name: "Pusher Four", email: "four@octo-org.example" };
     for (const c of [v3, v4, v5]) {
-      ids.push((await deliver("push", pushPayload(c.sha, { before }))).id);
+      const p = pushPayload(c.sha, { before, message: `${c.message} (payload)`, author: fromPayload });
+      ids.push((await deliver("push", p)).id);
       before = c.sha;
     }
     const outcomes = await Promise.all(ids.map(async (id) => (await processed(id)).outcome as Json));
@@ -475,6 +539,12 @@ test.serial(
     const view4 = (await s.deployment(app.id, d4!)).json;
     t.like(view4, { status: "failed" }, JSON.stringify(view4));
     t.regex(String(view4.error), /superseded by a newer push/);
+    t.like(view4, {
+      trigger: "webhook",
+      commit_sha: v4.sha,
+      commit_message: `${v4.message} (payload)`,
+      commit_author: "Pusher Four <four@octo-org.example>",
+    });
     // The v4 push delivered again late (GitHub promises no order): v5 built on it, so it is stale.
     const late = await deliver("push", pushPayload(v4.sha, { before: v3.sha }));
     t.regex(JSON.stringify((await processed(late.id)).outcome), /stale: a newer push \(/);
@@ -487,6 +557,163 @@ test.serial(
         timeoutMs: 30_000,
       },
     );
+  },
+);
+
+test.serial(
+  "github - a push deployment that fails is reported as failure on the commit; the old version keeps serving",
+  async (t) => {
+    const crash = await repo.commitCommand("crash", ["sh", "-c", "exit 3"], "Crash on start");
+    const d = await deliver("push", pushPayload(crash.sha, { before: repo.commits.at(-2)!.sha }));
+    const outcome = (await processed(d.id)).outcome as Json;
+    t.is(outcome.result, "deployed", JSON.stringify(outcome));
+    const deploymentId = String(outcome.deployments[0].deployment_id);
+    const view = await s.deployment(app.id, deploymentId);
+    const op = await s.waitOperation(String(view.json.operation_id));
+    t.is(op.json.status, "failed", describe(op));
+    const states = await pollUntil(
+      async () => {
+        const mine = gh.statuses.filter((x) => x.sha === crash.sha);
+        return mine.some((x) => x.state === "failure") ? mine : undefined;
+      },
+      { what: "failure status on the stand-in", timeoutMs: 30_000 },
+    );
+    t.deepEqual(
+      states.map((x) => x.state),
+      ["pending", "failure"],
+    );
+    t.regex(String(states[1]!.description), /^deployment failed: /);
+    t.is(
+      states[1]!.target_url,
+      `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`,
+    );
+    await waitForBody(s.proxyPort, app.fqdn, "version 5");
+  },
+);
+
+test.serial(
+  "github - installation and repository events keep access and repository metadata in step",
+  async (t) => {
+    const before = await deploymentCount();
+    const link = async () => (await s.manage(s.appPath(app.id, "/github-repository"))).json;
+    const ours = () => ({ id: REPO_ID, name: "app", full_name: FULL_NAME, private: true });
+    const installationDelivery = async (action: string) => {
+      const e = example("installation", (x) => x.action === action);
+      e.installation = {
+        ...e.installation,
+        id: INSTALLATION,
+        account: { ...e.installation.account, login: "octo-org" },
+      };
+      if (e.repositories) e.repositories = [ours()];
+      return (await processed((await deliver("installation", e)).id)).outcome as Json;
+    };
+    const repositoryDelivery = async (action: string, repository: Json, from = action) => {
+      const e = example("repository", (x) => x.action === from);
+      e.action = action;
+      e.repository = repository;
+      e.installation = { id: INSTALLATION };
+      return (await processed((await deliver("repository", e)).id)).outcome as Json;
+    };
+    const stored = async (id = REPO_ID) =>
+      (
+        await s.c.db.query<Json>(
+          "SELECT full_name, default_branch, private, archived, removed_at FROM github_repositories WHERE id = ?",
+          [id],
+        )
+      )[0];
+    const listed = async () =>
+      ((await s.manage("/github/installations")).json.installations as Json[]).find(
+        (i) => i.installation_id === INSTALLATION,
+      )!;
+
+    // Suspended: nothing deploys, and the link and the push say why.
+    t.like(await installationDelivery("suspend"), { result: "suspended" });
+    t.like(await link(), { deployable: false });
+    t.regex(String((await link()).reason), /installation 31337 is suspended/);
+    t.true((await listed()).suspended);
+    const whileSuspended = await deliver("push", pushPayload("d".repeat(40)));
+    t.regex(JSON.stringify((await processed(whileSuspended.id)).outcome), /cannot deploy: .*suspended/);
+    t.like(await installationDelivery("unsuspend"), { result: "recorded" });
+    t.like(await link(), { deployable: true, reason: null });
+    t.false((await listed()).suspended);
+    t.like(await installationDelivery("new_permissions_accepted"), { result: "recorded" });
+    t.like(await link(), { deployable: true });
+
+    // Metadata: default branch and visibility (edited), archived, transferred.
+    t.like(
+      await repositoryDelivery("edited", {
+        ...repositoryJson(),
+        default_branch: "trunk",
+        private: false,
+      }),
+      { result: "recorded" },
+    );
+    t.like(await stored(), { default_branch: "trunk" });
+    t.false(Boolean(Number((await stored()).private)));
+    await repositoryDelivery("archived", { ...repositoryJson(), archived: true }, "edited");
+    t.true(Boolean(Number((await stored()).archived)));
+    await repositoryDelivery("unarchived", { ...repositoryJson(), archived: false }, "edited");
+    t.like(await stored(), { default_branch: "main" });
+    t.false(Boolean(Number((await stored()).archived)));
+    t.true(Boolean(Number((await stored()).private)));
+    t.like(await repositoryDelivery("transferred", repositoryJson("octo-team/app")), { result: "recorded" });
+    t.like(await link(), { repository_id: REPO_ID, full_name: "octo-team/app", deployable: true });
+    t.is((await s.manage(`/applications/${app.id}`)).json.git_repository, git.url("app"));
+
+    // Repositories entering and leaving the installation.
+    const added = example("installation_repositories", (e) => e.action === "added");
+    added.installation = { ...added.installation, id: INSTALLATION };
+    added.repositories_added = [{ id: 4242, name: "other", full_name: "octo-org/other", private: false }];
+    added.repositories_removed = [];
+    await processed((await deliver("installation_repositories", added)).id);
+    t.like(await repositoryDelivery("created", { ...repositoryJson("octo-org/fresh"), id: 4343 }), {
+      result: "recorded",
+    });
+    const names = async () => ((await listed()).repositories as Json[]).map((r) => r.full_name).sort();
+    t.deepEqual(await names(), ["octo-org/fresh", "octo-org/other", "octo-team/app"]);
+    t.like(
+      await repositoryDelivery("deleted", { ...repositoryJson("octo-org/fresh"), id: 4343 }, "created"),
+      {
+        result: "deleted",
+      },
+    );
+    t.not((await stored(4343)).removed_at, null);
+    t.deepEqual(await names(), ["octo-org/other", "octo-team/app"]);
+    t.is(await deploymentCount(), before, "none of this deployed anything");
+  },
+);
+
+test.serial(
+  "github - a delivery whose processing fails is shown to its tenant with the error, retried, and audited when given up",
+  async (t) => {
+    // A stored delivery that cannot be processed (its record is not gzip):
+    // one on its first attempt, one on its last.
+    const insert = async (attempts: number) => {
+      const id = randomUUID();
+      await s.c.db.query(
+        "INSERT INTO github_deliveries (id, event, action, installation_id, repository_id, payload_gz, status, attempts, received_at) VALUES (?, 'push', NULL, ?, ?, ?, 'pending', ?, ?)",
+        [id, INSTALLATION, REPO_ID, Buffer.from("not gzip"), attempts, Date.now()],
+      );
+      return id;
+    };
+    const retried = await insert(0);
+    const seen = await pollUntil(
+      async () => {
+        const res = await s.manage("/github/deliveries?limit=100");
+        const d = (res.json.deliveries as Json[]).find((x) => x.delivery_id === retried);
+        return d?.outcome?.result === "error" ? d : undefined;
+      },
+      { what: "the failing delivery shown to its tenant", timeoutMs: 30_000 },
+    );
+    t.like(seen, { status: "processing" });
+    t.regex(String(seen.outcome.detail), /processing failed \(attempt \d of 5, retried later\)/);
+    await s.c.db.query("DELETE FROM github_deliveries WHERE id = ?", [retried]);
+
+    const givenUp = await insert(4);
+    const d = await processed(givenUp);
+    t.like(d, { status: "failed", attempts: 5, outcome: { result: "error" } });
+    t.regex(String(d.outcome.detail), /attempt 5 of 5, given up/);
+    t.like(await deliveryAudits(givenUp), [{ payload: { event: "push", result: "error" } }]);
   },
 );
 

@@ -6,6 +6,7 @@
 // whose processor died is taken up again when its lease runs out.
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { Knex } from "knex";
+import { appendAuditEvent } from "../audit/audit-log.js";
 import { isDuplicate } from "./sql.js";
 
 export interface NewDelivery {
@@ -102,13 +103,23 @@ export async function claimNext(db: Knex): Promise<DeliveryRow | undefined> {
   return undefined;
 }
 
-/** A failed attempt: left claimed until its backoff ends (2 s, 4 s, 8 s...), then taken up again. */
-export async function retryLater(db: Knex, seq: number, attempts: number, outcome: Outcome): Promise<void> {
+/**
+ * A failed attempt: left claimed until its backoff ends (2 s, 4 s, 8 s...), then
+ * taken up again. Its tenant (when known) sees it waiting, with the error.
+ */
+export async function retryLater(
+  db: Knex,
+  seq: number,
+  attempts: number,
+  outcome: Outcome,
+  tenantId: string | null,
+): Promise<void> {
   await db("github_deliveries")
     .where({ seq })
     .update({
       status: "processing",
       outcome: JSON.stringify(outcome),
+      ...(tenantId ? { tenant_id: tenantId } : {}),
       claimed_until: Date.now() + 1000 * 2 ** Math.min(attempts, 8),
     });
 }
@@ -131,12 +142,54 @@ export async function finishDelivery(
     });
 }
 
-/** Deliveries of an installation received before it was bound become its tenant's. */
-export async function adoptDeliveries(
-  trx: Knex | Knex.Transaction,
-  installationId: number,
+/** The `github.delivery` audit event: what one delivery did, in its tenant's chain. */
+export async function auditDelivery(
+  trx: Knex.Transaction,
   tenantId: string,
-) {
+  d: Pick<DeliveryRow, "id" | "event" | "action" | "installation_id" | "repository_id">,
+  outcome: Outcome,
+): Promise<void> {
+  await appendAuditEvent(trx, {
+    tenantId,
+    eventType: "github.delivery",
+    payload: {
+      delivery_id: d.id,
+      event: d.event,
+      action: d.action,
+      installation_id: d.installation_id === null ? null : Number(d.installation_id),
+      repository_id: d.repository_id === null ? null : Number(d.repository_id),
+      result: outcome.result,
+      detail: outcome.detail,
+      deployments: outcome.deployments ?? [],
+    },
+  });
+}
+
+/**
+ * Deliveries of an installation received before it was bound become its
+ * tenant's; those already processed are audited now (the rest are when they finish).
+ */
+export async function adoptDeliveries(trx: Knex.Transaction, installationId: number, tenantId: string) {
+  const done = await trx("github_deliveries")
+    .where({ installation_id: installationId })
+    .whereNull("tenant_id")
+    .whereIn("status", ["done", "failed"])
+    .orderBy("seq", "asc")
+    .select<Pick<DeliveryRow, "id" | "event" | "action" | "installation_id" | "repository_id" | "outcome">[]>(
+      "id",
+      "event",
+      "action",
+      "installation_id",
+      "repository_id",
+      "outcome",
+    );
+  for (const d of done)
+    await auditDelivery(
+      trx,
+      tenantId,
+      d,
+      d.outcome ? (JSON.parse(d.outcome) as Outcome) : { result: "unknown", detail: "" },
+    );
   await trx("github_deliveries")
     .where({ installation_id: installationId })
     .whereNull("tenant_id")

@@ -6,11 +6,11 @@
 // One delivery at a time per process keeps pushes in the order they arrived,
 // which is what lets a newer push supersede a queued older one.
 import { setTimeout as sleep } from "node:timers/promises";
-import { appendAuditEvent } from "../audit/audit-log.js";
 import type { GitHubContext, Payload } from "./context.js";
 import {
   type DeliveryRow,
   MAX_ATTEMPTS,
+  auditDelivery,
   type Outcome,
   claimNext,
   finishDelivery,
@@ -77,42 +77,40 @@ export class DeliveryProcessor {
       const last = Number(d.attempts) >= MAX_ATTEMPTS;
       const outcome = {
         result: "error",
-        detail: `processing failed (attempt ${d.attempts}): ${(err as Error).message}`,
+        detail: `processing failed (attempt ${d.attempts} of ${MAX_ATTEMPTS}${last ? ", given up" : ", retried later"}): ${(err as Error).message}`,
       };
-      if (last) await finishDelivery(this.ctx.db, d.seq, "failed", outcome, null);
-      else await retryLater(this.ctx.db, d.seq, Number(d.attempts), outcome);
+      // A delivery that fails is its installation's tenant's to see too (a
+      // push must never silently do nothing); when even that cannot be read,
+      // the next attempt or the binding (adoptDeliveries) attributes it.
+      const tenantId = await this.#tenantOf(d).catch(() => null);
+      if (last) await this.#finish(d, "failed", outcome, tenantId);
+      else await retryLater(this.ctx.db, d.seq, Number(d.attempts), outcome, tenantId);
       return true;
     }
-    await this.ctx.db.transaction(async (trx) => {
-      await finishDelivery(trx, d.seq, "done", handled.outcome, handled.tenantId);
-      if (handled.tenantId)
-        await appendAuditEvent(trx, {
-          tenantId: handled.tenantId,
-          eventType: "github.delivery",
-          payload: {
-            delivery_id: d.id,
-            event: d.event,
-            action: d.action,
-            installation_id: d.installation_id === null ? null : Number(d.installation_id),
-            repository_id: d.repository_id === null ? null : Number(d.repository_id),
-            result: handled.outcome.result,
-            detail: handled.outcome.detail,
-            deployments: handled.outcome.deployments ?? [],
-          },
-        });
-    });
+    await this.#finish(d, "done", handled.outcome, handled.tenantId);
     return true;
+  }
+
+  /** Records what the delivery did and audits it in its tenant's chain. */
+  async #finish(d: DeliveryRow, status: "done" | "failed", outcome: Outcome, tenantId: string | null) {
+    await this.ctx.db.transaction(async (trx) => {
+      await finishDelivery(trx, d.seq, status, outcome, tenantId);
+      if (tenantId) await auditDelivery(trx, tenantId, d, outcome);
+    });
+  }
+
+  /** The tenant the delivery's installation is bound to, if any. */
+  async #tenantOf(d: DeliveryRow): Promise<string | null> {
+    if (d.installation_id === null) return null;
+    const i = await this.ctx.db("github_installations").where({ id: d.installation_id }).first("tenant_id");
+    return (i?.tenant_id as string | null | undefined) ?? null;
   }
 
   async #handle(d: DeliveryRow): Promise<Handled> {
     const p = JSON.parse(payloadText(d)) as Payload;
     const action = d.action ?? "";
     const db = this.ctx.db;
-    const tenantOf = async () => {
-      if (d.installation_id === null) return null;
-      const i = await db("github_installations").where({ id: d.installation_id }).first("tenant_id");
-      return (i?.tenant_id as string | null | undefined) ?? null;
-    };
+    const tenantOf = () => this.#tenantOf(d);
     switch (d.event) {
       case "push":
         return pushEvent(this.ctx, d.id, p);

@@ -4,6 +4,8 @@
 // remembers the last state told, so a pass sends only what changed, and a
 // control plane restarted in between catches up; a state is sent before it is
 // recorded, so at worst GitHub hears one twice (statuses are append-only there).
+// Its link (target_url) is the deployment's page in the web dashboard, which a
+// person following it from GitHub can open (the API's URL needs an API key).
 import type { CommitState } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
 
@@ -57,7 +59,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
     const next = stateOf(o);
     if (next.state === o.reported_state) continue;
     const target = ctx.publicUrl
-      ? `${ctx.publicUrl}/api/tenants/${o.tenant_id}/applications/${o.application_id}/deployments/${o.deployment_id}`
+      ? `${ctx.publicUrl}/app/applications/${o.application_id}/deployments/${o.deployment_id}`
       : undefined;
     try {
       await ctx.app.createStatus(Number(o.installation_id), o.full_name, o.commit_sha, {

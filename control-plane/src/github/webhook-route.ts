@@ -44,12 +44,19 @@ export const webhookRoute =
       } catch {
         throw new RcError("RC_ERR_BAD_REQUEST", "the delivery's body is not JSON");
       }
+      // Every GitHub event is a JSON object; anything else would fail below (a 500).
+      if (payload === null || typeof payload !== "object" || Array.isArray(payload))
+        throw new RcError("RC_ERR_BAD_REQUEST", "the delivery's body is not a JSON object");
+      const idOf = (o: unknown) => {
+        const n = Number((o as { id?: unknown } | null | undefined)?.id);
+        return Number.isSafeInteger(n) && n > 0 ? n : null;
+      };
       const recorded = await recordDelivery(github.ctx.db, {
         id,
         event: event.slice(0, 64),
         action: typeof payload.action === "string" ? payload.action.slice(0, 64) : null,
-        installationId: payload.installation?.id ? Number(payload.installation.id) : null,
-        repositoryId: payload.repository?.id ? Number(payload.repository.id) : null,
+        installationId: idOf(payload.installation),
+        repositoryId: idOf(payload.repository),
         payload: raw,
       });
       if (recorded) github.processor.nudge();
