@@ -4,6 +4,7 @@
 // so the API refuses it with its own detail (403, the same words a curl gets).
 import { McpServer } from "@modelcontextprotocol/server";
 import type { CallToolResult } from "@modelcontextprotocol/server";
+import { z } from "zod";
 import type { AutomationPrincipal } from "../auth/automation-key.js";
 import { ApiRefusal, type ApiCaller } from "./api-client.js";
 import { TOOLS, type ToolSpec } from "./tools.js";
@@ -35,13 +36,17 @@ export function buildMcpServer(
       "relayctl: servers, applications, deployments and operations of one organization. Read with list_*/get_*; act with exec_command, deploy_application, restart_container where the credential allows.",
   });
   for (const tool of TOOLS) {
-    if (!opts.listAll && !allowed(tool, principal)) continue;
+    const mayUse = allowed(tool, principal);
+    if (!opts.listAll && !mayUse) continue;
     server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        inputSchema: tool.input,
+        // An out-of-scope call goes to the API as it is, which checks the scope
+        // before the body: the caller gets the scope refusal and learns nothing
+        // about the body rules, as over HTTP.
+        inputSchema: mayUse ? tool.input : z.looseObject({}),
         outputSchema: tool.output,
         annotations: { title: tool.title, ...tool.annotations },
       },
