@@ -20,7 +20,7 @@ import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CLI_MAIN, CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv } from "./harness/containers";
+import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, startWebContainer } from "./harness/containers";
 import { request } from "./harness/http";
 import { Browser, createOwner, deviceTokens } from "./harness/people";
 
@@ -139,6 +139,58 @@ test.serial("mcp - tools follow the credential: a read-only key lists only read 
     t.like(tool.annotations, { readOnlyHint: true, destructiveHint: false }, tool.name);
 });
 
+/** [readOnlyHint, destructiveHint, idempotentHint] of each tool. */
+const HINTS: Record<string, [boolean, boolean, boolean]> = {
+  list_servers: [true, false, true],
+  list_applications: [true, false, true],
+  get_application: [true, false, true],
+  get_deployment: [true, false, true],
+  get_operation: [true, false, true],
+  list_operations: [true, false, true],
+  list_audit_events: [true, false, true],
+  exec_command: [false, true, false],
+  deploy_application: [false, true, false],
+  restart_container: [false, true, true],
+};
+
+test.serial(
+  "mcp - each of the ten tools has an input schema with the API's rules, an output schema and its hints",
+  async (t) => {
+    const tools = (await (await httpClient(personToken)).listTools()).tools;
+    t.deepEqual(names(tools), Object.keys(HINTS).sort());
+    for (const tool of tools) {
+      const [readOnlyHint, destructiveHint, idempotentHint] = HINTS[tool.name]!;
+      t.like(tool.annotations, { readOnlyHint, destructiveHint, idempotentHint }, tool.name);
+      t.is(tool.inputSchema.type, "object", tool.name);
+      t.is(tool.inputSchema.additionalProperties, false, `${tool.name} takes no unknown argument`);
+      t.is(tool.outputSchema?.type, "object", `${tool.name} declares its structured result`);
+    }
+    const props = (name: string) =>
+      tools.find((x) => x.name === name)!.inputSchema.properties as Record<string, Record<string, unknown>>;
+    t.like(props("exec_command").timeout_seconds, { minimum: 1, maximum: 900 });
+    t.like(props("restart_container").container_name, { pattern: "^[a-zA-Z0-9][a-zA-Z0-9_.-]*$" });
+    t.like(props("deploy_application").timeout_seconds, { minimum: 1, maximum: 3600 });
+
+    // Bad arguments are refused before anything runs, on the rules the API itself applies.
+    const client = await httpClient(c.key);
+    const bad: [string, Record<string, unknown>, string][] = [
+      ["exec_command", { server_id: c.serverId, command: "true", timeout_seconds: 901 }, "/exec"],
+      ["exec_command", { server_id: c.serverId, command: "x".repeat(8193) }, "/exec"],
+      ["restart_container", { server_id: c.serverId, container_name: "-no such name" }, "/restart"],
+      ["exec_command", { server_id: c.serverId, command: "true", shell: "bash" }, "/exec"],
+    ];
+    for (const [name, args, route] of bad) {
+      const direct = await request(c, `/api/automation/v1${route}`, { body: { ...args, run_id: "mcp-bad" } });
+      t.is(direct.status, 422, `the API refuses ${JSON.stringify(args).slice(0, 80)} too`);
+      const r = await client.callTool({ name, arguments: { ...args, run_id: "mcp-bad" } });
+      t.true(r.isError);
+      t.regex(textOf(r), new RegExp(`^Input validation error: Invalid arguments for tool ${name}`));
+    }
+    const ops = await client.callTool({ name: "list_operations", arguments: { run_id: "mcp-bad" } });
+    t.deepEqual((ops.structuredContent as { operations: unknown[] }).operations, []);
+  },
+);
+
 test.serial(
   "mcp - exec_command over stdio returns the output, scrubbed, and is audited as MCP's",
   async (t) => {
@@ -173,6 +225,26 @@ test.serial(
   },
 );
 
+test.serial(
+  "mcp - a long exec_command reports that it is still running, so a client's timeout resets",
+  async (t) => {
+    const client = await httpClient(c.key);
+    const progress: string[] = [];
+    // The client gives up after 12 s without a word; the command takes 15.
+    const r = await client.callTool(
+      {
+        name: "exec_command",
+        arguments: { server_id: c.serverId, command: "sleep 15; echo finished", timeout_seconds: 60 },
+      },
+      { onprogress: (p) => progress.push(String(p.message)), timeout: 12_000, resetTimeoutOnProgress: true },
+    );
+    t.falsy(r.isError, textOf(r));
+    t.like(r.structuredContent, { status: "completed", exit_code: 0, stdout: "finished\n" });
+    t.true(progress.length >= 2, progress.join(" | "));
+    for (const m of progress) t.regex(m, /^exec_command: running, \d+ s$/);
+  },
+);
+
 test.serial("mcp - a tool outside the key's scope is refused with the API's detail", async (t) => {
   const { key } = await scopedKey(["external_deploy"]);
   const direct = await request(c, "/api/automation/v1/exec", {
@@ -187,6 +259,10 @@ test.serial("mcp - a tool outside the key's scope is refused with the API's deta
     });
     t.true(r.isError);
     t.is(textOf(r), `HTTP 403: ${String(direct.json.detail)}`);
+    // The scope is checked before the arguments, as the API checks it before the body.
+    const invalid = await client.callTool({ name: "exec_command", arguments: { command: "" } });
+    t.true(invalid.isError);
+    t.is(textOf(invalid), `HTTP 403: ${String(direct.json.detail)}`);
   }
   // A key cannot read the dashboard API at all: the API's 401, and why.
   const servers = await (await httpClient(c.key)).callTool({ name: "list_servers", arguments: {} });
@@ -212,6 +288,21 @@ test.serial("mcp - a revoked key is refused at its next call", async (t) => {
   t.true(stdio instanceof Error, "stdio refuses the revoked key at initialize");
   t.regex(String((stdio as Error).message), /revoked/);
 });
+
+test.serial(
+  "mcp - over stdio, a key revoked while relayctl mcp runs is refused at its next call",
+  async (t) => {
+    const { keyId: id, key } = await c.createKey();
+    const client = await stdioClient(key);
+    const ok = await client.callTool({ name: "list_operations", arguments: { run_id: "mcp-revoke-stdio" } });
+    t.falsy(ok.isError, textOf(ok));
+    await c.admin(["revoke-automation-key", "--key-id", id]);
+    const err = await t.throwsAsync(
+      client.callTool({ name: "list_operations", arguments: { run_id: "mcp-revoke-stdio" } }),
+    );
+    t.regex(String(err?.message), /automation key has been revoked/);
+  },
+);
 
 test.serial(
   "mcp - discovery: a 401 points at the protected resource metadata, which names relayctl's authorization server",
@@ -260,7 +351,8 @@ async function git(cwd: string, ...args: string[]) {
   return (await run("git", args, { cwd, env })).stdout.trim();
 }
 
-test.serial("mcp - a person's OAuth token reads and deploys, following each step as progress", async (t) => {
+/** A new application on the test server, from a fresh repository serving `hello from an mcp deploy`. */
+async function createApp(): Promise<{ appId: string; name: string }> {
   const repo = makeTempDir("mcp-repo");
   await git(repo, "init", "-q", "-b", "main");
   mkdirSync(join(repo, "www"));
@@ -285,7 +377,7 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
       deploy_branch: "main",
     },
   });
-  t.is(created.status, 201, created.text);
+  if (created.status !== 201) throw new Error(`create application: ${created.status} ${created.text}`);
   const appId = String(created.json.id);
   onCleanup(async () => {
     const { stdout } = await podman(["ps", "-aq", "--filter", `label=relayctl.application=${appId}`]).catch(
@@ -296,7 +388,11 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
     for (const img of new Set(images.stdout.split("\n").filter(Boolean)))
       await podman(["rmi", "-f", img]).catch(() => {});
   });
+  return { appId, name };
+}
 
+test.serial("mcp - a person's OAuth token reads and deploys, following each step as progress", async (t) => {
+  const { appId, name } = await createApp();
   const client = await httpClient(personToken);
   const servers = await client.callTool({ name: "list_servers", arguments: {} });
   t.true(
@@ -338,6 +434,53 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
     arguments: { operation_id: d.operation_id },
   });
   t.true((audit.structuredContent as { events: unknown[] }).events.length > 0);
+});
+
+test.serial("mcp - a key deploys over stdio, its progress following the deploy's operation", async (t) => {
+  const { appId } = await createApp();
+  const client = await stdioClient(c.key);
+  const progress: { progress: number; message?: string }[] = [];
+  const r = await client.callTool(
+    { name: "deploy_application", arguments: { application_id: appId, timeout_seconds: 300 } },
+    { onprogress: (p) => progress.push(p), timeout: 320_000, resetTimeoutOnProgress: true },
+  );
+  t.falsy(r.isError, textOf(r));
+  const op = r.structuredContent as Record<string, unknown>;
+  t.like(op, { operation_type: "deploy", status: "completed" });
+  const messages = progress.map((p) => String(p.message));
+  t.is(messages[0], "deploy: running", messages.join(" | "));
+  // (The SDK client hands a notification to its handler a microtask late, so one
+  // arriving together with the answer, "deploy: completed", may be dropped.)
+  for (const m of messages) t.regex(m, /^deploy: (running|completed)$|^deploy_application: running, \d+ s$/);
+  t.deepEqual(
+    progress.map((p) => p.progress),
+    progress.map((_, i) => i + 1),
+    "progress counts up",
+  );
+  const [event] = await auditPayload(String(op.operation_id), "operation.deploy");
+  t.like(event, { via: { client: "mcp", tool: "deploy_application" }, key_id: c.keyId });
+});
+
+test.serial("mcp - restart_container restarts the container and is audited as MCP's", async (t) => {
+  const web = await startWebContainer("mcp-restart", ["a"]);
+  const startedAt = async () =>
+    (await podman(["inspect", "--format", "{{.State.StartedAt}}", web.name])).stdout.trim();
+  const before = await startedAt();
+  const client = await httpClient(c.key);
+  const r = await client.callTool({
+    name: "restart_container",
+    arguments: { server_id: c.serverId, container_name: web.name, run_id: "mcp-restart" },
+  });
+  t.falsy(r.isError, textOf(r));
+  const out = r.structuredContent as Record<string, unknown>;
+  t.like(out, { status: "completed", exit_code: 0 });
+  t.not(await startedAt(), before, "the container started again");
+  const [event] = await auditPayload(String(out.operation_id), "operation.restart");
+  t.like(event, {
+    via: { client: "mcp", tool: "restart_container" },
+    key_id: c.keyId,
+    container_name: web.name,
+  });
 });
 
 test.serial("mcp - relayctl mcp without a token uses the CLI's stored login, a person's tools", async (t) => {

@@ -4,11 +4,14 @@
 // so the API refuses it with its own detail (403, the same words a curl gets).
 import { McpServer } from "@modelcontextprotocol/server";
 import type { CallToolResult } from "@modelcontextprotocol/server";
+import { z } from "zod";
 import type { AutomationPrincipal } from "../auth/automation-key.js";
 import { ApiRefusal, type ApiCaller } from "./api-client.js";
 import { TOOLS, type ToolSpec } from "./tools.js";
 
 export const SERVER_INFO = { name: "relayctl", version: "1.0.0" };
+/** How often a running tool call with a progress token reports that it is still running. */
+export const HEARTBEAT_MS = 5000;
 
 /** Whether the credential may use the tool: a person any; a key its operations, never the dashboard API. */
 export function allowed(tool: ToolSpec, p: AutomationPrincipal): boolean {
@@ -35,33 +38,54 @@ export function buildMcpServer(
       "relayctl: servers, applications, deployments and operations of one organization. Read with list_*/get_*; act with exec_command, deploy_application, restart_container where the credential allows.",
   });
   for (const tool of TOOLS) {
-    if (!opts.listAll && !allowed(tool, principal)) continue;
+    const mayUse = allowed(tool, principal);
+    if (!opts.listAll && !mayUse) continue;
     server.registerTool(
       tool.name,
       {
         title: tool.title,
         description: tool.description,
-        inputSchema: tool.input,
+        // An out-of-scope call goes to the API as it is, which checks the scope
+        // before the body: the caller gets the scope refusal and learns nothing
+        // about the body rules, as over HTTP.
+        inputSchema: mayUse ? tool.input : z.looseObject({}),
         outputSchema: tool.output,
         annotations: { title: tool.title, ...tool.annotations },
       },
       async (args: unknown, ctx) => {
         const token = ctx.mcpReq._meta?.progressToken;
         let progress = 0;
+        let lastSent = Date.now();
+        const send = async (message: string) => {
+          if (token === undefined) return;
+          progress += 1;
+          lastSent = Date.now();
+          await ctx.mcpReq.notify({
+            method: "notifications/progress",
+            params: { progressToken: token, progress, message: message.slice(0, 500) },
+          });
+        };
         const env = {
           api: apiFor(tool.name),
           person: Boolean(principal.user),
           signal: ctx.mcpReq.signal,
-          progress: async (p: { step: string; status: string; log?: string }) => {
-            if (token === undefined) return;
-            progress += 1;
-            const message = `${p.step}: ${p.status}${p.log ? ` — ${p.log.split("\n").filter(Boolean).at(-1) ?? ""}` : ""}`;
-            await ctx.mcpReq.notify({
-              method: "notifications/progress",
-              params: { progressToken: token, progress, message: message.slice(0, 500) },
-            });
-          },
+          progress: (p: { step: string; status: string; log?: string }) =>
+            send(
+              `${p.step}: ${p.status}${p.log ? ` — ${p.log.split("\n").filter(Boolean).at(-1) ?? ""}` : ""}`,
+            ),
         };
+        // A call that runs long (a command waiting up to 900 s, a deploy between
+        // steps) says it is still running, so a client that resets its request
+        // timeout on progress does not give up on it.
+        const started = Date.now();
+        const heartbeat =
+          token === undefined
+            ? undefined
+            : setInterval(() => {
+                if (Date.now() - lastSent < HEARTBEAT_MS / 2) return;
+                const seconds = Math.round((Date.now() - started) / 1000);
+                send(`${tool.name}: running, ${seconds} s`).catch(() => {});
+              }, HEARTBEAT_MS);
         try {
           return resultOf(await tool.run(args as never, env));
         } catch (err) {
@@ -76,6 +100,8 @@ export function buildMcpServer(
             };
           }
           throw err;
+        } finally {
+          clearInterval(heartbeat);
         }
       },
     );

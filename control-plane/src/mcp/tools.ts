@@ -7,6 +7,8 @@
 import type { ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../api/automation/deploy.js";
+import { bodySchema as execBody } from "../api/automation/exec.js";
+import { bodySchema as restartBody } from "../api/automation/restart.js";
 import {
   LIMITS,
   envSchema,
@@ -14,7 +16,9 @@ import {
   timeoutSecondsSchema,
   uuidSchema,
 } from "../api/automation/schemas.js";
+import { dateTime } from "../api/validation.js";
 import { refSchema } from "../applications/source.js";
+import { RUN_CURSOR_PATTERN } from "../operations/read.js";
 import type { ApiCaller } from "./api-client.js";
 import { type StepProgress, followDeploymentLog, followOperation } from "./deploy-follow.js";
 
@@ -105,13 +109,9 @@ export const TOOLS: ToolSpec[] = [
     description: `Runs a command on a server and returns its exit code, stdout and stderr (status 'running' with an operation_id when it outlasts timeout_seconds: read it later with get_operation). Command up to ${LIMITS.commandChars} characters.`,
     needs: "exec",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-    input: z.strictObject({
-      server_id: uuidSchema,
-      command: z.string().min(1).max(LIMITS.commandChars),
-      working_directory: z.string().min(1).max(4096).optional(),
-      env: envSchema.optional(),
+    // The API's own body rules (run_context is CI metadata, not the assistant's).
+    input: execBody.omit({ run_context: true }).extend({
       timeout_seconds: timeoutSecondsSchema.optional().describe("seconds to wait, 1-900, default 60"),
-      run_id: runIdSchema.optional(),
     }),
     output: loose({ operation_id: z.string(), status: z.string() }),
     run: async (a, { api }) => api.json("POST", "/api/automation/v1/exec", a),
@@ -166,7 +166,13 @@ export const TOOLS: ToolSpec[] = [
       "The operations started with one run_id, newest first, with output previews; page on with next_cursor.",
     needs: null,
     annotations: read,
-    input: z.strictObject({ run_id: runIdSchema, cursor: z.string().max(200).optional() }),
+    input: z.strictObject({
+      run_id: runIdSchema,
+      cursor: z
+        .string()
+        .regex(new RegExp(RUN_CURSOR_PATTERN), "must be a cursor from next_cursor")
+        .optional(),
+    }),
     output: list("operations"),
     run: async (a: { run_id: string; cursor?: string }, { api }) =>
       api.json("GET", `/api/automation/v1/operations?${new URLSearchParams(a)}`),
@@ -177,11 +183,7 @@ export const TOOLS: ToolSpec[] = [
     description: "Restarts a container on a server (by its name).",
     needs: "restart",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
-    input: z.strictObject({
-      server_id: uuidSchema,
-      container_name: z.string().min(1).max(255),
-      run_id: runIdSchema.optional(),
-    }),
+    input: restartBody,
     output: loose({ operation_id: z.string(), status: z.string() }),
     run: async (a, { api }) => api.json("POST", "/api/automation/v1/restart", a),
   },
@@ -196,9 +198,15 @@ export const TOOLS: ToolSpec[] = [
       run_id: runIdSchema.optional(),
       operation_id: uuidSchema.optional(),
       server_id: uuidSchema.optional(),
-      since: z.string().max(64).optional().describe("ISO 8601 date, or date-time with a time zone"),
+      since: z
+        .union([z.iso.date(), dateTime], { error: "must be an ISO 8601 date, or date-time with a time zone" })
+        .optional()
+        .describe("ISO 8601 date, or date-time with a time zone"),
       limit: z.int().min(1).max(1000).optional(),
-      cursor: z.string().max(20).optional(),
+      cursor: z
+        .string()
+        .regex(/^\d{1,16}$/, "must be a next_cursor value")
+        .optional(),
     }),
     output: list("events"),
     run: async (a: Record<string, string | number>, { api }) => {

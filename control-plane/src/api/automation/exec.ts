@@ -18,7 +18,8 @@ import {
 } from "./schemas.js";
 import { findServer } from "./servers.js";
 
-const bodySchema = z.strictObject({
+/** The body's rules; the MCP tool exec_command takes the same. */
+export const bodySchema = z.strictObject({
   server_id: uuidSchema,
   command: z.string().min(1).max(LIMITS.commandChars),
   working_directory: z.string().min(1).max(4096).optional(),

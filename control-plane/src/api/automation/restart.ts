@@ -18,7 +18,8 @@ const WAIT_SECONDS = 60;
 /** Hard deadline of the engine call on the agent; a restart waits for the container's stop timeout. */
 const DEADLINE_SECONDS = 300;
 
-const bodySchema = z.strictObject({
+/** The body's rules; the MCP tool restart_container takes the same. */
+export const bodySchema = z.strictObject({
   server_id: uuidSchema,
   // docker's rule for container names (daemon/names.RestrictedNamePattern).
   container_name: z
