@@ -7,6 +7,7 @@
 // start and one completion audit event per operation, and the audit chain verifies.
 // Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
 // it on exit. Writes bench/results/exec-throughput.json.
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -112,6 +113,63 @@ async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
 // --- checks -----------------------------------------------------------------------------------
 
 /** Operations and their audit events, read in one transaction (one snapshot). */
+/** CPU seconds (user + system) each process has used so far, from /proc/<pid>/stat. */
+function cpuSeconds(pids) {
+  const tick = 100; // USER_HZ on Linux
+  return Object.fromEntries(
+    Object.entries(pids).map(([name, pid]) => {
+      try {
+        const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+        return [name, (Number(f[11]) + Number(f[12])) / tick];
+      } catch {
+        return [name, null];
+      }
+    }),
+  );
+}
+
+/** CPU milliseconds per operation by process, between two cpuSeconds readings. */
+function cpuPerOperation(before, after, ops) {
+  const out = {};
+  let total = 0;
+  for (const k of Object.keys(before)) {
+    if (before[k] === null || after[k] === null || ops <= 0) continue;
+    const ms = ((after[k] - before[k]) * 1000) / ops;
+    out[k] = Math.round(ms * 1000) / 1000;
+    total += ms;
+  }
+  out.total = Math.round(total * 1000) / 1000;
+  return out;
+}
+
+/** MariaDB's counters of statements, round trips and log flushes (SHOW GLOBAL STATUS). */
+const STATUS = [
+  "Questions",
+  "Com_select",
+  "Com_insert",
+  "Com_update",
+  "Com_commit",
+  "Com_begin",
+  "Innodb_data_fsyncs",
+];
+async function dbStatus(db) {
+  const [rows] = await db.raw(
+    `SHOW GLOBAL STATUS WHERE Variable_name IN (${STATUS.map(() => "?").join(",")})`,
+    STATUS,
+  );
+  return Object.fromEntries(rows.map((r) => [r.Variable_name, Number(r.Value)]));
+}
+
+/** Per operation of the load: round trips (Questions), statements by kind, log fsyncs. */
+function perOperation(before, after, ops) {
+  return Object.fromEntries(
+    STATUS.map((k) => [
+      k.toLowerCase(),
+      ops > 0 ? Math.round(((after[k] - before[k]) / ops) * 100) / 100 : null,
+    ]),
+  );
+}
+
 async function counts(db, serverIds) {
   return db.transaction((trx) => countsIn(trx, serverIds));
 }
@@ -262,6 +320,15 @@ async function main() {
             title: "warm-up",
           });
           const before = await counts(db, serverIds);
+          const statusBefore = await dbStatus(db);
+          const pids = {
+            api: stack.procs.api.pid,
+            gateway: stack.procs.gateway.pid,
+            mariadb: dbServer.proc.pid,
+            nats: nats.proc.pid,
+            "bench (autocannon, simulated agents)": process.pid,
+          };
+          const cpuBefore = cpuSeconds(pids);
           const r = await load(stack.baseUrl, {
             serverIds,
             keys,
@@ -269,6 +336,8 @@ async function main() {
             seconds: DURATION,
             title: `control plane, ${SIM_AGENTS} simulated agents`,
           });
+          const statusAfter = await dbStatus(db);
+          const cpuAfter = cpuSeconds(pids);
           const after = await settle(db, serverIds, {
             completed_200: r.completed_200 + before.completed,
           });
@@ -277,6 +346,8 @@ async function main() {
             agents: SIM_AGENTS,
             keys: KEYS,
             checks: after,
+            db_per_operation: perOperation(statusBefore, statusAfter, after.operations - before.operations),
+            cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, after.operations - before.operations),
             agent_counters: { ...fleet.counters },
           };
         } finally {
@@ -348,6 +419,11 @@ function report(results) {
       "-",
     ]);
   console.log(`\n${formatTable(rows)}\n`);
+  if (results.sim?.db_per_operation)
+    console.log(
+      `database per operation (control plane): ${JSON.stringify(results.sim.db_per_operation)}\n` +
+        `CPU ms per operation (control plane): ${JSON.stringify(results.sim.cpu_ms_per_operation)}\n`,
+    );
   const e2eOverPty = ratio(results.e2e?.ops_per_s, results.pty?.per_s);
   const clean = (x) => x && x.checks.lost === 0 && x.checks.audit_events_match && x.not_completed === 0;
   const goals = [

@@ -5,6 +5,7 @@
 // fails alone; and after the database is killed in the middle of such a load, every write that
 // was answered is there and the chain still verifies.
 import { randomBytes, randomUUID } from "node:crypto";
+import { DeployReport } from "@relayctl/proto";
 import test from "ava";
 import type { Knex } from "knex";
 import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain-key";
@@ -188,6 +189,82 @@ test.serial(
       t.is(per.size, rows.size);
       const report = await verifyTenantChain(db, tenantId, keys);
       t.true(report.ok, JSON.stringify(report));
+    } finally {
+      await db.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - operations started together in one bulk insert: a bad one fails alone, the others commit with their events",
+  async (t) => {
+    const info = await server.createDatabase();
+    const db = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(db);
+      // Queued while the first transaction is in flight, the other 39 go in one bulk batch;
+      // number 17 names a server that does not exist (a foreign key): the batch rolls back
+      // and each start is retried alone.
+      const results = await Promise.allSettled(
+        Array.from({ length: 40 }, (_, i) => start(db, tenantId, i === 17 ? randomUUID() : serverId)),
+      );
+      t.deepEqual(
+        results.map((r) => r.status),
+        Array.from({ length: 40 }, (_, i) => (i === 17 ? "rejected" : "fulfilled")),
+      );
+      const ids = results.flatMap((r) => (r.status === "fulfilled" ? [r.value.id] : []));
+      const rows = await db("operations").where({ tenant_id: tenantId }).select("id");
+      t.deepEqual(rows.map((r) => r.id as string).sort(), [...ids].sort());
+      const per = await eventCounts(db, tenantId);
+      t.is(per.size, 39);
+      for (const id of ids) t.deepEqual(per.get(id), ["operation.exec"], id);
+      t.true((await verifyTenantChain(db, tenantId, keys)).ok);
+    } finally {
+      await db.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - reports of one operation in the same batch, bulk and one by one (a deploy's): exactly one wins",
+  async (t) => {
+    const info = await server.createDatabase();
+    const db = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(db);
+      const N = 60;
+      const started = await Promise.all(Array.from({ length: N }, () => start(db, tenantId, serverId)));
+      const deployReport = {
+        status: "failed" as const,
+        exit_code: 1,
+        stdout: "",
+        stderr: "health_check: never answered",
+        duration_ms: 5,
+        detail: {
+          $case: "deploy" as const,
+          deploy: DeployReport.fromPartial({ failedStep: "health_check" }),
+        },
+      };
+      // One process, so all of these share batches: a plain report twice (both bulk) and a
+      // deploy report (written on its own, between bulk runs) for every operation.
+      const wins = await Promise.all(
+        started.flatMap(({ id }, i) => [
+          finishOperation(db, id, done, serverId, tenantId),
+          finishOperation(db, id, i % 3 ? done : deployReport, serverId, tenantId),
+          finishOperation(db, id, done, serverId, tenantId),
+        ]),
+      );
+      for (let i = 0; i < N; i++)
+        t.is(wins.slice(3 * i, 3 * i + 3).filter(Boolean).length, 1, `operation ${i}: one report won`);
+      const per = await eventCounts(db, tenantId);
+      for (const { id } of started) t.deepEqual(per.get(id), ["operation.completed", "operation.exec"], id);
+      const finished = await db("operations")
+        .where({ tenant_id: tenantId, status: "running" })
+        .count({ n: "*" });
+      t.is(Number(finished[0]?.n), 0);
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 2 * N);
     } finally {
       await db.destroy();
     }

@@ -140,6 +140,38 @@ test.serial("exec - a server of another tenant is 404", async (t) => {
 });
 
 test.serial(
+  "exec - server lookups made at the same time (read together) each see only their own tenant's servers",
+  async (t) => {
+    // Concurrent requests' server lookups are read in one query (api/automation/servers.ts):
+    // mixed in one batch, another tenant's key gets 404 for this tenant's server, an unknown id
+    // is 404, and this tenant's requests run — nothing leaks from one request to another.
+    const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+    const { key: otherKey } = await c.admin([
+      "create-automation-key",
+      "--tenant",
+      String(other.tenant_id),
+      "--name",
+      "other",
+    ]);
+    const unknown = "5e1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
+    const kinds = Array.from({ length: 30 }, (_, i) => (["own", "foreign", "unknown"] as const)[i % 3]!);
+    const answers = await Promise.all(
+      kinds.map((k) =>
+        k === "own"
+          ? exec(c, { server_id: c.serverId, command: "echo mine", timeout_seconds: 30 })
+          : k === "foreign"
+            ? exec(c, { server_id: c.serverId, command: "echo never", timeout_seconds: 30 }, String(otherKey))
+            : exec(c, { server_id: unknown, command: "echo never", timeout_seconds: 30 }),
+      ),
+    );
+    answers.forEach((res, i) => {
+      if (kinds[i] === "own") assertCompleted(t, res, { exit_code: 0, stdout: "mine\n" });
+      else assertError(t, res, 404, `server '${kinds[i] === "foreign" ? c.serverId : unknown}' not found`);
+    });
+  },
+);
+
+test.serial(
   "exec - a server whose agent is not connected is 409 fast and the operation is failed",
   async (t) => {
     const offline = await c.addServer({ start: false });

@@ -46,7 +46,7 @@ export async function startNats(group, dir) {
     .map((l) => listenPortOf(l.text, "Listening for client connections on"))
     .find((p) => p !== undefined);
   if (port === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
-  return { url: `nats://127.0.0.1:${port}` };
+  return { url: `nats://127.0.0.1:${port}`, proc };
 }
 
 /** MariaDB in dir/db with root@127.0.0.1 and no password, plus an empty database `relayctl`. */
@@ -66,8 +66,9 @@ export async function startMariadb(group, dir) {
   ]);
   // mariadbd cannot pick a port itself (--port=0 means 3306): a port taken between freePort
   // and its bind makes it exit, and it starts again on another one.
+  let proc;
   const port = await onFreePort(async (p) => {
-    const proc = group.start("mariadb", mariadbd, [
+    proc = group.start("mariadb", mariadbd, [
       "--no-defaults",
       `--datadir=${dataDir}`,
       `--port=${p}`,
@@ -84,7 +85,7 @@ export async function startMariadb(group, dir) {
     return p;
   });
   await run(client, ["--no-defaults", `--socket=${socket}`, "-uroot", "-e", "CREATE DATABASE relayctl"]);
-  return { url: `mysql://root@127.0.0.1:${port}/relayctl` };
+  return { url: `mysql://root@127.0.0.1:${port}/relayctl`, proc };
 }
 
 /**

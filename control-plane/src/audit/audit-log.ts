@@ -165,10 +165,29 @@ export async function writeChainedEvents(
   trx: Knex.Transaction,
   chain: { head: string | null; seq: number },
   events: AuditEventInput[],
+  /** Statements of the same transaction sent first, in the same round trip on MySQL. */
+  before: Knex.QueryBuilder[] = [],
 ): Promise<void> {
-  if (events.length === 0) return;
+  if (events.length === 0) {
+    await sendInOrder(trx, before);
+    return;
+  }
   const tenantId = events[0]!.tenantId;
   if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
+  const { rows, head, seq } = chainRows(chain, events);
+  const moveHead = trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
+  if (trx.client.config.client === "mysql2" && rows.length <= 500) {
+    await sendInOrder(trx, [...before, trx("audit_events").insert(rows), moveHead]);
+    return;
+  }
+  await sendInOrder(trx, before);
+  // SQLite caps bound parameters per statement (32766 on the bundled build): 12 columns x 500 rows fits.
+  for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
+  await moveHead;
+}
+
+/** The rows of `events` chained after `chain` (one tenant's, in order), and the head they leave. */
+export function chainRows(chain: { head: string | null; seq: number }, events: AuditEventInput[]) {
   const key = auditKeys().chain;
   let head = chain.head;
   let seq = chain.seq;
@@ -176,18 +195,58 @@ export async function writeChainedEvents(
     const fields = chainedFields(e, ++seq);
     const prev = head;
     head = eventHash(prev, fields, key);
-    return { tenant_id: tenantId, ...fields, prev_hash: prev, hash: head, hash_alg: KEYED };
+    return { tenant_id: e.tenantId, ...fields, prev_hash: prev, hash: head, hash_alg: KEYED };
   });
-  const moveHead = trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
-  if (trx.client.config.client === "mysql2" && rows.length <= 500) {
-    const compiled = [trx("audit_events").insert(rows), moveHead].map((w) => w.toSQL().toNative());
-    await trx.raw(
-      compiled.map((c) => c.sql).join(";\n"),
-      compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
-    );
+  return { rows, head, seq };
+}
+
+/** Bytes of SQL per multi-statement round trip at most (MariaDB's max_allowed_packet is 16 MiB by default). */
+const ROUND_TRIP_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Runs `writes` in order inside `trx`. On MySQL they go as multi-statement round
+ * trips (up to ~4 MiB of SQL each): the server runs them one after the other
+ * and stops at the first error, so nothing after a failed statement runs.
+ */
+export async function sendInOrder(
+  trx: Knex | Knex.Transaction,
+  writes: Knex.QueryBuilder[],
+  /** A connection outside knex's transactions (group-commit.ts): the statements run on it. */
+  conn?: unknown,
+  /** A statement after the last write, in the same round trip (COMMIT). */
+  last?: string,
+): Promise<void> {
+  if (writes.length === 0 && !last) return;
+  if (trx.client.config.client !== "mysql2") {
+    for (const w of writes) await w;
+    if (last) await trx.raw(last);
     return;
   }
-  // SQLite caps bound parameters per statement (32766 on the bundled build): 12 columns x 500 rows fits.
-  for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
-  await moveHead;
+  let sqls: string[] = [];
+  let bindings: Knex.RawBinding[] = [];
+  let bytes = 0;
+  const flush = async () => {
+    if (sqls.length === 0) return;
+    const q = trx.raw(sqls.join(";\n"), bindings);
+    await (conn ? q.connection(conn) : q);
+    sqls = [];
+    bindings = [];
+    bytes = 0;
+  };
+  for (const w of writes) {
+    const c = w.toSQL().toNative();
+    const size = c.sql.length + c.bindings.reduce<number>((n, b) => n + sizeOf(b), 0);
+    if (bytes > 0 && bytes + size > ROUND_TRIP_BYTES) await flush();
+    sqls.push(c.sql);
+    bindings.push(...(c.bindings as Knex.RawBinding[]));
+    bytes += size;
+  }
+  if (last) sqls.push(last);
+  await flush();
+}
+
+function sizeOf(b: unknown): number {
+  if (typeof b === "string") return b.length * 2; // escaped, worst case
+  if (Buffer.isBuffer(b)) return b.length * 2;
+  return 24;
 }

@@ -15,13 +15,45 @@
 // back and each write is retried alone, so only the failing one fails).
 import { AsyncResource } from "node:async_hooks";
 import type { Knex } from "knex";
-import { type AuditEventInput, lockChainHead, writeChainedEvents } from "./audit-log.js";
+import {
+  type AuditEventInput,
+  chainRows,
+  lockChainHead,
+  sendInOrder,
+  writeChainedEvents,
+} from "./audit-log.js";
 
 /** One audited write: its rows, then the event that records it (null: nothing to audit, e.g. a lost race). */
 export type AuditedWrite<T> = (trx: Knex.Transaction) => Promise<{ event: AuditEventInput | null; value: T }>;
 
+/** What a bulk write gives back per item: as an AuditedWrite's answer. */
+export interface WriteOutcome<T> {
+  event: AuditEventInput | null;
+  value: T;
+}
+
+/**
+ * Writes of one kind that are made many at once (one multi-row insert, one
+ * read of all the rows...). One stable object per kind: consecutive items of
+ * the same kind in a batch are handled together.
+ */
+export interface BulkKind<I, T> {
+  /**
+   * An optional locking read of what the items need (SELECT ... FOR UPDATE): on
+   * MySQL it goes in the same round trip as the chain head's lock.
+   */
+  read?(db: Knex, items: I[]): Knex.QueryBuilder;
+  /**
+   * Given the rows read (locked until the commit), what each item answers and
+   * the statements to run (no answers needed from them: they are sent with the
+   * events, and the commit on MySQL).
+   */
+  plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Knex.QueryBuilder[] };
+}
+
 interface Pending {
-  write: AuditedWrite<unknown>;
+  write?: AuditedWrite<unknown>;
+  bulk?: { kind: BulkKind<unknown, unknown>; item: unknown };
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
@@ -29,17 +61,40 @@ interface Pending {
 /** Writes per transaction at most (bounded statement size and lock time). */
 const MAX_BATCH = 200;
 
+/** Consecutive items of one bulk kind, in batch order. */
+function runsOf(batch: Pending[]): { kind: BulkKind<unknown, unknown>; items: unknown[] }[] {
+  const runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[] = [];
+  for (const p of batch) {
+    const last = runs[runs.length - 1];
+    if (last && last.kind === p.bulk!.kind) last.items.push(p.bulk!.item);
+    else runs.push({ kind: p.bulk!.kind, items: [p.bulk!.item] });
+  }
+  return runs;
+}
+
 class GroupCommitter {
   readonly #queues = new Map<string, Pending[]>();
+  readonly #mysql: boolean;
 
-  constructor(readonly db: Knex) {}
+  constructor(readonly db: Knex) {
+    this.#mysql = db.client.config.client === "mysql2";
+  }
 
   submit<T>(tenantId: string, write: AuditedWrite<T>): Promise<T> {
+    // The write runs in its caller's async context, whoever drains the batch: its
+    // queries belong to its own request (trace spans, request id), not the drainer's.
+    return this.#enqueue(tenantId, { write: AsyncResource.bind(write) });
+  }
+
+  /** A bulk item is written with the others of its kind, in the drainer's context (one statement for all). */
+  submitBulk<I, T>(tenantId: string, kind: BulkKind<I, T>, item: I): Promise<T> {
+    return this.#enqueue(tenantId, { bulk: { kind: kind as BulkKind<unknown, unknown>, item } });
+  }
+
+  #enqueue<T>(tenantId: string, work: Pick<Pending, "write" | "bulk">): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const queue = this.#queues.get(tenantId);
-      // The write runs in its caller's async context, whoever drains the batch: its
-      // queries belong to its own request (trace spans, request id), not the drainer's.
-      const item = { write: AsyncResource.bind(write), resolve, reject } as Pending;
+      const item = { ...work, resolve, reject } as Pending;
       if (queue) {
         queue.push(item);
         return;
@@ -65,19 +120,13 @@ class GroupCommitter {
   async #commit(tenantId: string, batch: Pending[]): Promise<void> {
     let values: unknown[];
     try {
-      values = await this.db.transaction(async (trx) => {
-        const chain = await lockChainHead(trx, tenantId);
-        // One after the other, never pipelined: after a deadlock InnoDB has rolled the
-        // whole transaction back, and statements already queued behind the failed one
-        // would then run in autocommit — rows without their events.
-        const done: Awaited<ReturnType<AuditedWrite<unknown>>>[] = [];
-        for (const p of batch) done.push(await p.write(trx));
-        const events = done.flatMap((d) => (d.event ? [d.event] : []));
-        if (events.some((e) => e.tenantId !== tenantId))
-          throw new Error("audit: the event belongs to another tenant's chain");
-        await writeChainedEvents(trx, chain, events);
-        return done.map((d) => d.value);
-      });
+      // Two round trips when every write is a bulk one and only the first kind reads (a
+      // later kind's read must see the earlier kinds' writes).
+      const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
+      values =
+        runs?.every((r, i) => i === 0 || !r.kind.read)
+          ? await this.#twoRoundTrips(tenantId, runs)
+          : await this.#inTransaction(tenantId, batch);
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
@@ -88,6 +137,110 @@ class GroupCommitter {
       return;
     }
     batch.forEach((p, i) => p.resolve(values[i]));
+  }
+
+  /** Any batch, any database: a knex transaction, each write in turn. */
+  #inTransaction(tenantId: string, batch: Pending[]): Promise<unknown[]> {
+    return this.db.transaction(async (trx) => {
+      const chain = await lockChainHead(trx, tenantId);
+      // One after the other, never pipelined: after a deadlock InnoDB has rolled the
+      // whole transaction back, and statements already queued behind the failed one
+      // would then run in autocommit — rows without their events.
+      const done: WriteOutcome<unknown>[] = [];
+      const later: Knex.QueryBuilder[] = [];
+      for (let i = 0; i < batch.length; ) {
+        const p = batch[i]!;
+        // What a bulk run left for later goes before the next write: each write sees
+        // the ones queued before it as done, as if they had run one by one.
+        await sendInOrder(trx, later.splice(0));
+        if (p.write) {
+          done.push(await p.write(trx));
+          i++;
+          continue;
+        }
+        let j = i;
+        while (j < batch.length && batch[j]!.bulk?.kind === p.bulk!.kind) j++;
+        const items = batch.slice(i, j).map((q) => q.bulk!.item);
+        const rows = p.bulk!.kind.read ? await p.bulk!.kind.read(trx, items) : [];
+        const out = p.bulk!.kind.plan(trx, items, rows as unknown[]);
+        done.push(...out.outcomes);
+        later.push(...out.writes);
+        i = j;
+      }
+      const events = done.flatMap((d) => (d.event ? [d.event] : []));
+      if (events.some((e) => e.tenantId !== tenantId))
+        throw new Error("audit: the event belongs to another tenant's chain");
+      await writeChainedEvents(trx, chain, events, later);
+      return done.map((d) => d.value);
+    });
+  }
+
+  /**
+   * A batch of bulk writes on MySQL in two round trips: (1) start the
+   * transaction, lock the chain head and take the kinds' locking reads; (2) every
+   * write, the chained events, the head's move and COMMIT, as one multi-statement.
+   * The server runs a multi-statement in order and stops at the first error, so
+   * either COMMIT ran after everything or nothing after the failure did (and the
+   * transaction is rolled back here). Against the knex transaction this saves
+   * BEGIN, COMMIT and a round trip per kind.
+   */
+  async #twoRoundTrips(
+    tenantId: string,
+    runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[],
+  ): Promise<unknown[]> {
+    const db = this.db;
+    const reads = runs.map((r) => r.kind.read?.(db, r.items));
+    const conn = await db.client.acquireConnection();
+    let open = false;
+    try {
+      const lock = db("audit_chain_heads").where({ tenant_id: tenantId }).forUpdate().select("head", "seq");
+      const first = [lock, ...reads.filter((r): r is Knex.QueryBuilder => !!r)].map((q) =>
+        q.toSQL().toNative(),
+      );
+      open = true;
+      const [results] = (await db
+        .raw(
+          ["START TRANSACTION", ...first.map((c) => c.sql)].join(";\n"),
+          first.flatMap((c) => c.bindings),
+        )
+        .connection(conn)) as [unknown[]];
+      const headRows = results[1] as { head: string | null; seq: number }[];
+      const chainRow = headRows[0];
+      if (!chainRow) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
+      let nextRead = 2;
+      const done: WriteOutcome<unknown>[] = [];
+      const writes: Knex.QueryBuilder[] = [];
+      runs.forEach((r, i) => {
+        const rows = reads[i] ? (results[nextRead++] as unknown[]) : [];
+        const out = r.kind.plan(db, r.items, rows);
+        if (out.outcomes.length !== r.items.length)
+          throw new Error("audit: a bulk write answered the wrong count");
+        done.push(...out.outcomes);
+        writes.push(...out.writes);
+      });
+      const events = done.flatMap((d) => (d.event ? [d.event] : []));
+      if (events.some((e) => e.tenantId !== tenantId))
+        throw new Error("audit: the event belongs to another tenant's chain");
+      const chained = chainRows({ head: chainRow.head, seq: Number(chainRow.seq) }, events);
+      if (chained.rows.length > 0) {
+        writes.push(db("audit_events").insert(chained.rows));
+        writes.push(
+          db("audit_chain_heads")
+            .where({ tenant_id: tenantId })
+            .update({ head: chained.head, seq: chained.seq }),
+        );
+      }
+      await sendInOrder(db, writes, conn, "COMMIT");
+      open = false;
+      return done.map((d) => d.value);
+    } finally {
+      try {
+        if (open) await db.raw("ROLLBACK").connection(conn);
+      } catch {
+        // A broken connection: the server rolls back when it goes.
+      }
+      await db.client.releaseConnection(conn);
+    }
   }
 }
 
@@ -105,4 +258,24 @@ export function commitAudited<T>(db: Knex, tenantId: string, write: AuditedWrite
     committers.set(db, committer);
   }
   return committer.submit(tenantId, write);
+}
+
+/**
+ * As commitAudited, for a write that `writer` can make together with the
+ * others of its kind queued at the same time (one statement for a batch
+ * instead of one per write). The same guarantees: answered once committed,
+ * a failing item retried alone so only it fails.
+ */
+export function commitAuditedBulk<I, T>(
+  db: Knex,
+  tenantId: string,
+  kind: BulkKind<I, T>,
+  item: I,
+): Promise<T> {
+  let committer = committers.get(db);
+  if (!committer) {
+    committer = new GroupCommitter(db);
+    committers.set(db, committer);
+  }
+  return committer.submitBulk(tenantId, kind, item);
 }

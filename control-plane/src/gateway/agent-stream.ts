@@ -13,7 +13,7 @@ import type { OperationService } from "../operations/service.js";
 import { renewLeases } from "../operations/store.js";
 import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
-import { Coalescer } from "./coalescer.js";
+import { Coalescer } from "../lib/coalescer.js";
 import { finalResult } from "./convert.js";
 import type { StreamRegistry } from "./registry.js";
 

@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
-import { commitAudited } from "../audit/group-commit.js";
+import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
@@ -64,44 +64,57 @@ export async function createOperation(
 ): Promise<{ id: string; startedAt: number }> {
   const id = randomUUID();
   const startedAt = Date.now();
+  const row = {
+    id,
+    tenant_id: op.tenantId,
+    server_id: op.serverId,
+    operation_type: op.operationType,
+    status: "running",
+    delivery: "pending",
+    key_id: op.keyId,
+    run_id: op.runId,
+    lease_expires_at: op.leaseMs === null ? null : startedAt + op.leaseMs,
+    deadline_at: op.deadlineAt,
+    pre_boot_id: op.preBootId ?? null,
+    started_at: startedAt,
+  };
+  const event: AuditEventInput = {
+    tenantId: op.tenantId,
+    eventType: `operation.${op.operationType}`,
+    operationId: id,
+    keyId: op.keyId,
+    serverId: op.serverId,
+    runId: op.runId,
+    payload: { operation_id: id, ...op.audit },
+  };
   try {
     // Group commit (audit/group-commit.ts): answered once the row and its event are committed.
-    await commitAudited(db, op.tenantId, async (trx) => {
-      const rows = [
-        trx("operations").insert({
-          id,
-          tenant_id: op.tenantId,
-          server_id: op.serverId,
-          operation_type: op.operationType,
-          status: "running",
-          delivery: "pending",
-          key_id: op.keyId,
-          run_id: op.runId,
-          lease_expires_at: op.leaseMs === null ? null : startedAt + op.leaseMs,
-          deadline_at: op.deadlineAt,
-          pre_boot_id: op.preBootId ?? null,
-          started_at: startedAt,
-        }),
-        ...(op.together?.(trx, id, startedAt) ?? []),
-      ];
-      for (const w of rows) await w;
-      const event: AuditEventInput = {
-        tenantId: op.tenantId,
-        eventType: `operation.${op.operationType}`,
-        operationId: id,
-        keyId: op.keyId,
-        serverId: op.serverId,
-        runId: op.runId,
-        payload: { operation_id: id, ...op.audit },
-      };
-      return { event, value: undefined };
-    });
+    if (op.together) {
+      const together = op.together;
+      await commitAudited(db, op.tenantId, async (trx) => {
+        for (const w of [trx("operations").insert(row), ...together(trx, id, startedAt)]) await w;
+        return { event, value: undefined };
+      });
+    } else {
+      await commitAuditedBulk(db, op.tenantId, insertOperations, { row, event });
+    }
   } catch (err) {
     // Fail closed: no audited row, nothing runs.
     throw new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
   }
   return { id, startedAt };
 }
+
+type OperationRow = Record<string, string | number | null>;
+
+/** The operations started together: one multi-row insert, sent with their events. */
+const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, undefined> = {
+  plan: (db, items) => ({
+    outcomes: items.map((i) => ({ event: i.event, value: undefined })),
+    // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits.
+    writes: [db("operations").insert(items.map((i) => i.row))],
+  }),
+};
 
 interface FinishingRow {
   tenant_id: string;
@@ -145,31 +158,76 @@ export async function finishOperation(
   }
   // Integer columns: store and hash the same numbers.
   const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
+  const detail = result.detail;
+  if (detail?.$case !== "deploy") {
+    return commitAuditedBulk(db, tenant, finishOperations, { id, serverId, tenant, result });
+  }
   return commitAudited<FinishedOperation | null>(db, tenant, async (trx) => {
     const op = await read(trx);
     if (!op || op.tenant_id !== tenant) return { event: null, value: null };
-    const n = await trx("operations")
-      .where(where)
-      .update({
-        status: result.status,
-        delivery: "finished",
-        exit_code: result.exit_code,
-        stdout: result.stdout,
-        stderr: result.stderr,
-        duration_ms: result.duration_ms,
-        error: result.error ?? null,
-        result_detail: encodeDetail(result.detail),
-        completed_at: Date.now(),
-      });
+    const n = await trx("operations").where(where).update(finalColumns(result));
     if (n !== 1) return { event: null, value: null };
     // A deployment's steps and commit land with its final state, never apart.
-    if (result.detail?.$case === "deploy") await recordReport(trx, id, result.detail.deploy);
+    await recordReport(trx, id, detail.deploy);
     return {
       event: completionEvent(id, op, result),
       value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
     };
   });
 }
+
+function finalColumns(result: FinalResult) {
+  return {
+    status: result.status,
+    delivery: "finished",
+    exit_code: result.exit_code,
+    stdout: result.stdout,
+    stderr: result.stderr,
+    duration_ms: result.duration_ms,
+    error: result.error ?? null,
+    result_detail: encodeDetail(result.detail),
+    completed_at: Date.now(),
+  };
+}
+
+interface Finishing {
+  id: string;
+  serverId: string | undefined;
+  tenant: string;
+  result: FinalResult;
+}
+
+/**
+ * Operations finished together: one locking read of all that are still
+ * running, then their updates and completion events in one round trip (MySQL).
+ * A row read here is locked until the commit, so each of its updates moves it;
+ * an operation no longer running (or of another server or tenant) gets null,
+ * and two reports of one operation in the same batch: only the first wins.
+ */
+const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
+  read: (db, items) =>
+    db("operations")
+      .whereIn("id", [...new Set(items.map((i) => i.id))])
+      .where({ status: "running" })
+      .forUpdate()
+      .select("id", "tenant_id", "server_id", "run_id", "operation_type", "started_at"),
+  plan: (db, items, rows) => {
+    const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
+    const writes: Knex.QueryBuilder[] = [];
+    const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
+      const op = running.get(i.id);
+      if (!op || op.tenant_id !== i.tenant || (i.serverId && op.server_id !== i.serverId))
+        return { event: null, value: null };
+      running.delete(i.id); // a second report of it in this batch finds it finished
+      writes.push(db("operations").where({ id: i.id, status: "running" }).update(finalColumns(i.result)));
+      return {
+        event: completionEvent(i.id, op, i.result),
+        value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
+      };
+    });
+    return { outcomes, writes };
+  },
+};
 
 function completionEvent(
   id: string,

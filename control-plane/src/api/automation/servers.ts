@@ -4,6 +4,7 @@ import type { Knex } from "knex";
 import type { AutomationPrincipal } from "../../auth/automation-key.js";
 import type { JobBus } from "../../bus/job-bus.js";
 import { RcError } from "../../errors.js";
+import { Coalescer } from "../../lib/coalescer.js";
 
 export interface ServerRef {
   id: string;
@@ -31,17 +32,45 @@ export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
   }));
 }
 
+interface ServerRow extends ServerRef {
+  tenant_id: string;
+}
+
+/**
+ * Server lookups of one process, coalesced: the servers asked for while a read
+ * is in flight are read together by the next one (one round trip for many
+ * requests under load, none added when idle). Each read is of the table as it
+ * is then — nothing is cached, so a server deleted before a request's read is
+ * not found by it.
+ */
+const lookups = new WeakMap<Knex, Coalescer<string, ServerRow | undefined>>();
+
+function lookupOf(db: Knex): Coalescer<string, ServerRow | undefined> {
+  let c = lookups.get(db);
+  if (!c) {
+    c = new Coalescer(async (ids) => {
+      const rows = await db("servers")
+        .whereIn("id", [...new Set(ids)])
+        .select<ServerRow[]>("id", "name", "tenant_id");
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      return ids.map((id) => byId.get(id));
+    }, 200);
+    lookups.set(db, c);
+  }
+  return c;
+}
+
 export async function findServer(
   db: Knex,
   principal: AutomationPrincipal,
   serverId: string,
 ): Promise<ServerRef> {
-  const row = await db("servers")
-    .where({ id: serverId.toLowerCase(), tenant_id: principal.tenantId })
-    .first<ServerRef | undefined>("id", "name");
-  if (!row) throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
+  const row = await lookupOf(db).submit(serverId.toLowerCase());
+  // Another tenant's server is as unknown as a missing one.
+  if (!row || row.tenant_id !== principal.tenantId)
+    throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
   if (principal.servers.length > 0 && !principal.servers.includes(row.id)) {
     throw new RcError("RC_ERR_FORBIDDEN", `server '${row.name}' is outside this key's server scope`);
   }
-  return row;
+  return { id: row.id, name: row.name };
 }
