@@ -123,10 +123,9 @@ class GroupCommitter {
       // Two round trips when every write is a bulk one and only the first kind reads (a
       // later kind's read must see the earlier kinds' writes).
       const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
-      values =
-        runs?.every((r, i) => i === 0 || !r.kind.read)
-          ? await this.#twoRoundTrips(tenantId, runs)
-          : await this.#inTransaction(tenantId, batch);
+      values = runs?.every((r, i) => i === 0 || !r.kind.read)
+        ? await this.#twoRoundTrips(tenantId, runs)
+        : await this.#inTransaction(tenantId, batch);
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
