@@ -3,7 +3,9 @@
 // deployment view. A person's token reads the deployment's live log (one SSE
 // request, the same stream the dashboard and `relayctl deploy` follow); an
 // automation key cannot read the dashboard API, so it polls the deploy's
-// operation and reports its status only.
+// operation through the Automation API and reads the progress of the deployment
+// it has just started (its own tenant's, scrubbed as in the live log) from the
+// store.
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ApiCaller } from "./api-client.js";
 
@@ -53,21 +55,49 @@ export async function followDeploymentLog(
 }
 
 const POLL_MS = 2000;
+const PROGRESS_POLL_MS = 500;
 
-/** An automation key's view: the deploy's operation, polled until it is no longer running. */
+/** The progress of one deployment of the caller's tenant after `afterSeq` (null: not the tenant's). */
+export type ProgressReader = (
+  deploymentId: string,
+  afterSeq: number,
+) => Promise<{ seq: number; step: string; status: string; log: string }[] | null>;
+
+/**
+ * An automation key's view: the deploy's operation, polled until it is no longer
+ * running, with each recorded step of its deployment reported as it lands.
+ */
 export async function followOperation(
   api: ApiCaller,
-  operationId: string,
+  started: { operation_id: string; deployment_id: string },
+  readProgress: ProgressReader,
   report: Report,
   signal: AbortSignal,
 ): Promise<Record<string, unknown>> {
+  let seq = 0;
+  const drain = async () => {
+    for (;;) {
+      const batch = (await readProgress(started.deployment_id, seq)) ?? [];
+      for (const p of batch) await report({ step: p.step, status: p.status, log: p.log });
+      if (batch.length > 0) seq = batch[batch.length - 1]!.seq;
+      if (batch.length < 500) return;
+    }
+  };
   let last = "";
+  let nextOperationRead = 0;
   for (;;) {
-    const op = await api.json("GET", `/api/automation/v1/operations/${operationId}`);
-    const status = String(op.status);
-    if (status !== last) await report({ step: "deploy", status });
-    last = status;
-    if (status !== "running" && status !== "queued") return op;
-    await sleep(POLL_MS, undefined, { signal });
+    await drain();
+    if (Date.now() >= nextOperationRead) {
+      nextOperationRead = Date.now() + POLL_MS;
+      const op = await api.json("GET", `/api/automation/v1/operations/${started.operation_id}`);
+      const status = String(op.status);
+      if (status !== last && status !== "running") await report({ step: "deploy", status });
+      last = status;
+      if (status !== "running" && status !== "queued") {
+        await drain(); // what was recorded with the final state
+        return op;
+      }
+    }
+    await sleep(PROGRESS_POLL_MS, undefined, { signal });
   }
 }

@@ -8,11 +8,14 @@
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeWebStream } from "node:stream/web";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
+import type { Knex } from "knex";
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import type { ApiContext } from "../api/context.js";
 import { automationKeyAuth } from "../auth/plugins.js";
 import { issuerOf } from "../oauth/routes.js";
+import { progressSince } from "../deployments/view.js";
 import { injectCaller } from "./api-client.js";
+import type { ProgressReader } from "./deploy-follow.js";
 import { buildMcpServer } from "./server.js";
 
 export const MCP_PATH = "/mcp";
@@ -38,13 +41,21 @@ function webRequest(req: FastifyRequest): Request {
   return new Request(`${req.protocol}://${req.host}${req.url}`, { method: req.method, headers });
 }
 
-async function handle(root: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {
+/** The progress of a deployment of `tenantId` (null for another tenant's or an unknown one). */
+function progressReader(db: Knex, tenantId: string): ProgressReader {
+  return async (deploymentId, afterSeq) => {
+    const own = await db("deployments").where({ id: deploymentId, tenant_id: tenantId }).first("id");
+    return own ? progressSince(db, deploymentId, afterSeq) : null;
+  };
+}
+
+async function handle(ctx: ApiContext, root: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {
   const body = req.body as { method?: unknown } | undefined;
   const server = buildMcpServer(
     req.principal,
     (tool) => injectCaller(root, String(req.headers.authorization), req.ip, tool),
     // Listing shows what the credential may use; a call reaches the API whatever it is.
-    { listAll: body?.method === "tools/call" },
+    { listAll: body?.method === "tools/call", readProgress: progressReader(ctx.db, req.principal.tenantId) },
   );
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   await server.connect(transport);
@@ -74,7 +85,7 @@ export const mcpRoutes =
           );
         return payload;
       });
-      scope.post(MCP_PATH, (req, reply) => handle(root, req, reply));
+      scope.post(MCP_PATH, (req, reply) => handle(ctx, root, req, reply));
       // Stateless: no session to end, and no server-initiated message outside a
       // request, so no standalone GET stream (which would idle open forever).
       scope.route({

@@ -7,6 +7,7 @@ import type { CallToolResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { AutomationPrincipal } from "../auth/automation-key.js";
 import { ApiRefusal, type ApiCaller } from "./api-client.js";
+import type { ProgressReader } from "./deploy-follow.js";
 import { TOOLS, type ToolSpec } from "./tools.js";
 
 export const SERVER_INFO = { name: "relayctl", version: "1.0.0" };
@@ -30,7 +31,7 @@ function resultOf(structured: Record<string, unknown>): CallToolResult {
 export function buildMcpServer(
   principal: AutomationPrincipal,
   apiFor: (tool: string) => ApiCaller,
-  opts: { listAll: boolean },
+  opts: { listAll: boolean; readProgress: ProgressReader },
 ): McpServer {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: { listChanged: false } },
@@ -68,6 +69,7 @@ export function buildMcpServer(
         const env = {
           api: apiFor(tool.name),
           person: Boolean(principal.user),
+          readProgress: opts.readProgress,
           signal: ctx.mcpReq.signal,
           progress: (p: { step: string; status: string; log?: string }) =>
             send(

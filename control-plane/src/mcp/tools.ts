@@ -20,13 +20,20 @@ import { dateTime } from "../api/validation.js";
 import { refSchema } from "../applications/source.js";
 import { RUN_CURSOR_PATTERN } from "../operations/read.js";
 import type { ApiCaller } from "./api-client.js";
-import { type StepProgress, followDeploymentLog, followOperation } from "./deploy-follow.js";
+import {
+  type ProgressReader,
+  type StepProgress,
+  followDeploymentLog,
+  followOperation,
+} from "./deploy-follow.js";
 
 export interface ToolEnv {
   api: ApiCaller;
   /** True for a person's OAuth token, which may read the dashboard API as well. */
   person: boolean;
   progress(p: StepProgress): Promise<void>;
+  /** The progress of a deployment of the caller's tenant (a key's deploy reports its steps with it). */
+  readProgress: ProgressReader;
   signal: AbortSignal;
 }
 
@@ -125,13 +132,13 @@ export const TOOLS: ToolSpec[] = [
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     input: deployInput,
     output: loose({ status: z.string() }),
-    run: async (a: z.infer<typeof deployInput>, { api, person, progress, signal }) => {
+    run: async (a: z.infer<typeof deployInput>, { api, person, progress, readProgress, signal }) => {
       const started = await api.json<{ operation_id: string; deployment_id: string }>(
         "POST",
         "/api/automation/v1/deploy",
         a,
       );
-      if (!person) return followOperation(api, started.operation_id, progress, signal);
+      if (!person) return followOperation(api, started, readProgress, progress, signal);
       const base = await tenantPath(api, a.application_id);
       return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
     },
