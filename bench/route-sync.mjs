@@ -56,10 +56,13 @@ const CONTAINER_PREFIX = `bench-app-${process.pid}-`;
 const CONTAINERS_CONF = "/tmp/relayctl-bench-containers.conf";
 const IMAGE = "localhost/relayctl-bench-busybox:1";
 const podmanEnv = { ...process.env, CONTAINERS_CONF };
+/** Written before podman's API service or CLI first reads it (a fresh machine has none). */
+const writeContainersConf = () =>
+  writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
 const podman = (args) => runCmd("podman", args, { env: podmanEnv });
 
 async function startContainers(tmp, names) {
-  writeFileSync(CONTAINERS_CONF, '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n');
+  writeContainersConf();
   copyFileSync("/bin/busybox", join(tmp, "busybox"));
   writeFileSync(join(tmp, "Containerfile"), "FROM scratch\nCOPY busybox /bin/busybox\n");
   await podman(["build", "-q", "-t", IMAGE, "-f", join(tmp, "Containerfile"), tmp]);
@@ -100,6 +103,7 @@ async function startContainers(tmp, names) {
  * Ready when GET /_ping answers.
  */
 async function startPodmanApi(group, tmp) {
+  writeContainersConf();
   const socketPath = join(tmp, "podman.sock");
   group.start("podman-api", "podman", ["system", "service", "--time=0", `unix://${socketPath}`], {
     env: podmanEnv,
