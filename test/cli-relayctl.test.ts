@@ -3,11 +3,11 @@
 // over HTTP, as a browser would), whoami, exec passthrough, --json, exit codes for
 // usage, auth and server errors, refresh after the access token expires, a revoked
 // login, and the key/registry/app commands.
-import { statSync } from "node:fs";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
-import { cleanupAll } from "./harness/cleanup";
+import { run } from "@relayctl/devkit";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { request } from "./harness/http";
@@ -318,9 +318,165 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.true(mine.includes("auth.signin"));
 });
 
-test("cli - completion prints a script that knows the commands", async (t) => {
+test.serial(
+  "cli - apps show, servers --json, restart, ops list --run-id, and a dashboard rck_ key",
+  async (t) => {
+    const u = new CliUser();
+    t.is((await login(u)).code, 0);
+    const servers = await u.run(["servers", "list", "--json"]);
+    t.is(servers.code, 0, servers.stderr);
+    t.like(
+      (JSON.parse(servers.stdout).servers as { id: string; name: string }[]).find((s) => s.id === c.serverId),
+      { name: c.serverName },
+    );
+
+    const made = await u.run([
+      "apps",
+      "create",
+      "show-cli",
+      "--server",
+      c.serverName,
+      "--container",
+      "show-web",
+      "--port",
+      "8081",
+      "--fqdn",
+      "show-cli.example.com",
+      "--json",
+    ]);
+    t.is(made.code, 0, made.stderr);
+    const appId = String(JSON.parse(made.stdout).id);
+    const shown = await u.run(["apps", "show", "show-cli"]);
+    t.is(shown.code, 0, shown.stderr);
+    t.regex(shown.stdout, new RegExp(`^id\\s+${appId}$`, "m"));
+    t.regex(shown.stdout, /^linked_container_name\s+show-web$/m);
+    const byId = await u.run(["apps", "show", appId, "--json"]);
+    t.is(byId.code, 0, byId.stderr);
+    t.like(JSON.parse(byId.stdout), { id: appId, name: "show-cli", container_port: 8081 });
+    const missing = await u.run(["apps", "show", "no-such-app"]);
+    t.is(missing.code, 65);
+    t.is(missing.stderr, "relayctl: application 'no-such-app' not found\n");
+
+    // This agent's engine is docker without a daemon: the restart runs and fails, and so does the CLI.
+    const restart = await u.run(["restart", c.serverName, "web-cli", "--run-id", "cli-run-1"]);
+    t.is(restart.code, 1, restart.stderr);
+    t.regex(restart.stderr, /^relayctl: restart completed \(exit [1-9]\d*\)/);
+    t.is(restart.stderr.split("\n").filter(Boolean).length, 1);
+    const restartJson = await u.run(["restart", c.serverName, "web-cli", "--run-id", "cli-run-1", "--json"]);
+    t.is(restartJson.code, 1);
+    t.like(JSON.parse(restartJson.stdout), { status: "completed" });
+    const ran = await u.run(["exec", c.serverName, "--run-id", "cli-run-1", "--", "true"]);
+    t.is(ran.code, 0, ran.stderr);
+    const ops = await u.run(["ops", "list", "--run-id", "cli-run-1", "--json"]);
+    t.is(ops.code, 0, ops.stderr);
+    const listed = JSON.parse(ops.stdout).operations as { operation_type: string; run_id: string }[];
+    t.deepEqual(listed.map((o) => o.operation_type).sort(), ["exec", "restart", "restart"]);
+    const table = await u.run(["ops", "list", "--run-id", "cli-run-1"]);
+    t.regex(table.stdout, /^ID\s+TYPE\s+SERVER\s+STATUS\s+EXIT\s+STARTED$/m);
+    t.regex(table.stdout, new RegExp(`\\sexec\\s+${c.serverName}\\s+completed\\s+0\\s`));
+
+    // --token with a dashboard API key (rck_): the dashboard commands act for the tenant.
+    const { key: apiKey } = (await c.admin([
+      "create-api-key",
+      "--tenant",
+      c.tenantId,
+      "--name",
+      "cli-rck",
+    ])) as {
+      key: string;
+    };
+    t.regex(apiKey, /^rck_/);
+    const k = new CliUser({ RELAYCTL_URL: c.baseUrl });
+    const who = await k.run(["whoami", "--json", "--token", apiKey]);
+    t.is(who.code, 0, who.stderr);
+    t.like(JSON.parse(who.stdout), { tenant_id: c.tenantId, key: { name: "cli-rck" } });
+    const viaKey = await k.run(["apps", "list"], { env: { RELAYCTL_TOKEN: apiKey } });
+    t.is(viaKey.code, 0, viaKey.stderr);
+    t.regex(viaKey.stdout, /show-cli/);
+  },
+);
+
+test("cli - the bash completion script completes commands, subcommands and options in bash", async (t) => {
   const r = await new CliUser().run(["completion", "bash"]);
   t.is(r.code, 0);
-  t.regex(r.stdout, /complete -F _relayctl relayctl/);
-  t.regex(r.stdout, /"apps env"\) words="set unset list/);
+  const script = join(makeTempDir("completion"), "relayctl.bash");
+  writeFileSync(script, r.stdout);
+  // bash's completion protocol, as readline drives it: COMP_WORDS and COMP_CWORD in, COMPREPLY out.
+  const complete = async (...words: string[]) => {
+    const { stdout } = await run(
+      "bash",
+      [
+        "-c",
+        'source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _relayctl; printf "%s\\n" "${COMPREPLY[@]}"',
+        script,
+        "relayctl",
+        ...words,
+      ],
+      { timeoutMs: 10_000 },
+    );
+    return stdout.split("\n").filter(Boolean).sort();
+  };
+  t.true((await complete("")).includes("deploy"));
+  t.deepEqual(await complete("apps", "env", ""), ["--help", "list", "set", "unset"]);
+  t.deepEqual(await complete("o"), ["ops"]);
+  // A global option's value is not a command; an application's name is not either.
+  t.deepEqual(await complete("--url", "http://x", "ops", ""), ["--help", "get", "list"]);
+  t.deepEqual(await complete("deploy", "shop", "--w"), ["--wait"]);
+  t.deepEqual(await complete("exec", "--timeout", ""), []);
+  const zsh = await new CliUser().run(["completion", "zsh"]);
+  t.is(zsh.code, 0);
+  t.regex(zsh.stdout, /^autoload -U \+X bashcompinit && bashcompinit$/m);
+  t.false(/\blocal\b.*\bpath\b/.test(zsh.stdout), "zsh ties `path` to PATH");
+  const bad = await new CliUser().run(["completion", "fish"]);
+  t.is(bad.code, 64);
+});
+
+/** The commands listed in a --help page (its "Commands:" section), without `help`. */
+function subcommands(help: string): string[] {
+  const section = /\nCommands:\n([\s\S]*?)(\n\n|$)/.exec(help)?.[1] ?? "";
+  return section
+    .split("\n")
+    .map((l) => /^ {2}([a-z][a-z-]*)/.exec(l)?.[1])
+    .filter((n): n is string => n !== undefined && n !== "help");
+}
+
+test("cli - --help on every command exits 0 with examples and lists --json", async (t) => {
+  const u = new CliUser();
+  const seen: string[] = [];
+  const walk = async (path: string[]) => {
+    const r = await u.run([...path, "--help"]);
+    const name = ["relayctl", ...path].join(" ");
+    t.is(r.code, 0, name);
+    t.regex(r.stdout, /\nExamples?( \([^)]*\))?:\n {2}\S/, `${name}: examples`);
+    t.regex(r.stdout, /^ {2}--json +print the answer as JSON/m, `${name}: --json`);
+    seen.push(name);
+    for (const sub of subcommands(r.stdout)) await walk([...path, sub]);
+  };
+  await walk([]);
+  // The walk reached every command the issue names.
+  for (const cmd of [
+    "login",
+    "logout",
+    "whoami",
+    "servers list",
+    "apps list",
+    "apps show",
+    "apps create",
+    "apps env set",
+    "apps env unset",
+    "deploy",
+    "exec",
+    "restart",
+    "ops get",
+    "ops list",
+    "keys create",
+    "keys list",
+    "keys revoke",
+    "audit",
+    "registry add",
+    "registry list",
+    "registry remove",
+    "completion",
+  ])
+    t.true(seen.includes(`relayctl ${cmd}`), cmd);
 });
