@@ -3,11 +3,13 @@
 // over HTTP, as a browser would), whoami, exec passthrough, --json, exit codes for
 // usage, auth and server errors, refresh after the access token expires, a revoked
 // login, and the key/registry/app commands.
-import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import test from "ava";
 import { run } from "@relayctl/devkit";
-import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { request } from "./harness/http";
@@ -75,6 +77,102 @@ test.serial(
     });
   },
 );
+
+test.serial(
+  "cli - login opens the browser at the verification address when there is a display",
+  async (t) => {
+    // The desktop's opener (xdg-open) stands in as a script that records what it was asked to open.
+    const bin = makeTempDir("xdg-open");
+    const opened = join(bin, "opened");
+    writeFileSync(join(bin, "xdg-open"), `#!/bin/sh\nprintf '%s\\n' "$1" >> '${opened}'\n`, { mode: 0o755 });
+    const desktop = { DISPLAY: ":99", RELAYCTL_NO_BROWSER: "", PATH: `${bin}:${process.env.PATH}` };
+    const u = new CliUser(desktop);
+    const child = u.spawn(["login", "--url", c.baseUrl]);
+    const done = collect(child);
+    const [, uri] = await waitForStderr(child, /\(or open (\S+)\)\nA browser window was opened\.\n/);
+    const seen = await pollUntil(
+      async () => (existsSync(opened) ? readFileSync(opened, "utf8") : undefined),
+      {
+        what: "xdg-open to be run",
+        timeoutMs: 10_000,
+        intervalMs: 100,
+      },
+    );
+    t.is(seen, `${uri}\n`);
+    await browser.answerDevice(uri, "approve");
+    t.is((await done).code, 0);
+    // --no-browser: the address is printed, nothing is opened.
+    const v = new CliUser(desktop);
+    const quiet = v.spawn(["login", "--url", c.baseUrl, "--no-browser"]);
+    const quietDone = collect(quiet);
+    const [, uri2] = await waitForStderr(quiet, /\(or open (\S+)\)/);
+    await browser.answerDevice(uri2, "approve");
+    const r = await quietDone;
+    t.is(r.code, 0, r.stderr);
+    t.false(r.stderr.includes("A browser window was opened"));
+    t.is(readFileSync(opened, "utf8"), `${uri}\n`);
+  },
+);
+
+/**
+ * A pass-through HTTP proxy in front of the api that records each request to
+ * /oauth/token (arrival time, answer) and sends the first device-code poll twice,
+ * as a network that duplicates a request would: the copy is answered
+ * authorization_pending, the original — now too soon after it — slow_down.
+ */
+async function duplicatingProxy() {
+  const polls: { at: number; error: string }[] = [];
+  let duplicated = false;
+  const forward = async (path: string, method: string, headers: Headers, body: Buffer | undefined) =>
+    fetch(`${c.baseUrl}${path}`, { method, headers, body, redirect: "manual" });
+  const server = createServer(async (req, res) => {
+    const at = Date.now();
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = chunks.length ? Buffer.concat(chunks) : undefined;
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers))
+      if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers.set(k, v);
+    const isPoll = req.url === "/oauth/token" && String(body).includes("device_code");
+    if (isPoll && !duplicated) {
+      duplicated = true;
+      await (await forward(req.url!, req.method!, headers, body)).arrayBuffer();
+    }
+    const answer = await forward(req.url!, req.method!, headers, body);
+    const text = Buffer.from(await answer.arrayBuffer());
+    if (isPoll) polls.push({ at, error: answer.ok ? "" : String(JSON.parse(String(text)).error) });
+    res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "text/plain" });
+    res.end(text);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, polls };
+}
+
+test.serial("cli - login honours slow_down: its polls are 5 s further apart from then on", async (t) => {
+  const proxy = await duplicatingProxy();
+  const u = new CliUser();
+  const child = u.spawn(["login", "--url", proxy.url]);
+  const done = collect(child, { timeoutMs: 60_000 });
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await pollUntil(async () => (proxy.polls.length >= 1 ? true : undefined), {
+    what: "the CLI's first poll",
+    timeoutMs: 15_000,
+    intervalMs: 100,
+  });
+  t.is(proxy.polls[0].error, "slow_down");
+  await browser.answerDevice(uri, "approve");
+  const r = await done;
+  t.is(r.code, 0, r.stderr);
+  // interval 1 s + 5 s: every poll after the slow_down came at least 6 s after the one before.
+  t.true(proxy.polls.length >= 2, JSON.stringify(proxy.polls));
+  for (let i = 1; i < proxy.polls.length; i++) {
+    const gap = proxy.polls[i].at - proxy.polls[i - 1].at;
+    t.true(gap >= 6000, `poll ${i} came ${gap} ms after the one before`);
+    t.not(proxy.polls[i].error, "slow_down");
+  }
+  t.is(proxy.polls.at(-1)!.error, "");
+});
 
 test.serial("cli - a denied login exits with the auth code", async (t) => {
   const u = new CliUser();
@@ -163,8 +261,11 @@ test.serial("cli - an expired access token is refreshed transparently and the ne
     },
     { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
   );
+  // A credentials file someone widened is replaced, not rewritten in place: 0600 again.
+  chmodSync(join(u.configDir, "credentials.json"), 0o644);
   const r = await u.run(["whoami", "--json"]);
   t.is(r.code, 0, r.stderr);
+  t.is(statSync(join(u.configDir, "credentials.json")).mode & 0o777, 0o600);
   const after = stored(u);
   t.not(after.access_token, before.access_token);
   t.not(after.refresh_token, before.refresh_token);
