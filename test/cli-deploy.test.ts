@@ -92,6 +92,16 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
   });
   const latest = ((await history.json()) as { deployments: Record<string, unknown>[] }).deployments[0]!;
   t.like(latest, { trigger: "cli", triggered_by: { type: "user" } });
+
+  // `relayctl restart` on the container the deployment started: podman restarts it, exit 0.
+  const container = /^container_name\s+(\S+)$/m.exec(r.stdout)![1];
+  const startedAt = async () =>
+    (await podman(["inspect", "--format", "{{.State.StartedAt}}", container])).stdout.trim();
+  const before = await startedAt();
+  const restarted = await u.run(["restart", c.serverName, container, "--json"]);
+  t.is(restarted.code, 0, restarted.stderr);
+  t.like(JSON.parse(restarted.stdout), { status: "completed", exit_code: 0 });
+  t.not(await startedAt(), before, "the container was started again");
 });
 
 test.serial("cli deploy - a failing deployment exits 1 naming the failed step", async (t) => {
