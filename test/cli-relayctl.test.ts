@@ -215,6 +215,10 @@ test.serial(
       { env: { GREETING: "hello-from-env" } },
     );
     t.is(e.stdout, "len=14\n", e.stderr);
+    // A command that could not start has no exit code of its own: exit 1, naming the operation.
+    const notRun = await u.run(["exec", c.serverName, "--cwd", "/no/such/dir-cli", "--", "true"]);
+    t.is(notRun.code, 1, notRun.stderr);
+    t.regex(notRun.stderr, /^relayctl: exec failed: see 'relayctl ops get [0-9a-f-]{36}'\n$/m);
   },
 );
 

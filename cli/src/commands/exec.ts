@@ -71,7 +71,7 @@ export function registerExec(program: Command): void {
       }
       // Only a command that ran to its end has an exit code of its own to pass on.
       if (r.status !== "completed" || typeof r.exit_code !== "number" || r.exit_code < 0)
-        throw new CliError(`exec ${r.status}: operation ${r.operation_id}`, EXIT.failed);
+        throw new CliError(`exec ${r.status}: see 'relayctl ops get ${r.operation_id}'`, EXIT.failed);
       process.exitCode = r.exit_code;
     });
 
