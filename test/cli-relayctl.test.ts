@@ -287,6 +287,41 @@ test.serial("cli - an expired access token is refreshed transparently and the ne
   t.regex(ended.stderr, /^relayctl: (OAuth access token has been revoked|your login has ended)/);
 });
 
+test.serial(
+  "cli - commands started at once after expiry share one refresh; the login survives",
+  async (t) => {
+    const u = new CliUser();
+    t.is((await login(u)).code, 0);
+    const before = stored(u);
+    await pollUntil(
+      async () => {
+        const r = await request(c, "/api/me", { key: before.access_token });
+        return r.status === 401 && /expired/.test(String(r.json.detail)) ? true : undefined;
+      },
+      { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
+    );
+    const reuses = async () =>
+      Number(
+        (
+          await c.db.query(
+            "SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'oauth.refresh_token_reused' AND key_id = ?",
+            [owner.id],
+          )
+        )[0].n,
+      );
+    const reusedBefore = await reuses();
+    // Four commands in four terminals, one login: each finds the token expired.
+    const runs = await Promise.all(Array.from({ length: 4 }, () => u.run(["whoami", "--json"])));
+    for (const r of runs) t.is(r.code, 0, r.stderr);
+    t.not(stored(u).refresh_token, before.refresh_token);
+    t.false(existsSync(join(u.configDir, "credentials.lock")));
+    // No refresh token was presented twice, so the server never ended the login.
+    t.is(await reuses(), reusedBefore);
+    const again = await u.run(["whoami"]);
+    t.is(again.code, 0, again.stderr);
+  },
+);
+
 test.serial("cli - logout revokes the login on the server; a copy of its tokens is refused", async (t) => {
   const u = new CliUser();
   t.is((await login(u)).code, 0);
