@@ -103,13 +103,15 @@ test.serial(
     t.is((await done).code, 0);
     // --no-browser: the address is printed, nothing is opened.
     const v = new CliUser(desktop);
-    const quiet = v.spawn(["login", "--url", c.baseUrl, "--no-browser"]);
+    const quiet = v.spawn(["login", "--url", c.baseUrl, "--no-browser", "--json"]);
     const quietDone = collect(quiet);
     const [, uri2] = await waitForStderr(quiet, /\(or open (\S+)\)/);
     await browser.answerDevice(uri2, "approve");
     const r = await quietDone;
     t.is(r.code, 0, r.stderr);
     t.false(r.stderr.includes("A browser window was opened"));
+    // With --json the prompts stay on stderr and stdout is the one JSON answer: who is logged in.
+    t.like(JSON.parse(r.stdout), { type: "user", user: { email: owner.email } });
     t.is(readFileSync(opened, "utf8"), `${uri}\n`);
   },
 );
@@ -326,9 +328,10 @@ test.serial("cli - logout revokes the login on the server; a copy of its tokens 
   const u = new CliUser();
   t.is((await login(u)).code, 0);
   const tokens = stored(u);
-  const out = await u.run(["logout"]);
+  const out = await u.run(["logout", "--json"]);
   t.is(out.code, 0);
-  t.regex(out.stdout, /Logged out/);
+  t.deepEqual(JSON.parse(out.stdout), { logged_out: true });
+  t.false(existsSync(join(u.configDir, "credentials.json")));
   const me = await request(c, "/api/me", { key: tokens.access_token });
   t.is(me.status, 401);
   t.regex(String(me.json.detail), /revoked/);
@@ -399,7 +402,9 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   const listed = await u.run(["keys", "list"]);
   t.regex(listed.stdout, /ci-cli/);
   t.false(listed.stdout.includes(key.key));
-  t.is((await u.run(["keys", "revoke", key.id])).code, 0);
+  const revoked = await u.run(["keys", "revoke", key.id, "--json"]);
+  t.is(revoked.code, 0, revoked.stderr);
+  t.deepEqual(JSON.parse(revoked.stdout), { id: key.id, revoked: true });
   t.is((await request(c, "/api/automation/v1/operations/x", { key: key.key })).status, 401);
 
   const secret = `s3cret-${Math.random().toString(36).slice(2)}`;
@@ -415,7 +420,10 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.is(cred.registry_type, "ghcr");
   const regs = await u.run(["registry", "list"]);
   t.regex(regs.stdout, /ghcr-cli\s+ghcr\.io\s+ghcr\s+me/);
-  t.is((await u.run(["registry", "remove", cred.id])).code, 0);
+  const removed = await u.run(["registry", "remove", cred.id, "--json"]);
+  t.is(removed.code, 0, removed.stderr);
+  t.deepEqual(JSON.parse(removed.stdout), { id: cred.id, removed: true });
+  t.false((await u.run(["registry", "list"])).stdout.includes("ghcr-cli"));
 
   const app = await u.run([
     "apps",
