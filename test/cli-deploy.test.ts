@@ -77,6 +77,14 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
     t.regex(r.stderr, new RegExp(`\\[${step}\\] `));
   t.regex(r.stdout, /^status\s+completed$/m);
   t.regex(r.stdout, /^container_name\s+cli-shop-/m);
+  // The live log went to stdout: every log line the deployment recorded is there.
+  const deploymentId = /^deployment_id\s+(\S+)$/m.exec(r.stdout)![1];
+  const logged = await c.db.query(
+    "SELECT log FROM deployment_progress WHERE deployment_id = ? AND log IS NOT NULL AND log <> '' ORDER BY seq",
+    [deploymentId],
+  );
+  t.true(logged.length > 0, "the deployment logged something");
+  for (const row of logged) t.true(r.stdout.includes(String(row.log).trimEnd()), String(row.log));
   // What it says serves the new version does: the container answers on its host port.
   const port = /^host_port\s+(\d+)$/m.exec(r.stdout)?.[1];
   t.truthy(port, r.stdout);
@@ -92,6 +100,16 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
   });
   const latest = ((await history.json()) as { deployments: Record<string, unknown>[] }).deployments[0]!;
   t.like(latest, { trigger: "cli", triggered_by: { type: "user" } });
+
+  // `relayctl restart` on the container the deployment started: podman restarts it, exit 0.
+  const container = /^container_name\s+(\S+)$/m.exec(r.stdout)![1];
+  const startedAt = async () =>
+    (await podman(["inspect", "--format", "{{.State.StartedAt}}", container])).stdout.trim();
+  const before = await startedAt();
+  const restarted = await u.run(["restart", c.serverName, container, "--json"]);
+  t.is(restarted.code, 0, restarted.stderr);
+  t.like(JSON.parse(restarted.stdout), { status: "completed", exit_code: 0 });
+  t.not(await startedAt(), before, "the container was started again");
 });
 
 test.serial("cli deploy - a failing deployment exits 1 naming the failed step", async (t) => {

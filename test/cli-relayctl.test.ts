@@ -3,11 +3,13 @@
 // over HTTP, as a browser would), whoami, exec passthrough, --json, exit codes for
 // usage, auth and server errors, refresh after the access token expires, a revoked
 // login, and the key/registry/app commands.
-import { statSync } from "node:fs";
-import { readFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import test from "ava";
-import { cleanupAll } from "./harness/cleanup";
+import { run } from "@relayctl/devkit";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { request } from "./harness/http";
@@ -76,6 +78,104 @@ test.serial(
   },
 );
 
+test.serial(
+  "cli - login opens the browser at the verification address when there is a display",
+  async (t) => {
+    // The desktop's opener (xdg-open) stands in as a script that records what it was asked to open.
+    const bin = makeTempDir("xdg-open");
+    const opened = join(bin, "opened");
+    writeFileSync(join(bin, "xdg-open"), `#!/bin/sh\nprintf '%s\\n' "$1" >> '${opened}'\n`, { mode: 0o755 });
+    const desktop = { DISPLAY: ":99", RELAYCTL_NO_BROWSER: "", PATH: `${bin}:${process.env.PATH}` };
+    const u = new CliUser(desktop);
+    const child = u.spawn(["login", "--url", c.baseUrl]);
+    const done = collect(child);
+    const [, uri] = await waitForStderr(child, /\(or open (\S+)\)\nA browser window was opened\.\n/);
+    const seen = await pollUntil(
+      async () => (existsSync(opened) ? readFileSync(opened, "utf8") : undefined),
+      {
+        what: "xdg-open to be run",
+        timeoutMs: 10_000,
+        intervalMs: 100,
+      },
+    );
+    t.is(seen, `${uri}\n`);
+    await browser.answerDevice(uri, "approve");
+    t.is((await done).code, 0);
+    // --no-browser: the address is printed, nothing is opened.
+    const v = new CliUser(desktop);
+    const quiet = v.spawn(["login", "--url", c.baseUrl, "--no-browser", "--json"]);
+    const quietDone = collect(quiet);
+    const [, uri2] = await waitForStderr(quiet, /\(or open (\S+)\)/);
+    await browser.answerDevice(uri2, "approve");
+    const r = await quietDone;
+    t.is(r.code, 0, r.stderr);
+    t.false(r.stderr.includes("A browser window was opened"));
+    // With --json the prompts stay on stderr and stdout is the one JSON answer: who is logged in.
+    t.like(JSON.parse(r.stdout), { type: "user", user: { email: owner.email } });
+    t.is(readFileSync(opened, "utf8"), `${uri}\n`);
+  },
+);
+
+/**
+ * A pass-through HTTP proxy in front of the api that records each request to
+ * /oauth/token (arrival time, answer) and sends the first device-code poll twice,
+ * as a network that duplicates a request would: the copy is answered
+ * authorization_pending, the original — now too soon after it — slow_down.
+ */
+async function duplicatingProxy() {
+  const polls: { at: number; error: string }[] = [];
+  let duplicated = false;
+  const forward = async (path: string, method: string, headers: Headers, body: Buffer | undefined) =>
+    fetch(`${c.baseUrl}${path}`, { method, headers, body, redirect: "manual" });
+  const server = createServer(async (req, res) => {
+    const at = Date.now();
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = chunks.length ? Buffer.concat(chunks) : undefined;
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers))
+      if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers.set(k, v);
+    const isPoll = req.url === "/oauth/token" && String(body).includes("device_code");
+    if (isPoll && !duplicated) {
+      duplicated = true;
+      await (await forward(req.url!, req.method!, headers, body)).arrayBuffer();
+    }
+    const answer = await forward(req.url!, req.method!, headers, body);
+    const text = Buffer.from(await answer.arrayBuffer());
+    if (isPoll) polls.push({ at, error: answer.ok ? "" : String(JSON.parse(String(text)).error) });
+    res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "text/plain" });
+    res.end(text);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, polls };
+}
+
+test.serial("cli - login honours slow_down: its polls are 5 s further apart from then on", async (t) => {
+  const proxy = await duplicatingProxy();
+  const u = new CliUser();
+  const child = u.spawn(["login", "--url", proxy.url]);
+  const done = collect(child, { timeoutMs: 60_000 });
+  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
+  await pollUntil(async () => (proxy.polls.length >= 1 ? true : undefined), {
+    what: "the CLI's first poll",
+    timeoutMs: 15_000,
+    intervalMs: 100,
+  });
+  t.is(proxy.polls[0].error, "slow_down");
+  await browser.answerDevice(uri, "approve");
+  const r = await done;
+  t.is(r.code, 0, r.stderr);
+  // interval 1 s + 5 s: every poll after the slow_down came at least 6 s after the one before.
+  t.true(proxy.polls.length >= 2, JSON.stringify(proxy.polls));
+  for (let i = 1; i < proxy.polls.length; i++) {
+    const gap = proxy.polls[i].at - proxy.polls[i - 1].at;
+    t.true(gap >= 6000, `poll ${i} came ${gap} ms after the one before`);
+    t.not(proxy.polls[i].error, "slow_down");
+  }
+  t.is(proxy.polls.at(-1)!.error, "");
+});
+
 test.serial("cli - a denied login exits with the auth code", async (t) => {
   const u = new CliUser();
   const child = u.spawn(["login", "--url", c.baseUrl]);
@@ -117,6 +217,10 @@ test.serial(
       { env: { GREETING: "hello-from-env" } },
     );
     t.is(e.stdout, "len=14\n", e.stderr);
+    // A command that could not start has no exit code of its own: exit 1, naming the operation.
+    const notRun = await u.run(["exec", c.serverName, "--cwd", "/no/such/dir-cli", "--", "true"]);
+    t.is(notRun.code, 1, notRun.stderr);
+    t.regex(notRun.stderr, /^relayctl: exec failed: see 'relayctl ops get [0-9a-f-]{36}'\n$/m);
   },
 );
 
@@ -163,8 +267,11 @@ test.serial("cli - an expired access token is refreshed transparently and the ne
     },
     { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
   );
+  // A credentials file someone widened is replaced, not rewritten in place: 0600 again.
+  chmodSync(join(u.configDir, "credentials.json"), 0o644);
   const r = await u.run(["whoami", "--json"]);
   t.is(r.code, 0, r.stderr);
+  t.is(statSync(join(u.configDir, "credentials.json")).mode & 0o777, 0o600);
   const after = stored(u);
   t.not(after.access_token, before.access_token);
   t.not(after.refresh_token, before.refresh_token);
@@ -182,13 +289,49 @@ test.serial("cli - an expired access token is refreshed transparently and the ne
   t.regex(ended.stderr, /^relayctl: (OAuth access token has been revoked|your login has ended)/);
 });
 
+test.serial(
+  "cli - commands started at once after expiry share one refresh; the login survives",
+  async (t) => {
+    const u = new CliUser();
+    t.is((await login(u)).code, 0);
+    const before = stored(u);
+    await pollUntil(
+      async () => {
+        const r = await request(c, "/api/me", { key: before.access_token });
+        return r.status === 401 && /expired/.test(String(r.json.detail)) ? true : undefined;
+      },
+      { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
+    );
+    const reuses = async () =>
+      Number(
+        (
+          await c.db.query(
+            "SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'oauth.refresh_token_reused' AND key_id = ?",
+            [owner.id],
+          )
+        )[0].n,
+      );
+    const reusedBefore = await reuses();
+    // Four commands in four terminals, one login: each finds the token expired.
+    const runs = await Promise.all(Array.from({ length: 4 }, () => u.run(["whoami", "--json"])));
+    for (const r of runs) t.is(r.code, 0, r.stderr);
+    t.not(stored(u).refresh_token, before.refresh_token);
+    t.false(existsSync(join(u.configDir, "credentials.lock")));
+    // No refresh token was presented twice, so the server never ended the login.
+    t.is(await reuses(), reusedBefore);
+    const again = await u.run(["whoami"]);
+    t.is(again.code, 0, again.stderr);
+  },
+);
+
 test.serial("cli - logout revokes the login on the server; a copy of its tokens is refused", async (t) => {
   const u = new CliUser();
   t.is((await login(u)).code, 0);
   const tokens = stored(u);
-  const out = await u.run(["logout"]);
+  const out = await u.run(["logout", "--json"]);
   t.is(out.code, 0);
-  t.regex(out.stdout, /Logged out/);
+  t.deepEqual(JSON.parse(out.stdout), { logged_out: true });
+  t.false(existsSync(join(u.configDir, "credentials.json")));
   const me = await request(c, "/api/me", { key: tokens.access_token });
   t.is(me.status, 401);
   t.regex(String(me.json.detail), /revoked/);
@@ -259,7 +402,9 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   const listed = await u.run(["keys", "list"]);
   t.regex(listed.stdout, /ci-cli/);
   t.false(listed.stdout.includes(key.key));
-  t.is((await u.run(["keys", "revoke", key.id])).code, 0);
+  const revoked = await u.run(["keys", "revoke", key.id, "--json"]);
+  t.is(revoked.code, 0, revoked.stderr);
+  t.deepEqual(JSON.parse(revoked.stdout), { id: key.id, revoked: true });
   t.is((await request(c, "/api/automation/v1/operations/x", { key: key.key })).status, 401);
 
   const secret = `s3cret-${Math.random().toString(36).slice(2)}`;
@@ -275,7 +420,10 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.is(cred.registry_type, "ghcr");
   const regs = await u.run(["registry", "list"]);
   t.regex(regs.stdout, /ghcr-cli\s+ghcr\.io\s+ghcr\s+me/);
-  t.is((await u.run(["registry", "remove", cred.id])).code, 0);
+  const removed = await u.run(["registry", "remove", cred.id, "--json"]);
+  t.is(removed.code, 0, removed.stderr);
+  t.deepEqual(JSON.parse(removed.stdout), { id: cred.id, removed: true });
+  t.false((await u.run(["registry", "list"])).stdout.includes("ghcr-cli"));
 
   const app = await u.run([
     "apps",
@@ -318,9 +466,165 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.true(mine.includes("auth.signin"));
 });
 
-test("cli - completion prints a script that knows the commands", async (t) => {
+test.serial(
+  "cli - apps show, servers --json, restart, ops list --run-id, and a dashboard rck_ key",
+  async (t) => {
+    const u = new CliUser();
+    t.is((await login(u)).code, 0);
+    const servers = await u.run(["servers", "list", "--json"]);
+    t.is(servers.code, 0, servers.stderr);
+    t.like(
+      (JSON.parse(servers.stdout).servers as { id: string; name: string }[]).find((s) => s.id === c.serverId),
+      { name: c.serverName },
+    );
+
+    const made = await u.run([
+      "apps",
+      "create",
+      "show-cli",
+      "--server",
+      c.serverName,
+      "--container",
+      "show-web",
+      "--port",
+      "8081",
+      "--fqdn",
+      "show-cli.example.com",
+      "--json",
+    ]);
+    t.is(made.code, 0, made.stderr);
+    const appId = String(JSON.parse(made.stdout).id);
+    const shown = await u.run(["apps", "show", "show-cli"]);
+    t.is(shown.code, 0, shown.stderr);
+    t.regex(shown.stdout, new RegExp(`^id\\s+${appId}$`, "m"));
+    t.regex(shown.stdout, /^linked_container_name\s+show-web$/m);
+    const byId = await u.run(["apps", "show", appId, "--json"]);
+    t.is(byId.code, 0, byId.stderr);
+    t.like(JSON.parse(byId.stdout), { id: appId, name: "show-cli", container_port: 8081 });
+    const missing = await u.run(["apps", "show", "no-such-app"]);
+    t.is(missing.code, 65);
+    t.is(missing.stderr, "relayctl: application 'no-such-app' not found\n");
+
+    // This agent's engine is docker without a daemon: the restart runs and fails, and so does the CLI.
+    const restart = await u.run(["restart", c.serverName, "web-cli", "--run-id", "cli-run-1"]);
+    t.is(restart.code, 1, restart.stderr);
+    t.regex(restart.stderr, /^relayctl: restart completed \(exit [1-9]\d*\)/);
+    t.is(restart.stderr.split("\n").filter(Boolean).length, 1);
+    const restartJson = await u.run(["restart", c.serverName, "web-cli", "--run-id", "cli-run-1", "--json"]);
+    t.is(restartJson.code, 1);
+    t.like(JSON.parse(restartJson.stdout), { status: "completed" });
+    const ran = await u.run(["exec", c.serverName, "--run-id", "cli-run-1", "--", "true"]);
+    t.is(ran.code, 0, ran.stderr);
+    const ops = await u.run(["ops", "list", "--run-id", "cli-run-1", "--json"]);
+    t.is(ops.code, 0, ops.stderr);
+    const listed = JSON.parse(ops.stdout).operations as { operation_type: string; run_id: string }[];
+    t.deepEqual(listed.map((o) => o.operation_type).sort(), ["exec", "restart", "restart"]);
+    const table = await u.run(["ops", "list", "--run-id", "cli-run-1"]);
+    t.regex(table.stdout, /^ID\s+TYPE\s+SERVER\s+STATUS\s+EXIT\s+STARTED$/m);
+    t.regex(table.stdout, new RegExp(`\\sexec\\s+${c.serverName}\\s+completed\\s+0\\s`));
+
+    // --token with a dashboard API key (rck_): the dashboard commands act for the tenant.
+    const { key: apiKey } = (await c.admin([
+      "create-api-key",
+      "--tenant",
+      c.tenantId,
+      "--name",
+      "cli-rck",
+    ])) as {
+      key: string;
+    };
+    t.regex(apiKey, /^rck_/);
+    const k = new CliUser({ RELAYCTL_URL: c.baseUrl });
+    const who = await k.run(["whoami", "--json", "--token", apiKey]);
+    t.is(who.code, 0, who.stderr);
+    t.like(JSON.parse(who.stdout), { tenant_id: c.tenantId, key: { name: "cli-rck" } });
+    const viaKey = await k.run(["apps", "list"], { env: { RELAYCTL_TOKEN: apiKey } });
+    t.is(viaKey.code, 0, viaKey.stderr);
+    t.regex(viaKey.stdout, /show-cli/);
+  },
+);
+
+test("cli - the bash completion script completes commands, subcommands and options in bash", async (t) => {
   const r = await new CliUser().run(["completion", "bash"]);
   t.is(r.code, 0);
-  t.regex(r.stdout, /complete -F _relayctl relayctl/);
-  t.regex(r.stdout, /"apps env"\) words="set unset list/);
+  const script = join(makeTempDir("completion"), "relayctl.bash");
+  writeFileSync(script, r.stdout);
+  // bash's completion protocol, as readline drives it: COMP_WORDS and COMP_CWORD in, COMPREPLY out.
+  const complete = async (...words: string[]) => {
+    const { stdout } = await run(
+      "bash",
+      [
+        "-c",
+        'source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _relayctl; printf "%s\\n" "${COMPREPLY[@]}"',
+        script,
+        "relayctl",
+        ...words,
+      ],
+      { timeoutMs: 10_000 },
+    );
+    return stdout.split("\n").filter(Boolean).sort();
+  };
+  t.true((await complete("")).includes("deploy"));
+  t.deepEqual(await complete("apps", "env", ""), ["--help", "list", "set", "unset"]);
+  t.deepEqual(await complete("o"), ["ops"]);
+  // A global option's value is not a command; an application's name is not either.
+  t.deepEqual(await complete("--url", "http://x", "ops", ""), ["--help", "get", "list"]);
+  t.deepEqual(await complete("deploy", "shop", "--w"), ["--wait"]);
+  t.deepEqual(await complete("exec", "--timeout", ""), []);
+  const zsh = await new CliUser().run(["completion", "zsh"]);
+  t.is(zsh.code, 0);
+  t.regex(zsh.stdout, /^autoload -U \+X bashcompinit && bashcompinit$/m);
+  t.false(/\blocal\b.*\bpath\b/.test(zsh.stdout), "zsh ties `path` to PATH");
+  const bad = await new CliUser().run(["completion", "fish"]);
+  t.is(bad.code, 64);
+});
+
+/** The commands listed in a --help page (its "Commands:" section), without `help`. */
+function subcommands(help: string): string[] {
+  const section = /\nCommands:\n([\s\S]*?)(\n\n|$)/.exec(help)?.[1] ?? "";
+  return section
+    .split("\n")
+    .map((l) => /^ {2}([a-z][a-z-]*)/.exec(l)?.[1])
+    .filter((n): n is string => n !== undefined && n !== "help");
+}
+
+test("cli - --help on every command exits 0 with examples and lists --json", async (t) => {
+  const u = new CliUser();
+  const seen: string[] = [];
+  const walk = async (path: string[]) => {
+    const r = await u.run([...path, "--help"]);
+    const name = ["relayctl", ...path].join(" ");
+    t.is(r.code, 0, name);
+    t.regex(r.stdout, /\nExamples?( \([^)]*\))?:\n {2}\S/, `${name}: examples`);
+    t.regex(r.stdout, /^ {2}--json +print the answer as JSON/m, `${name}: --json`);
+    seen.push(name);
+    for (const sub of subcommands(r.stdout)) await walk([...path, sub]);
+  };
+  await walk([]);
+  // The walk reached every command the issue names.
+  for (const cmd of [
+    "login",
+    "logout",
+    "whoami",
+    "servers list",
+    "apps list",
+    "apps show",
+    "apps create",
+    "apps env set",
+    "apps env unset",
+    "deploy",
+    "exec",
+    "restart",
+    "ops get",
+    "ops list",
+    "keys create",
+    "keys list",
+    "keys revoke",
+    "audit",
+    "registry add",
+    "registry list",
+    "registry remove",
+    "completion",
+  ])
+    t.true(seen.includes(`relayctl ${cmd}`), cmd);
 });

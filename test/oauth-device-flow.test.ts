@@ -10,7 +10,7 @@ import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type ControlPlane, startControlPlane } from "./harness/control-plane";
 import { exec, request } from "./harness/http";
-import { Browser, type Person, createOwner, postForm } from "./harness/people";
+import { Browser, type Person, createOwner, hiddenField, postForm } from "./harness/people";
 import { pollUntil } from "./harness/wait";
 
 const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
@@ -131,6 +131,35 @@ test("oauth - the full flow: pending, slow_down (interval + 5 s), approval in th
   // A device code gives tokens once.
   const again = await poll(code);
   t.is(again.json.error, "invalid_grant");
+});
+
+test("oauth - the verification page shows which client asks, for whom, and the code; typed codes are normalised", async (t) => {
+  const d = await startDevice();
+  const userCode = String(d.json.user_code);
+  const form = await browser.get("/device");
+  t.is(form.status, 200);
+  // Typed the way people type: lower case, a space instead of the dash.
+  const typed = ` ${userCode.toLowerCase().replace("-", " ")} `;
+  const confirm = await browser.post("/device", {
+    csrf_token: hiddenField(form.text, "csrf_token"),
+    user_code: typed,
+  });
+  t.is(confirm.status, 200, confirm.text);
+  t.regex(
+    confirm.text,
+    /<strong>relayctl command-line client<\/strong> \(<code>relayctl-cli<\/code>\) asks to act as/,
+  );
+  t.true(confirm.text.includes(`<strong>${owner.email}</strong> (owner)`));
+  t.true(confirm.text.includes(`Code: <code>${userCode}</code>`));
+  t.is(hiddenField(confirm.text, "user_code"), userCode.replace("-", ""));
+  // Looking at the request decides nothing: the device still waits.
+  t.is((await poll(String(d.json.device_code))).json.error, "authorization_pending");
+  const unknown = await browser.post("/device", {
+    csrf_token: hiddenField(form.text, "csrf_token"),
+    user_code: "not a code",
+  });
+  t.is(unknown.status, 404);
+  t.regex(unknown.text, /unknown or has expired/);
 });
 
 test("oauth - a denied request answers access_denied", async (t) => {

@@ -5,7 +5,7 @@
 // login's access token before it expires — and once more when the server says it
 // expired — and turns every failure into a CliError with the server's detail.
 import { CliError, EXIT, authError, exitForStatus } from "./errors.js";
-import { type Credentials, loadCredentials, saveCredentials } from "./credentials.js";
+import { type Credentials, loadCredentials, saveCredentials, withCredentialsLock } from "./credentials.js";
 
 export interface GlobalOptions {
   url?: string;
@@ -80,10 +80,27 @@ export class Api {
     return this.stored.access_token;
   }
 
-  /** Trades the stored refresh token for a new pair (rotation: the old one is spent). */
+  /**
+   * Trades the stored refresh token for a new pair (rotation: the old one is
+   * spent), under the login's lock. Another relayctl sharing this login may have
+   * rotated it since this one read it: then its new pair is taken as is (when
+   * still fresh) or refreshed in turn — never the spent token presented again.
+   */
   async refresh(): Promise<void> {
-    const s = this.stored;
-    if (!s) throw authError("not logged in: run 'relayctl login'");
+    if (!this.stored) throw authError("not logged in: run 'relayctl login'");
+    await withCredentialsLock(async () => {
+      const mine = this.stored!;
+      const onDisk = loadCredentials();
+      if (onDisk && onDisk.url === mine.url && onDisk.refresh_token !== mine.refresh_token) {
+        this.stored = onDisk;
+        if (onDisk.expires_at - marginOf(onDisk) > Date.now()) return;
+      }
+      await this.rotate();
+    });
+  }
+
+  private async rotate(): Promise<void> {
+    const s = this.stored!;
     const res = await fetchOrFail(`${s.url}/oauth/token`, {
       method: "POST",
       headers: { "content-type": "application/x-www-form-urlencoded" },

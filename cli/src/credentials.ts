@@ -3,9 +3,10 @@
 // mode 0600 in a 0700 directory, replaced atomically (write a temp file, rename) so
 // a crash mid-refresh never leaves half a token file.
 import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
+import { CliError, EXIT } from "./errors.js";
 
 export interface Credentials {
   url: string;
@@ -44,4 +45,53 @@ export function saveCredentials(c: Credentials): void {
 
 export function removeCredentials(): void {
   rmSync(file(), { force: true });
+}
+
+/** A lock older than this was left by a process that died mid-refresh (a refresh takes a round trip). */
+const STALE_LOCK_MS = 30_000;
+
+function lockIsStale(lock: string): boolean {
+  try {
+    const pid = Number(readFileSync(lock, "utf8"));
+    if (pid > 0) {
+      try {
+        process.kill(pid, 0);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "ESRCH") return true; // its holder is gone
+      }
+    }
+    return Date.now() - statSync(lock).mtimeMs > STALE_LOCK_MS;
+  } catch {
+    return false; // just released: try again
+  }
+}
+
+/**
+ * Runs `fn` holding the login's lock (`credentials.lock`, created exclusively),
+ * so two relayctl processes sharing a login — a long-running `relayctl mcp` and
+ * a command in another terminal — never both spend one refresh token: the
+ * server would take the second use for theft and end the login.
+ */
+export async function withCredentialsLock<T>(fn: () => Promise<T>): Promise<T> {
+  const dir = configDir();
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = join(dir, "credentials.lock");
+  const deadline = Date.now() + STALE_LOCK_MS + 10_000;
+  for (;;) {
+    try {
+      writeFileSync(lock, String(process.pid), { flag: "wx", mode: 0o600 });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      if (lockIsStale(lock)) rmSync(lock, { force: true });
+      else if (Date.now() > deadline)
+        throw new CliError(`${lock} is held by another relayctl: remove it if none is running`, EXIT.failed);
+      else await new Promise((r) => setTimeout(r, 25 + Math.random() * 50));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
 }

@@ -23,6 +23,8 @@ const program = new Command()
   .option("--url <url>", "the relayctl server (or RELAYCTL_URL; default: the one you logged in to)")
   .option("--token <token>", "use this rca_/rck_ key or rco_ token instead of your login (or RELAYCTL_TOKEN)")
   .option("--json", "print the answer as JSON, for scripts")
+  // Every command's --help lists --json, --url and --token too: they work after any command.
+  .configureHelp({ showGlobalOptions: true })
   .addHelpText(
     "after",
     `
@@ -33,7 +35,7 @@ Examples:
   relayctl deploy shop --ref main --wait
   RELAYCTL_TOKEN=rca_... relayctl exec 6f1c... -- ./smoke-test.sh
 
-Exit codes: 0 ok; a remote command's own code (exec); 1 the operation failed (deploy);
+Exit codes: 0 ok; a remote command's own code (exec); 1 the operation failed (deploy, restart);
 64 usage; 65 request refused (404, 409, 422); 69 server error or unreachable;
 77 not logged in, login ended, or not allowed (401, 403); 124 exec still running at --timeout.`,
   )

@@ -12,7 +12,11 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export function registerApps(program: Command): void {
   const apps = program
     .command("apps")
-    .description("applications: containers on servers, routed at their domains");
+    .description("applications: containers on servers, routed at their domains")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl apps list\n  relayctl apps show shop --json\n  relayctl apps create shop --server web-1 --container shop-web --port 3000",
+    );
 
   apps
     .command("list", { isDefault: true })
@@ -80,7 +84,11 @@ export function registerApps(program: Command): void {
 
   const env = apps
     .command("env")
-    .description("an application's environment variables (values are write-only)");
+    .description("an application's environment variables (values are write-only)")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  printf '%s' \"$DB_PASSWORD\" | relayctl apps env set shop DB_PASSWORD\n  relayctl apps env list shop\n  relayctl apps env unset shop DB_PASSWORD",
+    );
   env
     .command("set <app> <name>")
     .description("set one variable; the value is read from stdin (or --file), never from the command line")

@@ -69,7 +69,10 @@ export function registerExec(program: Command): void {
         process.stdout.write(r.stdout ?? "");
         process.stderr.write(r.stderr ?? "");
       }
-      process.exitCode = r.exit_code ?? EXIT.failed;
+      // Only a command that ran to its end has an exit code of its own to pass on.
+      if (r.status !== "completed" || typeof r.exit_code !== "number" || r.exit_code < 0)
+        throw new CliError(`exec ${r.status}: see 'relayctl ops get ${r.operation_id}'`, EXIT.failed);
+      process.exitCode = r.exit_code;
     });
 
   program
@@ -92,7 +95,19 @@ export function registerExec(program: Command): void {
           "stderr",
         ]),
       );
-      if (r.status === "completed" && r.exit_code !== 0) process.exitCode = EXIT.failed;
+      if (r.status === "running")
+        throw new CliError(
+          `still running after 60 s: follow it with 'relayctl ops get ${r.operation_id}'`,
+          EXIT.timeout,
+        );
+      // Anything but a restart that completed with 0 (engine error, failed, timeout) is a failure.
+      if (r.status !== "completed" || r.exit_code !== 0) {
+        const why = (r.stderr ?? "").trim().split("\n").at(-1);
+        throw new CliError(
+          `restart ${r.status}${r.exit_code !== undefined ? ` (exit ${r.exit_code})` : ""}${why ? `: ${why}` : ""}`,
+          EXIT.failed,
+        );
+      }
     });
 }
 

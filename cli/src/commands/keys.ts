@@ -4,7 +4,13 @@ import { collect, ctxOf, serverId } from "../context.js";
 import { emit, printFields, printTable } from "../output.js";
 
 export function registerKeys(program: Command): void {
-  const keys = program.command("keys").description("automation keys (rca_) for CI pipelines");
+  const keys = program
+    .command("keys")
+    .description("automation keys (rca_) for CI pipelines")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl keys list\n  relayctl keys create ci-shop --operation deploy\n  relayctl keys revoke 6f1c2a4e-...",
+    );
   keys
     .command("create <name>")
     .description("create a key; its secret is printed once")

@@ -7,7 +7,11 @@ import { emit, printFields, printTable } from "../output.js";
 export function registerOps(program: Command): void {
   const ops = program
     .command("ops")
-    .description("operations: exec, deploy, restart, reboot, registry login/logout");
+    .description("operations: exec, deploy, restart, reboot, registry login/logout")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl ops get 3f2c...e1\n  relayctl ops list --run-id gh-12345 --json",
+    );
   ops
     .command("get <operation_id>")
     .description("one operation with its whole output")

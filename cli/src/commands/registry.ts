@@ -6,7 +6,13 @@ import { usageError } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
 
 export function registerRegistry(program: Command): void {
-  const reg = program.command("registry").description("container registry credentials");
+  const reg = program
+    .command("registry")
+    .description("container registry credentials")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  printf '%s' \"$GHCR_TOKEN\" | relayctl registry add ghcr --registry ghcr.io --username me\n  relayctl registry list\n  relayctl registry remove 9b2e...",
+    );
   reg
     .command("add <name>")
     .description("store a credential; the password is read from stdin")

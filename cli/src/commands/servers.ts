@@ -4,7 +4,10 @@ import { ctxOf } from "../context.js";
 import { emit, printTable } from "../output.js";
 
 export function registerServers(program: Command): void {
-  const servers = program.command("servers").description("the servers of your organization");
+  const servers = program
+    .command("servers")
+    .description("the servers of your organization")
+    .addHelpText("after", "\nExamples:\n  relayctl servers\n  relayctl servers list --json");
   servers
     .command("list", { isDefault: true })
     .description("list servers with their agent version and when they were last seen")
