@@ -70,6 +70,23 @@ test.serial("exec - working_directory is the command's current directory", async
   assertCompleted(t, res, { exit_code: 0, stdout: `${dir}\n`, stderr: "" });
 });
 
+test.serial("exec - a command the agent cannot start says why in stderr, answered and stored", async (t) => {
+  const missing = join(tmpdir(), `relayctl-test-missing-${Date.now()}`);
+  const res = await exec(c, {
+    server_id: c.serverId,
+    command: "echo never",
+    working_directory: missing,
+    timeout_seconds: 30,
+  });
+  t.is(res.status, 200, describe(res));
+  t.is(res.json.status, "failed", describe(res));
+  t.is(res.json.stdout, "");
+  t.regex(String(res.json.stderr), new RegExp(`working directory does not exist: ${missing}`), describe(res));
+  // The stored operation, as a later poll reads it, says the same.
+  const again = await getOperation(c, String(res.json.operation_id));
+  t.is((again.json.result as { stderr: string }).stderr, res.json.stderr, describe(again));
+});
+
 test.serial(
   "exec - a command slower than timeout_seconds answers 202 running, then the operation completes",
   async (t) => {
