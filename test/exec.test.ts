@@ -84,7 +84,7 @@ test.serial("exec - a command the agent cannot start says why in stderr, answere
   t.regex(String(res.json.stderr), new RegExp(`working directory does not exist: ${missing}`), describe(res));
   // The stored operation, as a later poll reads it, says the same.
   const again = await getOperation(c, String(res.json.operation_id));
-  t.is((again.json.result as { stderr: string }).stderr, res.json.stderr, describe(again));
+  t.is((again.json.result as { stderr: string }).stderr, String(res.json.stderr), describe(again));
 });
 
 test.serial(
