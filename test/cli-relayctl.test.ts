@@ -217,10 +217,14 @@ test.serial(
       { env: { GREETING: "hello-from-env" } },
     );
     t.is(e.stdout, "len=14\n", e.stderr);
-    // A command that could not start has no exit code of its own: exit 1, naming the operation.
+    // A command that could not start has no exit code of its own: exit 1, saying why and
+    // naming the operation.
     const notRun = await u.run(["exec", c.serverName, "--cwd", "/no/such/dir-cli", "--", "true"]);
     t.is(notRun.code, 1, notRun.stderr);
-    t.regex(notRun.stderr, /^relayctl: exec failed: see 'relayctl ops get [0-9a-f-]{36}'\n$/m);
+    t.regex(
+      notRun.stderr,
+      /^working directory does not exist: \/no\/such\/dir-cli\nrelayctl: exec failed: see 'relayctl ops get [0-9a-f-]{36}'\n$/,
+    );
   },
 );
 

@@ -70,8 +70,11 @@ export function registerExec(program: Command): void {
         process.stderr.write(r.stderr ?? "");
       }
       // Only a command that ran to its end has an exit code of its own to pass on.
-      if (r.status !== "completed" || typeof r.exit_code !== "number" || r.exit_code < 0)
+      if (r.status !== "completed" || typeof r.exit_code !== "number" || r.exit_code < 0) {
+        // A command that never started has only its reason as stderr, without a newline.
+        if (!json && r.stderr && !r.stderr.endsWith("\n")) process.stderr.write("\n");
         throw new CliError(`exec ${r.status}: see 'relayctl ops get ${r.operation_id}'`, EXIT.failed);
+      }
       process.exitCode = r.exit_code;
     });
 
