@@ -15,6 +15,7 @@ import { type OAuthClient, findClient } from "./clients.js";
 import { OAuthError, type OAuthErrorCode } from "./errors.js";
 import { pruneRows } from "../db/prune.js";
 import { type TokenResponse, clearExpiredTokens, revokeFamily, startFamily } from "./tokens.js";
+import { transactionRetrying } from "../db/retry.js";
 
 const CODE_TTL_MS = 60_000;
 const S256_CHALLENGE = /^[A-Za-z0-9_-]{43}$/;
@@ -100,7 +101,7 @@ export async function answerAuthorization(
   const now = Date.now();
   // Codes live a minute: clear the ones long gone as new ones are made.
   if (approve) await pruneRows(db("oauth_authorization_codes").where("expires_at", "<", now - 3600_000));
-  return db.transaction(async (trx) => {
+  return transactionRetrying(db, async (trx) => {
     let code: string | null = null;
     if (approve) {
       code = mintToken("rac_");
@@ -174,7 +175,7 @@ export async function redeemCode(
   if (!user || user.disabled_at !== null)
     throw new OAuthError("invalid_grant", "the user's account is disabled");
   await clearExpiredTokens(db, row.user_id);
-  const tokens = await db.transaction(async (trx) => {
+  const tokens = await transactionRetrying(db, async (trx) => {
     const claimed = await trx("oauth_authorization_codes")
       .where({ id: row.id })
       .whereNull("used_at")
@@ -198,7 +199,7 @@ export async function redeemCode(
 
 /** RFC 6749 §4.1.2: a code used twice was stolen or replayed; its tokens are revoked. */
 async function reused(db: Knex, row: CodeRow, ip: string): Promise<never> {
-  await db.transaction(async (trx) => {
+  await transactionRetrying(db, async (trx) => {
     const revoked = await revokeFamily(trx, row.family_id);
     await appendAuditEvent(trx, {
       tenantId: row.tenant_id,

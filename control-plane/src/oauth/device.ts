@@ -13,6 +13,7 @@ import { pruneRows } from "../db/prune.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
 import { type TokenResponse, clearExpiredTokens, startFamily } from "./tokens.js";
+import { transactionRetrying } from "../db/retry.js";
 
 /** RFC 8628 §6.1: base-20 consonants, no vowels (no words), no look-alikes; 8 characters ≈ 34.5 bits. */
 export const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
@@ -106,7 +107,7 @@ export async function decide(
   approve: boolean,
   ip: string,
 ): Promise<boolean> {
-  return db.transaction(async (trx) => {
+  return transactionRetrying(db, async (trx) => {
     const row = await trx("oauth_device_authorizations")
       .where({ user_code: userCode, status: "pending" })
       .where("expires_at", ">", Date.now())
@@ -170,7 +171,7 @@ export async function pollDeviceCode(
   }
   // approved: consume it once, and issue the first pair of a new family.
   await clearExpiredTokens(db, row.user_id!);
-  return db.transaction(async (trx) => {
+  return transactionRetrying(db, async (trx) => {
     const n = await trx("oauth_device_authorizations")
       .where({ id: row.id, status: "approved" })
       .update({ status: "consumed", last_polled_at: now });

@@ -12,6 +12,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { pruneRows } from "../db/prune.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { OAuthError } from "./errors.js";
+import { transactionRetrying } from "../db/retry.js";
 
 export interface TokenRow {
   id: string;
@@ -150,7 +151,7 @@ export async function refreshTokens(
     .first<{ disabled_at: number | null } | undefined>("disabled_at");
   if (!user || user.disabled_at !== null)
     throw new OAuthError("invalid_grant", "the user's account is disabled");
-  const rotated = await db.transaction(async (trx) => {
+  const rotated = await transactionRetrying(db, async (trx) => {
     const claimed = await trx("oauth_tokens")
       .where({ id: row.id })
       .whereNull("used_at")
@@ -170,7 +171,7 @@ export async function refreshTokens(
     return null;
   });
   if (rotated) return rotated;
-  await db.transaction(async (trx) => {
+  await transactionRetrying(db, async (trx) => {
     const revoked = await revokeFamily(trx, row.family_id);
     await appendAuditEvent(trx, {
       tenantId: row.tenant_id,
@@ -199,7 +200,7 @@ export async function refreshTokens(
 export async function revokeToken(db: Knex, token: string, clientId: string, ip: string): Promise<void> {
   const row = await findToken(db, token);
   if (!row || row.client_id !== clientId || row.revoked_at !== null) return;
-  await db.transaction(async (trx) => {
+  await transactionRetrying(db, async (trx) => {
     if (row.kind === "refresh") await revokeFamily(trx, row.family_id);
     else
       await trx("oauth_tokens")
