@@ -14,6 +14,7 @@
 // a write that fails does not take the others with it (the batch is rolled
 // back and each write is retried alone, so only the failing one fails).
 import { AsyncResource } from "node:async_hooks";
+import { isRetryableLockError } from "../db/retry.js";
 import type { Knex } from "knex";
 import {
   type AuditEventInput,
@@ -57,6 +58,9 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (err: unknown) => void;
 }
+
+/** Runs of a batch that lost a deadlock, at most, before it is split (or its one write fails). */
+const LOCK_ATTEMPTS = 4;
 
 /** Writes per transaction at most (bounded statement size and lock time). */
 const MAX_BATCH = 200;
@@ -117,7 +121,7 @@ class GroupCommitter {
     }
   }
 
-  async #commit(tenantId: string, batch: Pending[]): Promise<void> {
+  async #commit(tenantId: string, batch: Pending[], attempt = 1): Promise<void> {
     let values: unknown[];
     try {
       // Two round trips when every write is a bulk one and only the first kind reads (a
@@ -127,6 +131,12 @@ class GroupCommitter {
         ? await this.#twoRoundTrips(tenantId, runs)
         : await this.#inTransaction(tenantId, batch);
     } catch (err) {
+      // A deadlock's victim was rolled back whole (InnoDB): the same batch again. The
+      // operations' rows are also locked by acks and lease renewals, in another order.
+      if (isRetryableLockError(err) && attempt < LOCK_ATTEMPTS) {
+        await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
+        return this.#commit(tenantId, batch, attempt + 1);
+      }
       if (batch.length === 1) {
         batch[0]!.reject(err);
         return;
