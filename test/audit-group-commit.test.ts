@@ -43,6 +43,17 @@ async function setup(db: Knex) {
   return { tenantId: tenant.tenant_id, serverId };
 }
 
+/** A fresh database with a tenant and a server, given to `body`, closed afterwards. */
+async function inFreshDatabase(body: (db: Knex, tenantId: string, serverId: string) => Promise<void>) {
+  const db = openDb((await server.createDatabase()).url);
+  try {
+    const { tenantId, serverId } = await setup(db);
+    await body(db, tenantId, serverId);
+  } finally {
+    await db.destroy();
+  }
+}
+
 const start = (db: Knex, tenantId: string, serverId: string) =>
   createOperation(db, {
     tenantId,
@@ -202,11 +213,8 @@ test.serial(
 
 test.serial(
   "group commit - operations started together in one bulk insert: a bad one fails alone, the others commit with their events",
-  async (t) => {
-    const info = await server.createDatabase();
-    const db = openDb(info.url);
-    try {
-      const { tenantId, serverId } = await setup(db);
+  async (t) =>
+    inFreshDatabase(async (db, tenantId, serverId) => {
       // Queued while the first transaction is in flight, the other 39 go in one bulk batch;
       // number 17 names a server that does not exist (a foreign key): the batch rolls back
       // and each start is retried alone.
@@ -224,19 +232,13 @@ test.serial(
       t.is(per.size, 39);
       for (const id of ids) t.deepEqual(per.get(id), ["operation.exec"], id);
       t.true((await verifyTenantChain(db, tenantId, keys)).ok);
-    } finally {
-      await db.destroy();
-    }
-  },
+    }),
 );
 
 test.serial(
   "group commit - reports of one operation in the same batch, bulk and one by one (a deploy's): exactly one wins",
-  async (t) => {
-    const info = await server.createDatabase();
-    const db = openDb(info.url);
-    try {
-      const { tenantId, serverId } = await setup(db);
+  async (t) =>
+    inFreshDatabase(async (db, tenantId, serverId) => {
       const N = 60;
       const started = await Promise.all(Array.from({ length: N }, () => start(db, tenantId, serverId)));
       const deployReport = {
@@ -270,10 +272,7 @@ test.serial(
       const report = await verifyTenantChain(db, tenantId, keys);
       t.true(report.ok, JSON.stringify(report));
       t.is(report.ok && report.events, 2 * N);
-    } finally {
-      await db.destroy();
-    }
-  },
+    }),
 );
 
 test.serial(

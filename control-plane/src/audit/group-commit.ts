@@ -15,6 +15,7 @@
 // back and each write is retried alone, so only the failing one fails).
 import { AsyncResource } from "node:async_hooks";
 import { isRetryableLockError } from "../db/retry.js";
+import { isStoreUnavailable } from "../db/unavailable.js";
 import type { Knex } from "knex";
 import {
   type AuditEventInput,
@@ -137,8 +138,10 @@ class GroupCommitter {
         await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
         return this.#commit(tenantId, batch, attempt + 1);
       }
-      if (batch.length === 1) {
-        batch[0]!.reject(err);
+      // One write alone, or a database that cannot be reached (each alone would wait out the
+      // pool's timeout in turn): every caller gets the error now.
+      if (batch.length === 1 || isStoreUnavailable(err)) {
+        for (const p of batch) p.reject(err);
         return;
       }
       // Rolled back as a whole: each write alone, so only the one at fault fails.
