@@ -43,6 +43,9 @@ export function repositoryOf(r: Record<string, unknown>): GitHubRepository {
   };
 }
 
+/** How long one call to GitHub's API may take. */
+const GITHUB_TIMEOUT_MS = 15_000;
+
 export class GitHubApp {
   private constructor(
     readonly config: GitHubAppConfig,
@@ -63,6 +66,12 @@ export class GitHubApp {
     const base = request.defaults({
       baseUrl: config.apiUrl,
       headers: { "user-agent": `relayctl-github-app/${config.slug}` },
+      // Every call to GitHub ends within 15 s: one that stalls must not hold up the
+      // delivery processor (statuses are reported from its loop) for longer.
+      request: {
+        fetch: (url: string | URL, init?: RequestInit) =>
+          fetch(url, { ...init, signal: init?.signal ?? AbortSignal.timeout(GITHUB_TIMEOUT_MS) }),
+      },
     });
     const auth = createAppAuth({ appId: config.appId, privateKey: config.privateKey, request: base });
     const authed = base.defaults({ request: { hook: auth.hook } });
