@@ -73,8 +73,11 @@ export class DeliveryProcessor {
     try {
       handled = await this.#handle(d);
     } catch (err) {
-      this.ctx.log.warn({ err, delivery_id: d.id }, "github delivery failed; retried later");
       const last = Number(d.attempts) >= MAX_ATTEMPTS;
+      this.ctx.log.warn(
+        { err, delivery_id: d.id, attempt: Number(d.attempts) },
+        last ? "github delivery failed; given up" : "github delivery failed; retried later",
+      );
       const outcome = {
         result: "error",
         detail: `processing failed (attempt ${d.attempts} of ${MAX_ATTEMPTS}${last ? ", given up" : ", retried later"}): ${(err as Error).message}`,
