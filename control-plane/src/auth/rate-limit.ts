@@ -6,7 +6,7 @@
 // both at once would need multipleStatements); SQLite returns it with RETURNING.
 import type { Knex } from "knex";
 import { isSqlite } from "../db/knex.js";
-import { type Statement, compiled, isStatement, runStatement } from "../db/statement.js";
+import { type Statement, compiled, isStatement, queryPooled, runStatement } from "../db/statement.js";
 
 export interface WindowCount {
   allowed: boolean;
@@ -48,12 +48,12 @@ async function increment(
   const sql = `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(?))
      ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + ?)`;
   if (!read) {
-    const [header] = await db.raw(sql, args);
+    const [header] = await queryPooled(db, sql, args);
     return { total: Number((header as { insertId: number }).insertId), rows: [] };
   }
   // The connection is opened with multipleStatements (db/knex.ts); every value is bound.
   const q = compiled(read);
-  const [results] = await db.raw(`${sql};\n${q.sql}`, [...args, ...(q.bindings as Knex.RawBinding[])]);
+  const [results] = await queryPooled(db, `${sql};\n${q.sql}`, [...args, ...q.bindings]);
   const [header, rows] = results as [{ insertId: number }, unknown[]];
   return { total: Number(header.insertId), rows };
 }

@@ -67,11 +67,33 @@ export function compiled(q: Statement | Knex.QueryBuilder): Statement {
   return { sql: c.sql, bindings: c.bindings };
 }
 
-/** Runs a statement through knex (any database, inside `trx` when given); resolves with its rows. */
+/**
+ * Runs a statement (any database, inside `trx` when given); resolves with its rows. Outside a
+ * transaction on MySQL it goes on a pooled connection straight to mysql2 (queryPooled).
+ */
 export async function runStatement<R = unknown>(db: Knex | Knex.Transaction, st: Statement): Promise<R[]> {
+  if (isMysql(db) && !(db as Knex.Transaction).isTransaction)
+    return (await queryPooled(db, st.sql, st.bindings))[0] as R[];
   const res = await db.raw(st.sql, st.bindings as Knex.RawBinding[]);
   // mysql2 answers [rows, fields]; better-sqlite3 the rows.
   return (isMysql(db) ? res[0] : res) as R[];
+}
+
+/**
+ * queryOn with a connection taken from `db`'s pool for the one round trip (MySQL): the pool's
+ * timeout and its KnexTimeoutError are knex's own, as for any query.
+ */
+export async function queryPooled(
+  db: Knex,
+  sql: string,
+  bindings: readonly unknown[] = [],
+): Promise<[unknown, unknown]> {
+  const conn = await db.client.acquireConnection();
+  try {
+    return await queryOn(db, conn, sql, bindings);
+  } finally {
+    await db.client.releaseConnection(conn);
+  }
 }
 
 interface MysqlConnection {
