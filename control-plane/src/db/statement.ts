@@ -1,8 +1,8 @@
 // Statements with fixed SQL text for the hottest queries of the exec path (an
 // operation's start and finish, their audit events). knex's builder compiles
 // every query anew (where/insert/update, then toSQL) and raw() scans the text
-// again for its bindings: under exec load that was ~10 % of the api's and the
-// gateway's CPU (bench/README.md, fourth wave). Here the text is assembled from
+// again for its bindings: under exec load that was 15-18 % of the api's and the
+// gateway's JavaScript time (bench/README.md, fourth wave). Here the text is assembled from
 // fixed parts and every value is still bound: mysql2 escapes it (the same
 // escaping knex hands it to), never string concatenation of values.
 //
