@@ -8,6 +8,7 @@
 // instances writing at once.
 import { createHash, createHmac } from "node:crypto";
 import type { Knex } from "knex";
+import { type Statement, compiled, insertRows, isMysql, isStatement, queryOn } from "../db/statement.js";
 import { auditKeys } from "./chain-key.js";
 
 /** How an event's hash was made: keyed now, plain SHA-256 before migration 007. */
@@ -29,10 +30,16 @@ export interface AuditEventInput {
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
   if (value && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+    // Built in one pass (no entry arrays): every audited write hashes its event here.
+    // sort() without a comparator orders strings by UTF-16 code units, as `<` does.
+    const o = value as Record<string, unknown>;
+    let out = "{";
+    for (const k of Object.keys(o).sort()) {
+      const v = o[k];
+      if (v === undefined) continue;
+      out += `${out.length > 1 ? "," : ""}${JSON.stringify(k)}:${canonicalJson(v)}`;
+    }
+    return `${out}}`;
   }
   return JSON.stringify(value ?? null);
 }
@@ -166,7 +173,7 @@ export async function writeChainedEvents(
   chain: { head: string | null; seq: number },
   events: AuditEventInput[],
   /** Statements of the same transaction sent first, in the same round trip on MySQL. */
-  before: Knex.QueryBuilder[] = [],
+  before: Write[] = [],
 ): Promise<void> {
   if (events.length === 0) {
     await sendInOrder(trx, before);
@@ -174,16 +181,46 @@ export async function writeChainedEvents(
   }
   const tenantId = events[0]!.tenantId;
   if (events.some((e) => e.tenantId !== tenantId)) throw new Error("audit: one batch, one tenant");
-  const { rows, head, seq } = chainRows(chain, events);
-  const moveHead = trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
-  if (trx.client.config.client === "mysql2" && rows.length <= 500) {
-    await sendInOrder(trx, [...before, trx("audit_events").insert(rows), moveHead]);
+  const chained = chainRows(chain, events);
+  if (isMysql(trx) && chained.rows.length <= 500) {
+    await sendInOrder(trx, [...before, ...chainWrites(tenantId, chained)]);
     return;
   }
   await sendInOrder(trx, before);
   // SQLite caps bound parameters per statement (32766 on the bundled build): 12 columns x 500 rows fits.
+  const { rows, head, seq } = chained;
   for (let i = 0; i < rows.length; i += 500) await trx("audit_events").insert(rows.slice(i, i + 500));
-  await moveHead;
+  await trx("audit_chain_heads").where({ tenant_id: tenantId }).update({ head, seq });
+}
+
+const EVENT_COLUMNS = [
+  "tenant_id",
+  "seq",
+  "event_type",
+  "operation_id",
+  "key_id",
+  "server_id",
+  "run_id",
+  "payload",
+  "created_at",
+  "prev_hash",
+  "hash",
+  "hash_alg",
+] as const;
+
+/**
+ * The statements that append chained rows (chainRows) and move the tenant's head
+ * to their last: one multi-row insert and one update, with fixed SQL text.
+ */
+export function chainWrites(tenantId: string, chained: ReturnType<typeof chainRows>): Statement[] {
+  if (chained.rows.length === 0) return [];
+  return [
+    insertRows("audit_events", EVENT_COLUMNS, chained.rows),
+    {
+      sql: "UPDATE `audit_chain_heads` SET `head` = ?, `seq` = ? WHERE `tenant_id` = ?",
+      bindings: [chained.head, chained.seq, tenantId],
+    },
+  ];
 }
 
 /** The rows of `events` chained after `chain` (one tenant's, in order), and the head they leave. */
@@ -203,6 +240,9 @@ export function chainRows(chain: { head: string | null; seq: number }, events: A
 /** Bytes of SQL per multi-statement round trip at most (MariaDB's max_allowed_packet is 16 MiB by default). */
 const ROUND_TRIP_BYTES = 4 * 1024 * 1024;
 
+/** A write of a transaction: a knex query, or a statement with fixed SQL text (db/statement.ts). */
+export type Write = Knex.QueryBuilder | Statement;
+
 /**
  * Runs `writes` in order inside `trx`. On MySQL they go as multi-statement round
  * trips (up to ~4 MiB of SQL each): the server runs them one after the other
@@ -210,35 +250,37 @@ const ROUND_TRIP_BYTES = 4 * 1024 * 1024;
  */
 export async function sendInOrder(
   trx: Knex | Knex.Transaction,
-  writes: Knex.QueryBuilder[],
+  writes: Write[],
   /** A connection outside knex's transactions (group-commit.ts): the statements run on it. */
   conn?: unknown,
   /** A statement after the last write, in the same round trip (COMMIT). */
   last?: string,
 ): Promise<void> {
   if (writes.length === 0 && !last) return;
-  if (trx.client.config.client !== "mysql2") {
-    for (const w of writes) await w;
+  if (!isMysql(trx)) {
+    for (const w of writes) await (isStatement(w) ? trx.raw(w.sql, w.bindings as Knex.RawBinding[]) : w);
     if (last) await trx.raw(last);
     return;
   }
   let sqls: string[] = [];
-  let bindings: Knex.RawBinding[] = [];
+  let bindings: unknown[] = [];
   let bytes = 0;
   const flush = async () => {
     if (sqls.length === 0) return;
-    const q = trx.raw(sqls.join(";\n"), bindings);
-    await (conn ? q.connection(conn) : q);
+    const sql = sqls.join(";\n");
+    // On a held connection, straight to mysql2: knex's raw() would scan the whole text for bindings again.
+    if (conn) await queryOn(trx as Knex, conn, sql, bindings);
+    else await trx.raw(sql, bindings as Knex.RawBinding[]);
     sqls = [];
     bindings = [];
     bytes = 0;
   };
   for (const w of writes) {
-    const c = w.toSQL().toNative();
+    const c = compiled(w);
     const size = c.sql.length + c.bindings.reduce<number>((n, b) => n + sizeOf(b), 0);
     if (bytes > 0 && bytes + size > ROUND_TRIP_BYTES) await flush();
     sqls.push(c.sql);
-    bindings.push(...(c.bindings as Knex.RawBinding[]));
+    for (const b of c.bindings) bindings.push(b);
     bytes += size;
   }
   if (last) sqls.push(last);

@@ -17,9 +17,12 @@ import { AsyncResource } from "node:async_hooks";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import type { Knex } from "knex";
+import { type Statement, compiled, isStatement, queryOn, runStatement } from "../db/statement.js";
 import {
   type AuditEventInput,
+  type Write,
   chainRows,
+  chainWrites,
   lockChainHead,
   sendInOrder,
   writeChainedEvents,
@@ -44,13 +47,13 @@ export interface BulkKind<I, T> {
    * An optional locking read of what the items need (SELECT ... FOR UPDATE): on
    * MySQL it goes in the same round trip as the chain head's lock.
    */
-  read?(db: Knex, items: I[]): Knex.QueryBuilder;
+  read?(db: Knex, items: I[]): Knex.QueryBuilder | Statement;
   /**
    * Given the rows read (locked until the commit), what each item answers and
    * the statements to run (no answers needed from them: they are sent with the
    * events, and the commit on MySQL).
    */
-  plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Knex.QueryBuilder[] };
+  plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Write[] };
 }
 
 interface Pending {
@@ -159,7 +162,7 @@ class GroupCommitter {
       // whole transaction back, and statements already queued behind the failed one
       // would then run in autocommit — rows without their events.
       const done: WriteOutcome<unknown>[] = [];
-      const later: Knex.QueryBuilder[] = [];
+      const later: Write[] = [];
       for (let i = 0; i < batch.length; ) {
         const p = batch[i]!;
         // What a bulk run left for later goes before the next write: each write sees
@@ -173,7 +176,8 @@ class GroupCommitter {
         let j = i;
         while (j < batch.length && batch[j]!.bulk?.kind === p.bulk!.kind) j++;
         const items = batch.slice(i, j).map((q) => q.bulk!.item);
-        const rows = p.bulk!.kind.read ? await p.bulk!.kind.read(trx, items) : [];
+        const read = p.bulk!.kind.read?.(trx, items);
+        const rows = read ? await (isStatement(read) ? runStatement(trx, read) : read) : [];
         const out = p.bulk!.kind.plan(trx, items, rows as unknown[]);
         done.push(...out.outcomes);
         later.push(...out.writes);
@@ -205,23 +209,20 @@ class GroupCommitter {
     const conn = await db.client.acquireConnection();
     let open = false;
     try {
-      const lock = db("audit_chain_heads").where({ tenant_id: tenantId }).forUpdate().select("head", "seq");
-      const first = [lock, ...reads.filter((r): r is Knex.QueryBuilder => !!r)].map((q) =>
-        q.toSQL().toNative(),
-      );
+      const first = [lockHead(tenantId), ...reads.flatMap((r) => (r ? [compiled(r)] : []))];
       open = true;
-      const [results] = (await db
-        .raw(
-          ["START TRANSACTION", ...first.map((c) => c.sql)].join(";\n"),
-          first.flatMap((c) => c.bindings),
-        )
-        .connection(conn)) as [unknown[]];
+      const [results] = (await queryOn(
+        db,
+        conn,
+        ["START TRANSACTION", ...first.map((c) => c.sql)].join(";\n"),
+        first.flatMap((c) => c.bindings),
+      )) as [unknown[], unknown];
       const headRows = results[1] as { head: string | null; seq: number }[];
       const chainRow = headRows[0];
       if (!chainRow) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
       let nextRead = 2;
       const done: WriteOutcome<unknown>[] = [];
-      const writes: Knex.QueryBuilder[] = [];
+      const writes: Write[] = [];
       runs.forEach((r, i) => {
         const rows = reads[i] ? (results[nextRead++] as unknown[]) : [];
         const out = r.kind.plan(db, r.items, rows);
@@ -234,20 +235,13 @@ class GroupCommitter {
       if (events.some((e) => e.tenantId !== tenantId))
         throw new Error("audit: the event belongs to another tenant's chain");
       const chained = chainRows({ head: chainRow.head, seq: Number(chainRow.seq) }, events);
-      if (chained.rows.length > 0) {
-        writes.push(db("audit_events").insert(chained.rows));
-        writes.push(
-          db("audit_chain_heads")
-            .where({ tenant_id: tenantId })
-            .update({ head: chained.head, seq: chained.seq }),
-        );
-      }
+      writes.push(...chainWrites(tenantId, chained));
       await sendInOrder(db, writes, conn, "COMMIT");
       open = false;
       return done.map((d) => d.value);
     } finally {
       try {
-        if (open) await db.raw("ROLLBACK").connection(conn);
+        if (open) await queryOn(db, conn, "ROLLBACK");
       } catch {
         // A broken connection: the server rolls back when it goes.
       }
@@ -255,6 +249,12 @@ class GroupCommitter {
     }
   }
 }
+
+/** The chain head's lock (MySQL), as lockChainHead takes it. */
+const lockHead = (tenantId: string): Statement => ({
+  sql: "SELECT `head`, `seq` FROM `audit_chain_heads` WHERE `tenant_id` = ? FOR UPDATE",
+  bindings: [tenantId],
+});
 
 const committers = new WeakMap<Knex, GroupCommitter>();
 

@@ -26,6 +26,9 @@ import { ipAllowed } from "./ip-allowlist.js";
 import { countRequestReading, judge } from "./rate-limit.js";
 import { enforceWindow } from "./security-audit.js";
 
+/** The key's row, read with every request's rate-limit increment (fixed text: db/statement.ts). */
+const KEY_ROW_SQL = `SELECT ${KEY_ROW_COLUMNS.map((c) => `\`${c}\``).join(", ")} FROM \`automation_keys\` WHERE \`id\` = ?`;
+
 /** Token hash → key id, per database; emptied when full (a miss costs one lookup). */
 const keyIds = new WeakMap<Knex, Map<string, string>>();
 const MAX_CACHED_KEYS = 10_000;
@@ -58,9 +61,10 @@ export async function admitAutomationKey(
 ): Promise<AutomationPrincipal> {
   const hash = presentedKeyHash(req);
   const keyId = await keyIdOf(db, hash);
-  const counted = await countRequestReading<KeyRow>(db, keyId, 60, () =>
-    db("automation_keys").where({ id: keyId }).select(KEY_ROW_COLUMNS),
-  );
+  const counted = await countRequestReading<KeyRow>(db, keyId, 60, () => ({
+    sql: KEY_ROW_SQL,
+    bindings: [keyId],
+  }));
   const row = counted.rows[0];
   if (!row) {
     // The key is gone (its tenant deleted): unknown from now on.

@@ -6,6 +6,7 @@
 // both at once would need multipleStatements); SQLite returns it with RETURNING.
 import type { Knex } from "knex";
 import { isSqlite } from "../db/knex.js";
+import { type Statement, compiled, isStatement, queryPooled, runStatement } from "../db/statement.js";
 
 export interface WindowCount {
   allowed: boolean;
@@ -23,7 +24,7 @@ export interface WindowCount {
  * round trip (MySQL/MariaDB: one multi-statement query, the SELECT running after
  * the increment; SQLite: right after it on the one connection).
  */
-export type BatchRead = Knex.QueryBuilder;
+export type BatchRead = Knex.QueryBuilder | Statement;
 
 /** Adds `n` to the window's counter in one atomic statement; returns the new total (and `read`'s rows). */
 async function increment(
@@ -41,17 +42,18 @@ async function increment(
        ON CONFLICT (key_id, window_seconds, window_start) DO UPDATE SET count = count + ? RETURNING count`,
       args,
     );
-    return { total: Number(rows[0].count), rows: read ? await read : [] };
+    const readRows = read ? await (isStatement(read) ? runStatement(db, read) : read) : [];
+    return { total: Number(rows[0].count), rows: readRows };
   }
   const sql = `INSERT INTO rate_limit_counters (key_id, window_seconds, window_start, count) VALUES (?, ?, ?, LAST_INSERT_ID(?))
      ON DUPLICATE KEY UPDATE count = LAST_INSERT_ID(count + ?)`;
   if (!read) {
-    const [header] = await db.raw(sql, args);
+    const [header] = await queryPooled(db, sql, args);
     return { total: Number((header as { insertId: number }).insertId), rows: [] };
   }
   // The connection is opened with multipleStatements (db/knex.ts); every value is bound.
-  const q = read.toSQL().toNative();
-  const [results] = await db.raw(`${sql};\n${q.sql}`, [...args, ...q.bindings]);
+  const q = compiled(read);
+  const [results] = await queryPooled(db, `${sql};\n${q.sql}`, [...args, ...q.bindings]);
   const [header, rows] = results as [{ insertId: number }, unknown[]];
   return { total: Number(header.insertId), rows };
 }

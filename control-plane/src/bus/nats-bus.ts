@@ -74,6 +74,10 @@ export async function connectNatsBus(
     reconnectJitter: 100,
     pingInterval: 5000,
     waitOnFirstConnect: true,
+    // nats.js otherwise makes an Error (a stack capture) on every request and publish, only to
+    // show where an async failure began: ~4 % of the api's CPU under exec load (bench/README.md,
+    // fourth wave). Errors keep their codes (NoResponders, Timeout), which is all we read.
+    noAsyncTraces: true,
   });
   const bus = new NatsBus(nc, log);
   (async () => {

@@ -7,6 +7,7 @@ import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
+import { type Statement, insertRows, isMysql, placeholders, updateWhere } from "../db/statement.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
 
@@ -109,12 +110,34 @@ type OperationRow = Record<string, string | number | null>;
 
 /** The operations started together: one multi-row insert, sent with their events. */
 const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, undefined> = {
-  plan: (db, items) => ({
+  plan: (_db, items) => ({
     outcomes: items.map((i) => ({ event: i.event, value: undefined })),
     // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits.
-    writes: [db("operations").insert(items.map((i) => i.row))],
+    writes: [
+      insertRows(
+        "operations",
+        OPERATION_COLUMNS,
+        items.map((i) => i.row),
+      ),
+    ],
   }),
 };
+
+/** The columns createOperation writes (its `row`). */
+const OPERATION_COLUMNS = [
+  "id",
+  "tenant_id",
+  "server_id",
+  "operation_type",
+  "status",
+  "delivery",
+  "key_id",
+  "run_id",
+  "lease_expires_at",
+  "deadline_at",
+  "pre_boot_id",
+  "started_at",
+] as const;
 
 interface FinishingRow {
   tenant_id: string;
@@ -197,6 +220,9 @@ interface Finishing {
   result: FinalResult;
 }
 
+const SELECT_FINISHING =
+  "SELECT `id`, `tenant_id`, `server_id`, `run_id`, `operation_type`, `started_at` FROM `operations`";
+
 /**
  * Operations finished together: one locking read of all that are still
  * running, then their updates and completion events in one round trip (MySQL).
@@ -205,21 +231,23 @@ interface Finishing {
  * and two reports of one operation in the same batch: only the first wins.
  */
 const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
-  read: (db, items) =>
-    db("operations")
-      .whereIn("id", [...new Set(items.map((i) => i.id))])
-      .where({ status: "running" })
-      .forUpdate()
-      .select("id", "tenant_id", "server_id", "run_id", "operation_type", "started_at"),
-  plan: (db, items, rows) => {
+  read: (db, items) => {
+    const ids = [...new Set(items.map((i) => i.id))];
+    const lock = isMysql(db) ? " FOR UPDATE" : "";
+    return {
+      sql: `${SELECT_FINISHING} WHERE \`id\` IN (${placeholders(ids.length)}) AND \`status\` = ?${lock}`,
+      bindings: [...ids, "running"],
+    };
+  },
+  plan: (_db, items, rows) => {
     const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
-    const writes: Knex.QueryBuilder[] = [];
+    const writes: Statement[] = [];
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       const op = running.get(i.id);
       if (!op || op.tenant_id !== i.tenant || (i.serverId && op.server_id !== i.serverId))
         return { event: null, value: null };
       running.delete(i.id); // a second report of it in this batch finds it finished
-      writes.push(db("operations").where({ id: i.id, status: "running" }).update(finalColumns(i.result)));
+      writes.push(updateWhere("operations", finalColumns(i.result), { id: i.id, status: "running" }));
       return {
         event: completionEvent(i.id, op, i.result),
         value: { operationType: op.operation_type, startedAt: Number(op.started_at) },

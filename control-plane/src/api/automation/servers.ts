@@ -4,6 +4,7 @@ import type { Knex } from "knex";
 import type { AutomationPrincipal } from "../../auth/automation-key.js";
 import type { JobBus } from "../../bus/job-bus.js";
 import { RcError } from "../../errors.js";
+import { placeholders, runStatement } from "../../db/statement.js";
 import { Coalescer } from "../../lib/coalescer.js";
 
 export interface ServerRef {
@@ -49,9 +50,11 @@ function lookupOf(db: Knex): Coalescer<string, ServerRow | undefined> {
   let c = lookups.get(db);
   if (!c) {
     c = new Coalescer(async (ids) => {
-      const rows = await db("servers")
-        .whereIn("id", [...new Set(ids)])
-        .select<ServerRow[]>("id", "name", "tenant_id");
+      const unique = [...new Set(ids)];
+      const rows = await runStatement<ServerRow>(db, {
+        sql: `SELECT \`id\`, \`name\`, \`tenant_id\` FROM \`servers\` WHERE \`id\` IN (${placeholders(unique.length)})`,
+        bindings: unique,
+      });
       const byId = new Map(rows.map((r) => [r.id, r]));
       return ids.map((id) => byId.get(id));
     }, 200);
