@@ -111,7 +111,7 @@ test("tracing - one trace covers the API request, the database write, the NATS p
     t.is(insert.service, "relayctl-api");
     t.is(insert.parentSpanId, request.spanId);
     t.is(insert.attributes["db.system.name"], "mysql");
-    t.regex(String(insert.attributes["db.query.text"]), /^insert into `operations`/);
+    t.regex(String(insert.attributes["db.query.text"]), /^insert into `operations`/i);
     t.false(String(insert.attributes["db.query.text"]).includes(operationId), "SQL without its bindings");
   }
 
