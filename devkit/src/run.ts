@@ -42,6 +42,9 @@ export function run(
         Object.assign(new Error(`${command} ${args.join(" ")} failed (${why}):\n${out}`), { stdout, stderr }),
       );
     });
+    // A command that exits, or closes its stdin, before reading it makes the write fail with
+    // EPIPE: that is not the command's failure (its exit code says how it went).
+    child.stdin.on("error", () => undefined);
     child.stdin.end(opts.input ?? "");
   });
 }
