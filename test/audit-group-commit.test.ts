@@ -236,6 +236,49 @@ test.serial(
 );
 
 test.serial(
+  "group commit - a report of another server or tenant in the same batch moves nothing: the row and its one event are the right report's",
+  async (t) =>
+    inFreshDatabase(async (db, tenantId, serverId) => {
+      const other = await createTenant(db, `o-${randomUUID().slice(0, 8)}`);
+      const N = 30;
+      const started = await Promise.all(Array.from({ length: N }, () => start(db, tenantId, serverId)));
+      const wrong = { ...done, exit_code: 7, stdout: "forged" };
+      const right = (i: number) => ({ ...done, stdout: `right ${i}` });
+      // One process, so these share batches: for each operation a report from a stream of another
+      // server and one naming another tenant come first, then the right one. The rows are updated
+      // before the chain head is locked (early writes): their conditions must be plan's.
+      const answers = await Promise.all(
+        started.flatMap(({ id }, i) => [
+          finishOperation(db, id, wrong, randomUUID(), tenantId),
+          finishOperation(db, id, wrong, serverId, other.tenant_id),
+          finishOperation(db, id, right(i), serverId, tenantId),
+        ]),
+      );
+      const rows = await db("operations")
+        .whereIn(
+          "id",
+          started.map((s) => s.id),
+        )
+        .select("id", "status", "exit_code", "stdout");
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      started.forEach(({ id }, i) => {
+        t.deepEqual(
+          answers.slice(3 * i, 3 * i + 3).map((a) => a !== null),
+          [false, false, true],
+          `operation ${i}: only the right report won`,
+        );
+        t.like(byId.get(id), { status: "completed", exit_code: 0, stdout: `right ${i}` });
+      });
+      const per = await eventCounts(db, tenantId);
+      for (const { id } of started) t.deepEqual(per.get(id), ["operation.completed", "operation.exec"], id);
+      t.is((await eventCounts(db, other.tenant_id)).size, 0, "nothing in the other tenant's chain");
+      // The completion events' result hashes are checked against the stored results.
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+    }),
+);
+
+test.serial(
   "group commit - reports of one operation in the same batch, bulk and one by one (a deploy's): exactly one wins",
   async (t) =>
     inFreshDatabase(async (db, tenantId, serverId) => {
