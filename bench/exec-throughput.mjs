@@ -15,6 +15,7 @@ import autocannon from "autocannon";
 import pty from "node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { jsonWithField, run } from "./lib/processes.mjs";
+import { startFloor } from "./lib/floor-chain.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { enrollServers, startFleet } from "./lib/sim-agent.mjs";
 import { formatTable, ratio } from "./lib/stats.mjs";
@@ -31,7 +32,8 @@ const CONNECTIONS = intEnv(BENCH, "BENCH_CONNECTIONS", 64);
 const E2E_CONNECTIONS = intEnv(BENCH, "BENCH_E2E_CONNECTIONS", CONNECTIONS);
 const SIM_AGENTS = intEnv(BENCH, "BENCH_SIM_AGENTS", 100);
 const KEYS = intEnv(BENCH, "BENCH_KEYS", 1);
-const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,e2e").split(",").map((s) => s.trim()));
+const FLOOR_DURATION = intEnv(BENCH, "BENCH_FLOOR_DURATION", 30);
+const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,floor,e2e").split(",").map((s) => s.trim()));
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 /** Per-key limit of the bench's keys (requests per minute): far above what a run sends. */
 const KEY_RATE_LIMIT = 100_000_000;
@@ -151,6 +153,10 @@ const STATUS = [
   "Com_commit",
   "Com_begin",
   "Innodb_data_fsyncs",
+  // Row lock waits (count, and milliseconds waited in all), per operation: how much the chain
+  // head's lock (one per tenant, every audited write takes it) serializes the writers.
+  "Innodb_row_lock_waits",
+  "Innodb_row_lock_time",
 ];
 async function dbStatus(db) {
   const [rows] = await db.raw(
@@ -232,6 +238,75 @@ async function verifyAudit(env) {
     return { ok: doc.ok === true, events: doc.tenants?.reduce((s, t) => s + (t.events ?? 0), 0) };
   } catch {
     return { ok: false, error: String(out.failed?.message ?? out.stdout).slice(0, 500) };
+  }
+}
+
+// --- the floor (lib/floor-chain.mjs) under the same load ---------------------------------------
+
+/**
+ * The same load against the floor — the same hops with only what the guarantees cost, its agent
+ * answering at once for SIM_AGENTS servers — on the same nats-server and MariaDB: what this
+ * machine can do at all with these parts, against which the control plane's figures are read.
+ */
+async function floorCapacity(group, tmp, { nats, dbServer }) {
+  const floor = await startFloor(group, tmp, {
+    mysqlUrl: dbServer.url,
+    natsUrl: nats.url,
+    mode: "sim",
+    agents: SIM_AGENTS,
+    name: "floor-sim",
+  });
+  const target = { serverIds: floor.serverIds, keys: [floor.token], connections: CONNECTIONS };
+  await load(floor.url, { ...target, seconds: 2, title: "floor warm-up" });
+  const pids = {
+    front: floor.pids.front,
+    gateway: floor.pids.gateway,
+    "agent (100 streams)": floor.pids.agent,
+    mariadb: dbServer.proc.pid,
+    nats: nats.proc.pid,
+    "bench (autocannon)": process.pid,
+  };
+  const cpuBefore = cpuSeconds(pids);
+  const before = await floorCounts(dbServer.url, floor.database);
+  const r = await load(floor.url, { ...target, seconds: FLOOR_DURATION, title: "floor, answered at once" });
+  const cpuAfter = cpuSeconds(pids);
+  // The floor answers only after both commits: what was answered is stored (no settling needed
+  // beyond requests autocannon gave up on at its end, which finish within their round trip).
+  let after = await floorCounts(dbServer.url, floor.database);
+  const deadline = performance.now() + 10_000;
+  while (after.running > 0 && performance.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 200));
+    after = await floorCounts(dbServer.url, floor.database);
+  }
+  const ops = after.operations - before.operations;
+  return {
+    ...r,
+    agents: SIM_AGENTS,
+    checks: {
+      ...after,
+      lost: Math.max(0, r.completed_200 - (after.completed - before.completed)) + after.running,
+      audit_events_match: after.events === 2 * after.operations,
+    },
+    cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, ops),
+  };
+}
+
+async function floorCounts(url, database) {
+  const mysql = (await import("mysql2/promise")).default;
+  const c = await mysql.createConnection({ uri: url });
+  try {
+    const [[ops]] = await c.query(
+      `SELECT COUNT(*) AS n, SUM(status = 'completed') AS completed, SUM(status = 'running') AS running FROM ${database}.ops`,
+    );
+    const [[ev]] = await c.query(`SELECT COUNT(*) AS n FROM ${database}.events`);
+    return {
+      operations: Number(ops.n),
+      completed: Number(ops.completed ?? 0),
+      running: Number(ops.running ?? 0),
+      events: Number(ev.n),
+    };
+  } finally {
+    await c.end();
   }
 }
 
@@ -354,6 +429,7 @@ async function main() {
           fleet.stop();
         }
       }
+      if (SECTIONS.has("floor")) results.floor = await floorCapacity(group, tmp, { nats, dbServer });
       if (SECTIONS.has("e2e")) {
         results.pty = await ptyRate(E2E_CONNECTIONS, E2E_DURATION);
         const serverIds = [stack.serverId];
@@ -398,6 +474,17 @@ function report(results) {
       s.checks.audit_events_match,
     ]);
   }
+  if (results.floor) {
+    const f = results.floor;
+    rows.push([
+      `floor: the same hops, guarantees only, ${f.agents} agents, ${f.connections} clients`,
+      f.ops_per_s,
+      f.latency_ms.p50,
+      f.latency_ms.p99,
+      f.checks.lost,
+      f.checks.audit_events_match,
+    ]);
+  }
   if (results.e2e) {
     const e = results.e2e;
     rows.push([
@@ -424,7 +511,11 @@ function report(results) {
       `database per operation (control plane): ${JSON.stringify(results.sim.db_per_operation)}\n` +
         `CPU ms per operation (control plane): ${JSON.stringify(results.sim.cpu_ms_per_operation)}\n`,
     );
+  if (results.floor?.cpu_ms_per_operation)
+    console.log(`CPU ms per operation (floor): ${JSON.stringify(results.floor.cpu_ms_per_operation)}\n`);
   const e2eOverPty = ratio(results.e2e?.ops_per_s, results.pty?.per_s);
+  const simOverFloor = ratio(results.sim?.ops_per_s, results.floor?.ops_per_s);
+  if (simOverFloor != null) console.log(`control plane ops/s / floor ops/s: ${simOverFloor}\n`);
   const clean = (x) => x && x.checks.lost === 0 && x.checks.audit_events_match && x.not_completed === 0;
   const goals = [
     {
@@ -463,6 +554,7 @@ function report(results) {
     config: {
       duration_s: DURATION,
       e2e_duration_s: E2E_DURATION,
+      floor_duration_s: FLOOR_DURATION,
       connections: CONNECTIONS,
       e2e_connections: E2E_CONNECTIONS,
       sim_agents: SIM_AGENTS,
@@ -471,7 +563,7 @@ function report(results) {
       log_level: LOG_LEVEL,
     },
     results,
-    ratios: { e2e_ops_over_pty_spawns: e2eOverPty },
+    ratios: { e2e_ops_over_pty_spawns: e2eOverPty, control_plane_ops_over_floor_ops: simOverFloor },
     goals,
     goals_met: measured.length === goals.length && measured.every((g) => g.met),
   };
