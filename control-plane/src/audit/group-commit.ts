@@ -49,29 +49,11 @@ export interface BulkKind<I, T> {
    */
   read?(db: Knex, items: I[]): Knex.QueryBuilder | Statement;
   /**
-   * The kind's writes, when they need neither the rows read nor the chain: run
-   * right after the read (which returns the rows as they were before them), and
-   * on MySQL in the first round trip, BEFORE the chain head is locked. The head
-   * (every audited write of the tenant waits for it) is then held for the
-   * events alone, not for these writes nor for a round trip more. Each must
-   * change exactly the rows that `plan` gives an event for (its own conditions
-   * make it so); a kind with early writes plans no others.
-   */
-  early?(db: Knex, items: I[]): Statement[];
-  /**
    * Given the rows read (locked until the commit), what each item answers and
    * the statements to run (no answers needed from them: they are sent with the
    * events, and the commit on MySQL).
    */
   plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Write[] };
-}
-
-/** plan() of a kind, checked: a kind with early writes plans no others. */
-function planOf<I, T>(kind: BulkKind<I, T>, db: Knex, items: I[], rows: unknown[]) {
-  const out = kind.plan(db, items, rows);
-  if (out.outcomes.length !== items.length) throw new Error("audit: a bulk write answered the wrong count");
-  if (kind.early && out.writes.length > 0) throw new Error("audit: a kind with early writes planned more");
-  return out;
 }
 
 interface Pending {
@@ -147,10 +129,9 @@ class GroupCommitter {
     let values: unknown[];
     try {
       // Two round trips when every write is a bulk one and only the first kind reads (a
-      // later kind's read must see the earlier kinds' writes), and no kind with early writes
-      // follows one without (its early writes would overtake the other's).
+      // later kind's read must see the earlier kinds' writes).
       const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
-      values = runs?.every((r, i) => i === 0 || (!r.kind.read && (!r.kind.early || runs[i - 1]!.kind.early)))
+      values = runs?.every((r, i) => i === 0 || !r.kind.read)
         ? await this.#twoRoundTrips(tenantId, runs)
         : await this.#inTransaction(tenantId, batch);
     } catch (err) {
@@ -195,11 +176,9 @@ class GroupCommitter {
         let j = i;
         while (j < batch.length && batch[j]!.bulk?.kind === p.bulk!.kind) j++;
         const items = batch.slice(i, j).map((q) => q.bulk!.item);
-        const kind = p.bulk!.kind;
-        const read = kind.read?.(trx, items);
+        const read = p.bulk!.kind.read?.(trx, items);
         const rows = read ? await (isStatement(read) ? runStatement(trx, read) : read) : [];
-        await sendInOrder(trx, kind.early?.(trx, items) ?? []);
-        const out = planOf(kind, trx, items, rows as unknown[]);
+        const out = p.bulk!.kind.plan(trx, items, rows as unknown[]);
         done.push(...out.outcomes);
         later.push(...out.writes);
         i = j;
@@ -214,9 +193,8 @@ class GroupCommitter {
 
   /**
    * A batch of bulk writes on MySQL in two round trips: (1) start the
-   * transaction, take the kinds' locking reads and early writes, then lock the
-   * chain head; (2) the other writes, the chained events, the head's move and
-   * COMMIT, as one multi-statement.
+   * transaction, lock the chain head and take the kinds' locking reads; (2) every
+   * write, the chained events, the head's move and COMMIT, as one multi-statement.
    * The server runs a multi-statement in order and stops at the first error, so
    * either COMMIT ran after everything or nothing after the failure did (and the
    * transaction is rolled back here). Against the knex transaction this saves
@@ -227,20 +205,11 @@ class GroupCommitter {
     runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[],
   ): Promise<unknown[]> {
     const db = this.db;
-    // Per run: its read (the rows as they are before its early writes), then its early writes;
-    // the chain head's lock last, so it is held from here to the COMMIT only.
-    const first: Statement[] = [];
-    const readAt: (number | undefined)[] = [];
-    for (const r of runs) {
-      const read = r.kind.read?.(db, r.items);
-      // +1: the result of START TRANSACTION comes first.
-      readAt.push(read ? first.push(compiled(read)) : undefined);
-      first.push(...(r.kind.early?.(db, r.items) ?? []));
-    }
-    const headAt = first.push(lockHead(tenantId));
+    const reads = runs.map((r) => r.kind.read?.(db, r.items));
     const conn = await db.client.acquireConnection();
     let open = false;
     try {
+      const first = [lockHead(tenantId), ...reads.flatMap((r) => (r ? [compiled(r)] : []))];
       open = true;
       const [results] = (await queryOn(
         db,
@@ -248,15 +217,17 @@ class GroupCommitter {
         ["START TRANSACTION", ...first.map((c) => c.sql)].join(";\n"),
         first.flatMap((c) => c.bindings),
       )) as [unknown[], unknown];
-      const headRows = results[headAt] as { head: string | null; seq: number }[];
+      const headRows = results[1] as { head: string | null; seq: number }[];
       const chainRow = headRows[0];
       if (!chainRow) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
+      let nextRead = 2;
       const done: WriteOutcome<unknown>[] = [];
       const writes: Write[] = [];
       runs.forEach((r, i) => {
-        const at = readAt[i];
-        const rows = at === undefined ? [] : (results[at] as unknown[]);
-        const out = planOf(r.kind, db, r.items, rows);
+        const rows = reads[i] ? (results[nextRead++] as unknown[]) : [];
+        const out = r.kind.plan(db, r.items, rows);
+        if (out.outcomes.length !== r.items.length)
+          throw new Error("audit: a bulk write answered the wrong count");
         done.push(...out.outcomes);
         writes.push(...out.writes);
       });

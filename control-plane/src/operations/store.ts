@@ -7,7 +7,7 @@ import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
-import { insertRows, isMysql, placeholders, updateWhere } from "../db/statement.js";
+import { type Statement, insertRows, isMysql, placeholders, updateWhere } from "../db/statement.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
 
@@ -108,22 +108,18 @@ export async function createOperation(
 
 type OperationRow = Record<string, string | number | null>;
 
-/**
- * The operations started together: one multi-row insert, before the chain head
- * is locked (early), then their events.
- */
+/** The operations started together: one multi-row insert, sent with their events. */
 const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, undefined> = {
-  // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits.
-  early: (_db, items) => [
-    insertRows(
-      "operations",
-      OPERATION_COLUMNS,
-      items.map((i) => i.row),
-    ),
-  ],
   plan: (_db, items) => ({
     outcomes: items.map((i) => ({ event: i.event, value: undefined })),
-    writes: [],
+    // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits.
+    writes: [
+      insertRows(
+        "operations",
+        OPERATION_COLUMNS,
+        items.map((i) => i.row),
+      ),
+    ],
   }),
 };
 
@@ -229,13 +225,10 @@ const SELECT_FINISHING =
 
 /**
  * Operations finished together: one locking read of all that are still
- * running and their updates (early: before the chain head is locked, in the
- * same round trip on MySQL), then their completion events. A row read here is
- * locked until the commit, so the update of an operation the read found running
- * (of the report's tenant, and server when given) moves it, and no other
- * update does; an operation no longer running (or of another server or tenant)
- * gets null, and two reports of one operation in the same batch: only the
- * first wins, in the updates as in the events.
+ * running, then their updates and completion events in one round trip (MySQL).
+ * A row read here is locked until the commit, so each of its updates moves it;
+ * an operation no longer running (or of another server or tenant) gets null,
+ * and two reports of one operation in the same batch: only the first wins.
  */
 const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
   read: (db, items) => {
@@ -246,30 +239,21 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
       bindings: [...ids, "running"],
     };
   },
-  // The conditions of plan's choice, in SQL: a report of another tenant or server moves nothing,
-  // and a second report of one operation finds it finished by the first.
-  early: (_db, items) =>
-    items.map((i) =>
-      updateWhere("operations", finalColumns(i.result), {
-        id: i.id,
-        status: "running",
-        tenant_id: i.tenant,
-        ...(i.serverId ? { server_id: i.serverId } : {}),
-      }),
-    ),
   plan: (_db, items, rows) => {
     const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
+    const writes: Statement[] = [];
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       const op = running.get(i.id);
       if (!op || op.tenant_id !== i.tenant || (i.serverId && op.server_id !== i.serverId))
         return { event: null, value: null };
       running.delete(i.id); // a second report of it in this batch finds it finished
+      writes.push(updateWhere("operations", finalColumns(i.result), { id: i.id, status: "running" }));
       return {
         event: completionEvent(i.id, op, i.result),
         value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
       };
     });
-    return { outcomes, writes: [] };
+    return { outcomes, writes };
   },
 };
 
