@@ -12,9 +12,10 @@
 // does not answer, is not an error: the caller falls back to the CLI.
 //
 // The container list goes through podman's own API when podman serves the socket:
-// its docker-compatible list of 100 containers took 80–95 ms p50 here, its
-// /libpod/containers/json 44–50 ms (2026-11-25, 2-core machine, load ~0.6), and
-// the compatible list shows only the first port of a published range.
+// its docker-compatible list of 104 containers took 80–95 ms p50 here, its
+// /libpod/containers/json 44–50 ms (podman 4.3.1, 2-core machine, load 0.5–1.1;
+// bench/README.md, route-sync), and the compatible list shows only the first port
+// of a published range.
 import http from "node:http";
 import type { Socket } from "node:net";
 import type { ContainerFacts, PortBinding } from "./container-facts.js";
