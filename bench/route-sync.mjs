@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // make bench: end-to-end route-sync latency for 1, 10 and 100 applications on one server through a
 // real Caddy (session + sync over HTTP → MariaDB → NATS → gateway → gRPC → agent → Caddy admin
-// API), against loading the same routes straight into Caddy's admin API — in one run, as ratios.
+// API), against loading the same routes straight into Caddy's admin API — in one run, as ratios —
+// and against a floor: the agent's container list call (its port check cannot do with less) plus
+// that direct load.
 // Starts its own nats-server, MariaDB and Caddy on free loopback ports in a temp dir and removes all
 // of it on exit, also after an error or Ctrl-C. Writes bench/results/route-sync.json.
 import { copyFileSync, writeFileSync } from "node:fs";
@@ -9,6 +11,7 @@ import http from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { caddyAdmin } from "@relayctl/reverse-proxy-sync";
+import { EngineApi } from "../agent/dist/engine/engine-api.js";
 import { startCaddy } from "./lib/caddy.mjs";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { run as runCmd } from "./lib/processes.mjs";
@@ -66,14 +69,17 @@ async function startContainers(tmp, names) {
   copyFileSync("/bin/busybox", join(tmp, "busybox"));
   writeFileSync(join(tmp, "Containerfile"), "FROM scratch\nCOPY busybox /bin/busybox\n");
   await podman(["build", "-q", "-t", IMAGE, "-f", join(tmp, "Containerfile"), tmp]);
-  const started = [];
-  const stop = () => (started.length ? podman(["rm", "-f", "-t", "0", ...started]) : undefined);
+  // A run that fails (a port taken...) still creates its container: every name tried is removed.
+  const tried = [];
+  const stop = () => (tried.length ? podman(["rm", "-f", "-i", "-t", "0", ...tried]) : undefined);
   try {
     for (let i = 0; i < names.length; i += 4) {
-      await Promise.all(
+      // Settled, not all: the batch's other runs end before a failure removes what they made.
+      const runs = await Promise.allSettled(
         names.slice(i, i + 4).map(async (name, k) => {
           const index = i + k;
           const ports = PORT_BASES.flatMap((base, b) => ["-p", `127.0.0.1:${base + index}:${8001 + b}`]);
+          tried.push(name);
           await podman([
             "run",
             "-d",
@@ -86,9 +92,10 @@ async function startContainers(tmp, names) {
             "sleep",
             "2147483647",
           ]);
-          started.push(name);
         }),
       );
+      const failed = runs.find((r) => r.status === "rejected");
+      if (failed) throw failed.reason;
     }
   } catch (err) {
     await stop();
@@ -100,7 +107,7 @@ async function startContainers(tmp, names) {
 /**
  * `podman system service` on a socket in the temp dir: the agent asks it (CONTAINER_HOST) what
  * `container inspect` would print, instead of starting the CLI per batch (agent/src/engine/engine-api.ts).
- * Ready when GET /_ping answers.
+ * Ready when GET /_ping answers; resolves with the socket path.
  */
 async function startPodmanApi(group, tmp) {
   writeContainersConf();
@@ -121,7 +128,25 @@ async function startPodmanApi(group, tmp) {
     if (Date.now() > deadline) throw new Error(`podman system service did not answer on ${socketPath}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  return `unix://${socketPath}`;
+  return socketPath;
+}
+
+/**
+ * The floor's list: the call the agent's port check makes (engine-api.ts `list`, the same class on
+ * the same socket: podman's own list here), timed; checked (untimed) to show every container of
+ * `names` running.
+ */
+async function timedList(engineApi, names) {
+  const t0 = performance.now();
+  const listed = await engineApi.list(15);
+  const ms = performance.now() - t0;
+  const notRunning = names.filter((n) => listed?.get(n)?.running !== true);
+  if (notRunning.length > 0) {
+    throw new Error(
+      `the engine list does not show ${notRunning.length} container(s) running: ${notRunning[0]}`,
+    );
+  }
+  return ms;
 }
 
 // --- HTTP to the control plane ---------------------------------------------------------------
@@ -300,9 +325,10 @@ async function perRouteLoad(adminUrl, routes) {
  * Interleaves end-to-end syncs and direct loads of the same N routes, so both see the same machine
  * load.
  */
-async function benchSize(stack, caddy, apps, n, counter) {
+async function benchSize(stack, caddy, engineApi, apps, n, counter) {
   const subset = apps.slice(0, n);
-  const samples = { session: [], sync: [], total: [], direct: [], perRoute: [] };
+  const names = subset.map((a) => a.linked_container_name);
+  const samples = { session: [], sync: [], total: [], direct: [], list: [], floor: [], perRoute: [] };
   log(
     `${n} application(s): ${WARMUP} warmup + ${ITERATIONS} timed, each an end-to-end sync and a direct load`,
   );
@@ -312,6 +338,7 @@ async function benchSize(stack, caddy, apps, n, counter) {
     const e2e = await endToEnd(stack, subset, base, iteration);
     await assertLive(caddy.adminUrl, subset, base);
     const routes = withBase(await liveRoutes(caddy.adminUrl), subset, DIRECT_BASE);
+    const list = await timedList(engineApi, names);
     const direct = await directLoad(caddy.adminUrl, routes);
     await assertLive(caddy.adminUrl, subset, DIRECT_BASE);
     const perRoute = i < WARMUP + PER_ROUTE_ITERATIONS;
@@ -325,6 +352,8 @@ async function benchSize(stack, caddy, apps, n, counter) {
     samples.sync.push(e2e.syncMs);
     samples.total.push(e2e.totalMs);
     samples.direct.push(direct);
+    samples.list.push(list);
+    samples.floor.push(list + direct);
   }
   return {
     applications: n,
@@ -333,35 +362,37 @@ async function benchSize(stack, caddy, apps, n, counter) {
     sync: summarize(samples.sync),
     session_and_sync: summarize(samples.total),
     direct_load: summarize(samples.direct),
+    engine_list: summarize(samples.list),
+    floor: summarize(samples.floor),
     per_route_load: summarize(samples.perRoute),
   };
 }
 
 // --- report --------------------------------------------------------------------------------------
 
+const ROWS = [
+  ["sync", "POST /external-deploy/sync"],
+  ["session_and_sync", "session + sync"],
+  ["direct_load", "direct PATCH to Caddy (baseline)"],
+  ["floor", "floor: engine list + direct PATCH"],
+  ["engine_list", "engine list alone (context)"],
+  ["per_route_load", "one admin call per route (context)"],
+];
+
 function report(sizes) {
-  const rows = [["applications", "measure", "n", "p50 ms", "p99 ms", "mean ms", "p50 / direct p50"]];
+  const rows = [
+    ["applications", "measure", "n", "p50 ms", "p99 ms", "mean ms", "p50 / direct p50", "p50 / floor p50"],
+  ];
   const ratios = {};
   for (const s of sizes) {
-    const base = s.direct_load.p50_ms;
-    for (const [key, label] of [
-      ["sync", "POST /external-deploy/sync"],
-      ["session_and_sync", "session + sync"],
-      ["direct_load", "direct PATCH to Caddy (baseline)"],
-      ["per_route_load", "one admin call per route (context)"],
-    ]) {
+    for (const [key, label] of ROWS) {
       const r = s[key];
-      const rt = ratio(r.p50_ms, base);
-      ratios[`${s.applications}_${key}_p50_over_direct_p50`] = rt;
-      rows.push([
-        s.applications,
-        label,
-        r.n,
-        r.p50_ms.toFixed(2),
-        r.p99_ms.toFixed(2),
-        r.mean_ms.toFixed(2),
-        rt,
-      ]);
+      const overDirect = ratio(r.p50_ms, s.direct_load.p50_ms);
+      const overFloor = ratio(r.p50_ms, s.floor.p50_ms);
+      ratios[`${s.applications}_${key}_p50_over_direct_p50`] = overDirect;
+      ratios[`${s.applications}_${key}_p50_over_floor_p50`] = overFloor;
+      const cells = [r.p50_ms, r.p99_ms, r.mean_ms].map((ms) => ms.toFixed(2));
+      rows.push([s.applications, label, r.n, ...cells, overDirect, overFloor]);
     }
   }
   console.log(`\n${formatTable(rows)}\n`);
@@ -375,14 +406,20 @@ function report(sizes) {
   };
   const verdict = goal.met == null ? "not measured" : goal.met ? "MET" : "NOT MET";
   console.log(`goal: ${goal.name}: ${value ?? "-"} → ${verdict}`);
+  // Not a goal: how far the sync is from what its guarantees cost (port verification, issue 10).
+  const overFloor = at ? ratio(at.sync.p50_ms, at.floor.p50_ms) : null;
+  console.log(
+    `floor: sync of ${GOAL_SIZE} applications p50 / (engine list + direct PATCH) p50: ${overFloor ?? "-"}`,
+  );
   return { ratios, goals: [goal] };
 }
 
-async function writeResultsDoc(sizes, { ratios, goals }) {
+async function writeResultsDoc({ sizes, engineList }, { ratios, goals }) {
   const measured = goals.filter((g) => g.met != null);
   const doc = {
     bench: BENCH,
     ...machine(),
+    engine_list: engineList,
     config: {
       iterations: ITERATIONS,
       warmup: WARMUP,
@@ -403,7 +440,7 @@ async function writeResultsDoc(sizes, { ratios, goals }) {
 
 async function run(group, tmp) {
   log("starting nats-server, MariaDB and Caddy");
-  const [nats, db, caddy, containerHost] = await Promise.all([
+  const [nats, db, caddy, podmanSocket] = await Promise.all([
     startNats(group, tmp),
     startMariadb(group, tmp),
     startCaddy(group, tmp),
@@ -421,7 +458,7 @@ async function run(group, tmp) {
     agentEnv: {
       RELAYCTL_AGENT_CONTAINER_ENGINE: "podman",
       CONTAINERS_CONF,
-      CONTAINER_HOST: containerHost,
+      CONTAINER_HOST: `unix://${podmanSocket}`,
       RELAYCTL_AGENT_PROXY: "caddy",
       RELAYCTL_AGENT_CADDY_ADMIN_URL: caddy.adminUrl,
       RELAYCTL_AGENT_CADDY_SERVER: CADDY_SERVER,
@@ -433,26 +470,30 @@ async function run(group, tmp) {
   const names = Array.from({ length: maxApps }, (_, i) => `${CONTAINER_PREFIX}${i}`);
   log(`starting ${maxApps} podman containers`);
   const stopContainers = await startContainers(tmp, names);
+  const engineApi = new EngineApi("podman", podmanSocket);
   try {
     const apps = await createApplications(stack, maxApps);
+    const flavour = await engineApi.listFlavour(15);
+    const engineList = { socket: "podman system service", flavour, call: "EngineApi.list (agent/dist)" };
     const sizes = [];
     const counter = { next: 0 };
-    for (const n of SIZES) sizes.push(await benchSize(stack, caddy, apps, n, counter));
-    return sizes;
+    for (const n of SIZES) sizes.push(await benchSize(stack, caddy, engineApi, apps, n, counter));
+    return { sizes, engineList };
   } finally {
+    engineApi.close();
     await stopContainers();
   }
 }
 
 async function main() {
-  const sizes = await runBench(BENCH, async (group, tmp) => {
+  const measured = await runBench(BENCH, async (group, tmp) => {
     try {
       return await run(group, tmp);
     } finally {
       keepAlive.destroy();
     }
   });
-  const doc = await writeResultsDoc(sizes, report(sizes));
+  const doc = await writeResultsDoc(measured, report(measured.sizes));
   if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
 }
 
