@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // make bench: latency of one exec round trip through relayctl (HTTP → audit in MariaDB → NATS →
 // a separate gateway process → gRPC → agent pty → back), against the same command spawned in a pty
-// by this bare Node script, and against `ssh 127.0.0.1 true` fresh and multiplexed — in one run,
-// as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
+// by this bare Node script, against the floor of the same hops (lib/floor-chain.mjs: only what the
+// guarantees cost, measured alternately with the api), and against `ssh 127.0.0.1 true` fresh and
+// multiplexed — in one run, as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
 // removes all of it on exit, also after an error or Ctrl-C. Writes bench/results/exec-latency.json.
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";

@@ -3,6 +3,8 @@
 // run: (a) the control plane's capacity — 100 simulated agents speaking the real gRPC protocol
 // and answering every job at once (no pty) — and (b) end to end with a real agent running `true`
 // in a pty, against the rate this machine spawns `sh -c true` in ptys with the same concurrency.
+// The same control-plane load also runs against the floor of the same hops (lib/floor-chain.mjs:
+// only what the guarantees cost), on the same nats-server and MariaDB.
 // After each part: no operation lost (every 200 is a completed row, nothing left running), one
 // start and one completion audit event per operation, and the audit chain verifies.
 // Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
