@@ -14,6 +14,7 @@ import os from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import autocannon from "autocannon";
+import mysql from "mysql2/promise";
 import pty from "node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { jsonWithField, run } from "./lib/processes.mjs";
@@ -268,48 +269,50 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
     nats: nats.proc.pid,
     "bench (autocannon)": process.pid,
   };
-  const cpuBefore = cpuSeconds(pids);
-  const before = await floorCounts(dbServer.url, floor.database);
-  const r = await load(floor.url, { ...target, seconds: FLOOR_DURATION, title: "floor, answered at once" });
-  const cpuAfter = cpuSeconds(pids);
-  // The floor answers only after both commits: what was answered is stored (no settling needed
-  // beyond requests autocannon gave up on at its end, which finish within their round trip).
-  let after = await floorCounts(dbServer.url, floor.database);
-  const deadline = performance.now() + 10_000;
-  while (after.running > 0 && performance.now() < deadline) {
-    await new Promise((res) => setTimeout(res, 200));
-    after = await floorCounts(dbServer.url, floor.database);
-  }
-  const ops = after.operations - before.operations;
-  return {
-    ...r,
-    agents: SIM_AGENTS,
-    checks: {
-      ...after,
-      lost: Math.max(0, r.completed_200 - (after.completed - before.completed)) + after.running,
-      audit_events_match: after.events === 2 * after.operations,
-    },
-    cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, ops),
-  };
-}
-
-async function floorCounts(url, database) {
-  const mysql = (await import("mysql2/promise")).default;
-  const c = await mysql.createConnection({ uri: url });
+  // One connection for the counts before and after, and the polls between.
+  const conn = await mysql.createConnection({ uri: dbServer.url });
+  const count = () => floorCounts(conn, floor.database);
   try {
-    const [[ops]] = await c.query(
-      `SELECT COUNT(*) AS n, SUM(status = 'completed') AS completed, SUM(status = 'running') AS running FROM ${database}.ops`,
-    );
-    const [[ev]] = await c.query(`SELECT COUNT(*) AS n FROM ${database}.events`);
+    const before = await count();
+    const cpuBefore = cpuSeconds(pids);
+    const r = await load(floor.url, { ...target, seconds: FLOOR_DURATION, title: "floor, answered at once" });
+    const cpuAfter = cpuSeconds(pids);
+    // The floor answers only after both commits: what was answered is stored (no settling needed
+    // beyond requests autocannon gave up on at its end, which finish within their round trip).
+    let after = await count();
+    const deadline = performance.now() + 10_000;
+    while (after.running > 0 && performance.now() < deadline) {
+      await new Promise((res) => setTimeout(res, 200));
+      after = await count();
+    }
+    const ops = after.operations - before.operations;
     return {
-      operations: Number(ops.n),
-      completed: Number(ops.completed ?? 0),
-      running: Number(ops.running ?? 0),
-      events: Number(ev.n),
+      ...r,
+      agents: SIM_AGENTS,
+      checks: {
+        ...after,
+        lost: Math.max(0, r.completed_200 - (after.completed - before.completed)) + after.running,
+        audit_events_match: after.events === 2 * after.operations,
+      },
+      cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, ops),
     };
   } finally {
-    await c.end();
+    await conn.end();
   }
+}
+
+/** The floor's operations by status, and its events. */
+async function floorCounts(conn, database) {
+  const [[ops]] = await conn.query(
+    `SELECT COUNT(*) AS n, SUM(status = 'completed') AS completed, SUM(status = 'running') AS running FROM ${database}.ops`,
+  );
+  const [[ev]] = await conn.query(`SELECT COUNT(*) AS n FROM ${database}.events`);
+  return {
+    operations: Number(ops.n),
+    completed: Number(ops.completed ?? 0),
+    running: Number(ops.running ?? 0),
+    events: Number(ev.n),
+  };
 }
 
 // --- bare pty at the same concurrency ----------------------------------------------------------
