@@ -202,6 +202,58 @@ for (const [name, open] of Object.entries(adapters)) {
     t.false(otherDone);
   });
 
+  test(`bus contract (${name}) - send: a job on the stream is answered by its completion alone; no holder, a refusal or a throw resolve refused`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    // No gateway holds the server: on NATS the server's no-responders status is the refusal.
+    const orphan = uuid();
+    const nobody = await bus.api.awaitDone(orphan);
+    bus.api.send(uuid(), execJob(orphan));
+    await nobody.refused;
+    nobody.cancel();
+
+    const serverId = uuid();
+    let mode: "take" | "refuse" | "throw" = "take";
+    const received: Job[] = [];
+    t.teardown(
+      bus.gateway.serveServer(serverId, async (job) => {
+        received.push(job);
+        if (mode === "throw") throw new Error("stream gone");
+        return mode === "take";
+      }),
+    );
+    await dispatchWhenServed(bus.api, serverId, execJob(uuid()));
+    const id = uuid();
+    const waiter = await bus.api.awaitDone(id);
+    let refused = false;
+    void waiter.refused.then(() => {
+      refused = true;
+    });
+    const job = execJob(id);
+    bus.api.send(serverId, job);
+    await pollUntil(async () => (received.some((j) => j.operationId === id) ? true : undefined), {
+      what: "the job at the gateway",
+      timeoutMs: 5000,
+    });
+    t.deepEqual(received.at(-1), job);
+    // Published after the handler answered, on the same connection as any reply: were the
+    // job answered, the answer would arrive first.
+    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, result: undefined });
+    t.is((await waiter.done).operationId, id);
+    t.false(refused);
+    waiter.cancel();
+
+    for (const m of ["refuse", "throw"] as const) {
+      mode = m;
+      const rid = uuid();
+      const w = await bus.api.awaitDone(rid);
+      bus.api.send(serverId, execJob(rid));
+      await w.refused;
+      w.cancel();
+      t.is(received.at(-1)?.operationId, rid, m);
+    }
+  });
+
   test(`bus contract (${name}) - a takeover reaches the other holders of the server until they unsubscribe`, async (t) => {
     const bus = await open();
     t.teardown(() => bus.close());

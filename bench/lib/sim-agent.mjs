@@ -1,7 +1,8 @@
 // Simulated agents for the capacity benches: each one speaks the real agent protocol
 // (relayctl.agent.v1 over gRPC, the generated client of @relayctl/proto) with its own enrolled
-// credential — Hello, Welcome, heartbeats at the interval the gateway asks for, JobAck and an
-// immediate JobResult (exit 0, no pty) for every Job, ResultAck — and reconnects after the stream
+// credential — Hello, Welcome, heartbeats at the interval the gateway asks for, an immediate
+// JobResult (exit 0, no pty) for every Job, which acks it as the real agent's result does for a job
+// finished within its ackAfterMs (a duplicate delivery gets a JobAck), ResultAck — and reconnects after the stream
 // ends with exponential backoff and full jitter, as the real agent does. What the control plane
 // sees is an agent; only the command is not run.
 import { Metadata, credentials } from "@grpc/grpc-js";
@@ -81,8 +82,8 @@ export class SimAgent {
         for (const r of this.unacked.values()) call.write({ msg: { $case: "jobResult", jobResult: r } });
       } else if (msg?.$case === "job") {
         const id = msg.job.operationId;
-        call.write({ msg: { $case: "jobAck", jobAck: { operationId: id } } });
         if (this.seen.has(id)) {
+          call.write({ msg: { $case: "jobAck", jobAck: { operationId: id } } });
           this.counters.duplicates++;
           const r = this.unacked.get(id);
           if (r) call.write({ msg: { $case: "jobResult", jobResult: r } });

@@ -39,7 +39,8 @@ async function startGateway(t: ExecutionContext, onStream: (stream: Stream, inde
 async function startAgent(t: ExecutionContext, gatewayUrls: string[], random?: () => number) {
   const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
   const runner = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 65536, killGraceMs: 300 });
-  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger() });
+  // Every job acked at once (not by its result): the tests below watch the acks.
+  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger(), ackAfterMs: 0 });
   const connection = new AgentConnection({
     gatewayUrls,
     credential: CREDENTIAL,

@@ -42,7 +42,7 @@ function deployJob(operationId: string, repository: string): Job {
 
 test("dispatcher deploy - acked, progress with seq 1, 2... while attached, a FAILED result with the report", async (t) => {
   const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
-  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger() });
+  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger(), ackAfterMs: 0 });
   t.teardown(() => dispatcher.close());
   const sent: AgentMessage["msg"][] = [];
   dispatcher.attach((m) => sent.push(m.msg));
@@ -68,7 +68,7 @@ test("dispatcher deploy - acked, progress with seq 1, 2... while attached, a FAI
 
 test("dispatcher deploy - no progress while detached; the result waits for the next stream", async (t) => {
   const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
-  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger() });
+  const dispatcher = await Dispatcher.open({ stateDir, runner, log: silentLogger(), ackAfterMs: 0 });
   t.teardown(() => dispatcher.close());
   await dispatcher.handleJob(deployJob("44444444-4444-4444-8444-444444444444", join(stateDir, "none")));
   await dispatcher.idle();

@@ -10,7 +10,9 @@ import { Dispatcher } from "./dispatcher.js";
 const runner = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 1_048_576, killGraceMs: 300 });
 test.after.always(() => runner.close());
 
-const open = (stateDir: string) => Dispatcher.open({ stateDir, runner, log: silentLogger() });
+// Acked at once, as before the result-as-ack: these tests read the exact messages sent.
+const open = (stateDir: string, ackAfterMs = 0) =>
+  Dispatcher.open({ stateDir, runner, log: silentLogger(), ackAfterMs });
 
 const execJob = (operationId: string, command: string): Job => ({
   operationId,
@@ -18,6 +20,14 @@ const execJob = (operationId: string, command: string): Job => ({
   requestId: "",
   kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30 } },
 });
+
+async function pollUntil(check: () => Promise<boolean>, o: { what: string; timeoutMs: number }) {
+  const deadline = Date.now() + o.timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${o.what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 function recorder(dispatcher: Dispatcher): AgentMessage["msg"][] {
   const sent: AgentMessage["msg"][] = [];
@@ -115,6 +125,7 @@ test("reboot - acked, no result, done in the journal first: no rerun and no 'out
     runner,
     log: silentLogger(),
     rebootCommand: `echo x >> ${counter}`,
+    ackAfterMs: 60_000, // a reboot is acked at once whatever the setting
   });
   const sent = recorder(first);
   await first.handleJob(job);
@@ -139,5 +150,43 @@ test("reboot - acked, no result, done in the journal first: no rerun and no 'out
   t.deepEqual(
     sentAgain.map((m) => m?.$case),
     ["jobAck"],
+  );
+});
+
+test("ack - a job that finishes within ackAfterMs is acked by its result alone", async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
+  const dispatcher = await open(stateDir, 60_000);
+  t.teardown(() => dispatcher.close());
+  const sent = recorder(dispatcher);
+  const id = "88888888-8888-4888-8888-888888888888";
+  await dispatcher.handleJob(execJob(id, "echo quick"));
+  t.deepEqual(
+    sent.map((m) => m?.$case),
+    ["jobResult"],
+  );
+  // A redelivery (the gateway never saw the result) is acked at once, and gets the result again.
+  await dispatcher.handleJob(execJob(id, "echo quick"));
+  t.deepEqual(
+    sent.map((m) => m?.$case),
+    ["jobResult", "jobAck", "jobResult"],
+  );
+  t.like(sent[2], { $case: "jobResult", jobResult: { operationId: id, stdout: "quick\n" } });
+});
+
+test("ack - a job still running after ackAfterMs is acked while it runs, then its result follows", async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
+  const dispatcher = await open(stateDir, 20);
+  t.teardown(() => dispatcher.close());
+  const sent = recorder(dispatcher);
+  const go = join(stateDir, "go");
+  const id = "99999999-9999-4999-8999-999999999999";
+  const running = dispatcher.handleJob(execJob(id, `while [ ! -e ${go} ]; do sleep 0.01; done; echo slow`));
+  await pollUntil(async () => sent.length > 0, { what: "the ack of the running job", timeoutMs: 10_000 });
+  t.deepEqual(sent, [{ $case: "jobAck", jobAck: { operationId: id } }]);
+  await writeFile(go, "");
+  await running;
+  t.deepEqual(
+    sent.map((m) => m?.$case),
+    ["jobAck", "jobResult"],
   );
 });

@@ -3,6 +3,9 @@
 // - an operation id is run at most once, across restarts (journal.ts); a
 //   duplicate delivery is acked again and, if its result is still unacked, the
 //   result is sent again;
+// - a job is acked once its claim is durable; one that finishes within
+//   ackAfterMs is acked by its result alone (the gateway takes a result as the
+//   ack: one message fewer for every short command);
 // - a result is sent at once and spooled to disk until ResultAck
 //   (result-store.ts); all unacked results are re-sent after every Welcome;
 // - a command keeps running while the stream is down; its result goes out on
@@ -44,7 +47,14 @@ export interface DispatcherOptions {
   deploy?: DeployConfig;
   /** Bytes of log kept per deployment step. @default 1 MiB */
   outputCapBytes?: number;
+  /**
+   * How long a claimed job may run before its JobAck goes out; one that finishes
+   * sooner is acked by its JobResult. 0: every job is acked at once. @default 50
+   */
+  ackAfterMs?: number;
 }
+
+const ACK_AFTER_MS = 50;
 
 export class Dispatcher {
   readonly #running = new Map<string, Promise<void>>();
@@ -64,6 +74,7 @@ export class Dispatcher {
     deploy: DeployConfig,
     stateDir: string,
     outputCapBytes: number | undefined,
+    readonly ackAfterMs: number,
   ) {
     this.deployer = new Deployer({
       settings: { stateDir, ...deploy },
@@ -98,6 +109,7 @@ export class Dispatcher {
       options.deploy ?? { drainSeconds: 5, network: undefined, init: true },
       options.stateDir,
       options.outputCapBytes,
+      options.ackAfterMs ?? ACK_AFTER_MS,
     );
     await dispatcher.#recoverInterrupted();
     return dispatcher;
@@ -183,10 +195,15 @@ export class Dispatcher {
       return;
     }
     const claimed = performance.now();
-    this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
+    const ack = () => this.#emit({ $case: "jobAck", jobAck: { operationId: id } });
+    // A reboot is acked before the machine goes down; a job that finishes before
+    // ackAfterMs, by its result (a stream that drops first re-delivers the job, and
+    // the journal makes that a duplicate: acked, never run again).
+    const rebooting = job.kind?.$case === "reboot";
+    const acking = rebooting || this.ackAfterMs <= 0 ? void ack() : setTimeout(ack, this.ackAfterMs);
     log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
-    if (job.kind?.$case === "reboot") return this.#reboot(id);
-    const result = await this.#execute(job);
+    if (rebooting) return this.#reboot(id);
+    const result = await this.#execute(job).finally(() => clearTimeout(acking));
     const ran = performance.now();
     await this.#finish(result);
     // claim_ms: the journal's durable claim (group fdatasync) before the job may run;

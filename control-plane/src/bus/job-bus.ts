@@ -4,7 +4,8 @@
 // relayctl.agent.v1.Job the gateway writes on the agent's stream.
 //
 // api side:     dispatch() a job to the gateway holding the server's agent; awaitDone()
-//               subscribes to an operation's completion (call it BEFORE dispatch).
+//               subscribes to an operation's completion (call it BEFORE dispatch); a
+//               caller that waits anyway send()s instead: only a refusal is answered.
 // gateway side: serveServer() while it holds an agent's stream; publishDone() after
 //               a result is stored; takeovers close older streams of a server.
 import type { Job, OperationDone } from "@relayctl/proto";
@@ -31,6 +32,8 @@ export type DispatchOutcome = "on_stream" | "not_connected" | "unknown";
 
 export interface DoneWaiter {
   done: Promise<OperationDone>;
+  /** Resolves when a job send() for this operation was refused (no gateway holds the agent); else never. */
+  refused: Promise<void>;
   cancel(): void;
 }
 
@@ -46,6 +49,16 @@ export interface JobBus {
    * BusUnavailableError when the bus itself cannot be reached.
    */
   dispatch(serverId: string, job: Job): Promise<DispatchOutcome>;
+  /**
+   * Hands the job over for a caller already waiting on its completion (awaitDone
+   * first): the gateway answers only a refusal, which resolves the waiter's
+   * `refused`; a job put on the stream is answered by its completion alone. Two
+   * messages per operation fewer than dispatch (bench/README.md, issue 17). No
+   * answer at all (a gateway that stalled) looks like a job still running: the
+   * operation's lease decides, as for dispatch's `unknown`. Throws
+   * BusUnavailableError when the bus itself cannot be reached.
+   */
+  send(serverId: string, job: Job): void;
   /** Resolves when the bus answers a round trip within `timeoutMs`; else BusUnavailableError (readiness). */
   ping(timeoutMs: number): Promise<void>;
   /** Subscribes to one operation's completion; call before dispatch. */
@@ -64,11 +77,19 @@ export interface JobBus {
   close(): Promise<void>;
 }
 
+/** Reply subjects under it want an answer only when the job is refused (send). */
+export const REFUSALS_PREFIX = "relayctl.v1.refused.";
+
 /** Subjects, versioned like the messages they carry (relayctl.bus.v1). */
 export const subjects = {
   job: (serverId: string) => `relayctl.v1.agent.${serverId}.job`,
   takeover: (serverId: string) => `relayctl.v1.agent.${serverId}.takeover`,
   done: (operationId: string) => `relayctl.v1.op.${operationId}.done`,
+  /**
+   * The reply subject of a send(): a job whose reply is under this prefix is answered only when
+   * it is refused (`DispatchReply` with on_stream false, or NATS's no-responders status).
+   */
+  refusals: (instance: string, operationId: string) => `${REFUSALS_PREFIX}${instance}.${operationId}`,
   /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
   presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,
 };

@@ -21,13 +21,29 @@ export class MemoryBus implements JobBus {
   /** In-process: always there. */
   async ping(_timeoutMs: number): Promise<void> {}
 
+  /** As on NATS: only a refusal is answered, after the handler said so. */
+  send(serverId: string, job: Job): void {
+    void this.dispatch(serverId, job).then((outcome) => {
+      if (outcome === "not_connected") this.events.emit(`refused:${job.operationId}`);
+    });
+  }
+
   async awaitDone(operationId: string): Promise<DoneWaiter> {
     let listener: (bytes: Uint8Array) => void = () => {};
+    let onRefused: () => void = () => {};
     const done = new Promise<OperationDone>((resolve) => {
       listener = (bytes) => resolve(codec.done.decode(bytes));
       this.events.once(`done:${operationId}`, listener);
     });
-    return { done, cancel: () => this.events.off(`done:${operationId}`, listener) };
+    const refused = new Promise<void>((resolve) => {
+      onRefused = resolve;
+      this.events.once(`refused:${operationId}`, onRefused);
+    });
+    const cancel = () => {
+      this.events.off(`done:${operationId}`, listener);
+      this.events.off(`refused:${operationId}`, onRefused);
+    };
+    return { done, refused, cancel };
   }
 
   serveServer(serverId: string, handler: JobHandler): () => void {

@@ -6,8 +6,10 @@ import type { Logger } from "pino";
 import { readFileSync } from "node:fs";
 import {
   type ConnectionOptions,
+  type MsgHdrs,
   type NatsConnection,
   connect,
+  nuid,
   credsAuthenticator,
   ErrorCode as NatsErrorCode,
 } from "nats";
@@ -23,6 +25,7 @@ import {
   type JobBus,
   type JobHandler,
   type OperationDone,
+  REFUSALS_PREFIX,
   subjects,
 } from "./job-bus.js";
 
@@ -91,11 +94,18 @@ export async function connectNatsBus(
   return bus;
 }
 
+interface Waiting {
+  done: (e: OperationDone) => void;
+  refused: () => void;
+}
+
 class NatsBus implements JobBus {
   /** False while the client is reconnecting: callers get a fast 503, not a hang. */
   connected = true;
-  private readonly waiters = new Map<string, (e: OperationDone) => void>();
+  private readonly waiters = new Map<string, Waiting>();
   private doneSubscribed: Promise<void> | undefined;
+  /** This process's part of the refusals' reply subjects (send). */
+  private readonly instance = nuid.next();
 
   constructor(
     private readonly nc: NatsConnection,
@@ -138,18 +148,34 @@ class NatsBus implements JobBus {
   async awaitDone(operationId: string): Promise<DoneWaiter> {
     this.ensureConnected();
     await this.subscribeDone();
-    let resolve: (e: OperationDone) => void = () => {};
+    const waiting: Waiting = { done: () => {}, refused: () => {} };
     const done = new Promise<OperationDone>((r) => {
-      resolve = r;
+      waiting.done = r;
     });
-    this.waiters.set(operationId, resolve);
-    return { done, cancel: () => this.waiters.delete(operationId) };
+    const refused = new Promise<void>((r) => {
+      waiting.refused = r;
+    });
+    this.waiters.set(operationId, waiting);
+    return { done, refused, cancel: () => this.waiters.delete(operationId) };
+  }
+
+  send(serverId: string, job: Job): void {
+    this.ensureConnected();
+    const subject = subjects.job(serverId);
+    const reply = subjects.refusals(this.instance, job.operationId);
+    const data = codec.job.encode(job);
+    // The PRODUCER span ends once the job is out: what follows is the completion's.
+    void tracedJobRequest(subject, job.operationId, async (headers: MsgHdrs | undefined) => {
+      this.publish(subject, data, { reply, headers });
+    });
   }
 
   /**
    * One wildcard subscription per process for every completion, routed to the
    * waiting call in memory: a per-operation SUB would cost a flush (a NATS round
    * trip) on every synchronous call. Completions nobody here waits for are dropped.
+   * Beside it, this process's refusals (send): a gateway's `on_stream` false, or
+   * NATS's no-responders status (an empty message) when no gateway holds the agent.
    */
   private subscribeDone(): Promise<void> {
     this.doneSubscribed ??= (async () => {
@@ -157,7 +183,21 @@ class NatsBus implements JobBus {
         callback: (err, msg) => {
           if (err) return;
           const event = codec.done.decode(msg.data);
-          this.waiters.get(event.operationId)?.(event);
+          this.waiters.get(event.operationId)?.done(event);
+        },
+      });
+      const refusals = subjects.refusals(this.instance, "");
+      this.nc.subscribe(`${refusals}*`, {
+        callback: (err, msg) => {
+          if (err) return;
+          let onStream: boolean;
+          try {
+            onStream = codec.reply.decode(msg.data);
+          } catch {
+            return;
+          }
+          // A gateway that answers every job (one older than send) says on_stream too: not a refusal.
+          if (!onStream) this.waiters.get(msg.subject.slice(refusals.length))?.refused();
         },
       });
       // The SUB must be on the server before the first job can finish.
@@ -182,7 +222,11 @@ class NatsBus implements JobBus {
           return;
         }
         tracedJobHandling(msg.subject, job, msg.headers, () => handler(job)).then(
-          (onStream) => msg.respond(codec.reply.encode(onStream)),
+          (onStream) => {
+            // A sender that waits for the completion wants to hear only of a refusal (send).
+            if (onStream && msg.reply?.startsWith(REFUSALS_PREFIX)) return;
+            msg.respond(codec.reply.encode(onStream));
+          },
           (e) => {
             this.log.error({ err: e, server_id: serverId }, "job handler failed");
             msg.respond(codec.reply.encode(false));
@@ -236,9 +280,9 @@ class NatsBus implements JobBus {
     return () => sub.unsubscribe();
   }
 
-  private publish(subject: string, payload: Uint8Array): void {
+  private publish(subject: string, payload: Uint8Array, opts?: { reply: string; headers?: MsgHdrs }): void {
     try {
-      this.nc.publish(subject, payload);
+      this.nc.publish(subject, payload, opts);
     } catch (err) {
       // While disconnected the client buffers; only a closed connection throws.
       natsErrors.inc({ kind: "publish" });

@@ -194,7 +194,7 @@ export class DeployService {
         if (local?.cancelled) return;
         if (local) local.dispatching = true;
         const d = await this.ops.dispatch(op, kind, { awaitResult: false, retryNotRun: true });
-        if (d.state === "on_stream") {
+        if (d.state !== "not_run") {
           await markDispatched(this.db, deploymentId);
           await startLease(this.db, op.id, this.leaseMs);
           return;

@@ -99,12 +99,22 @@ export interface DispatchOptions {
   retryNotRun?: boolean;
 }
 
-/** A job handed to the bus; wait on it (or release it) exactly once. */
+/**
+ * A job handed to the bus; wait on it (or release it) exactly once. `sent`: the
+ * caller waits for the completion, and a refusal (not connected) can still
+ * arrive while it does (JobBus.send); `on_stream`: the gateway said it is.
+ */
 export type Dispatched =
-  | { state: "on_stream"; op: StartedOperation; waiter: DoneWaiter | undefined }
+  | { state: "on_stream"; op: StartedOperation; waiter: undefined }
+  | { state: "sent"; op: StartedOperation; waiter: DoneWaiter; opts: DispatchOptions }
   | Extract<Outcome, { state: "not_run" }>;
 
 /** Results this small ride on the done event, saving the waiting api a read. */
+/** How long a refusal is still listened for after the caller stopped waiting (answered 202). */
+const REFUSAL_GRACE_MS = 10_000;
+
+const REFUSED = Symbol("refused");
+
 const INLINE_RESULT_BYTES = 256 * 1024;
 
 const STATUS_OF: Record<FinalStatus, JobStatus> = {
@@ -118,6 +128,8 @@ const FINAL_OF: Partial<Record<JobStatus, FinalStatus>> = {
   [JobStatus.JOB_STATUS_FAILED]: "failed",
   [JobStatus.JOB_STATUS_TIMEOUT]: "timeout",
 };
+
+const notConnected = (op: StartedOperation) => `server '${op.server.name}' is not connected`;
 
 export class OperationService {
   constructor(
@@ -152,28 +164,26 @@ export class OperationService {
    * reason, and the answer says so.
    */
   async dispatch(op: StartedOperation, kind: JobKind, opts: DispatchOptions = {}): Promise<Dispatched> {
-    const notRun = async (cause: NotRunCause, reason: string): Promise<Dispatched> =>
-      opts.retryNotRun
-        ? {
-            state: "not_run",
-            cause,
-            reason,
-            result: { exit_code: -1, stdout: "", stderr: reason, duration_ms: 0 },
-          }
-        : this.#notRun(op, cause, reason, opts);
+    const notRun = (cause: NotRunCause, reason: string) => this.#notRunOf(op, cause, reason, opts);
     let waiter: DoneWaiter | undefined;
     const timer = dispatchDuration.startTimer();
     try {
-      if (opts.awaitResult !== false) waiter = await this.bus.awaitDone(op.id);
       // The trace context is the bus's to add (NATS headers), then the gateway's.
       const job: Job = { operationId: op.id, kind, traceContext: {}, requestId: currentRequestId() ?? "" };
+      if (opts.awaitResult !== false) {
+        // The caller waits for the completion anyway: only a refusal is answered (wait()
+        // hears it), which spares every job that reaches its agent a reply.
+        waiter = await this.bus.awaitDone(op.id);
+        this.bus.send(op.server.id, job);
+        timer({ outcome: "sent" });
+        return { state: "sent", op, waiter, opts };
+      }
       const outcome = await this.bus.dispatch(op.server.id, job);
       timer({ outcome });
       if (outcome === "unknown")
         this.log.warn({ operation_id: op.id }, "no answer to the dispatch; the operation's lease decides");
-      if (outcome !== "not_connected") return { state: "on_stream", op, waiter };
-      waiter?.cancel();
-      return notRun("not_connected", `server '${op.server.name}' is not connected`);
+      if (outcome !== "not_connected") return { state: "on_stream", op, waiter: undefined };
+      return notRun("not_connected", notConnected(op));
     } catch (err) {
       waiter?.cancel();
       if (!(err instanceof BusUnavailableError)) throw err;
@@ -184,25 +194,40 @@ export class OperationService {
     }
   }
 
-  /** Waits up to `waitMs` for a dispatched job's result; releases the subscription. */
+  /**
+   * Waits up to `waitMs` for a dispatched job's result (or its refusal: not
+   * connected); releases the subscription. A refusal that comes after the
+   * caller stopped waiting still ends the operation as not run.
+   */
   async wait(d: Dispatched, waitMs: number): Promise<Outcome> {
     if (d.state === "not_run") return d;
-    const { waiter } = d;
-    if (!waiter || waitMs <= 0) {
-      waiter?.cancel();
-      return { state: "running" };
-    }
+    if (d.state === "on_stream") return { state: "running" };
+    const { waiter, op, opts } = d;
+    const refused = waiter.refused.then((): typeof REFUSED => REFUSED);
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), waitMs);
+      timer = setTimeout(() => resolve(undefined), Math.max(0, waitMs));
     });
+    let event: OperationDone | typeof REFUSED | undefined;
     try {
-      const event = await Promise.race([waiter.done, late]);
-      return event ? await this.#finished(event) : { state: "running" };
+      event = await Promise.race([waiter.done, refused, late]);
     } finally {
       clearTimeout(timer);
-      waiter.cancel();
     }
+    if (event === undefined) {
+      // Answered "running": a refusal may still be on its way.
+      const grace = setTimeout(() => waiter.cancel(), REFUSAL_GRACE_MS);
+      grace.unref();
+      void refused.then(() => {
+        clearTimeout(grace);
+        waiter.cancel();
+        return this.#notRunOf(op, "not_connected", notConnected(op), opts);
+      });
+      return { state: "running" };
+    }
+    waiter.cancel();
+    if (event === REFUSED) return this.#notRunOf(op, "not_connected", notConnected(op), opts);
+    return this.#finished(event);
   }
 
   /** dispatch, then wait: the flow of every synchronous-style call. */
@@ -253,6 +278,18 @@ export class OperationService {
       { status, exit_code: -1, stdout: "", stderr: reason, duration_ms: durationMs, error: reason },
       serverId,
     );
+  }
+
+  /** A job that could not be handed over: finished here, unless the caller will try again. */
+  async #notRunOf(
+    op: StartedOperation,
+    cause: NotRunCause,
+    reason: string,
+    opts: DispatchOptions,
+  ): Promise<Extract<Outcome, { state: "not_run" }>> {
+    if (!opts.retryNotRun) return this.#notRun(op, cause, reason, opts);
+    const result = { exit_code: -1, stdout: "", stderr: reason, duration_ms: 0 };
+    return { state: "not_run", cause, reason, result };
   }
 
   async #notRun(op: StartedOperation, cause: NotRunCause, reason: string, opts: DispatchOptions) {

@@ -208,7 +208,9 @@ export interface Hello {
 
 /**
  * The agent has the job and will run it (or has run it: a duplicate delivery is
- * acked again but never run twice).
+ * acked again but never run twice). Sent once the claim is durable and the job
+ * has run for the agent's ackAfterMs (default 50 ms): a JobResult acks its job
+ * too, so a job finished sooner is acked by its result alone.
  */
 export interface JobAck {
   operationId: string;
