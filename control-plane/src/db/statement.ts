@@ -60,6 +60,36 @@ export function updateWhere(
   };
 }
 
+/**
+ * One UPDATE of several rows, each to its own values, by their `key` column:
+ * `SET c = CASE key WHEN ? THEN ? … END, …  WHERE key IN (…) AND each of where`.
+ * Every row sets the same columns (the first row's). Against one UPDATE per
+ * row it saves the server a statement per row: 0.057 against 0.086–0.098 ms of
+ * MariaDB CPU per row in batches of 12 (bench/README.md, issue 17).
+ */
+export function updateRows(
+  table: string,
+  key: string,
+  rows: readonly { key: unknown; values: Record<string, unknown> }[],
+  where: Record<string, unknown>,
+): Statement {
+  const first = rows[0];
+  if (!first) throw new Error("updateRows: no rows");
+  if (rows.length === 1) return updateWhere(table, first.values, { [key]: first.key, ...where });
+  const columns = Object.keys(first.values);
+  const whens = rows.map(() => "WHEN ? THEN ?").join(" ");
+  const bindings: unknown[] = [];
+  for (const c of columns) for (const r of rows) bindings.push(r.key, r.values[c] ?? null);
+  for (const r of rows) bindings.push(r.key);
+  bindings.push(...Object.values(where));
+  const sets = columns.map((c) => `\`${c}\` = CASE \`${key}\` ${whens} END`).join(", ");
+  const conditions = [
+    `\`${key}\` IN (${placeholders(rows.length)})`,
+    ...Object.keys(where).map((c) => `\`${c}\` = ?`),
+  ];
+  return { sql: `UPDATE \`${table}\` SET ${sets} WHERE ${conditions.join(" AND ")}`, bindings };
+}
+
 /** The SQL text and bindings of either form, as the mysql2 driver takes them. */
 export function compiled(q: Statement | Knex.QueryBuilder): Statement {
   if (isStatement(q)) return q;

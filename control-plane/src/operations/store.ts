@@ -7,7 +7,7 @@ import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
-import { type Statement, insertRows, isMysql, placeholders, updateWhere } from "../db/statement.js";
+import { type Statement, insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
 
@@ -241,18 +241,20 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
   },
   plan: (_db, items, rows) => {
     const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
-    const writes: Statement[] = [];
+    const finals: { key: string; values: Record<string, unknown> }[] = [];
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       const op = running.get(i.id);
       if (!op || op.tenant_id !== i.tenant || (i.serverId && op.server_id !== i.serverId))
         return { event: null, value: null };
       running.delete(i.id); // a second report of it in this batch finds it finished
-      writes.push(updateWhere("operations", finalColumns(i.result), { id: i.id, status: "running" }));
+      finals.push({ key: i.id, values: finalColumns(i.result) });
       return {
         event: completionEvent(i.id, op, i.result),
         value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
       };
     });
+    // One statement for the batch: each row locked above, still running, gets its own result.
+    const writes = finals.length > 0 ? [updateRows("operations", "id", finals, { status: "running" })] : [];
     return { outcomes, writes };
   },
 };
