@@ -140,6 +140,43 @@ test.serial("exec - a server of another tenant is 404", async (t) => {
 });
 
 test.serial(
+  "exec - a server the api has found is kept, and still checked against every caller",
+  async (t) => {
+    // api/automation/servers.ts keeps servers it found (id, name and tenant never change):
+    // once kept, another tenant's key still gets 404 and a key scoped elsewhere 403, and a
+    // server enrolled a moment ago is found at once (an id not found is never kept).
+    assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo kept", timeout_seconds: 30 }), {
+      exit_code: 0,
+      stdout: "kept\n",
+    });
+    const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
+    const { key: foreign } = await c.admin([
+      "create-automation-key",
+      "--tenant",
+      String(other.tenant_id),
+      "--name",
+      "other",
+    ]);
+    const again = await exec(c, { server_id: c.serverId, command: "true" }, String(foreign));
+    assertError(t, again, 404, `server '${c.serverId}' not found`);
+    const fresh = await c.addServer({ start: false });
+    const apiKey = String((await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "kept"])).key);
+    const created = await request(c, "/api/automation-keys", {
+      key: null,
+      headers: { "x-api-key": apiKey },
+      body: { name: "scoped-kept", servers: [fresh.serverId] },
+    });
+    t.is(created.status, 201, describe(created));
+    const scoped = String(created.json.key);
+    const outside = await exec(c, { server_id: c.serverId, command: "true" }, scoped);
+    assertError(t, outside, 403, `server '${c.serverName}' is outside this key's server scope`);
+    const notConnected = await exec(c, { server_id: fresh.serverId, command: "true" }, scoped);
+    t.is(notConnected.status, 409, describe(notConnected));
+    t.is(notConnected.json.detail, `server '${fresh.serverName}' is not connected`);
+  },
+);
+
+test.serial(
   "exec - server lookups made at the same time (read together) each see only their own tenant's servers",
   async (t) => {
     // Concurrent requests' server lookups are read in one query (api/automation/servers.ts):

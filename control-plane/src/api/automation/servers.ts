@@ -40,9 +40,7 @@ interface ServerRow extends ServerRef {
 /**
  * Server lookups of one process, coalesced: the servers asked for while a read
  * is in flight are read together by the next one (one round trip for many
- * requests under load, none added when idle). Each read is of the table as it
- * is then — nothing is cached, so a server deleted before a request's read is
- * not found by it.
+ * requests under load, none added when idle).
  */
 const lookups = new WeakMap<Knex, Coalescer<string, ServerRow | undefined>>();
 
@@ -63,13 +61,42 @@ function lookupOf(db: Knex): Coalescer<string, ServerRow | undefined> {
   return c;
 }
 
+/**
+ * Servers found, by id, per database. What is kept never changes: a server's
+ * row is created by its first enrollment and its id, name and tenant are never
+ * updated, and nothing in relayctl deletes a server (a re-enrollment updates
+ * only its credential and host fields, which are not kept here). So a found
+ * server needs no invalidation, on any instance; an id not found is never kept
+ * (it may be enrolled the next moment). Under exec-throughput's load this took
+ * a coalesced round trip off every call (bench/README.md, issue 17). Should
+ * servers ever be renamed or deleted, this must be invalidated as keys are.
+ */
+const found = new WeakMap<Knex, Map<string, ServerRow>>();
+const MAX_KNOWN_SERVERS = 50_000;
+
+async function serverRow(db: Knex, id: string): Promise<ServerRow | undefined> {
+  let known = found.get(db);
+  if (!known) {
+    known = new Map();
+    found.set(db, known);
+  }
+  const cached = known.get(id);
+  if (cached) return cached;
+  const row = await lookupOf(db).submit(id);
+  if (row) {
+    if (known.size >= MAX_KNOWN_SERVERS) known.clear();
+    known.set(id, row);
+  }
+  return row;
+}
+
 export async function findServer(
   db: Knex,
   principal: AutomationPrincipal,
   serverId: string,
 ): Promise<ServerRef> {
-  const row = await lookupOf(db).submit(serverId.toLowerCase());
-  // Another tenant's server is as unknown as a missing one.
+  const row = await serverRow(db, serverId.toLowerCase());
+  // Another tenant's server is as unknown as a missing one (checked on every call).
   if (!row || row.tenant_id !== principal.tenantId)
     throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
   if (principal.servers.length > 0 && !principal.servers.includes(row.id)) {
