@@ -20,7 +20,7 @@ import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mj
 import { jsonWithField, run } from "./lib/processes.mjs";
 import { startFloor } from "./lib/floor-chain.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
-import { enrollServers, startFleet } from "./lib/sim-agent.mjs";
+import { enrollServers, startFleet, startFleetProcess } from "./lib/sim-agent.mjs";
 import { formatTable, ratio } from "./lib/stats.mjs";
 import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
 
@@ -34,6 +34,8 @@ const E2E_DURATION = intEnv(BENCH, "BENCH_E2E_DURATION", 20);
 const CONNECTIONS = intEnv(BENCH, "BENCH_CONNECTIONS", 64);
 const E2E_CONNECTIONS = intEnv(BENCH, "BENCH_E2E_CONNECTIONS", CONNECTIONS);
 const SIM_AGENTS = intEnv(BENCH, "BENCH_SIM_AGENTS", 100);
+/** 1: the simulated agents share the load generator's process (as before 2026-11-25 16:00 UTC). */
+const SIM_IN_PROCESS = process.env.BENCH_SIM_IN_PROCESS === "1";
 const KEYS = intEnv(BENCH, "BENCH_KEYS", 1);
 const FLOOR_DURATION = intEnv(BENCH, "BENCH_FLOOR_DURATION", 30);
 const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,floor,e2e").split(",").map((s) => s.trim()));
@@ -388,7 +390,9 @@ async function main() {
           tenantId: stack.tenantId,
           n: SIM_AGENTS,
         });
-        const fleet = await startFleet(stack.gatewayUrl, enrolled);
+        const fleet = SIM_IN_PROCESS
+          ? await startFleet(stack.gatewayUrl, enrolled)
+          : await startFleetProcess(stack.gatewayUrl, enrolled, tmp);
         const serverIds = enrolled.map((e) => e.serverId);
         try {
           // A short untimed warm-up (connections, JIT, pools).
@@ -406,7 +410,9 @@ async function main() {
             gateway: stack.procs.gateway.pid,
             mariadb: dbServer.proc.pid,
             nats: nats.proc.pid,
-            "bench (autocannon, simulated agents)": process.pid,
+            ...(SIM_IN_PROCESS
+              ? { "bench (autocannon, simulated agents)": process.pid }
+              : { "simulated agents (100 streams)": fleet.pid, "bench (autocannon)": process.pid }),
           };
           const cpuBefore = cpuSeconds(pids);
           const r = await load(stack.baseUrl, {
@@ -428,7 +434,7 @@ async function main() {
             checks: after,
             db_per_operation: perOperation(statusBefore, statusAfter, after.operations - before.operations),
             cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, after.operations - before.operations),
-            agent_counters: { ...fleet.counters },
+            agent_counters: { ...(fleet.fresh ? await fleet.fresh() : fleet.counters) },
           };
         } finally {
           fleet.stop();
@@ -563,6 +569,7 @@ function report(results) {
       connections: CONNECTIONS,
       e2e_connections: E2E_CONNECTIONS,
       sim_agents: SIM_AGENTS,
+      sim_agents_in_own_process: !SIM_IN_PROCESS,
       keys: KEYS,
       sections: [...SECTIONS],
       log_level: LOG_LEVEL,

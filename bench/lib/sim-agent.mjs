@@ -5,6 +5,9 @@
 // finished within its ackAfterMs (a duplicate delivery gets a JobAck), ResultAck — and reconnects after the stream
 // ends with exponential backoff and full jitter, as the real agent does. What the control plane
 // sees is an agent; only the command is not run.
+import { fork } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { Metadata, credentials } from "@grpc/grpc-js";
 import { AgentGatewayClient, JobStatus } from "@relayctl/proto";
 
@@ -188,6 +191,51 @@ export async function startFleet(gatewayUrl, enrolled, { timeoutMs = 60_000, bac
     for (const a of agents) a.stop();
   };
   return { agents, counters, stop };
+}
+
+/**
+ * The same fleet in a process of its own (sim-agent-worker.mjs), as remote agents are: its gRPC
+ * work does not share an event loop, or a core, with the load generator. Resolves once all are
+ * welcomed; `counters` are the worker's latest report (every 250 ms), `pid` its process.
+ */
+export async function startFleetProcess(gatewayUrl, enrolled, dir, { timeoutMs = 60_000 } = {}) {
+  const address = gatewayUrl.replace(/^grpc:\/\//, "").replace(/\/$/, "");
+  const file = join(dir, "sim-agents.json");
+  writeFileSync(file, JSON.stringify(enrolled), { mode: 0o600 });
+  const child = fork(join(import.meta.dirname, "sim-agent-worker.mjs"), [file, address], { stdio: "inherit" });
+  let state = { connected: 0, counters: newCounters() };
+  let exited = false;
+  child.on("message", (m) => {
+    state = m;
+  });
+  child.on("exit", () => {
+    exited = true;
+  });
+  const fleet = {
+    pid: child.pid,
+    get counters() {
+      return state.counters;
+    },
+    /** A report taken after this call (the counters as they are now, not 250 ms ago). */
+    fresh: () => new Promise((resolve) => child.once("message", () => resolve(state.counters))),
+    stop: () => {
+      if (child.connected) child.send("stop");
+    },
+  };
+  try {
+    await waitFor(
+      () => {
+        if (exited) throw new Error("the simulated agents' process exited");
+        return state.connected === enrolled.length;
+      },
+      timeoutMs,
+      "simulated agents connected",
+    );
+  } catch (err) {
+    child.kill("SIGKILL");
+    throw err;
+  }
+  return fleet;
 }
 
 /** Polls `cond` every 20 ms until true or the deadline. */
