@@ -4,8 +4,8 @@
 //
 //   client → HTTP POST → front: one round trip to MariaDB that counts the request in its key's
 //   window (exact across instances) and commits the operation row with its hash-chained audit
-//   event (nothing runs unaudited) → NATS request → gateway: the job on the agent's gRPC stream,
-//   acknowledged on NATS → agent: a durable claim (append + fdatasync; `pty` mode only) and the
+//   event (nothing runs unaudited) → NATS publish whose reply subject hears only a refusal (no
+//   responders: not connected) → gateway: the job on the agent's gRPC stream → agent: a durable claim (append + fdatasync; `pty` mode only) and the
 //   command spawned in a pty, its result on the stream → gateway: one round trip that commits the
 //   result with its chained completion event (durable before it is announced) → NATS publish →
 //   front → HTTP 200.
@@ -140,6 +140,15 @@ async function front({ mysqlUrl, database, natsUrl, token }) {
       waiters.get(done.id)?.(done);
     },
   });
+  // Refusals only (as relayctl's JobBus.send): NATS's no-responders status when no gateway holds
+  // the agent arrives here; a job on a stream is answered by its completion alone.
+  const refused = new Map();
+  const refusals = `floor.refused.${randomUUID()}`;
+  nc.subscribe(`${refusals}.*`, {
+    callback: (err, msg) => {
+      if (!err) refused.get(msg.subject.slice(refusals.length + 1))?.();
+    },
+  });
   await nc.flush();
   // The request counted in its key's window and the operation with its event: one round trip.
   const starts = new Committer(conn, (items) => {
@@ -197,16 +206,17 @@ async function front({ mysqlUrl, database, natsUrl, token }) {
           startedAt: Date.now(),
         };
         await starts.submit(op);
-        const done = new Promise((resolve) => waiters.set(op.id, resolve));
-        const reply = await nc.request(`floor.job.${op.serverId}`, sc.encode(JSON.stringify(op)), {
-          timeout: 5000,
+        const done = new Promise((resolve) => {
+          waiters.set(op.id, resolve);
+          refused.set(op.id, () => resolve(null));
         });
-        if (sc.decode(reply.data) !== "ok") {
-          waiters.delete(op.id);
-          return answer(409, { detail: "not connected" });
-        }
+        nc.publish(`floor.job.${op.serverId}`, sc.encode(JSON.stringify(op)), {
+          reply: `${refusals}.${op.id}`,
+        });
         const r = await done;
         waiters.delete(op.id);
+        refused.delete(op.id);
+        if (!r) return answer(409, { detail: "not connected" });
         answer(200, { operation_id: op.id, status: "completed", ...r.result });
       } catch (err) {
         answer(500, { detail: String(err) });
@@ -224,11 +234,17 @@ async function front({ mysqlUrl, database, natsUrl, token }) {
 async function gateway({ mysqlUrl, database, natsUrl }) {
   const conn = await openDb(mysqlUrl, database);
   const nc = await connect({ servers: natsUrl, noAsyncTraces: true });
+  // One UPDATE for the batch, each row its own result (as relayctl's updateRows).
   const finishes = new Committer(conn, (items) => ({
-    sql: items.map(
-      () => "UPDATE ops SET status = 'completed', exit_code = ?, stdout = ?, completed_at = ? WHERE id = ?",
-    ),
-    params: items.flatMap((i) => [i.result.exit_code, i.result.stdout, Date.now(), i.id]),
+    sql: [
+      `UPDATE ops SET status = 'completed', exit_code = CASE id ${items.map(() => "WHEN ? THEN ?").join(" ")} END, stdout = CASE id ${items.map(() => "WHEN ? THEN ?").join(" ")} END, completed_at = ? WHERE id IN (${items.map(() => "?").join(", ")})`,
+    ],
+    params: [
+      ...items.flatMap((i) => [i.id, i.result.exit_code]),
+      ...items.flatMap((i) => [i.id, i.result.stdout]),
+      Date.now(),
+      ...items.map((i) => i.id),
+    ],
     payloads: items.map((i) =>
       JSON.stringify({
         type: "operation.completed",
@@ -251,7 +267,7 @@ async function gateway({ mysqlUrl, database, natsUrl }) {
                 callback: (err, msg) => {
                   if (err) return;
                   call.write(encode({ job: JSON.parse(sc.decode(msg.data)) }));
-                  msg.respond(sc.encode("ok"));
+                  // On the stream: the sender waits for the completion, so no answer (a refusal would be one).
                 },
               }),
             );
