@@ -202,7 +202,9 @@ export async function startFleetProcess(gatewayUrl, enrolled, dir, { timeoutMs =
   const address = gatewayUrl.replace(/^grpc:\/\//, "").replace(/\/$/, "");
   const file = join(dir, "sim-agents.json");
   writeFileSync(file, JSON.stringify(enrolled), { mode: 0o600 });
-  const child = fork(join(import.meta.dirname, "sim-agent-worker.mjs"), [file, address], { stdio: "inherit" });
+  const child = fork(join(import.meta.dirname, "sim-agent-worker.mjs"), [file, address], {
+    stdio: "inherit",
+  });
   let state = { connected: 0, counters: newCounters() };
   let exited = false;
   child.on("message", (m) => {

@@ -7,7 +7,7 @@ import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
-import { type Statement, insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
+import { insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
 
