@@ -92,7 +92,8 @@ test.serial(
     const delta = (name: string, labels: Record<string, string> = {}) =>
       value(apiNow.samples, name, labels) - value(before.api.samples, name, labels);
     t.is(delta("relayctl_operations_started_total", { type: "exec" }), 2);
-    t.is(delta("relayctl_operation_dispatch_seconds_count", { outcome: "on_stream" }), 2);
+    // Exec waits for its completion: its job is sent, answered only if refused (JobBus.send).
+    t.is(delta("relayctl_operation_dispatch_seconds_count", { outcome: "sent" }), 2);
     t.is(
       delta("relayctl_http_request_duration_seconds_count", {
         method: "POST",

@@ -54,7 +54,7 @@ export const operationDuration = new Histogram({
 
 export const dispatchDuration = new Histogram({
   name: "relayctl_operation_dispatch_seconds",
-  help: "Time to hand a job to the gateway holding the agent (until its ack), by outcome",
+  help: "Time to hand a job to the gateway holding the agent (until its ack; sent: published for a caller that waits, answered only if refused), by outcome",
   labelNames: ["outcome"] as const,
   buckets: LATENCY_BUCKETS,
   registers: [registry],
