@@ -16,6 +16,7 @@ import type { Knex } from "knex";
 import type { Logger } from "pino";
 import {
   BusUnavailableError,
+  type DispatchOutcome,
   type DoneWaiter,
   type Job,
   type JobBus,
@@ -106,16 +107,19 @@ export interface DispatchOptions {
  */
 export type Dispatched =
   | { state: "on_stream"; op: StartedOperation; waiter: undefined }
-  | { state: "sent"; op: StartedOperation; waiter: DoneWaiter; opts: DispatchOptions }
+  | { state: "sent"; op: StartedOperation; job: Job; waiter: DoneWaiter; opts: DispatchOptions }
   | Extract<Outcome, { state: "not_run" }>;
 
 /** Results this small ride on the done event, saving the waiting api a read. */
+const INLINE_RESULT_BYTES = 256 * 1024;
+
 /** How long a refusal is still listened for after the caller stopped waiting (answered 202). */
 const REFUSAL_GRACE_MS = 10_000;
 
 const REFUSED = Symbol("refused");
 
-const INLINE_RESULT_BYTES = 256 * 1024;
+/** Never settles: what is raced once a refusal has been asked about. */
+const NEVER = new Promise<never>(() => {});
 
 const STATUS_OF: Record<FinalStatus, JobStatus> = {
   completed: JobStatus.JOB_STATUS_COMPLETED,
@@ -176,7 +180,7 @@ export class OperationService {
         waiter = await this.bus.awaitDone(op.id);
         this.bus.send(op.server.id, job);
         timer({ outcome: "sent" });
-        return { state: "sent", op, waiter, opts };
+        return { state: "sent", op, job, waiter, opts };
       }
       const outcome = await this.bus.dispatch(op.server.id, job);
       timer({ outcome });
@@ -196,38 +200,66 @@ export class OperationService {
 
   /**
    * Waits up to `waitMs` for a dispatched job's result (or its refusal: not
-   * connected); releases the subscription. A refusal that comes after the
-   * caller stopped waiting still ends the operation as not run.
+   * connected); releases the subscription. A refusal is asked again, with an
+   * answer either way, before it counts: while an agent moves to another
+   * gateway, the one it left may still refuse the job the new one put on the
+   * stream (the agent's journal makes the second delivery a duplicate: acked,
+   * never run twice). A refusal that comes after the caller stopped waiting
+   * still ends the operation as not run.
    */
   async wait(d: Dispatched, waitMs: number): Promise<Outcome> {
     if (d.state === "not_run") return d;
     if (d.state === "on_stream") return { state: "running" };
-    const { waiter, op, opts } = d;
-    const refused = waiter.refused.then((): typeof REFUSED => REFUSED);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), Math.max(0, waitMs));
-    });
-    let event: OperationDone | typeof REFUSED | undefined;
-    try {
-      event = await Promise.race([waiter.done, refused, late]);
-    } finally {
-      clearTimeout(timer);
-    }
-    if (event === undefined) {
-      // Answered "running": a refusal may still be on its way.
-      const grace = setTimeout(() => waiter.cancel(), REFUSAL_GRACE_MS);
-      grace.unref();
-      void refused.then(() => {
-        clearTimeout(grace);
+    const { waiter, op, job, opts } = d;
+    let refused: Promise<typeof REFUSED> = waiter.refused.then((): typeof REFUSED => REFUSED);
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - Date.now()));
+      });
+      let event: OperationDone | typeof REFUSED | undefined;
+      try {
+        event = await Promise.race([waiter.done, refused, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+      if (event === undefined) {
+        // Answered "running": a refusal may still be on its way.
+        const grace = setTimeout(() => waiter.cancel(), REFUSAL_GRACE_MS);
+        grace.unref();
+        void refused.then(async () => {
+          clearTimeout(grace);
+          waiter.cancel();
+          if ((await this.#askAgain(op, job)) === "not_connected")
+            await this.#notRunOf(op, "not_connected", notConnected(op), opts);
+        });
+        return { state: "running" };
+      }
+      if (event !== REFUSED) {
+        waiter.cancel();
+        return this.#finished(event);
+      }
+      if ((await this.#askAgain(op, job)) === "not_connected") {
         waiter.cancel();
         return this.#notRunOf(op, "not_connected", notConnected(op), opts);
-      });
-      return { state: "running" };
+      }
+      refused = NEVER; // on a stream after all: its completion, or the budget, ends the wait
     }
-    waiter.cancel();
-    if (event === REFUSED) return this.#notRunOf(op, "not_connected", notConnected(op), opts);
-    return this.#finished(event);
+  }
+
+  /** The job again as a request (answered either way); a bus that cannot be reached leaves it to the lease. */
+  async #askAgain(op: StartedOperation, job: Job): Promise<DispatchOutcome | "bus_unavailable"> {
+    const timer = dispatchDuration.startTimer();
+    try {
+      const outcome = await this.bus.dispatch(op.server.id, job);
+      timer({ outcome: `refused_then_${outcome}` });
+      return outcome;
+    } catch (err) {
+      if (!(err instanceof BusUnavailableError)) throw err;
+      this.log.warn({ err, operation_id: op.id }, "job refused, and the bus is unavailable to ask again");
+      return "bus_unavailable";
+    }
   }
 
   /** dispatch, then wait: the flow of every synchronous-style call. */
