@@ -73,6 +73,8 @@ test.serial("a stale gateway's refusal does not end a job another gateway put on
   t.teardown(
     holder.serveServer(server.id, async (j) => {
       delivered.push(j.operationId);
+      // Answers after the stale one, every time: a first-answer-wins request would say "not connected".
+      await new Promise((resolve) => setTimeout(resolve, 30));
       setTimeout(() => {
         void ops.complete(
           j.operationId,

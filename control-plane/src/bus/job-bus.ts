@@ -59,6 +59,12 @@ export interface JobBus {
    * BusUnavailableError when the bus itself cannot be reached.
    */
   send(serverId: string, job: Job): void;
+  /**
+   * As dispatch, but every gateway that answers is heard (for a while after the
+   * first answer): `on_stream` when any of them put the job on a stream. For a
+   * refusal that may have come from a gateway an agent just left.
+   */
+  dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome>;
   /** Resolves when the bus answers a round trip within `timeoutMs`; else BusUnavailableError (readiness). */
   ping(timeoutMs: number): Promise<void>;
   /** Subscribes to one operation's completion; call before dispatch. */

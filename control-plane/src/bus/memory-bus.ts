@@ -21,6 +21,11 @@ export class MemoryBus implements JobBus {
   /** In-process: always there. */
   async ping(_timeoutMs: number): Promise<void> {}
 
+  /** One handler per server in process: its answer is every answer. */
+  dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome> {
+    return this.dispatch(serverId, job);
+  }
+
   /** As on NATS: only a refusal is answered, after the handler said so. */
   send(serverId: string, job: Job): void {
     void this.dispatch(serverId, job).then((outcome) => {

@@ -8,6 +8,7 @@ import {
   type ConnectionOptions,
   type MsgHdrs,
   type NatsConnection,
+  RequestStrategy,
   connect,
   nuid,
   credsAuthenticator,
@@ -30,6 +31,8 @@ import {
 } from "./job-bus.js";
 
 const DISPATCH_ACK_TIMEOUT_MS = 5000;
+/** dispatchToAll: how long after an answer another gateway's is still waited for. */
+const MORE_ANSWERS_MS = 250;
 /** A presence probe is answered at once by a live gateway; a silent one is not holding the stream. */
 const PRESENCE_TIMEOUT_MS = 1000;
 
@@ -134,6 +137,26 @@ class NatsBus implements JobBus {
       if (code === NatsErrorCode.Timeout) return "unknown";
       throw new BusUnavailableError(err);
     }
+  }
+
+  async dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome> {
+    this.ensureConnected();
+    let refused = false;
+    try {
+      const answers = await this.nc.requestMany(subjects.job(serverId), codec.job.encode(job), {
+        strategy: RequestStrategy.JitterTimer,
+        jitter: MORE_ANSWERS_MS,
+        maxWait: DISPATCH_ACK_TIMEOUT_MS,
+      });
+      for await (const answer of answers) {
+        if (codec.reply.decode(answer.data)) return "on_stream";
+        refused = true;
+      }
+    } catch (err) {
+      if ((err as { code?: string }).code === NatsErrorCode.NoResponders) return "not_connected";
+      throw new BusUnavailableError(err);
+    }
+    return refused ? "not_connected" : "unknown";
   }
 
   async ping(timeoutMs: number): Promise<void> {

@@ -182,7 +182,7 @@ export class OperationService {
         timer({ outcome: "sent" });
         return { state: "sent", op, job, waiter, opts };
       }
-      const outcome = await this.bus.dispatch(op.server.id, job);
+      const outcome = await this.bus.dispatchToAll(op.server.id, job);
       timer({ outcome });
       if (outcome === "unknown")
         this.log.warn({ operation_id: op.id }, "no answer to the dispatch; the operation's lease decides");
@@ -248,11 +248,15 @@ export class OperationService {
     }
   }
 
-  /** The job again as a request (answered either way); a bus that cannot be reached leaves it to the lease. */
+  /**
+   * The job again as a request answered either way, hearing every gateway that
+   * answers (on a stream if any put it on one); a bus that cannot be reached
+   * leaves it to the lease.
+   */
   async #askAgain(op: StartedOperation, job: Job): Promise<DispatchOutcome | "bus_unavailable"> {
     const timer = dispatchDuration.startTimer();
     try {
-      const outcome = await this.bus.dispatch(op.server.id, job);
+      const outcome = await this.bus.dispatchToAll(op.server.id, job);
       timer({ outcome: `refused_then_${outcome}` });
       return outcome;
     } catch (err) {
