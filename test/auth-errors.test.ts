@@ -125,7 +125,8 @@ test.serial("exec - an unknown server (valid UUID) is 404", async (t) => {
   assertError(t, res, 404, "server '3f1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f' not found");
 });
 
-test.serial("exec - a server of another tenant is 404", async (t) => {
+/** An automation key of a new, other tenant. */
+async function otherTenantKey(): Promise<string> {
   const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
   const { key } = await c.admin([
     "create-automation-key",
@@ -134,7 +135,12 @@ test.serial("exec - a server of another tenant is 404", async (t) => {
     "--name",
     "other",
   ]);
-  const res = await exec(c, { server_id: c.serverId, command: "true" }, String(key));
+  return String(key);
+}
+
+test.serial("exec - a server of another tenant is 404", async (t) => {
+  const key = await otherTenantKey();
+  const res = await exec(c, { server_id: c.serverId, command: "true" }, key);
   // The same detail as for a server that does not exist: nothing says it exists elsewhere.
   assertError(t, res, 404, `server '${c.serverId}' not found`);
 });
@@ -149,15 +155,8 @@ test.serial(
       exit_code: 0,
       stdout: "kept\n",
     });
-    const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
-    const { key: foreign } = await c.admin([
-      "create-automation-key",
-      "--tenant",
-      String(other.tenant_id),
-      "--name",
-      "other",
-    ]);
-    const again = await exec(c, { server_id: c.serverId, command: "true" }, String(foreign));
+    const foreign = await otherTenantKey();
+    const again = await exec(c, { server_id: c.serverId, command: "true" }, foreign);
     assertError(t, again, 404, `server '${c.serverId}' not found`);
     const fresh = await c.addServer({ start: false });
     const apiKey = String((await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", "kept"])).key);
@@ -182,14 +181,7 @@ test.serial(
     // Concurrent requests' server lookups are read in one query (api/automation/servers.ts):
     // mixed in one batch, another tenant's key gets 404 for this tenant's server, an unknown id
     // is 404, and this tenant's requests run — nothing leaks from one request to another.
-    const other = await c.admin(["create-tenant", "--name", `other-${Date.now()}`]);
-    const { key: otherKey } = await c.admin([
-      "create-automation-key",
-      "--tenant",
-      String(other.tenant_id),
-      "--name",
-      "other",
-    ]);
+    const otherKey = await otherTenantKey();
     const unknown = "5e1c2d4e-5a6b-4c7d-8e9f-0a1b2c3d4e5f";
     const kinds = Array.from({ length: 30 }, (_, i) => (["own", "foreign", "unknown"] as const)[i % 3]!);
     const answers = await Promise.all(
@@ -197,7 +189,7 @@ test.serial(
         k === "own"
           ? exec(c, { server_id: c.serverId, command: "echo mine", timeout_seconds: 30 })
           : k === "foreign"
-            ? exec(c, { server_id: c.serverId, command: "echo never", timeout_seconds: 30 }, String(otherKey))
+            ? exec(c, { server_id: c.serverId, command: "echo never", timeout_seconds: 30 }, otherKey)
             : exec(c, { server_id: unknown, command: "echo never", timeout_seconds: 30 }),
       ),
     );

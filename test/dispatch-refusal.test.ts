@@ -56,6 +56,18 @@ const job = (): JobKind => ({
   exec: { command: "true", workingDirectory: "", env: {}, deadlineSeconds: 60 },
 });
 
+/** An exec operation on the enrolled server, recorded with its audit event. */
+const startExec = (ops: OperationService) =>
+  ops.start({
+    tenantId,
+    server,
+    operationType: "exec",
+    keyId: null,
+    runId: null,
+    deadlineSeconds: 60,
+    audit: {},
+  });
+
 async function status(id: string): Promise<string> {
   const row = await db("operations").where({ id }).first<{ status: string }>("status");
   return String(row?.status);
@@ -89,30 +101,14 @@ test.serial("a stale gateway's refusal does not end a job another gateway put on
   // Both subscriptions are on the server once a request is answered on_stream and refused alike.
   await pollUntil(
     async () => {
-      const probe = await ops.start({
-        tenantId,
-        server,
-        operationType: "exec",
-        keyId: null,
-        runId: null,
-        deadlineSeconds: 60,
-        audit: {},
-      });
+      const probe = await startExec(ops);
       const outcome = await ops.run(probe, job(), 5000);
       return delivered.includes(probe.id) && outcome.state === "finished" ? true : undefined;
     },
     { what: "both gateways subscribed", timeoutMs: 10_000 },
   );
 
-  const op = await ops.start({
-    tenantId,
-    server,
-    operationType: "exec",
-    keyId: null,
-    runId: null,
-    deadlineSeconds: 60,
-    audit: {},
-  });
+  const op = await startExec(ops);
   const outcome = await ops.run(op, job(), 10_000);
   t.like(outcome, { state: "finished", status: "completed", result: { stdout: "ran\n" } });
   t.is(await status(op.id), "completed");
@@ -135,29 +131,13 @@ test.serial(
     );
     await pollUntil(
       async () => {
-        const probe = await ops.start({
-          tenantId,
-          server,
-          operationType: "exec",
-          keyId: null,
-          runId: null,
-          deadlineSeconds: 60,
-          audit: {},
-        });
+        const probe = await startExec(ops);
         await ops.run(probe, job(), 2000);
         return refusedJobs > 0 ? true : undefined;
       },
       { what: "the stale gateway subscribed", timeoutMs: 10_000 },
     );
-    const op = await ops.start({
-      tenantId,
-      server,
-      operationType: "exec",
-      keyId: null,
-      runId: null,
-      deadlineSeconds: 60,
-      audit: {},
-    });
+    const op = await startExec(ops);
     const outcome = await ops.run(op, job(), 10_000);
     t.like(outcome, { state: "not_run", cause: "not_connected", reason: "server 'web-1' is not connected" });
     t.is(await status(op.id), "failed");

@@ -1,6 +1,17 @@
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import knexFactory from "knex";
 import { compiled, insertRows, placeholders, runStatement, updateRows, updateWhere } from "./statement.js";
+
+/** An in-memory SQLite database, closed when the test ends. */
+function memoryDb(t: ExecutionContext) {
+  const db = knexFactory({
+    client: "better-sqlite3",
+    connection: { filename: ":memory:" },
+    useNullAsDefault: true,
+  });
+  t.teardown(() => db.destroy());
+  return db;
+}
 
 test("statement - a multi-row insert binds every value in column order, a missing one as NULL", (t) => {
   const st = insertRows("t", ["a", "b"], [{ a: 1, b: "x'; DROP TABLE t; --" }, { a: 2 }]);
@@ -17,12 +28,7 @@ test("statement - an update binds its values, then its conditions", (t) => {
 });
 
 test("statement - the same rows as knex's builder, on SQLite", async (t) => {
-  const db = knexFactory({
-    client: "better-sqlite3",
-    connection: { filename: ":memory:" },
-    useNullAsDefault: true,
-  });
-  t.teardown(() => db.destroy());
+  const db = memoryDb(t);
   await db.schema.createTable("t", (tb) => {
     tb.string("id").primary();
     tb.string("status");
@@ -46,12 +52,7 @@ test("statement - the same rows as knex's builder, on SQLite", async (t) => {
 });
 
 test("statement - updateRows gives each row its own values in one statement, only rows still matching", async (t) => {
-  const db = knexFactory({
-    client: "better-sqlite3",
-    connection: { filename: ":memory:" },
-    useNullAsDefault: true,
-  });
-  t.teardown(() => db.destroy());
+  const db = memoryDb(t);
   await db.schema.createTable("t", (tb) => {
     tb.string("id").primary();
     tb.string("status");
