@@ -13,6 +13,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pty from "node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { cpuPerOperation, cpuSeconds } from "./lib/cpu.mjs";
 import { run } from "./lib/processes.mjs";
 import { startFloor } from "./lib/floor-chain.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
@@ -168,13 +169,28 @@ async function measureInterleaved(timed, { n, warmup, chunk = 25 }) {
   }
   log(`${timed.map(([l]) => l).join(" | ")}: ${n} timed each, alternating every ${chunk}`);
   const samples = timed.map(() => []);
+  // CPU seconds each row's processes used during its own chunks (the shared nats-server and
+  // MariaDB count for the row whose chunk was running).
+  const cpu = timed.map(([, , pids]) =>
+    pids ? Object.fromEntries(Object.keys(pids).map((k) => [k, 0])) : null,
+  );
   for (let done = 0; done < n; done += chunk) {
-    for (const [k, [, once]] of timed.entries()) {
+    for (const [k, [, once, pids]] of timed.entries()) {
+      const before = pids ? cpuSeconds(pids) : null;
       for (let i = done; i < Math.min(n, done + chunk); i++) samples[k].push(await once());
+      if (!pids) continue;
+      const after = cpuSeconds(pids);
+      for (const name of Object.keys(pids)) cpu[k][name] += after[name] - before[name];
     }
   }
-  return samples.map(summarize);
+  return samples.map((s, k) => {
+    const summary = summarize(s);
+    if (cpu[k]) summary.cpu_ms_per_exec = cpuPerOperation(zeroes(cpu[k]), cpu[k], s.length);
+    return summary;
+  });
 }
+
+const zeroes = (o) => Object.fromEntries(Object.keys(o).map((k) => [k, 0]));
 
 async function benchApi(results, group, tmp) {
   const { nats, db } = await sharedServers(group, tmp);
@@ -188,20 +204,30 @@ async function benchApi(results, group, tmp) {
   });
   log(`api ${stack.baseUrl}, gateway ${stack.gatewayUrl}, agent connected as ${stack.serverId}`);
   const client = makeExecClient(stack.baseUrl, stack.serverId, stack.keys);
+  const shared = { mariadb: db.proc.pid, nats: nats.proc.pid };
+  const stackPids = {
+    api: stack.procs.api.pid,
+    gateway: stack.procs.gateway.pid,
+    agent: stack.procs.agent.pid,
+    ...shared,
+  };
   const floor = SECTIONS.has("floor") ? await startFloors(group, tmp, { nats, db }) : null;
   try {
     if (floor) {
       // The floor's rows measured alternately with the api's, in chunks: the same load on each.
       [results.api_exec, results.floor_pty, results.floor_orchestration] = await measureInterleaved(
         [
-          ["POST /exec `true`", client.once],
-          ["floor, `true` in a pty", floor.pty.once],
-          ["floor, answered at once", floor.sim.once],
+          ["POST /exec `true`", client.once, stackPids],
+          ["floor, `true` in a pty", floor.pty.once, floor.pty.pids],
+          ["floor, answered at once", floor.sim.once, floor.sim.pids],
         ],
         { n: ITERATIONS, warmup: WARMUP },
       );
     } else {
-      results.api_exec = await measure("POST /exec `true`", { n: ITERATIONS, warmup: WARMUP }, client.once);
+      [results.api_exec] = await measureInterleaved([["POST /exec `true`", client.once, stackPids]], {
+        n: ITERATIONS,
+        warmup: WARMUP,
+      });
     }
     const timed = client.stats.agentMs.slice(-ITERATIONS).filter(Number.isFinite);
     if (timed.length) results.api_exec_reported_duration = summarize(timed);
@@ -232,6 +258,7 @@ async function startFloors(group, tmp, { nats, db }) {
       name: `floor-${mode}`,
     });
     clients[mode] = makeExecClient(f.url, f.serverIds[0], [f.token]);
+    clients[mode].pids = { ...f.pids, mariadb: db.proc.pid, nats: nats.proc.pid };
   }
   log("floor started (front, gateway and agent processes, with and without a pty)");
   return clients;
@@ -391,6 +418,10 @@ function report(results) {
   ratios.ssh_fresh_p50_over_api_p50 = ratio(results.ssh_fresh?.p50_ms, results.api_exec?.p50_ms);
   ratios.ssh_multiplexed_p50_over_api_p50 = ratio(results.ssh_multiplexed?.p50_ms, results.api_exec?.p50_ms);
   console.log(`\n${formatTable(rows)}\n`);
+  for (const [id, label] of ROWS) {
+    const cpu = results[id]?.cpu_ms_per_exec;
+    if (cpu) console.log(`CPU ms per exec, ${label}: ${JSON.stringify(cpu)}`);
+  }
   const checks = goals(results);
   for (const g of checks) {
     const verdict = g.met == null ? "not measured" : g.met ? "MET" : "NOT MET";

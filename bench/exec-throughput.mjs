@@ -9,7 +9,6 @@
 // start and one completion audit event per operation, and the audit chain verifies.
 // Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
 // it on exit. Writes bench/results/exec-throughput.json.
-import { readFileSync } from "node:fs";
 import os from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -17,6 +16,7 @@ import autocannon from "autocannon";
 import mysql from "mysql2/promise";
 import pty from "node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
+import { cpuPerOperation, cpuSeconds } from "./lib/cpu.mjs";
 import { jsonWithField, run } from "./lib/processes.mjs";
 import { startFloor } from "./lib/floor-chain.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
@@ -119,36 +119,6 @@ async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
 
 // --- checks -----------------------------------------------------------------------------------
 
-/** Operations and their audit events, read in one transaction (one snapshot). */
-/** CPU seconds (user + system) each process has used so far, from /proc/<pid>/stat. */
-function cpuSeconds(pids) {
-  const tick = 100; // USER_HZ on Linux
-  return Object.fromEntries(
-    Object.entries(pids).map(([name, pid]) => {
-      try {
-        const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-        return [name, (Number(f[11]) + Number(f[12])) / tick];
-      } catch {
-        return [name, null];
-      }
-    }),
-  );
-}
-
-/** CPU milliseconds per operation by process, between two cpuSeconds readings. */
-function cpuPerOperation(before, after, ops) {
-  const out = {};
-  let total = 0;
-  for (const k of Object.keys(before)) {
-    if (before[k] === null || after[k] === null || ops <= 0) continue;
-    const ms = ((after[k] - before[k]) * 1000) / ops;
-    out[k] = Math.round(ms * 1000) / 1000;
-    total += ms;
-  }
-  out.total = Math.round(total * 1000) / 1000;
-  return out;
-}
-
 /** MariaDB's counters of statements, round trips and log flushes (SHOW GLOBAL STATUS). */
 const STATUS = [
   "Questions",
@@ -181,6 +151,7 @@ function perOperation(before, after, ops) {
   );
 }
 
+/** Operations and their audit events, read in one transaction (one snapshot). */
 async function counts(db, serverIds) {
   return db.transaction((trx) => countsIn(trx, serverIds));
 }

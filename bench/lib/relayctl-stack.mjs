@@ -132,7 +132,7 @@ export async function startRelayctl(
   const agent = group.start(
     "agent",
     node,
-    [AGENT_MAIN, "run", "--state-dir", stateDir, "--gateway", gatewayUrl],
+    [...cpuProf("agent"), AGENT_MAIN, "run", "--state-dir", stateDir, "--gateway", gatewayUrl],
     {
       env: agentEnv,
     },
