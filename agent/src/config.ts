@@ -47,6 +47,12 @@ const schema = z
      */
     RELAYCTL_AGENT_SHELL: z.string().min(1).optional(),
     /**
+     * How the ptys kept ready for commands are started: `host`, by a small
+     * long-lived shell (setsid and env(1) from PATH; node-pty where they are
+     * missing), or `fork`, by node-pty's fork of the agent on every run. @default host
+     */
+    RELAYCTL_AGENT_LAUNCHERS: z.enum(["host", "fork"]).default("host"),
+    /**
      * Container engine for restart, registry login/logout and the port check of
      * route syncs (container inspect): docker, podman, or auto (docker when on
      * PATH, else podman). @default auto
@@ -144,6 +150,7 @@ export interface AgentConfig {
   killGraceMs: number;
   backoff: { minMs: number; maxMs: number };
   shell: string;
+  launcherHost: boolean;
   containerEngine: "docker" | "podman" | "auto";
   rebootCommand: string;
   bootIdFile: string;
@@ -242,6 +249,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     killGraceMs: c.RELAYCTL_AGENT_KILL_GRACE_MS,
     backoff: { minMs: c.RELAYCTL_AGENT_BACKOFF_MIN_MS, maxMs: c.RELAYCTL_AGENT_BACKOFF_MAX_MS },
     shell: c.RELAYCTL_AGENT_SHELL ?? "/bin/sh",
+    launcherHost: c.RELAYCTL_AGENT_LAUNCHERS === "host",
     containerEngine: c.RELAYCTL_AGENT_CONTAINER_ENGINE,
     rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,

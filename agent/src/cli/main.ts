@@ -55,6 +55,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     shell: cfg.shell,
     outputCapBytes: cfg.outputCapBytes,
     killGraceMs: cfg.killGraceMs,
+    launcherHost: cfg.launcherHost,
     fifoDir: join(stateDir, "fifo"), // emptied at start: no FIFOs left over from a crashed agent
   });
   const dispatcher = await Dispatcher.open({

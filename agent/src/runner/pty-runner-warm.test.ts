@@ -10,7 +10,8 @@ import { PtyRunner } from "./pty-runner.js";
 import type { RunOutcome, RunRequest } from "./runner.js";
 
 const fifoDir = join(mkdtempSync(join(tmpdir(), "relayctl-warm-")), "fifo");
-const runner = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 1_048_576, killGraceMs: 300, fifoDir });
+const options = { shell: "/bin/bash", outputCapBytes: 1_048_576, killGraceMs: 300 };
+const runner = new PtyRunner({ ...options, fifoDir });
 test.after.always(() => runner.close());
 
 const request = (command: string, more: Partial<RunRequest> = {}): RunRequest => ({
@@ -23,12 +24,20 @@ const request = (command: string, more: Partial<RunRequest> = {}): RunRequest =>
 });
 
 /** Runs `command` until one run of it went through a ready launcher (the first may come before one is). */
-async function runWarm(command: string, more: Partial<RunRequest> = {}): Promise<RunOutcome> {
+function runWarm(command: string, more: Partial<RunRequest> = {}): Promise<RunOutcome> {
+  return runWarmOn(runner, command, more);
+}
+
+async function runWarmOn(
+  on: PtyRunner,
+  command: string,
+  more: Partial<RunRequest> = {},
+): Promise<RunOutcome> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const before = runner.stats.warm;
-    const out = await runner.run(request(command, more));
-    if (runner.stats.warm > before) return out;
+    const before = on.stats.warm;
+    const out = await on.run(request(command, more));
+    if (on.stats.warm > before) return out;
     if (Date.now() > deadline) throw new Error("no run went through a warm launcher within 10 s");
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -57,6 +66,64 @@ test.serial(
     t.is(odd.stdout, "ODD-NAME=x\n", "a name the shell cannot export still reaches the command");
   },
 );
+
+// What a command sees of how it was started: its shell's session, controlling
+// terminal and parent, and the signals a process it starts ignores.
+const ORIGIN = `set -- $(sed 's/^.*) //' /proc/$$/stat); echo "ppid=$2 sid=$4 tty=$5 tpgid=$6 pid=$$"; grep SigIgn /proc/self/status`;
+
+function origin(stdout: string) {
+  const m = /ppid=(\d+) sid=(\d+) tty=(\d+) tpgid=(-?\d+) pid=(\d+)\nSigIgn:\s+(\w+)/.exec(stdout);
+  if (!m) throw new Error(`unexpected output: ${JSON.stringify(stdout)}`);
+  const [ppid, sid, tty, tpgid, pid] = m.slice(1, 6).map(Number) as [number, number, number, number, number];
+  return { ppid, sid, tty, tpgid, pid, ignored: m[6] };
+}
+
+test.serial(
+  "warm launcher - started by the host shell, not a fork of the agent, as node-pty would",
+  async (t) => {
+    const out = await runWarm(ORIGIN);
+    t.is(runner.launcherHostBroken, undefined);
+    t.true(runner.stats.launchers.host > 0);
+    t.is(runner.stats.launchers.nodePty, 0, "no launcher was forked from the agent");
+    t.true(runner.stats.fifoBatches.host > 0);
+    t.is(runner.stats.fifoBatches.agent, 0, "nor mkfifo");
+    const hosted = origin(out.stdout);
+    t.not(hosted.ppid, process.pid, "the launcher's parent is the host's shell");
+    // The same command through node-pty's launchers: the same session, terminal and signals.
+    const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+    const own = new PtyRunner({ ...options, fifoDir: dir, launcherHost: false });
+    t.teardown(() => own.close());
+    const forked = origin((await runWarmOn(own, ORIGIN)).stdout);
+    t.is(own.stats.launchers.host, 0);
+    t.true(own.stats.fifoBatches.agent > 0);
+    t.is(forked.ppid, process.pid);
+    for (const o of [hosted, forked]) {
+      t.is(o.sid, o.pid, "the command's shell leads its own session");
+      t.not(o.tty, 0, "with the pty as its controlling terminal");
+      t.is(o.tpgid, o.pid, "its process group in the terminal's foreground");
+    }
+    t.is(hosted.ignored, forked.ignored, "no signal ignored that node-pty's launcher does not");
+    t.is(hosted.ignored, "0000000000000000");
+  },
+);
+
+test.serial("warm launcher - without setsid on PATH the runner spawns launchers with node-pty", async (t) => {
+  const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+  const path = process.env.PATH;
+  process.env.PATH = dir; // the host's environment is taken now: no setsid, no env(1)
+  let own: PtyRunner;
+  try {
+    own = new PtyRunner({ ...options, fifoDir: dir });
+  } finally {
+    process.env.PATH = path;
+  }
+  t.teardown(() => own.close());
+  const out = await runWarmOn(own, 'echo "still $((40 + 2))"');
+  t.is(out.stdout, "still 42\n");
+  t.regex(own.launcherHostBroken ?? "", /exited 127 before it was ready/);
+  t.true(own.stats.launchers.nodePty > 0);
+  t.true(own.stats.fifoBatches.agent > 0, "the FIFOs too, when the host's mkfifo is not found");
+});
 
 test.serial("warm launcher - the deadline kills the whole tree", async (t) => {
   const out = await runWarm(`bash -c 'trap "" TERM HUP; echo child=$$; sleep 30' & sleep 30`, {

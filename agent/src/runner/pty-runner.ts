@@ -16,18 +16,21 @@
 // small script into that FIFO (the command's env exports, cd, and an exec of a
 // fresh shell running the same wrapper), so the command still gets a new process
 // and an environment made only of the agent's and its own; each launcher serves
-// one run, and a new one is spawned in the background once the run is over.
+// one run, and a new one is started in the background once the run is over. A
+// small long-lived shell starts them (launcher-host.ts), so the agent's own
+// process is not forked per run; node-pty spawns them where that shell cannot.
 import { randomBytes } from "node:crypto";
 import { closeSync, constants, existsSync, openSync, statSync, unlink, writeSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute } from "node:path";
 import { performance } from "node:perf_hooks";
 import * as pty from "node-pty";
+import { type HostPty, type LaunchedPty, LauncherHost } from "./launcher-host.js";
 import { MarkerScanner, StreamCapture } from "./output-capture.js";
 import { killProcessGroup } from "./process-tree.js";
 import type { CommandRunner, RunOutcome, RunRequest } from "./runner.js";
 import { Scrubber, SecretMatcher } from "./scrubber.js";
-import { FifoPool, StderrFifo } from "./stderr-fifo.js";
+import { FifoPool, StderrFifo, spawnMkfifo } from "./stderr-fifo.js";
 
 // $1 command, $2 stderr FIFO, $3 nonce. The subshell keeps an `exit` or `exec` in
 // the command from skipping the marker. `read` waits for the agent's ack. stdin is
@@ -57,9 +60,16 @@ export interface PtyRunnerOptions {
   /**
    * Launchers kept ready (a pty and shell spawned ahead, waiting for a command);
    * 0 spawns every run on its request path. Runs beyond those ready are spawned cold.
-   * @default 1
+   * Two, so that one is ready while the one after a run is still starting.
+   * @default 2
    */
   warmLaunchers?: number;
+  /**
+   * Launchers started by a small long-lived shell (launcher-host.ts) rather than
+   * by node-pty's fork of the agent; node-pty is used when the host cannot.
+   * @default true
+   */
+  launcherHost?: boolean;
 }
 
 /** How the runs of a runner started, for tests and benchmarks. */
@@ -68,17 +78,46 @@ export interface PtyRunnerStats {
   warm: number;
   /** Runs spawned on their request path. */
   cold: number;
+  /** Launchers started by the host, and by node-pty. */
+  launchers: { host: number; nodePty: number };
+  /** Batches of stderr FIFOs made through the host, and by mkfifo forked from the agent. */
+  fifoBatches: { host: number; agent: number };
 }
 
 export class PtyRunner implements CommandRunner {
   readonly #fifos: FifoPool;
   readonly #warm: WarmLaunchers;
-  readonly stats: PtyRunnerStats = { warm: 0, cold: 0 };
+  readonly stats: PtyRunnerStats;
 
   constructor(readonly options: PtyRunnerOptions) {
-    this.#fifos = new FifoPool(options.fifoDir);
-    this.#warm = new WarmLaunchers(options.shell, options.warmLaunchers ?? 1, this.#fifos);
+    const host =
+      (options.launcherHost ?? true)
+        ? new LauncherHost(options.shell, { ...stringEnv(process.env), TERM: "dumb" })
+        : undefined;
+    const fifoBatches = { host: 0, agent: 0 };
+    const fromAgent = (paths: string[]) => {
+      fifoBatches.agent++;
+      return spawnMkfifo(paths);
+    };
+    // The host forks mkfifo too; the agent does when the host cannot.
+    const mkfifo = host
+      ? (paths: string[]) =>
+          host.mkfifo(paths).then(
+            () => {
+              fifoBatches.host++;
+            },
+            () => fromAgent(paths),
+          )
+      : fromAgent;
+    this.#fifos = new FifoPool(options.fifoDir, undefined, undefined, mkfifo);
+    this.#warm = new WarmLaunchers(options.shell, options.warmLaunchers ?? 2, this.#fifos, host);
+    this.stats = { warm: 0, cold: 0, launchers: this.#warm.started, fifoBatches };
     this.#warm.fill();
+  }
+
+  /** Why launchers are not started by the host (then node-pty spawns them), or undefined when they are. */
+  get launcherHostBroken(): string | undefined {
+    return this.#warm.hostBroken;
   }
 
   async run(request: RunRequest): Promise<RunOutcome> {
@@ -101,7 +140,7 @@ export class PtyRunner implements CommandRunner {
       return run.outcome;
     }
     this.stats.cold++;
-    let child: pty.IPty;
+    let child: LaunchedPty;
     try {
       const env: Record<string, string> = { ...stringEnv(process.env), TERM: "dumb", ...request.env };
       child = pty.spawn(this.options.shell, ["-c", WRAPPER, "relayctl", ...args], {
@@ -131,9 +170,11 @@ export class PtyRunner implements CommandRunner {
 
 /** A pty spawned ahead, its shell blocked opening `fifo` until it is given a run. */
 interface Launcher {
-  child: pty.IPty;
+  child: LaunchedPty;
   fifo: string;
   exited: boolean;
+  /** Started by the host: ready once it has printed its pid. */
+  hosted?: HostPty;
 }
 
 /**
@@ -149,12 +190,23 @@ class WarmLaunchers {
   #ready: Launcher[] = [];
   #spawning = 0;
   #closed = false;
+  readonly #host: LauncherHost | undefined;
+  /** Launchers started by the host, by node-pty (tests and benchmarks). */
+  readonly started = { host: 0, nodePty: 0 };
 
   constructor(
     readonly shell: string,
     readonly size: number,
     readonly fifos: FifoPool,
-  ) {}
+    host: LauncherHost | undefined,
+  ) {
+    this.#host = host;
+  }
+
+  /** Why launchers are spawned by node-pty rather than the host, or undefined. */
+  get hostBroken(): string | undefined {
+    return this.#host ? this.#host.broken : "not used";
+  }
 
   /** Spawns launchers in the background until `size` are ready or spawning. */
   fill(): void {
@@ -172,6 +224,20 @@ class WarmLaunchers {
       unlink(fifo, () => {});
       return;
     }
+    const hosted = this.#host?.start(fifo, () => {});
+    if (hosted) {
+      this.started.host++;
+      const launcher: Launcher = { child: hosted, fifo, exited: false, hosted };
+      hosted.onExit(() => {
+        launcher.exited = true;
+        this.#drop(launcher);
+        // A host that failed falls back to node-pty: make up for this one.
+        if (!hosted.pid) this.fill();
+      });
+      this.#ready.push(launcher);
+      return;
+    }
+    this.started.nodePty++;
     const env: Record<string, string> = { ...stringEnv(process.env), TERM: "dumb" };
     const child = pty.spawn(this.shell, ["-c", LAUNCHER, "relayctl", fifo], {
       name: env.TERM,
@@ -190,11 +256,11 @@ class WarmLaunchers {
   }
 
   /** Hands `script` to a ready launcher; undefined when none is ready or the script does not fit. */
-  launch(script: string | undefined): pty.IPty | undefined {
+  launch(script: string | undefined): LaunchedPty | undefined {
     if (script === undefined || Buffer.byteLength(script) > MAX_LAUNCH_SCRIPT_BYTES) return undefined;
     for (let i = 0; i < this.#ready.length; i++) {
       const launcher = this.#ready[i]!;
-      if (launcher.exited) continue;
+      if (launcher.exited || (launcher.hosted && !launcher.hosted.ready)) continue;
       let fd: number;
       try {
         fd = openSync(launcher.fifo, constants.O_WRONLY | constants.O_NONBLOCK);
@@ -225,6 +291,7 @@ class WarmLaunchers {
     const ready = this.#ready;
     this.#ready = [];
     for (const launcher of ready) this.#kill(launcher);
+    this.#host?.close();
   }
 
   #drop(launcher: Launcher): void {
@@ -236,6 +303,9 @@ class WarmLaunchers {
 
   #kill(launcher: Launcher): void {
     unlink(launcher.fifo, () => {});
+    // Hung up: a launcher of the host still on its way gets SIGHUP, or fails to start.
+    launcher.hosted?.destroy();
+    if (!launcher.child.pid) return;
     try {
       process.kill(-launcher.child.pid, "SIGKILL");
     } catch {
@@ -285,7 +355,7 @@ class PtyRun {
   #deadlineTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    readonly child: pty.IPty,
+    readonly child: LaunchedPty,
     readonly stderr: StderrFifo,
     nonce: string,
     scrubber: Scrubber | undefined,

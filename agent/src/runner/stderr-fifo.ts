@@ -9,7 +9,8 @@
 //   (before its end marker reached stdout) has been read by then.
 // mkfifo(3) is not in Node's API and spawning mkfifo(1) costs ~3 ms, more than the
 // pty spawn itself, so FifoPool makes FIFOs in batches ahead of need, topped up
-// while a command runs (the fork of mkfifo blocks the event loop briefly).
+// while a command runs (the fork of mkfifo blocks the event loop briefly; the
+// runner hands the pool its launcher host, which forks mkfifo instead).
 import { execFile } from "node:child_process";
 import { constants, openSync } from "node:fs";
 import { mkdir, mkdtemp, rm, unlink } from "node:fs/promises";
@@ -39,6 +40,8 @@ export class FifoPool {
     readonly lowWater = 8,
     /** FIFOs made per mkfifo(1) call. */
     readonly batch = 32,
+    /** Makes the FIFOs (mode 0600) at `paths`; default mkfifo(1) spawned by the agent. */
+    readonly maker: (paths: string[]) => Promise<void> = spawnMkfifo,
   ) {}
 
   /** A path to a FIFO nobody else has; the caller unlinks it. */
@@ -81,9 +84,13 @@ export class FifoPool {
       throw err;
     });
     const paths = Array.from({ length: this.batch }, () => join(dir, `${++this.#seq}.fifo`));
-    await execFileAsync("mkfifo", ["-m", "600", ...paths]);
+    await this.maker(paths);
     this.#ready.push(...paths);
   }
+}
+
+export async function spawnMkfifo(paths: string[]): Promise<void> {
+  await execFileAsync("mkfifo", ["-m", "600", ...paths]);
 }
 
 /** The read side of one run's stderr FIFO. */
