@@ -315,11 +315,13 @@ class WarmLaunchers {
 }
 
 /**
- * The script a launcher runs: cd, then exec the wrapper's shell, through env(1)
- * when the job has env of its own (env sets any name as given, where a shell's
- * `export` would trip over names it treats specially). Every value is
- * single-quoted. Undefined when a run cannot be expressed that way (a NUL, an env
- * name with "=", a relative directory): it is then spawned cold, with the same result.
+ * The script a launcher runs: cd, then the wrapper. A job with env of its own
+ * execs the wrapper's shell through env(1) (env sets any name as given, where a
+ * shell's `export` would trip over names it treats specially); without, the
+ * launcher's shell (the same shell, started with the same environment) runs the
+ * wrapper itself, one exec fewer on the run's path. Every value is single-quoted.
+ * Undefined when a run cannot be expressed that way (a NUL, an env name with "=",
+ * a relative directory): it is then spawned cold, with the same result.
  */
 function launchScript(
   shell: string,
@@ -332,9 +334,10 @@ function launchScript(
   for (const [name] of Object.entries(env)) if (name === "" || name.includes("=")) return undefined;
   const words = [...pairs, shell, "-c", WRAPPER, "relayctl", ...args];
   if ([cwd, ...words].some((value) => value.includes("\0"))) return undefined;
-  if (pairs.length > 0 && !HAS_ENV_BINARY) return undefined;
-  const command = pairs.length > 0 ? [ENV_BINARY, "--", ...words] : words;
-  return `cd ${quote(cwd)} || exit 126\nexec ${command.map(quote).join(" ")}\n`;
+  const cd = `cd ${quote(cwd)} || exit 126\n`;
+  if (pairs.length === 0) return `${cd}set -- ${args.map(quote).join(" ")}\n${WRAPPER}\n`;
+  if (!HAS_ENV_BINARY) return undefined;
+  return `${cd}exec ${[ENV_BINARY, "--", ...words].map(quote).join(" ")}\n`;
 }
 
 const ENV_BINARY = "/usr/bin/env";
