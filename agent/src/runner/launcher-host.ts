@@ -75,17 +75,14 @@ export class HostPty implements LaunchedPty {
   #exit: { exitCode: number } | undefined;
   #ended = false;
   #closed = false;
-  #onReady: () => void;
   #onFail: (why: string) => void;
 
   constructor(
     readonly id: number,
     readonly fds: { master: number; slave: number; pty: string },
-    onReady: () => void,
     onFail: (why: string) => void,
   ) {
     this.#slave = fds.slave;
-    this.#onReady = onReady;
     this.#onFail = onFail;
     this.#master = new ReadStream(fds.master);
     this.#master.on("data", (chunk: Buffer) => this.#onData(chunk));
@@ -152,7 +149,6 @@ export class HostPty implements LaunchedPty {
       // The launcher has the slave open now; the agent's copy would keep the pty
       // from hanging up when the launcher's session ends.
       this.#closeSlave();
-      this.#onReady();
       const rest = this.#head.slice(line[0].length);
       if (rest) this.#emit(Buffer.from(rest, "latin1"));
       return;
@@ -217,10 +213,10 @@ export class LauncherHost {
   }
 
   /**
-   * Starts a launcher waiting on `fifo`; `onReady` is called once it has printed its pid.
+   * Starts a launcher waiting on `fifo`; it is `ready` once it has printed its pid.
    * Undefined when the host cannot (then spawn with node-pty).
    */
-  start(fifo: string, onReady: () => void): HostPty | undefined {
+  start(fifo: string): HostPty | undefined {
     if (this.#broken) return undefined;
     const proc = this.#host();
     if (!proc) return undefined;
@@ -232,7 +228,7 @@ export class LauncherHost {
       return undefined;
     }
     const id = ++this.#seq;
-    const launcher = new HostPty(id, fds, onReady, (why) => {
+    const launcher = new HostPty(id, fds, (why) => {
       this.#broken ??= why;
     });
     this.#live.set(id, launcher);

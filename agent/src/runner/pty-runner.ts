@@ -13,8 +13,8 @@
 // Spawning the pty (fork, setsid, exec of the shell) is most of an agent's time
 // for a short command, so the runner keeps launchers ready (see WarmLaunchers
 // below): a pty already spawned, its shell blocked opening a FIFO. A run writes a
-// small script into that FIFO (the command's env exports, cd, and an exec of a
-// fresh shell running the same wrapper), so the command still gets a new process
+// small script into that FIFO (cd, then the wrapper, through env(1) and a fresh
+// shell when the job has env of its own), so the command still gets a new process
 // and an environment made only of the agent's and its own; each launcher serves
 // one run, and a new one is started in the background once the run is over. A
 // small long-lived shell starts them (launcher-host.ts), so the agent's own
@@ -182,9 +182,9 @@ interface Launcher {
  * TERM=dumb, nothing of any job) waits in the open of its own FIFO. launch()
  * takes one whose shell has got there (a non-blocking open of the write end
  * succeeds only when a reader is waiting), writes the run's script in one write,
- * and closes: the shell reads to EOF and runs it. The script execs the shell that
- * runs the wrapper, so the pid, and with it the process group a deadline kills,
- * is the pty child's as on a cold spawn.
+ * and closes: the shell reads to EOF and runs it. The wrapper runs in the
+ * launcher's process (itself, or a shell it execs), so the pid, and with it the
+ * process group a deadline kills, is the launcher's as a cold spawn's is its own.
  */
 class WarmLaunchers {
   #ready: Launcher[] = [];
@@ -224,7 +224,7 @@ class WarmLaunchers {
       unlink(fifo, () => {});
       return;
     }
-    const hosted = this.#host?.start(fifo, () => {});
+    const hosted = this.#host?.start(fifo);
     if (hosted) {
       this.started.host++;
       const launcher: Launcher = { child: hosted, fifo, exited: false, hosted };
