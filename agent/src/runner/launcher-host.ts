@@ -256,11 +256,13 @@ export class LauncherHost {
     });
   }
 
-  /** Stops the host and hangs up every launcher it started. */
+  /**
+   * Stops the host. Launchers not yet given a run are hung up by their owner
+   * (WarmLaunchers.close); runs in flight go on, and their exits are still
+   * reported (the launchers' shells hold the host's stdout).
+   */
   close(): void {
     this.#broken ??= "closed";
-    for (const launcher of this.#live.values()) launcher.destroy();
-    this.#live.clear();
     for (const settle of this.#pending.values()) settle(-1);
     this.#pending.clear();
     this.#proc?.stdin.end();

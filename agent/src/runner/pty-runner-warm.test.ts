@@ -165,6 +165,20 @@ test.serial("warm launcher - close kills the launchers waiting for a run", async
   await t.notThrowsAsync(waitUntil(async () => (await waiting()).length === 0, 5000));
 });
 
+test.serial("warm launcher - close leaves a run in flight to finish", async (t) => {
+  const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+  const own = new PtyRunner({ ...options, fifoDir: dir });
+  await runWarmOn(own, "true"); // a launcher is up
+  await waitUntil(async () => (await processesMentioning(dir)).length > 0, 10_000);
+  const warm = own.stats.warm;
+  const running = own.run(request('sleep 1; echo "still $((6 * 7))"'));
+  await waitUntil(async () => own.stats.warm > warm, 5000); // handed to a launcher
+  await own.close();
+  const out = await running;
+  t.is(out.status, "completed");
+  t.is(out.stdout, "still 42\n");
+});
+
 async function processesMentioning(text: string): Promise<number[]> {
   const pids: number[] = [];
   for (const entry of await readdir("/proc")) {
