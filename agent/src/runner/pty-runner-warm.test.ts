@@ -23,6 +23,11 @@ const request = (command: string, more: Partial<RunRequest> = {}): RunRequest =>
   ...more,
 });
 
+/** A FIFO directory of its own, for a runner a test starts beside the shared one. */
+async function newFifoDir(): Promise<string> {
+  return join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+}
+
 /** Runs `command` until one run of it went through a ready launcher (the first may come before one is). */
 function runWarm(command: string, more: Partial<RunRequest> = {}): Promise<RunOutcome> {
   return runWarmOn(runner, command, more);
@@ -97,7 +102,7 @@ test.serial(
     const hosted = origin(out.stdout);
     t.not(hosted.ppid, process.pid, "the launcher's parent is the host's shell");
     // The same command through node-pty's launchers: the same session, terminal and signals.
-    const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+    const dir = await newFifoDir();
     const own = new PtyRunner({ ...options, fifoDir: dir, launcherHost: false });
     t.teardown(() => own.close());
     const forked = origin((await runWarmOn(own, ORIGIN)).stdout);
@@ -124,7 +129,7 @@ test.serial(
   async (t) => {
     // dash ignores SIGINT and SIGQUIT in the jobs it starts with & when job control is
     // off; bash, the runner's usual shell, does not, so only this shell shows the reset.
-    const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+    const dir = await newFifoDir();
     const dash = new PtyRunner({ ...options, shell: "/bin/sh", fifoDir: dir });
     t.teardown(() => dash.close());
     const seen = origin((await runWarmOn(dash, ORIGIN)).stdout);
@@ -134,7 +139,7 @@ test.serial(
 );
 
 test.serial("warm launcher - without setsid on PATH the runner spawns launchers with node-pty", async (t) => {
-  const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+  const dir = await newFifoDir();
   const path = process.env.PATH;
   process.env.PATH = dir; // the host's environment is taken now: no setsid, no env(1)
   let own: PtyRunner;
@@ -183,7 +188,7 @@ test.serial("warm launcher - runs at once beyond those ready are spawned cold, a
 });
 
 test.serial("warm launcher - close kills the launchers waiting for a run", async (t) => {
-  const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+  const dir = await newFifoDir();
   const own = new PtyRunner({ shell: "/bin/bash", outputCapBytes: 1000, killGraceMs: 300, fifoDir: dir });
   const waiting = () => processesMentioning(dir);
   await waitUntil(async () => (await waiting()).length > 0, 10_000);
@@ -192,7 +197,7 @@ test.serial("warm launcher - close kills the launchers waiting for a run", async
 });
 
 test.serial("warm launcher - close leaves a run in flight to finish", async (t) => {
-  const dir = join(await mkdtemp(join(tmpdir(), "relayctl-warm-")), "fifo");
+  const dir = await newFifoDir();
   const own = new PtyRunner({ ...options, fifoDir: dir });
   await runWarmOn(own, "true"); // a launcher is up
   await waitUntil(async () => (await processesMentioning(dir)).length > 0, 10_000);
