@@ -2,7 +2,23 @@
 # Both install what they need (npm ci; Debian packages through apt-get when missing).
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
-NPM_STAMP := node_modules/.relayctl-ci-stamp
+
+# Node.js 24 LTS: the node on PATH when it is 24 or newer, else one fetched from the npm registry
+# into .tools/ once and reused (scripts/node-runtime.sh says how). Every target below runs with it
+# first on PATH, so npm, npx and the scripts all run on Node 24; node-gyp builds against its headers.
+ifneq ($(filter-out help,$(or $(MAKECMDGOALS),help)),)
+NODE_BIN := $(shell bash scripts/node-runtime.sh)
+ifneq ($(.SHELLSTATUS),0)
+$(error Node.js 24 is needed and could not be fetched (the lines above say why))
+endif
+ifneq ($(NODE_BIN),)
+export PATH := $(NODE_BIN):$(PATH)
+export npm_config_nodedir := $(patsubst %/bin,%,$(NODE_BIN))
+endif
+endif
+NODE_MAJOR := $(shell PATH="$(PATH)" node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+# The stamp names the Node major: node_modules installed under another Node is installed again.
+NPM_STAMP := node_modules/.relayctl-ci-stamp-node$(NODE_MAJOR)
 
 help:
 	@echo "make dev          run control plane + a local agent (SQLite, in-process bus)"
@@ -13,12 +29,10 @@ help:
 	@echo "make action       bundle the deploy-sync action into action/dist (committed)"
 	@echo "make action-check fail when action/dist is stale"
 
-# npm ci only when the lockfile changed since the last install. JOBS=max: node-gyp compiles
-# native modules on every core. native-cache.mjs keeps this machine's better-sqlite3 build where
-# the next clone's npm ci finds it (the slowest step of a first install; the script says why).
+# npm ci only when the lockfile changed since the last install (or under another Node major).
+# Nothing is compiled: SQLite is Node's own (node:sqlite) and node-pty comes prebuilt.
 $(NPM_STAMP): package-lock.json
-	JOBS=max npm ci --no-audit --no-fund
-	@node scripts/native-cache.mjs
+	npm ci --no-audit --no-fund
 	@touch $(NPM_STAMP)
 
 node-deps: $(NPM_STAMP)

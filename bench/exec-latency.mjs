@@ -11,7 +11,7 @@ import http from "node:http";
 import os from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import pty from "node-pty";
+import pty from "@lydell/node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { cpuPerOperation, cpuSeconds } from "./lib/cpu.mjs";
 import { run } from "./lib/processes.mjs";

@@ -14,7 +14,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import autocannon from "autocannon";
 import mysql from "mysql2/promise";
-import pty from "node-pty";
+import pty from "@lydell/node-pty";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { cpuPerOperation, cpuSeconds } from "./lib/cpu.mjs";
 import { jsonWithField, run } from "./lib/processes.mjs";

@@ -93,7 +93,7 @@ async function bundleAgent(dest) {
     outfile: join(dest, "bin", "relayctl-agent.js"),
     bundle: true,
     platform: "node",
-    target: "node20",
+    target: "node24",
     format: "cjs",
     // Loads its .node file by a path relative to its own lib/: shipped beside the bundle.
     external: ["node-pty"],

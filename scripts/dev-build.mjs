@@ -57,7 +57,7 @@ for (const ws of WORKSPACES) {
     outbase: join(dir, ws.base),
     format: "cjs",
     platform: "node",
-    target: "node20",
+    target: "node24",
     sourcemap: true,
     logLevel: "warning",
   });

@@ -298,7 +298,7 @@ async function gateway({ mysqlUrl, database, natsUrl }) {
 // --- agent --------------------------------------------------------------------------------------
 
 async function agent({ address, serverIds, mode, journal: journalFile }) {
-  const pty = mode === "pty" ? (await import("node-pty")).default : null;
+  const pty = mode === "pty" ? (await import("@lydell/node-pty")).default : null;
   const journal = mode === "pty" ? openSync(journalFile, "a") : null;
   // Claims group committed as the real agent's journal: one append and one fdatasync per batch.
   let pending = [];

@@ -44,15 +44,15 @@ interface NativePty {
   open(cols: number, rows: number): { master: number; slave: number; pty: string };
 }
 
-// node-pty's own loader (build/Release, build/Debug, prebuilds; a CommonJS subpath
-// without types): the same pty.node its spawn uses. open() is in the native module
+// node-pty's own loader (@lydell/node-pty: the prebuilt pty.node of this platform's package, a
+// CommonJS file without types): the same pty.node its spawn uses. open() is in the native module
 // but not in node-pty's typings.
 function loadNativePty(): NativePty | undefined {
   try {
-    const utils = require("node-pty/lib/utils.js") as {
-      loadNativeModule(name: string): { module: NativePty };
+    const loader = require("@lydell/node-pty/requireBinary.js") as {
+      requireBinary(file: string): NativePty;
     };
-    const native = utils.loadNativeModule("pty").module;
+    const native = loader.requireBinary("pty.node");
     return typeof native.open === "function" ? native : undefined;
   } catch {
     return undefined;

@@ -24,7 +24,7 @@ import { closeSync, constants, existsSync, openSync, statSync, unlink, writeSync
 import { homedir } from "node:os";
 import { isAbsolute } from "node:path";
 import { performance } from "node:perf_hooks";
-import * as pty from "node-pty";
+import * as pty from "@lydell/node-pty";
 import { type HostPty, type LaunchedPty, LauncherHost } from "./launcher-host.js";
 import { MarkerScanner, StreamCapture } from "./output-capture.js";
 import { killProcessGroup } from "./process-tree.js";
