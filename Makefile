@@ -43,10 +43,12 @@ system-deps:
 		podman runc catatonit busybox-static systemd chromium
 
 # The agent bundles the control plane serves to install.sh (agent/dist/bundles), from agent/dist;
+# the single-file CLI it serves under /cli/ (cli/dist/bundles);
 # the dashboard's pages (web/) are bundled by esbuild into web/dist, served under /app/.
 build: node-deps
 	npx tsc -b
 	node scripts/agent-bundle.mjs
+	node scripts/cli-bundle.mjs
 	npm run --silent build -w @relayctl/web
 
 proto: node-deps

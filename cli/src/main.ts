@@ -16,10 +16,13 @@ import { registerRegistry } from "./commands/registry.js";
 import { registerServers } from "./commands/servers.js";
 import { CliError, EXIT } from "./errors.js";
 
+// From src/ and dist/ alike; esbuild inlines it into the single-file bundle (scripts/cli-bundle.mjs).
+const { version } = require("../package.json") as { version: string };
+
 const program = new Command()
   .name("relayctl")
   .description("relayctl: run operations on your servers, deploy applications, manage keys")
-  .version("0.1.0")
+  .version(version)
   .option("--url <url>", "the relayctl server (or RELAYCTL_URL; default: the one you logged in to)")
   .option("--token <token>", "use this rca_/rck_ key or rco_ token instead of your login (or RELAYCTL_TOKEN)")
   .option("--json", "print the answer as JSON, for scripts")
