@@ -5,6 +5,7 @@ import { createPrivateKey } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { type AccountsConfig, parseAccountsConfig } from "./accounts/config.js";
+import { type AppsUrl, parseAppsUrl } from "./applications/app-url.js";
 import { parseAllowlistEntry } from "./auth/ip-allowlist.js";
 import { type InstallConfig, parseInstallConfig } from "./install/config.js";
 
@@ -162,6 +163,16 @@ const schema = z
      */
     RELAYCTL_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     /**
+     * Where applications are served: a URL template whose first host label is
+     * `{app}`, e.g. `http://{app}.localhost:8000` (dev) or
+     * `https://{app}.apps.example.com` (a wildcard DNS record to the server).
+     * Every application then gets the default hostname `<its name as a DNS
+     * label>.<domain>` on its route, beside its fqdns (applications/hosts.ts
+     * says who keeps a hostname two names map to), and its scheme and port make
+     * the applications' `url`s. @default unset (no default hostnames; urls are https://<fqdn>)
+     */
+    RELAYCTL_APPS_URL: z.string().optional(),
+    /**
      * The gateway role's own HTTP listener for /metrics, /healthz and /readyz
      * (the api role serves them on its API port): host:port, or `off`. Role
      * `all` serves them on the api only. @default 127.0.0.1:8444
@@ -270,6 +281,8 @@ export interface Config {
   githubDeployTimeoutSeconds: number;
   /** RELAYCTL_PUBLIC_URL without a trailing slash. */
   publicUrl: string | undefined;
+  /** RELAYCTL_APPS_URL parsed (applications/app-url.ts); undefined when unset. */
+  appsUrl: AppsUrl | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
   /** Prometheus metrics: the gateway role's HTTP listener (undefined: off) and the optional scrape token. */
   metrics: { gatewayListen: { host: string; port: number } | undefined; token: string | undefined };
@@ -352,6 +365,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `RELAYCTL_GATEWAY_LISTEN: plaintext on ${gatewayListen.host} refused: set RELAYCTL_TLS_CERT_FILE/RELAYCTL_TLS_KEY_FILE or RELAYCTL_ALLOW_PLAINTEXT=true`,
     );
   }
+  const appsUrl = c.RELAYCTL_APPS_URL ? parseAppsUrl(c.RELAYCTL_APPS_URL) : undefined;
+  if (typeof appsUrl === "string") throw new ConfigError(`RELAYCTL_APPS_URL: ${appsUrl}`);
   const natsServers = list(c.RELAYCTL_NATS_URL) ?? [];
   if (c.RELAYCTL_BUS === "nats" && natsServers.length === 0)
     throw new ConfigError("RELAYCTL_NATS_URL: empty");
@@ -393,6 +408,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     github: githubApp(c),
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
+    appsUrl,
     logLevel: c.RELAYCTL_LOG_LEVEL,
     metrics: {
       gatewayListen:

@@ -67,6 +67,7 @@ export async function serve(
     log.child({ component: "deployments" }),
     config.masterKey,
     config.leaseMs,
+    config.appsUrl,
   );
 
   let gateway: GatewayServer | undefined;

@@ -3,6 +3,9 @@
 // Deleting an application (or moving it to another server) removes its route
 // from the old server's proxy at once when the agent is connected; otherwise the
 // agent prunes it on its next route sync (the job lists the applications that exist).
+// A change of its hostnames (fqdns, or a name that gives a new default hostname)
+// goes to its live container's route at once (live-route.ts): the PATCH answer
+// carries `route` with the outcome. Every answer carries `url` and `urls` (hosts.ts).
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
@@ -10,8 +13,11 @@ import { uuid as uuidSchema } from "../api/validation.js";
 import { listServers } from "../api/automation/servers.js";
 import type { ApiContext } from "../api/context.js";
 import { actorPayload } from "../auth/security-audit.js";
+import { urlsOf, urlsOfMany } from "./hosts.js";
+import { type RouteChange, applyRoute } from "./live-route.js";
 import { removeRoute } from "./route-removal.js";
 import {
+  type ApplicationRow,
   createApplication,
   deleteApplication,
   getApplication,
@@ -63,6 +69,29 @@ async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Paramet
   }
 }
 
+/** Never fails the change it follows (already stored): a job that could not be sent is pending. */
+async function applyQuietly(
+  ctx: ApiContext,
+  log: FastifyBaseLogger,
+  app: ApplicationRow,
+  ip: string,
+): Promise<RouteChange> {
+  try {
+    const outcome = await applyRoute(ctx, app, ip);
+    log.info({ application_id: app.id, outcome: outcome.status }, "route update");
+    return outcome;
+  } catch (err) {
+    log.warn({ err, application_id: app.id }, "route update not sent");
+    const detail = `the route could not be sent to the agent now (${(err as Error).message}): the application's next deployment applies it`;
+    return { status: "pending", detail, operation_id: null, fqdns: [] };
+  }
+}
+
+/** Did the change give the route other hostnames? (A move to another server is handled apart.) */
+function hostsChanged(ctx: ApiContext, before: ApplicationRow, after: ApplicationRow): boolean {
+  return before.fqdns !== after.fqdns || (ctx.config.appsUrl !== undefined && before.name !== after.name);
+}
+
 export const applicationsRoutes =
   (ctx: ApiContext): FastifyPluginAsyncZod =>
   async (app) => {
@@ -71,23 +100,31 @@ export const applicationsRoutes =
     }));
 
     app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
+      const tenantId = req.apiPrincipal.tenantId;
       const created = await createApplication(
         ctx.db,
-        req.apiPrincipal.tenantId,
+        tenantId,
         req.body,
         actorOf(req),
         ctx.config.masterKey,
+        ctx.config.appsUrl,
       );
-      return reply.status(201).send(created);
+      const row = await getApplication(ctx.db, tenantId, created.id);
+      return reply.status(201).send({ ...created, ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) });
     });
 
-    app.get("/applications", async (req) => ({
-      applications: await listApplications(ctx.db, req.apiPrincipal.tenantId),
-    }));
+    app.get("/applications", async (req) => {
+      const tenantId = req.apiPrincipal.tenantId;
+      const listed = await listApplications(ctx.db, tenantId);
+      const rows = await ctx.db("applications").where({ tenant_id: tenantId }).select<ApplicationRow[]>();
+      const urls = await urlsOfMany(ctx.db, ctx.config.appsUrl, rows);
+      return { applications: listed.map((a) => ({ ...a, ...(urls.get(a.id) ?? { url: null, urls: [] }) })) };
+    });
 
-    app.get("/applications/:id", { schema: { params } }, async (req) =>
-      presentApplication(await getApplication(ctx.db, req.apiPrincipal.tenantId, req.params.id)),
-    );
+    app.get("/applications/:id", { schema: { params } }, async (req) => {
+      const row = await getApplication(ctx.db, req.apiPrincipal.tenantId, req.params.id);
+      return { ...presentApplication(row), ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) };
+    });
 
     app.patch("/applications/:id", { schema: { params, body: patchSchema } }, async (req) => {
       const tenantId = req.apiPrincipal.tenantId;
@@ -98,7 +135,9 @@ export const applicationsRoutes =
         req.body,
         actorOf(req),
         ctx.config.masterKey,
+        ctx.config.appsUrl,
       );
+      const after = await getApplication(ctx.db, tenantId, before.id);
       if (resource.server_id !== before.server_id) {
         await removeQuietly(ctx, req.log, {
           tenantId,
@@ -107,7 +146,11 @@ export const applicationsRoutes =
           ip: req.ip,
         });
       }
-      return resource;
+      const urls = await urlsOf(ctx.db, ctx.config.appsUrl, after);
+      // On another server nothing runs yet: its first deployment there routes it.
+      if (resource.server_id !== before.server_id || !hostsChanged(ctx, before, after))
+        return { ...resource, ...urls };
+      return { ...resource, ...urls, route: await applyQuietly(ctx, req.log, after, req.ip) };
     });
 
     app.delete("/applications/:id", { schema: { params } }, async (req, reply) => {

@@ -7,6 +7,8 @@ import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";
+import type { AppsUrl } from "./app-url.js";
+import { checkDefaultHost } from "./hosts.js";
 import { compileFqdns } from "./validate.js";
 import { isUuid } from "../api/validation.js";
 import { seal } from "../registry/crypto.js";
@@ -238,6 +240,8 @@ export async function createApplication(
   input: ApplicationInput,
   actor: Actor,
   masterKey?: Buffer,
+  /** RELAYCTL_APPS_URL: the default hostname must not clash (hosts.ts). */
+  appsUrl?: AppsUrl,
 ) {
   const fqdns = compileFqdns(input.fqdns ?? []);
   const serverId = await checkServer(db, tenantId, input.server_id!);
@@ -268,6 +272,7 @@ export async function createApplication(
   };
   const resource = presentApplication(row);
   await audited(db, row, "application.created", { application: resource, ...actor }, async (trx) => {
+    await checkDefaultHost(trx, appsUrl, row, { name: true, fqdns: true });
     await trx("applications").insert(row);
     await bindFqdns(trx, row, fqdns);
   });
@@ -282,6 +287,7 @@ export async function updateApplication(
   input: ApplicationInput,
   actor: Actor,
   masterKey?: Buffer,
+  appsUrl?: AppsUrl,
 ) {
   const before = await getApplication(db, tenantId, id);
   const changes: Partial<ApplicationRow> = {};
@@ -306,6 +312,11 @@ export async function updateApplication(
     "application.updated",
     { changed, application: resource, ...actor },
     async (trx) => {
+      const moved = after.server_id !== before.server_id;
+      await checkDefaultHost(trx, appsUrl, after, {
+        name: moved || after.name !== before.name,
+        fqdns: moved || input.fqdns !== undefined,
+      });
       await trx("applications").where({ id: before.id }).update(changes);
       await bindFqdns(trx, after, fqdns);
     },

@@ -4,6 +4,8 @@
 // that goes onto the agent's stream; the agent scrubs all of it from its logs.
 import type { DeployJob } from "@relayctl/proto";
 import type { Knex } from "knex";
+import type { AppsUrl } from "../applications/app-url.js";
+import { routeFqdns } from "../applications/hosts.js";
 import type { ApplicationRow } from "../applications/store.js";
 import { openEnv } from "../applications/env.js";
 import { type Build, parseBuild } from "../applications/source.js";
@@ -30,6 +32,8 @@ export async function buildDeployJob(
   overrides: Record<string, string>,
   /** A credential minted for this deployment (a GitHub installation token); wins over the stored one. */
   minted?: { username: string; password: string },
+  /** RELAYCTL_APPS_URL: the default hostname joins the route's fqdns (hosts.ts). */
+  appsUrl?: AppsUrl,
 ): Promise<JobWithoutDeadline> {
   const build = parseBuild(app.build);
   if (!build) throw new RcError("RC_ERR_NOT_DEPLOYABLE");
@@ -58,7 +62,7 @@ export async function buildDeployJob(
     healthCheckPath: app.health_check_path,
     healthCheckTimeoutSeconds: Number(app.health_check_timeout_seconds),
     env: { ...env, ...overrides },
-    fqdns: JSON.parse(app.fqdns) as string[],
+    fqdns: await routeFqdns(db, appsUrl, app),
     containerBaseName: app.linked_container_name,
   };
 }

@@ -17,11 +17,12 @@ const frame = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.s
 export async function streamDeploymentLog(
   db: Knex,
   reply: FastifyReply,
-  scope: { tenantId: string; applicationId: string; deploymentId: string },
+  /** appUrl: the application's URL, the `url` of the end view once it serves. */
+  scope: { tenantId: string; applicationId: string; deploymentId: string; appUrl?: string | null },
   stop: AbortSignal,
 ): Promise<void> {
   // 404 as JSON, before the stream starts.
-  let state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId);
+  let state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId, scope.appUrl);
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
@@ -59,7 +60,7 @@ export async function streamDeploymentLog(
         quietSince = Date.now();
       }
       await sleep(POLL_MS);
-      state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId);
+      state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId, scope.appUrl);
     }
   } finally {
     res.end();

@@ -17,7 +17,8 @@ import type { ApiContext } from "../api/context.js";
 import { queryInt } from "../api/validation.js";
 import { listEnv, setEnv, unsetEnv } from "../applications/env.js";
 import { refSchema } from "../applications/source.js";
-import { getApplication } from "../applications/store.js";
+import { urlsOf } from "../applications/hosts.js";
+import { type ApplicationRow, getApplication } from "../applications/store.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import { streamDeploymentLog } from "./live-log.js";
@@ -66,6 +67,8 @@ export const deploymentsRoutes =
     });
 
     const base = "/tenants/:tenant_id/applications/:application_id";
+    /** The application's URL, each deployment's `url` once it serves (view.ts). */
+    const urlOf = async (a: ApplicationRow) => (await urlsOf(ctx.db, ctx.config.appsUrl, a)).url;
 
     app.post(`${base}/deploy`, { schema: { params: appParams, body: deployBody } }, async (req, reply) => {
       const application = await scoped(req, req.params);
@@ -100,13 +103,26 @@ export const deploymentsRoutes =
       async (req) => {
         const application = await scoped(req, req.params);
         const cursor = req.query.cursor === undefined ? undefined : Number(req.query.cursor);
-        return listDeployments(ctx.db, application.tenant_id, application.id, req.query.limit ?? 20, cursor);
+        return listDeployments(
+          ctx.db,
+          application.tenant_id,
+          application.id,
+          req.query.limit ?? 20,
+          cursor,
+          await urlOf(application),
+        );
       },
     );
 
     app.get(`${base}/deployments/:deployment_id`, { schema: { params: deploymentParams } }, async (req) => {
       const application = await scoped(req, req.params);
-      return getDeployment(ctx.db, application.tenant_id, application.id, req.params.deployment_id);
+      return getDeployment(
+        ctx.db,
+        application.tenant_id,
+        application.id,
+        req.params.deployment_id,
+        await urlOf(application),
+      );
     });
 
     app.get(
@@ -121,6 +137,7 @@ export const deploymentsRoutes =
             tenantId: application.tenant_id,
             applicationId: application.id,
             deploymentId: req.params.deployment_id,
+            appUrl: await urlOf(application),
           },
           closing.signal,
         );

@@ -15,6 +15,7 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Knex } from "knex";
 import type { Logger } from "pino";
+import type { AppsUrl } from "../applications/app-url.js";
 import type { ApplicationRow } from "../applications/store.js";
 import type { JobBus } from "../bus/job-bus.js";
 import type { OperationService, ServerRef, StartSpec, StartedOperation } from "../operations/service.js";
@@ -72,6 +73,8 @@ export class DeployService {
     readonly log: Logger,
     readonly masterKey: Buffer | undefined,
     readonly leaseMs: number,
+    /** RELAYCTL_APPS_URL: gives the route the application's default hostname. */
+    readonly appsUrl?: AppsUrl,
   ) {}
 
   /** Set once at boot by the GitHub integration (serve.ts). */
@@ -92,6 +95,7 @@ export class DeployService {
       commitRef,
       r.envOverrides,
       minted,
+      this.appsUrl,
     );
     const deadlineAt = Date.now() + r.timeoutSeconds * 1000;
     const spec: StartSpec = {

@@ -51,7 +51,12 @@ export function statusOf(r: Pick<Joined, "op_status" | "dispatched_at">): Deploy
   return r.op_status as DeploymentStatus;
 }
 
-function present(r: Joined) {
+/**
+ * `url`: where the deployment serves, the application's URL (hosts.ts) once it
+ * completed and switched the proxy's route to its container (an upstream); null
+ * before, after a failure, and when no proxy routes the application.
+ */
+function present(r: Joined, appUrl: string | null) {
   const status = statusOf(r);
   const finished = r.completed_at === null ? null : Number(r.completed_at);
   return {
@@ -70,6 +75,7 @@ function present(r: Joined) {
     container_name: r.container_name,
     host_port: r.host_port === null ? null : Number(r.host_port),
     upstream: r.upstream,
+    url: status === "completed" && r.upstream ? appUrl : null,
     failed_step: r.failed_step,
     error: status === "failed" || status === "timeout" ? r.op_stderr || r.op_error || null : null,
     created_at: iso(r.created_at),
@@ -86,6 +92,7 @@ export async function listDeployments(
   applicationId: string,
   limit: number,
   cursor: number | undefined,
+  appUrl: string | null = null,
 ): Promise<{ deployments: DeploymentView[]; next_cursor: string | null }> {
   const q = joined(db)
     .where({ "d.tenant_id": tenantId, "d.application_id": applicationId })
@@ -95,7 +102,7 @@ export async function listDeployments(
   const rows = await q.select<Joined[]>(COLUMNS);
   const page = rows.slice(0, limit);
   const next = rows.length > limit ? String(page[page.length - 1]!.seq) : null;
-  return { deployments: page.map(present), next_cursor: next };
+  return { deployments: page.map((r) => present(r, appUrl)), next_cursor: next };
 }
 
 async function findRow(db: Knex, tenantId: string, applicationId: string, id: string): Promise<Joined> {
@@ -108,9 +115,15 @@ async function findRow(db: Knex, tenantId: string, applicationId: string, id: st
   return row;
 }
 
-export async function getDeployment(db: Knex, tenantId: string, applicationId: string, id: string) {
+export async function getDeployment(
+  db: Knex,
+  tenantId: string,
+  applicationId: string,
+  id: string,
+  appUrl: string | null = null,
+) {
   const row = await findRow(db, tenantId, applicationId, id);
-  return { ...present(row), steps: await stepsOf(db, row.id) };
+  return { ...present(row, appUrl), steps: await stepsOf(db, row.id) };
 }
 
 /** The final report's steps once there is one; until then, folded from the progress. */
@@ -168,7 +181,13 @@ export async function progressSince(
 }
 
 /** For the live log: the deployment's id and whether it has finished. */
-export async function deploymentState(db: Knex, tenantId: string, applicationId: string, id: string) {
+export async function deploymentState(
+  db: Knex,
+  tenantId: string,
+  applicationId: string,
+  id: string,
+  appUrl: string | null = null,
+) {
   const row = await findRow(db, tenantId, applicationId, id);
-  return { id: row.id, finished: row.op_status !== "running", view: present(row) };
+  return { id: row.id, finished: row.op_status !== "running", view: present(row, appUrl) };
 }

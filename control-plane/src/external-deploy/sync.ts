@@ -5,6 +5,7 @@
 import type { Knex } from "knex";
 import { type AuditEventInput, appendAuditEvents } from "../audit/audit-log.js";
 import type { ApiContext } from "../api/context.js";
+import { routeFqdns } from "../applications/hosts.js";
 import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
 import { serverInScope } from "./session-key.js";
@@ -41,6 +42,7 @@ interface AppRow {
   fqdns: string;
   container_port: number;
   pin_port: number | boolean;
+  created_at: number;
 }
 
 /** One (entry, application) pair that passed matching. */
@@ -68,6 +70,7 @@ async function sessionApplications(db: Knex, session: SessionRow): Promise<AppRo
       "a.fqdns",
       "a.container_port",
       "a.pin_port",
+      "a.created_at",
     );
 }
 
@@ -206,13 +209,15 @@ function conflictResult(w: Work, reason: string): SyncResult {
   };
 }
 
-function syncServer(
+async function syncServer(
   ctx: ApiContext,
   session: SessionRow,
   items: Work[],
   ip: string,
 ): Promise<RouteJobOutcome> {
   const first = items[0]!.app;
+  // The application's default hostname (RELAYCTL_APPS_URL) rides with its fqdns, as on a deploy.
+  const hosts = await Promise.all(items.map(({ app }) => routeFqdns(ctx.db, ctx.config.appsUrl, app)));
   return runRouteJob(
     ctx,
     {
@@ -226,12 +231,12 @@ function syncServer(
         workflow_run_id: session.workflow_run_id,
         commit_sha: session.commit_sha,
       },
-      routes: items.map(({ entry, app }) => ({
+      routes: items.map(({ entry, app }, i) => ({
         application_id: app.id,
         container_name: entry.container_name,
         container_port: entry.container_port,
         image_tag: entry.image_tag,
-        fqdns: JSON.parse(app.fqdns) as string[],
+        fqdns: hosts[i]!,
       })),
       remove: [],
     },
