@@ -53,11 +53,20 @@ const schema = z
      */
     RELAYCTL_AGENT_LAUNCHERS: z.enum(["host", "fork"]).default("host"),
     /**
-     * Container engine for restart, registry login/logout and the port check of
-     * route syncs (container inspect): docker, podman, or auto (docker when on
-     * PATH, else podman). @default auto
+     * Container engine for deployments, restart, registry login/logout and the
+     * port check of route syncs (container inspect): docker, podman, or auto
+     * (the first of docker, podman whose `<engine> info` answers: a docker CLI
+     * without a daemon is skipped). An explicit engine is checked the same way
+     * and reported, never replaced. Deployments and restarts fail at once, with
+     * the reason and the fix, when it does not answer. @default auto
      */
     RELAYCTL_AGENT_CONTAINER_ENGINE: z.enum(["docker", "podman", "auto"]).default("auto"),
+    /**
+     * Seconds between probes of the container engine (engine-monitor.ts), so one
+     * started or installed later is found without a restart; a job that finds
+     * none working probes again at once. 0: only at start and on such jobs. @default 300
+     */
+    RELAYCTL_AGENT_ENGINE_RECHECK_SECONDS: int(0, 86_400).default(300),
     /** Run by reboot jobs through `/bin/sh -c` when the server has no cloud provider. @default systemctl reboot */
     RELAYCTL_AGENT_REBOOT_COMMAND: z.string().min(1).default("systemctl reboot"),
     /**
@@ -152,6 +161,7 @@ export interface AgentConfig {
   shell: string;
   launcherHost: boolean;
   containerEngine: "docker" | "podman" | "auto";
+  engineRecheckSeconds: number;
   rebootCommand: string;
   bootIdFile: string;
   logLevel: LogLevel;
@@ -251,6 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     shell: c.RELAYCTL_AGENT_SHELL ?? "/bin/sh",
     launcherHost: c.RELAYCTL_AGENT_LAUNCHERS === "host",
     containerEngine: c.RELAYCTL_AGENT_CONTAINER_ENGINE,
+    engineRecheckSeconds: c.RELAYCTL_AGENT_ENGINE_RECHECK_SECONDS,
     rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,

@@ -7,6 +7,7 @@ import { AgentConnection } from "../connection/agent-connection.js";
 import { type AgentConfig, ConfigError, gatewayList, loadConfig } from "../config.js";
 import { readAgentFile } from "../enrollment/agent-file.js";
 import { EnrollError, enroll } from "../enrollment/enroll.js";
+import { EngineMonitor } from "../engine/engine-monitor.js";
 import { Dispatcher } from "../jobs/dispatcher.js";
 import { createLogger } from "../log.js";
 import { PtyRunner } from "../runner/pty-runner.js";
@@ -58,11 +59,19 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     launcherHost: cfg.launcherHost,
     fifoDir: join(stateDir, "fifo"), // emptied at start: no FIFOs left over from a crashed agent
   });
+  // Probed in the background from here on: exec never waits for it.
+  const engines = new EngineMonitor({
+    setting: cfg.containerEngine,
+    log,
+    recheckMs: cfg.engineRecheckSeconds * 1000,
+  });
+  engines.start();
   const dispatcher = await Dispatcher.open({
     stateDir,
     runner,
     log,
     containerEngine: cfg.containerEngine,
+    engines,
     rebootCommand: cfg.rebootCommand,
     proxy: cfg.proxy,
     deploy: cfg.deploy,
@@ -88,6 +97,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
   const shutdown = async (signal: string) => {
     log.info({ signal }, "agent stopping");
     await connection.stop();
+    engines.stop();
     await runner.close();
     await dispatcher.close();
     await stopTracing();

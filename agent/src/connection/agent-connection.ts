@@ -6,7 +6,8 @@
 // meanwhile; their results wait on disk.
 import { EventEmitter } from "node:events";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import type { AgentMessage, GatewayMessage, Welcome } from "@relayctl/proto";
+import type { AgentMessage, EngineStatus, GatewayMessage, Welcome } from "@relayctl/proto";
+import { sameStatus } from "../engine/choice.js";
 import type { Dispatcher } from "../jobs/dispatcher.js";
 import type { Logger } from "../log.js";
 import { Backoff } from "./backoff.js";
@@ -85,6 +86,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
     const call = client.connect(metadata);
     let ended = false;
     let heartbeat: NodeJS.Timeout | undefined;
+    let stopReporting = () => {};
     const send = (message: AgentMessage) => {
       if (!ended) call.write(message);
     };
@@ -99,6 +101,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
         ended = true;
         clearTimeout(welcomeTimer);
         clearInterval(heartbeat);
+        stopReporting();
         dispatcher.detach();
         call.cancel();
         client.close();
@@ -108,6 +111,18 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
       };
       this.#endSession = end;
       if (this.#stop.signal.aborted) return end();
+
+      // The engine decision as the gateway last heard it: sent with Hello, then
+      // on every change (a probe that ends after Hello is one of them).
+      let reported = dispatcher.engines.current?.status;
+      let attached = false;
+      const reportEngine = (engine: EngineStatus) => {
+        if (!attached || sameStatus(reported, engine)) return;
+        reported = engine;
+        send({ msg: { $case: "engineStatus", engineStatus: engine } });
+      };
+      dispatcher.engines.on("change", reportEngine);
+      stopReporting = () => dispatcher.engines.off("change", reportEngine);
 
       call.on("data", (message: GatewayMessage) => {
         const msg = message.msg;
@@ -120,6 +135,9 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
               "connected",
             );
             dispatcher.attach(send);
+            attached = true;
+            const engine = dispatcher.engines.current?.status;
+            if (engine) reportEngine(engine);
             const everyMs = msg.welcome.heartbeatIntervalMs || DEFAULT_HEARTBEAT_MS;
             heartbeat = setInterval(() => {
               send({
@@ -161,6 +179,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
             bootId: bootId(this.options.bootIdFile),
             hostname: hostName(),
             runningOperationIds: dispatcher.runningOperationIds(),
+            engine: reported,
           },
         },
       });

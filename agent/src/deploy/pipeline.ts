@@ -28,6 +28,8 @@ const CLEANUP_SECONDS = 30;
 
 export interface PipelineDeps {
   engine: ContainerEngine;
+  /** Set when no container engine works: the first step fails with it, nothing runs. */
+  engineProblem?: string;
   settings: DeploySettings;
   target: SwitchTarget;
   emit: (progress: JobProgress) => void;
@@ -124,6 +126,13 @@ export async function runDeployment(
 
 async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Promise<void> {
   const { job, rec } = ctx;
+  if (deps.engineProblem !== undefined) {
+    // Fail before the fetch: a clone that no engine can build is only time lost.
+    const problem = deps.engineProblem;
+    await step(ctx, state, job.source === undefined ? "build" : "fetch", async () => {
+      throw new StepError(problem);
+    });
+  }
   const work = await workDir();
   try {
     let source: FetchedSource | undefined;

@@ -1,7 +1,8 @@
-// Picks the ContainerEngine adapter from the agent setting
-// RELAYCTL_AGENT_CONTAINER_ENGINE: docker, podman, or auto (docker when a `docker`
-// executable is on PATH, else podman). auto is resolved at each job, so an engine
-// installed after the agent started is found without a restart.
+// The agent setting RELAYCTL_AGENT_CONTAINER_ENGINE (docker, podman or auto) and
+// the adapter it names without asking the engine: the agent itself decides by
+// probing (engine-monitor.ts, choice.ts); this static pick is for callers that
+// run one fixed engine (tests, tools) and for a port check before the first
+// probe has ended (docker when its CLI is on PATH, else podman).
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 import { DockerEngine } from "./docker-engine.js";

@@ -13,10 +13,13 @@
 import { performance } from "node:perf_hooks";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { AgentMessage, Job, JobResult } from "@relayctl/proto";
+import { type AgentMessage, type Job, type JobResult, JobStatus } from "@relayctl/proto";
 import type { DeployConfig, ProxyConfig } from "../config.js";
 import { Deployer } from "../deploy/deployer.js";
-import { type EngineSetting, selectEngine } from "../engine/select.js";
+import { unusableReason } from "../engine/choice.js";
+import type { ContainerEngine } from "../engine/engine.js";
+import { EngineMonitor } from "../engine/engine-monitor.js";
+import type { EngineSetting } from "../engine/select.js";
 import type { Logger } from "../log.js";
 import type { CommandRunner } from "../runner/runner.js";
 import { traceJob } from "../tracing/index.js";
@@ -39,6 +42,11 @@ export interface DispatcherOptions {
   log: Logger;
   /** Container engine for restart and registry jobs. @default auto */
   containerEngine?: EngineSetting;
+  /**
+   * The engine decision, shared with the connection that reports it. @default a
+   * monitor of containerEngine that probes when a job first needs the engine
+   */
+  engines?: EngineMonitor;
   /** Shell command of reboot jobs. @default systemctl reboot */
   rebootCommand?: string;
   /** Reverse proxy of route-sync jobs and of deployments' switch. @default none (route-sync jobs fail) */
@@ -69,6 +77,7 @@ export class Dispatcher {
     readonly runner: CommandRunner,
     readonly log: Logger,
     readonly containerEngine: EngineSetting,
+    readonly engines: EngineMonitor,
     readonly rebootCommand: string,
     readonly routes: RouteSyncRunner,
     deploy: DeployConfig,
@@ -80,6 +89,7 @@ export class Dispatcher {
       settings: { stateDir, ...deploy },
       target: { proxy: routes.proxy, syncer: () => routes.syncer() },
       engine: () => this.#engine(),
+      engineProblem: () => this.#engineProblem(),
       // Progress goes out only while a stream is attached: it is best effort (agent.proto JobProgress).
       emit: (jobProgress) => this.#emit({ $case: "jobProgress", jobProgress }),
       logCapBytes: outputCapBytes,
@@ -94,17 +104,19 @@ export class Dispatcher {
     const results = new ResultStore(join(options.stateDir, "results"));
     await results.init();
     const journal = await Journal.open(join(options.stateDir, "journal.log"));
+    const engines =
+      options.engines ??
+      new EngineMonitor({ setting: options.containerEngine ?? "auto", log: options.log, recheckMs: 0 });
     const dispatcher = new Dispatcher(
       journal,
       results,
       options.runner,
       options.log,
       options.containerEngine ?? "auto",
+      engines,
       options.rebootCommand ?? "systemctl reboot",
-      new RouteSyncRunner(
-        options.proxy ?? { kind: "none", upstream: "host" },
-        options.stateDir,
-        options.containerEngine ?? "auto",
+      new RouteSyncRunner(options.proxy ?? { kind: "none", upstream: "host" }, options.stateDir, () =>
+        engines.now(),
       ),
       options.deploy ?? { drainSeconds: 5, network: undefined, init: true },
       options.stateDir,
@@ -242,16 +254,28 @@ export class Dispatcher {
       switch (job.kind?.$case) {
         case "exec":
           return await runExecJob(this.runner, job.operationId, job.kind.exec);
-        case "restart":
-          return await runRestartJob(this.#engine(), job.operationId, job.kind.restart);
-        case "registryLogin":
-          return await runRegistryLoginJob(this.#engine(), job.operationId, job.kind.registryLogin);
+        case "restart": {
+          const d = await this.engines.forJob();
+          if (d.working === undefined) return failedResult(job.operationId, unusableReason(d));
+          const engine = this.engines.engine(d.working);
+          return this.#watched(await runRestartJob(engine, job.operationId, job.kind.restart));
+        }
+        case "registryLogin": {
+          // Login needs the CLI only (docker's writes its config without a daemon).
+          const d = await this.engines.forJob();
+          if (d.cli === undefined) return failedResult(job.operationId, unusableReason(d));
+          return await runRegistryLoginJob(
+            this.engines.engine(d.cli),
+            job.operationId,
+            job.kind.registryLogin,
+          );
+        }
         case "registryLogout":
           return await runRegistryLogoutJob(this.#engine(), job.operationId, job.kind.registryLogout);
         case "routeSync":
           return await this.routes.run(job.operationId, job.kind.routeSync);
         case "deploy":
-          return await this.deployer.run(job.operationId, job.kind.deploy);
+          return this.#watched(await this.deployer.run(job.operationId, job.kind.deploy));
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
       }
@@ -299,8 +323,21 @@ export class Dispatcher {
     }
   }
 
-  #engine() {
-    return selectEngine(this.containerEngine);
+  #engine(): ContainerEngine {
+    return this.engines.now();
+  }
+
+  /** Why a deployment cannot run (no working engine), checked before its first step. */
+  async #engineProblem(): Promise<string | undefined> {
+    const d = await this.engines.forJob();
+    return d.working === undefined ? unusableReason(d) : undefined;
+  }
+
+  /** A job whose engine call failed may mean the engine went away: it is probed again. */
+  #watched(result: JobResult): JobResult {
+    if (result.status !== JobStatus.JOB_STATUS_COMPLETED || result.exitCode !== 0)
+      this.engines.engineFailed();
+    return result;
   }
 
   #emit(msg: AgentMessage["msg"]): void {

@@ -21,6 +21,7 @@ import {
 } from "@relayctl/reverse-proxy-sync";
 import type { ProxyConfig } from "../config.js";
 import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
+import type { ContainerEngine } from "../engine/engine.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import { PortCheck, syncCheckedRoutes } from "./port-check.js";
 
@@ -101,8 +102,11 @@ export class RouteSyncRunner {
   constructor(
     readonly proxy: ProxyConfig,
     readonly stateDir: string,
-    /** Engine of the port check (port-check.ts) every route passes before it is written. */
-    readonly containerEngine: EngineSetting = "auto",
+    /**
+     * Engine of the port check (port-check.ts) every route passes before it is
+     * written: a fixed setting, or the agent's current decision (engine-monitor.ts).
+     */
+    readonly containerEngine: EngineSetting | (() => ContainerEngine) = "auto",
   ) {}
 
   /**
@@ -171,7 +175,10 @@ export class RouteSyncRunner {
   }
 
   #sync(syncer: RouteSyncer, job: RouteSyncJob) {
-    const engine = selectEngine(this.containerEngine);
+    const engine =
+      typeof this.containerEngine === "function"
+        ? this.containerEngine()
+        : selectEngine(this.containerEngine);
     const check = new PortCheck(engine, this.proxy.upstream, this.#api(engine.name));
     return syncCheckedRoutes(syncer, check, {
       routes: job.routes.map((r) => ({

@@ -192,7 +192,12 @@ export interface AgentMessage {
     | { $case: "jobAck"; jobAck: JobAck }
     | { $case: "jobResult"; jobResult: JobResult }
     | { $case: "heartbeat"; heartbeat: Heartbeat }
-    | { $case: "jobProgress"; jobProgress: JobProgress }
+    | { $case: "jobProgress"; jobProgress: JobProgress } //
+    /**
+     * The agent's container engine changed (found, lost, replaced); also sent
+     * after Welcome when Hello went out before the first probe ended.
+     */
+    | { $case: "engineStatus"; engineStatus: EngineStatus }
     | undefined;
 }
 
@@ -204,6 +209,27 @@ export interface Hello {
   hostname: string;
   /** Operations the agent is still running (their leases are renewed). */
   runningOperationIds: string[];
+  /**
+   * The container engine the agent uses, as last probed; absent until the
+   * agent's first probe has ended (an EngineStatus message follows then).
+   */
+  engine: EngineStatus | undefined;
+}
+
+/**
+ * The container engine the agent uses for deployments, restarts and registry
+ * logins: chosen by probing (`<engine> info`) when the setting is auto, else
+ * the configured one, checked the same way.
+ */
+export interface EngineStatus {
+  /** docker or podman; empty when auto found none that works. */
+  name: string;
+  /** The engine's version when ok; empty otherwise. */
+  version: string;
+  /** The engine answered its probe: deployments and restarts can run. */
+  ok: boolean;
+  /** How it was chosen, or why it does not work and how to fix it (one line). */
+  detail: string;
 }
 
 /**
@@ -556,6 +582,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "jobProgress":
         JobProgress.encode(message.msg.jobProgress, writer.uint32(42).fork()).join();
         break;
+      case "engineStatus":
+        EngineStatus.encode(message.msg.engineStatus, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -613,6 +642,17 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.msg = { $case: "jobProgress", jobProgress: JobProgress.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.msg = {
+              $case: "engineStatus",
+              engineStatus: EngineStatus.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -643,7 +683,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
                     ? { $case: "jobProgress", jobProgress: JobProgress.fromJSON(object.jobProgress) }
                     : isSet(object.job_progress)
                       ? { $case: "jobProgress", jobProgress: JobProgress.fromJSON(object.job_progress) }
-                      : undefined,
+                      : isSet(object.engineStatus)
+                        ? { $case: "engineStatus", engineStatus: EngineStatus.fromJSON(object.engineStatus) }
+                        : isSet(object.engine_status)
+                          ? {
+                              $case: "engineStatus",
+                              engineStatus: EngineStatus.fromJSON(object.engine_status),
+                            }
+                          : undefined,
     };
   },
 
@@ -659,6 +706,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.heartbeat = Heartbeat.toJSON(message.msg.heartbeat);
     } else if (message.msg?.$case === "jobProgress") {
       obj.jobProgress = JobProgress.toJSON(message.msg.jobProgress);
+    } else if (message.msg?.$case === "engineStatus") {
+      obj.engineStatus = EngineStatus.toJSON(message.msg.engineStatus);
     }
     return obj;
   },
@@ -702,13 +751,22 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         }
         break;
       }
+      case "engineStatus": {
+        if (object.msg?.engineStatus !== undefined && object.msg?.engineStatus !== null) {
+          message.msg = {
+            $case: "engineStatus",
+            engineStatus: EngineStatus.fromPartial(object.msg.engineStatus),
+          };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { agentVersion: "", bootId: "", hostname: "", runningOperationIds: [] };
+  return { agentVersion: "", bootId: "", hostname: "", runningOperationIds: [], engine: undefined };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -724,6 +782,9 @@ export const Hello: MessageFns<Hello> = {
     }
     for (const v of message.runningOperationIds) {
       writer.uint32(34).string(v!);
+    }
+    if (message.engine !== undefined) {
+      EngineStatus.encode(message.engine, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -773,6 +834,14 @@ export const Hello: MessageFns<Hello> = {
             message.runningOperationIds.push(reader.string());
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.engine = EngineStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -803,6 +872,7 @@ export const Hello: MessageFns<Hello> = {
         : globalThis.Array.isArray(object?.running_operation_ids)
           ? object.running_operation_ids.map((e: any) => globalThis.String(e))
           : [],
+      engine: isSet(object.engine) ? EngineStatus.fromJSON(object.engine) : undefined,
     };
   },
 
@@ -820,6 +890,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.runningOperationIds?.length) {
       obj.runningOperationIds = message.runningOperationIds;
     }
+    if (message.engine !== undefined) {
+      obj.engine = EngineStatus.toJSON(message.engine);
+    }
     return obj;
   },
 
@@ -832,6 +905,127 @@ export const Hello: MessageFns<Hello> = {
     message.bootId = object.bootId ?? "";
     message.hostname = object.hostname ?? "";
     message.runningOperationIds = object.runningOperationIds?.map((e) => e) || [];
+    message.engine =
+      object.engine !== undefined && object.engine !== null
+        ? EngineStatus.fromPartial(object.engine)
+        : undefined;
+    return message;
+  },
+};
+
+function createBaseEngineStatus(): EngineStatus {
+  return { name: "", version: "", ok: false, detail: "" };
+}
+
+export const EngineStatus: MessageFns<EngineStatus> = {
+  encode(message: EngineStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.version !== "") {
+      writer.uint32(18).string(message.version);
+    }
+    if (message.ok !== false) {
+      writer.uint32(24).bool(message.ok);
+    }
+    if (message.detail !== "") {
+      writer.uint32(34).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EngineStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEngineStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.version = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.ok = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): EngineStatus {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      version: isSet(object.version) ? globalThis.String(object.version) : "",
+      ok: isSet(object.ok) ? globalThis.Boolean(object.ok) : false,
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: EngineStatus): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.version !== "") {
+      obj.version = message.version;
+    }
+    if (message.ok !== false) {
+      obj.ok = message.ok;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<EngineStatus>, I>>(base?: I): EngineStatus {
+    return EngineStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EngineStatus>, I>>(object: I): EngineStatus {
+    const message = createBaseEngineStatus();
+    message.name = object.name ?? "";
+    message.version = object.version ?? "";
+    message.ok = object.ok ?? false;
+    message.detail = object.detail ?? "";
     return message;
   },
 };
