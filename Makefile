@@ -67,9 +67,21 @@ action-check: node-deps
 lint: node-deps
 	npx biome check .
 
+# What dev runs besides Node, installed on Debian the way `make test` does: podman + runc (crun
+# fails on rlimits here; dev's own containers.conf picks runc), catatonit (podman's --init, so a
+# stop is quick), busybox-static (the sample's base image is built locally: nothing is pulled)
+# and caddy (the dev proxy that gives each app http://<app>.localhost:8000). Where apt-get is
+# absent (or the install fails) dev still starts and says what it lacks (docs/dev.md).
+DEV_DEBS := podman runc catatonit busybox-static caddy
+
+dev-deps:
+	@if command -v apt-get >/dev/null 2>&1; then \
+		bash scripts/system-deps.sh $(DEV_DEBS) || echo "[dev] could not install $(DEV_DEBS); starting without what is missing"; \
+	else echo "[dev] no apt-get: install podman (or docker) and caddy yourself for deploys with a URL; starting anyway"; fi
+
 # dev transpiles only what it runs (esbuild, about a second; scripts/dev-build.mjs):
 # type checks are `make build`'s and `make test`'s. The dashboard (web/) is esbuild too.
-dev: node-deps
+dev: node-deps dev-deps
 	@node scripts/dev-build.mjs
 	@npm run --silent build -w @relayctl/web
 	node scripts/dev.mjs
@@ -95,4 +107,4 @@ bench: system-deps kernel-settings node-deps build
 	node bench/route-sync.mjs
 	node bench/deploy.mjs
 
-.PHONY: help node-deps system-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench
+.PHONY: help node-deps system-deps dev-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench

@@ -1,19 +1,30 @@
 #!/usr/bin/env node
 // make dev: runs the control plane in this process (api + gateway, SQLite, in-process bus) and one
-// local agent enrolled as server "local" as a child, prints both logs readably, and prints a curl
-// that runs a command through the automation API. State lives in <repo>/.relayctl: dev.db, agent/
-// and state.json (base_url, automation_key, api_key, server_id, server_name; mode 0600), reused by
-// the next run.
+// local agent enrolled as server "local" as a child, a supervised Caddy as the agent's reverse
+// proxy (scripts/dev/proxy.mjs), so every application gets http://<app>.localhost:<proxy port>,
+// a container engine the agent can use (scripts/dev/engine.mjs: podman's containers.conf, the
+// sample's local base image), and a banner saying how to sign in, deploy the sample
+// (scripts/dev-hello.mjs) and run the CLI. State lives in <repo>/.relayctl: dev.db, agent/,
+// caddy/, containers.conf and state.json (base_url, automation_key, api_key, server_id,
+// server_name; mode 0600), reused by the next run. docs/dev.md is the person's guide.
 //
 // dev.json (the same fields) is the "ready" signal scripts wait for: it is removed at start and at
 // stop, and written (atomically, 0600) only once the agent is connected and an exec through the
-// API has come back completed, so a script that sees it gets a working exec on its first try.
+// API has come back completed, so a script that sees it gets a working exec on its first try. It
+// adds this run's proxy_url, apps_url and dashboard_url (null without Caddy).
 //
 //   node scripts/dev.mjs          run until Ctrl-C
-//   node scripts/dev.mjs --once   smoke check: start, exec `echo relayctl-dev-ok`, stop (also RELAYCTL_DEV_SMOKE=1)
+//   node scripts/dev.mjs --once   smoke check: start, exec `echo relayctl-dev-ok`, deploy examples/hello,
+//                                 GET its dev URL through Caddy, stop (also RELAYCTL_DEV_SMOKE=1); it
+//                                 fails when Caddy or a container engine is missing
 //
-// RELAYCTL_DEV_PORT (default 8080) and RELAYCTL_DEV_GATEWAY_PORT (default 8443) move the listeners;
-// RELAYCTL_DEV_DIR (default <repo>/.relayctl) moves the state.
+// Variables (each with its default):
+//   RELAYCTL_DEV_PORT              8080         the API and dashboard
+//   RELAYCTL_DEV_GATEWAY_PORT      8443         the agents' gRPC gateway
+//   RELAYCTL_DEV_PROXY_PORT        8000         Caddy's listener for the applications
+//   RELAYCTL_DEV_PROXY_ADMIN_PORT  a free port  Caddy's admin API (the agent writes routes there)
+//   RELAYCTL_DEV_OWNER_EMAIL       you@relayctl.localhost  the account the sign-in link creates
+//   RELAYCTL_DEV_DIR               <repo>/.relayctl        the state
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { mkdir, rm } from "node:fs/promises";
@@ -21,8 +32,13 @@ import { createRequire } from "node:module";
 import net from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ProcessGroup, jsonAnswer, logFormatter, pollUntil, run } from "@relayctl/devkit";
+import { ProcessGroup, freePort, jsonAnswer, logFormatter, pollUntil, run } from "@relayctl/devkit";
 import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
+import { printReady } from "./dev/banner.mjs";
+import { chooseEngine, ensureBaseImage } from "./dev/engine.mjs";
+import { HELLO_TEXT, appUrl, deployAndFollow, ensureHello, getThroughProxy } from "./dev/hello.mjs";
+import { OWNER_LINK_TTL_MS, ownerInvite } from "./dev/owner.mjs";
+import { caddyBinary, startDevProxy } from "./dev/proxy.mjs";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const CONTROL_PLANE = join(REPO, "control-plane/dist");
@@ -35,6 +51,7 @@ const STOP_GRACE_MS = 8_000;
 const COLOR = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
 const paint = (code, s) => (COLOR ? `\x1b[${code}m${s}\x1b[0m` : s);
 const say = (msg) => console.log(`${paint("1", "[dev]")} ${msg}`);
+const warn = (msg) => console.log(`${paint("33;1", "[dev]")} ${msg}`);
 
 const ONCE = process.argv.includes("--once") || process.env.RELAYCTL_DEV_SMOKE === "1";
 const STATE_DIR = resolve(process.env.RELAYCTL_DEV_DIR || join(REPO, ".relayctl"));
@@ -44,6 +61,8 @@ const DEV_JSON = join(STATE_DIR, "dev.json");
 const STATE_JSON = join(STATE_DIR, "state.json");
 const API_PORT = portFromEnv("RELAYCTL_DEV_PORT", 8080);
 const GATEWAY_PORT = portFromEnv("RELAYCTL_DEV_GATEWAY_PORT", 8443);
+const PROXY_PORT = portFromEnv("RELAYCTL_DEV_PROXY_PORT", 8000);
+const PROXY_ADMIN_PORT = portFromEnv("RELAYCTL_DEV_PROXY_ADMIN_PORT", 0);
 
 function die(msg, code = 1) {
   console.error(`${paint("31;1", "[dev]")} ${msg}`);
@@ -148,6 +167,7 @@ async function startControlPlane(env) {
 const group = new ProcessGroup();
 let stopping = false;
 let controlPlane;
+let proxy;
 
 function startAgent(args, env) {
   const print = printer("agent", "35");
@@ -176,6 +196,7 @@ async function shutdown(code, msg) {
   if (msg) (code === 0 ? say : (m) => console.error(`${paint("31;1", "[dev]")} ${m}`))(msg);
   // No longer ready: a script must not find the file of a stopped run.
   rmSync(DEV_JSON, { force: true });
+  proxy?.stop();
   await group.stopAll("SIGTERM", STOP_GRACE_MS);
   await controlPlane?.stop();
   process.exit(code);
@@ -201,11 +222,15 @@ function portIsFree(port) {
 }
 
 /** A clear message before anything starts, instead of a bind error from deep inside. */
-async function checkPorts() {
-  for (const [port, what, variable] of [
+async function checkPorts(withProxy) {
+  const ports = [
     [API_PORT, "API", "RELAYCTL_DEV_PORT"],
     [GATEWAY_PORT, "gateway", "RELAYCTL_DEV_GATEWAY_PORT"],
-  ]) {
+  ];
+  if (withProxy) ports.push([PROXY_PORT, "dev proxy", "RELAYCTL_DEV_PROXY_PORT"]);
+  if (withProxy && PROXY_ADMIN_PORT)
+    ports.push([PROXY_ADMIN_PORT, "dev proxy admin", "RELAYCTL_DEV_PROXY_ADMIN_PORT"]);
+  for (const [port, what, variable] of ports) {
     if (!(await portIsFree(port))) {
       die(
         `port ${port} on 127.0.0.1 (${what}) is already in use — is another \`make dev\` running? Stop it or set ${variable}=<free port>`,
@@ -282,26 +307,6 @@ async function devMasterKey() {
 
 // --- run -----------------------------------------------------------------------------------------
 
-function printReady(state, gatewayUrl) {
-  const body = JSON.stringify({ server_id: state.server_id, command: "uname -a" });
-  const curl = [
-    `curl -s -X POST ${state.base_url}/api/automation/v1/exec`,
-    `-H "Authorization: Bearer ${state.automation_key}"`,
-    `-H 'Content-Type: application/json'`,
-    `-d '${body}'`,
-  ].join(" ");
-  console.log(`
-${paint("32;1", "relayctl is running")}
-  API       ${state.base_url}
-  gateway   ${gatewayUrl}
-  server    ${state.server_name} (${state.server_id})
-  state     ${STATE_DIR} (dev.json holds the automation key and an API key)
-
-Run a command on the local server:
-  ${curl}
-${ONCE ? "" : "\nCtrl-C stops both.\n"}`);
-}
-
 /** POST /exec of `command` with the dev key: [status, parsed body or null, text]. */
 async function execThroughApi(state, command) {
   const res = await fetch(`${state.base_url}/api/automation/v1/exec`, {
@@ -341,25 +346,71 @@ async function smokeExec(state) {
     result?.status === "completed" &&
     result.exit_code === 0 &&
     String(result.stdout).includes("relayctl-dev-ok");
-  if (!ok) {
-    const hint =
-      status === 401
-        ? ` (the key in ${STATE_JSON} is not accepted; delete ${STATE_DIR} to start over)`
-        : status >= 500
-          ? ` (if ${STATE_DIR} was made by an older build, its database may predate a schema change: delete it to start over)`
-          : "";
-    return fail(
-      `smoke check failed: expected 200, status completed, exit_code 0 and stdout "relayctl-dev-ok"${hint}`,
-    );
+  if (ok) return true;
+  const hint =
+    status === 401
+      ? ` (the key in ${STATE_JSON} is not accepted; delete ${STATE_DIR} to start over)`
+      : status >= 500
+        ? ` (if ${STATE_DIR} was made by an older build, its database may predate a schema change: delete it to start over)`
+        : "";
+  await fail(
+    `smoke check failed: expected 200, status completed, exit_code 0 and stdout "relayctl-dev-ok"${hint}`,
+  );
+  return false;
+}
+
+/** The smoke's deploy: examples/hello through the API, then its page through Caddy. */
+async function smokeHello(dev) {
+  const log = (m) => say(`hello: ${m}`);
+  const app = await ensureHello(dev, REPO, log);
+  await deployAndFollow(dev, app, log);
+  const url = appUrl(app, dev);
+  const page = await getThroughProxy(dev.proxy_url, url);
+  say(`GET ${url} through ${dev.proxy_url} → ${page.status}, server: ${page.server || "-"}`);
+  if (page.status !== 200 || !page.body.includes(HELLO_TEXT))
+    throw new Error(`smoke check failed: expected 200 with "${HELLO_TEXT}", got ${page.body.slice(0, 200)}`);
+  return shutdown(
+    0,
+    `smoke check passed: exec returned relayctl-dev-ok, and ${url} served "${HELLO_TEXT}" through Caddy`,
+  );
+}
+
+/** Caddy when it is installed (a missing one is said, not fatal, except for --once). */
+async function maybeStartProxy() {
+  if (!caddyBinary()) {
+    if (ONCE) die("the smoke check needs caddy (make test and make dev install it on Debian)");
+    warn("caddy is not installed: no dev proxy, so deploys only record where each app listens");
+    return null;
   }
-  return shutdown(0, "smoke check passed: exec through the API returned relayctl-dev-ok");
+  const adminPort = PROXY_ADMIN_PORT || (await freePort());
+  const started = await startDevProxy({
+    group,
+    stateDir: STATE_DIR,
+    port: PROXY_PORT,
+    adminPort,
+    print: printer("caddy", "34"),
+    say,
+    warn,
+  });
+  return { ...started, appsUrl: `http://{app}.localhost:${PROXY_PORT}` };
+}
+
+/** The agent's proxy settings: it writes the routes into the dev Caddy. */
+function proxyAgentEnv(p) {
+  if (!p) return {};
+  return {
+    RELAYCTL_AGENT_PROXY: "caddy",
+    RELAYCTL_AGENT_CADDY_ADMIN_URL: p.adminUrl,
+    RELAYCTL_AGENT_CADDY_LISTEN: p.listen,
+    RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
+  };
 }
 
 async function main() {
   if (!existsSync(AGENT_MAIN))
     die(`${AGENT_MAIN} is missing: build first (node scripts/dev-build.mjs; \`make dev\` does)`);
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(sig, onSignal);
-  await checkPorts();
+  await checkPorts(Boolean(caddyBinary()));
   // A dev.json left by an earlier run (killed, or still starting) must not pass for this one's.
   rmSync(DEV_JSON, { force: true });
 
@@ -385,11 +436,27 @@ async function main() {
     say(`created an API key for tenant "${TENANT_NAME}"`);
   }
 
+  const engine = await chooseEngine(STATE_DIR);
+  if (!engine.name) {
+    if (ONCE) die(`the smoke check needs a container engine: ${engine.why} (make test installs podman)`);
+    warn(`no container engine: ${engine.why}; exec works, deploys fail until podman or docker is installed`);
+  }
+  // The base image builds while the rest starts (a first build takes a few seconds).
+  const baseImage = engine.name ? ensureBaseImage(engine, STATE_DIR, say) : Promise.resolve("");
+  proxy = await maybeStartProxy();
+  if (proxy) serverEnv.RELAYCTL_APPS_URL = proxy.appsUrl;
+  const owner = await withDb(serverEnv, (db) => ownerInvite(db, CONTROL_PLANE, TENANT_NAME));
+
   serverEnv.RELAYCTL_MASTER_KEY = await devMasterKey();
   controlPlane = await startControlPlane(serverEnv);
   const baseUrl = controlPlane.apiUrl ?? `http://127.0.0.1:${API_PORT}`;
 
-  const agentEnv = { ...process.env, RELAYCTL_AGENT_STATE_DIR: AGENT_DIR };
+  const agentEnv = {
+    ...process.env,
+    RELAYCTL_AGENT_STATE_DIR: AGENT_DIR,
+    ...engine.env,
+    ...proxyAgentEnv(proxy),
+  };
   if (firstRun) {
     const enrollArgs = ["enroll", "--url", baseUrl, "--token", firstRun.joinToken, "--state-dir", AGENT_DIR];
     const { stdout } = await run(process.execPath, [AGENT_MAIN, ...enrollArgs], {
@@ -429,10 +496,32 @@ async function main() {
     });
 
   await readyCheck(state);
-  await writeDevJson(state);
+  const baseProblem = await baseImage;
+  if (baseProblem) {
+    if (ONCE) throw new Error(baseProblem);
+    warn(`${baseProblem}; the sample will not build`);
+  }
+  const dev = {
+    ...state,
+    dashboard_url: `${state.base_url}/app/`,
+    proxy_url: proxy?.url ?? null,
+    apps_url: proxy?.appsUrl ?? null,
+  };
+  await writeDevJson(dev);
   say(`ready: wrote ${DEV_JSON}`);
-  printReady(state, gatewayUrl);
-  if (ONCE) await smokeExec(state);
+  printReady({
+    paint,
+    repo: REPO,
+    state,
+    stateDir: STATE_DIR,
+    gatewayUrl,
+    owner,
+    ownerTtlMs: OWNER_LINK_TTL_MS,
+    proxy,
+    engine,
+    once: ONCE,
+  });
+  if (ONCE && (await smokeExec(state))) await smokeHello(dev);
 }
 
 main().catch((err) => fail(err.message));
