@@ -112,6 +112,11 @@ export const ERRORS = {
     status: 503,
     detail: "no agent bundle to serve: the control plane's agent bundles are not built",
   },
+  RC_ERR_CLI_BUNDLE_NOT_FOUND: { status: 404, detail: "CLI bundle file not found" },
+  RC_ERR_CLI_BUNDLE_UNAVAILABLE: {
+    status: 503,
+    detail: "no CLI bundle to serve: the control plane's CLI bundle is not built",
+  },
   RC_ERR_DASHBOARD_NOT_BUILT: {
     status: 503,
     detail: "the dashboard is not built on this control plane: run `make build` (web/dist is missing)",

@@ -16,6 +16,7 @@ import { setupRoute } from "../github/routes.js";
 import { requestTracing } from "../tracing/http.js";
 import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
 import { webhookRoute } from "../github/webhook-route.js";
+import { cliInstallRoutes } from "../install/cli-routes.js";
 import { installRoutes } from "../install/routes.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import { automationApi } from "./automation/index.js";
@@ -87,6 +88,7 @@ export async function buildApi(
   await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
   await app.register(agentEnrollRoute(ctx, gatewayUrls));
   await app.register(installRoutes(ctx));
+  await app.register(cliInstallRoutes(ctx));
   // People: sign-in pages, OAuth (device flow, authorization code grant) and its pages, users.
   await app.register(webRoutes(ctx));
   await app.register(oauthRoutes(ctx));

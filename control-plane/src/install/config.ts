@@ -17,6 +17,15 @@ const schema = z.object({
     .string()
     .min(1)
     .default(resolve(REPO, "agent", "dist", "bundles")),
+  /**
+   * Folder of the single-file CLI served at /cli/... (scripts/cli-bundle.mjs writes
+   * latest.json, relayctl-<version>.cjs and its .sha256 there). @default cli/dist/bundles
+   * of this checkout
+   */
+  RELAYCTL_CLI_BUNDLE_DIR: z
+    .string()
+    .min(1)
+    .default(resolve(REPO, "cli", "dist", "bundles")),
 });
 
 export interface InstallConfig {
@@ -24,6 +33,10 @@ export interface InstallConfig {
   bundleDir: string;
   /** The installer served at /install.sh (deploy/install.sh of this checkout). */
   installerFile: string;
+  /** Absolute folder of the CLI bundle's latest.json, file and checksum. */
+  cliBundleDir: string;
+  /** The CLI installer served at /cli/install.sh (cli/install.sh of this checkout). */
+  cliInstallerFile: string;
 }
 
 /** Returns the settings, or the first problem as "VARIABLE: message". */
@@ -36,5 +49,7 @@ export function parseInstallConfig(raw: Record<string, unknown>): InstallConfig 
   return {
     bundleDir: resolve(r.data.RELAYCTL_AGENT_BUNDLE_DIR),
     installerFile: resolve(REPO, "deploy", "install.sh"),
+    cliBundleDir: resolve(r.data.RELAYCTL_CLI_BUNDLE_DIR),
+    cliInstallerFile: resolve(REPO, "cli", "install.sh"),
   };
 }

@@ -10,13 +10,8 @@ import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { ApiContext } from "../api/context.js";
 import { RcError } from "../errors.js";
+import { fillBaseUrl, installBaseUrl } from "./base-url.js";
 import { locateBundleFile, readLatest } from "./bundles.js";
-
-// The marker line of deploy/install.sh that receives the URL.
-const URL_LINE = /^base_url='[^'\n]*'(?= {2}# @control-plane-url)/m;
-// A Host header that is a host name or an IP, with an optional port, and nothing a shell
-// would read: the value ends up inside a script people pipe into `sudo sh`.
-const HOST = /^([A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*|\[[0-9A-Fa-f:.]+\])(:\d{1,5})?$/;
 
 const fileParams = z.object({ version: z.string().max(100), file: z.string().max(300) });
 
@@ -25,14 +20,7 @@ export const installRoutes =
   async (app) => {
     const { bundleDir, installerFile } = ctx.config.install;
 
-    const baseUrl = (req: FastifyRequest): string => {
-      const configured = ctx.config.accounts.publicUrl;
-      if (configured) return configured;
-      if (!HOST.test(req.host)) {
-        throw new RcError("RC_ERR_BAD_REQUEST", "Host header is not a host name: set RELAYCTL_PUBLIC_URL");
-      }
-      return `${req.protocol}://${req.host}`;
-    };
+    const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config.accounts.publicUrl, req);
 
     // Tags and summaries for the OpenAPI document, where one is generated from the routes.
     const doc = (summary: string) => ({ tags: ["agents"], summary });
@@ -47,7 +35,7 @@ export const installRoutes =
           },
         );
       });
-      const filled = script.replace(URL_LINE, `base_url='${baseUrl(req)}'`);
+      const filled = fillBaseUrl(script, baseUrl(req));
       return reply.type("text/x-shellscript; charset=utf-8").header("cache-control", "no-cache").send(filled);
     });
 

@@ -62,6 +62,8 @@ function classify(method: string, url: string): { tag: string; security?: Securi
   if (url.startsWith("/external-deploy/"))
     return { tag: "external-deploy", security: [{ automationKey: [] }, { sessionToken: [] }] };
   if (url === "/api/agent/enroll") return { tag: "agents" };
+  // The CLI's installer and single-file download: no credential, like the agent's installer.
+  if (url.startsWith("/cli/")) return { tag: "cli" };
   if (url.startsWith("/api/")) return { tag: "management", security: MANAGEMENT };
   if (url === "/mcp") return { tag: "mcp", security: [{ accessToken: [] }] };
   if (/^\/(oauth|\.well-known|device|login|logout|invite|account)\b/.test(url)) return { tag: "people" };

@@ -267,6 +267,15 @@ export const RESPONSES: Record<string, Record<number, ZodType>> = {
       gateway_urls: z.array(z.string()),
     }),
   },
+  "GET /cli/latest": {
+    200: o({
+      version: z.string(),
+      file: z.string().describe("relayctl-<version>.cjs"),
+      sha256: z.string().describe("hex SHA-256 of the file"),
+      size: z.int().describe("bytes"),
+      url: z.string().describe("where to download the file"),
+    }),
+  },
   "POST /external-deploy/session": { 201: session },
   "DELETE /external-deploy/session/:id": { 204: nothing },
   "POST /external-deploy/sync": { 200: syncAnswer },
