@@ -1,7 +1,9 @@
 // Database connection: MySQL/MariaDB through mysql2 in production and tests,
-// SQLite through better-sqlite3 for `make dev` only.
+// SQLite through Node's built-in node:sqlite (sqlite-client.ts) for `make dev` and tests.
 import knexFactory, { type Knex } from "knex";
 import { migrationSource } from "./migrations/index.js";
+import type { Database } from "./node-sqlite.js";
+import { NodeSqliteClient } from "./sqlite-client.js";
 import { isStoreUnavailable } from "./unavailable.js";
 
 export type Db = Knex;
@@ -10,7 +12,7 @@ export function openDb(url: string): Db {
   if (url.startsWith("sqlite://")) {
     const filename = url.slice("sqlite://".length);
     return knexFactory({
-      client: "better-sqlite3",
+      client: NodeSqliteClient,
       connection: { filename },
       useNullAsDefault: true,
       pool: {
@@ -18,7 +20,7 @@ export function openDb(url: string): Db {
         max: 1,
         // WAL + a busy timeout keep the admin CLI and a running server from
         // tripping over each other's locks.
-        afterCreate: (conn: { pragma(s: string): void }, done: (err: Error | null) => void) => {
+        afterCreate: (conn: Database, done: (err: Error | null) => void) => {
           conn.pragma("journal_mode = WAL");
           conn.pragma("busy_timeout = 5000");
           conn.pragma("foreign_keys = ON");
@@ -74,7 +76,7 @@ export async function migrate(db: Db): Promise<void> {
   await db.migrate.latest({ migrationSource });
 }
 
-export const isSqlite = (db: Db): boolean => db.client.config.client === "better-sqlite3";
+export const isSqlite = (db: Db): boolean => db.client.config.client === NodeSqliteClient;
 
 /**
  * Several instances may start at once; knex's migration lock makes all but one

@@ -1,14 +1,10 @@
 import test, { type ExecutionContext } from "ava";
-import knexFactory from "knex";
+import { openDb } from "./knex.js";
 import { compiled, insertRows, placeholders, runStatement, updateRows, updateWhere } from "./statement.js";
 
-/** An in-memory SQLite database, closed when the test ends. */
+/** An in-memory SQLite database (one pooled connection holds it), closed when the test ends. */
 function memoryDb(t: ExecutionContext) {
-  const db = knexFactory({
-    client: "better-sqlite3",
-    connection: { filename: ":memory:" },
-    useNullAsDefault: true,
-  });
+  const db = openDb("sqlite://:memory:");
   t.teardown(() => db.destroy());
   return db;
 }

@@ -105,7 +105,7 @@ export async function runStatement<R = unknown>(db: Knex | Knex.Transaction, st:
   if (isMysql(db) && !(db as Knex.Transaction).isTransaction)
     return (await queryPooled(db, st.sql, st.bindings))[0] as R[];
   const res = await db.raw(st.sql, st.bindings as Knex.RawBinding[]);
-  // mysql2 answers [rows, fields]; better-sqlite3 the rows.
+  // mysql2 answers [rows, fields]; SQLite (node-sqlite.ts) the rows.
   return (isMysql(db) ? res[0] : res) as R[];
 }
 
