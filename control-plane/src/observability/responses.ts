@@ -120,9 +120,27 @@ const application = o({
   health_check_path: z.string(),
   health_check_timeout_seconds: z.int(),
   auto_deploy: z.boolean(),
+  url: z
+    .string()
+    .nullable()
+    .describe(
+      "where it is served: its default hostname (RELAYCTL_APPS_URL) else its first domain; null when it has neither",
+    ),
+  urls: z.array(z.string()).describe("every URL of its route: the default hostname's, then its domains' (wildcards left out)"),
   created_at: iso,
   updated_at: iso,
 }).meta({ id: "Application" });
+
+const routeChange = o({
+  status: z
+    .enum(["applied", "failed", "pending", "not_live"])
+    .describe(
+      "applied: the proxy serves the new hostnames; failed: the agent refused (detail); pending: the agent is away or slow, the next deployment or sync applies them; not_live: nothing runs yet",
+    ),
+  detail: z.string(),
+  operation_id: uuid.nullable(),
+  fqdns: z.array(z.string()).describe("the route's hostnames sent to the agent"),
+}).meta({ id: "RouteChange" });
 
 const server = o({
   id: uuid,
@@ -173,6 +191,7 @@ const step = o({
   name: z.string(),
   status: z.enum(["running", "succeeded", "failed", "skipped"]),
   started_at: isoOrNull,
+  url: z.string().nullable().describe("the application's URL once this deployment serves it; null otherwise"),
   ended_at: isoOrNull,
   duration_ms: z.number().nullable(),
   log: z.string(),
@@ -240,7 +259,14 @@ export const RESPONSES: Record<string, Record<number, ZodType>> = {
   "POST /api/applications": { 201: application },
   "GET /api/applications": { 200: o({ applications: z.array(application) }) },
   "GET /api/applications/:id": { 200: application },
-  "PATCH /api/applications/:id": { 200: application },
+  "PATCH /api/applications/:id": {
+    200: o({
+      ...application.shape,
+      route: routeChange
+        .optional()
+        .describe("present when the change gave the route other hostnames: the outcome on its live container"),
+    }),
+  },
   "DELETE /api/applications/:id": { 204: nothing },
   "GET /api/servers": { 200: o({ servers: z.array(server) }) },
   "PUT /api/servers/:server_id/provider": {
