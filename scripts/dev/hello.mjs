@@ -39,14 +39,12 @@ export async function ensureHello(dev, repo, log) {
   const { applications } = await api(dev, "GET", "/api/applications");
   const found = applications.find((a) => a.name === HELLO);
   if (found) return found;
-  const host = dev.apps_url ? new URL(dev.apps_url.replace("{app}", HELLO)).hostname : null;
   const app = await api(dev, "POST", "/api/applications", {
     name: HELLO,
     server_id: dev.server_id,
     linked_container_name: HELLO,
     container_port: 8080,
-    // Also the control plane's default from RELAYCTL_APPS_URL; named here so it holds without it.
-    ...(host ? { fqdns: [host] } : {}),
+    // No fqdns: its dev hostname (hello.localhost) is the control plane's default from RELAYCTL_APPS_URL.
     git_repository: repo,
     deploy_branch: currentRef(repo),
     build: { type: "dockerfile", dockerfile: "examples/hello/Dockerfile", context: "examples/hello" },
@@ -88,7 +86,11 @@ export async function deployAndFollow(dev, app, log) {
   return done;
 }
 
-/** GET http://127.0.0.1:<proxy port>/ with Host: <app host>, whatever the resolver does with *.localhost. */
+/**
+ * GET http://127.0.0.1:<proxy port>/ with Host: <app host>, whatever the resolver does with
+ * *.localhost. devkit's proxyGet does the same but returns no headers, and `server` (Caddy sets
+ * it; busybox httpd does not) is how the smoke check tells the page came through Caddy.
+ */
 export function getThroughProxy(proxyUrl, url) {
   const target = new URL(url);
   const proxy = new URL(proxyUrl);
@@ -98,7 +100,8 @@ export function getThroughProxy(proxyUrl, url) {
         host: proxy.hostname,
         port: proxy.port,
         path: target.pathname,
-        headers: { host: target.host },
+        headers: { host: target.host, connection: "close" },
+        agent: false,
         timeout: 5_000,
       },
       (res) => {

@@ -86,7 +86,7 @@ export async function startDevProxy({ group, stateDir, port, adminPort, print, s
       name: "caddy",
       command: bin,
       // --resume with --config works too, but warns at every start that it ignores --config.
-      args: ["run", ...(existsSync(autosave) ? ["--resume"] : ["--config", bootFile]), "--pidfile", pidFile],
+      args: ["run", ...(existsSync(autosave) ? ["--resume"] : ["--config", bootFile])],
       env,
       cwd: dir,
       detached: true,
@@ -108,6 +108,9 @@ export async function startDevProxy({ group, stateDir, port, adminPort, print, s
         throw new Error(`caddy exited at start (${e.signal ?? `exit code ${e.code}`}): ${p.tail(5)}`);
       }),
     ]);
+    // Written here, not with caddy's --pidfile: caddy removes that file in each of the signal
+    // handlers a group stop reaches, and reports the second removal as an unclean shutdown.
+    await writeFileAtomic(pidFile, `${p.pid}\n`, 0o600);
     return p;
   };
 
