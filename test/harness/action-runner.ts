@@ -10,6 +10,8 @@ import { makeTempDir } from "./cleanup";
 
 const ACTION_DIR = resolve(__dirname, "../../action");
 const RUN_TIMEOUT_MS = 90_000;
+/** GitHub retires node20 for actions; the bundle targets node24 (scripts/action-bundle.sh). */
+const ACTION_RUNTIME = "node24";
 
 export interface ActionRun {
   code: number | null;
@@ -50,7 +52,11 @@ export async function runAction(
   extraEnv: Record<string, string> = {},
 ): Promise<ActionRun> {
   const yml = parse(readFileSync(join(ACTION_DIR, "action.yml"), "utf8")) as ActionYml;
-  if (yml.runs.using !== "node20") throw new Error(`action.yml runs.using is ${yml.runs.using}`);
+  if (yml.runs.using !== ACTION_RUNTIME) throw new Error(`action.yml runs.using is ${yml.runs.using}`);
+  // The runner starts the bundle with its own node of that major; ours must match to stand in for it.
+  const major = process.versions.node.split(".")[0];
+  if (`node${major}` !== ACTION_RUNTIME)
+    throw new Error(`tests run on Node ${major}, the action on ${ACTION_RUNTIME}`);
   const dir = makeTempDir("action");
   const outputFile = join(dir, "output");
   const summaryFile = join(dir, "summary.md");
