@@ -118,6 +118,9 @@ export interface Application {
   health_check_path: string;
   health_check_timeout_seconds: number;
   auto_deploy: boolean;
+  /** Where it is served (its default hostname, else its first domain); null when none. */
+  url: string | null;
+  urls: string[];
   created_at: string;
   updated_at: string;
 }
@@ -134,6 +137,8 @@ export interface Deployment {
   commit_author: string | null;
   failed_step: string | null;
   error: string | null;
+  /** The application's URL once this deployment serves it. */
+  url?: string | null;
   created_at: string;
   finished_at: string | null;
   duration_ms: number | null;

@@ -320,3 +320,13 @@ export function ShowMore({ hasMore, onMore, what }: { hasMore: boolean; onMore: 
     </p>
   );
 }
+
+/** An application's URL, opened in a new tab (it is the application's page, not the dashboard's). */
+export function AppUrl({ url, none = "—" }: { url: string | null | undefined; none?: string }) {
+  if (!url) return <>{none}</>;
+  return (
+    <a href={url} target="_blank" rel="noopener noreferrer" class="mono">
+      {url}
+    </a>
+  );
+}

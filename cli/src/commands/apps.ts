@@ -36,6 +36,7 @@ export function registerApps(program: Command): void {
           ["SERVER", "server_name"],
           ["CONTAINER", "linked_container_name"],
           ["PORT", "container_port"],
+          ["URL", "url"],
           ["DOMAINS", "fqdns"],
         ]),
       );

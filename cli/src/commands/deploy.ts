@@ -99,6 +99,7 @@ export function registerDeploy(program: Command): void {
           "container_name",
           "host_port",
           "upstream",
+          "url",
           "failed_step",
           "error",
           "duration_ms",
@@ -110,5 +111,7 @@ export function registerDeploy(program: Command): void {
           EXIT.failed,
         );
       }
+      // The line a person looks for (--json has the view's url instead).
+      if (!json && typeof view.url === "string") process.stdout.write(`live at ${view.url}\n`);
     });
 }

@@ -25,7 +25,8 @@ export interface HostApp {
 type Peer = Pick<HostApp, "id" | "name" | "created_at">;
 
 const older = (a: Peer, b: Peer) =>
-  Number(a.created_at) < Number(b.created_at) || (Number(a.created_at) === Number(b.created_at) && a.id < b.id);
+  Number(a.created_at) < Number(b.created_at) ||
+  (Number(a.created_at) === Number(b.created_at) && a.id < b.id);
 
 /** The other application on the server whose default hostname `host` is and which is older than `app`. */
 function olderHolder(apps: AppsUrl, app: Peer, peers: Peer[], host: string): Peer | undefined {

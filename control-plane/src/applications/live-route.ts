@@ -99,5 +99,10 @@ export async function applyRoute(ctx: ApiContext, app: LiveApp, ip: string): Pro
     const detail = `the ${outcome.report.proxy} proxy did not take the route: ${r?.error ?? "no outcome reported"}`;
     return { status: "failed", detail, operation_id, fqdns };
   }
-  return { status: "applied", detail: `${r.fqdns.join(", ")} -> ${r.upstream} (${r.status})`, operation_id, fqdns };
+  return {
+    status: "applied",
+    detail: `${r.fqdns.join(", ")} -> ${r.upstream} (${r.status})`,
+    operation_id,
+    fqdns,
+  };
 }

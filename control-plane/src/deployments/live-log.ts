@@ -22,7 +22,13 @@ export async function streamDeploymentLog(
   stop: AbortSignal,
 ): Promise<void> {
   // 404 as JSON, before the stream starts.
-  let state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId, scope.appUrl);
+  let state = await deploymentState(
+    db,
+    scope.tenantId,
+    scope.applicationId,
+    scope.deploymentId,
+    scope.appUrl,
+  );
   reply.hijack();
   const res = reply.raw;
   res.writeHead(200, {
@@ -60,7 +66,13 @@ export async function streamDeploymentLog(
         quietSince = Date.now();
       }
       await sleep(POLL_MS);
-      state = await deploymentState(db, scope.tenantId, scope.applicationId, scope.deploymentId, scope.appUrl);
+      state = await deploymentState(
+        db,
+        scope.tenantId,
+        scope.applicationId,
+        scope.deploymentId,
+        scope.appUrl,
+      );
     }
   } finally {
     res.end();

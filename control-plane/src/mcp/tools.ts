@@ -92,7 +92,8 @@ export const TOOLS: ToolSpec[] = [
   {
     name: "list_applications",
     title: "List applications",
-    description: "The organization's applications: name, server, container, port, domains, git source.",
+    description:
+      "The organization's applications: name, server, container, port, domains, git source, and the URL each is served at (url, urls).",
     needs: "dashboard",
     annotations: read,
     input: z.strictObject({}),
@@ -102,7 +103,8 @@ export const TOOLS: ToolSpec[] = [
   {
     name: "get_application",
     title: "Get an application",
-    description: "One application's settings (secrets shown only as names and dates).",
+    description:
+      "One application's settings and the URL it is served at (url, urls; secrets shown only as names and dates).",
     needs: "dashboard",
     annotations: read,
     input: z.strictObject({ application_id: uuidSchema }),
@@ -127,7 +129,7 @@ export const TOOLS: ToolSpec[] = [
     name: "deploy_application",
     title: "Deploy an application",
     description:
-      "Deploys an application (fetch, build, start, health check, switch, retire) and reports each step as progress; answers with the deployment when it serves or fails.",
+      "Deploys an application (fetch, build, start, health check, switch, retire) and reports each step as progress; answers with the deployment when it serves (its url) or fails.",
     needs: "deploy",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     input: deployInput,
@@ -147,7 +149,7 @@ export const TOOLS: ToolSpec[] = [
     name: "get_deployment",
     title: "Get a deployment",
     description:
-      "One deployment of an application: status, commit, image, where it serves, and each step with its log.",
+      "One deployment of an application: status, commit, image, where it serves (url, upstream), and each step with its log.",
     needs: "dashboard",
     annotations: read,
     input: z.strictObject({ application_id: uuidSchema, deployment_id: uuidSchema }),

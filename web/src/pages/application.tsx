@@ -5,6 +5,7 @@ import { type Application, type Deployment, type Server, del, get, patch, post }
 import { navigate } from "../router";
 import { useWho } from "../session";
 import {
+  AppUrl,
   Badge,
   ConfirmButton,
   Empty,
@@ -228,6 +229,20 @@ export function ApplicationPage({ id }: { id: string }) {
             <dl class="facts">
               <dt>Server</dt>
               <dd>{a.server_name ?? a.server_id}</dd>
+              <dt>URL</dt>
+              <dd data-testid="application-url">
+                {a.urls.length === 0 ? (
+                  "none (no domain and no RELAYCTL_APPS_URL)"
+                ) : (
+                  <ul class="plain">
+                    {a.urls.map((u) => (
+                      <li key={u}>
+                        <AppUrl url={u} />
+                      </li>
+                    ))}
+                  </ul>
+                )}
+              </dd>
               <dt>Domains</dt>
               <dd>{a.fqdns.join(", ") || "none"}</dd>
               <dt>Source</dt>

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import { type Application, type Server, get, post } from "../api";
 import { navigate } from "../router";
-import { Empty, Page, Resource, useLoad, TableWrap } from "../ui";
+import { AppUrl, Empty, Page, Resource, useLoad, TableWrap } from "../ui";
 import { AppForm } from "./app-form";
 
 export function ApplicationsPage() {
@@ -60,6 +60,7 @@ export function ApplicationsPage() {
                   <tr>
                     <th scope="col">Name</th>
                     <th scope="col">Server</th>
+                    <th scope="col">URL</th>
                     <th scope="col">Domains</th>
                     <th scope="col">Source</th>
                   </tr>
@@ -71,6 +72,9 @@ export function ApplicationsPage() {
                         <a href={`/app/applications/${a.id}`}>{a.name}</a>
                       </th>
                       <td>{a.server_name ?? a.server_id}</td>
+                      <td>
+                        <AppUrl url={a.url} />
+                      </td>
                       <td>{a.fqdns.join(", ") || "—"}</td>
                       <td class="mono">
                         {a.git_repository

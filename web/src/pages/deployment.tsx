@@ -4,7 +4,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { type Deployment, get } from "../api";
 import { useWho } from "../session";
-import { Badge, ErrorNote, Page, Resource, Time, duration, useLoad, LogText } from "../ui";
+import { AppUrl, Badge, ErrorNote, Page, Resource, Time, duration, useLoad, LogText } from "../ui";
 import { appBase } from "./application";
 
 interface Progress {
@@ -65,6 +65,10 @@ export function DeploymentPage({ appId, deploymentId }: { appId: string; deploym
               <dt>Status</dt>
               <dd data-testid="deployment-status">
                 <Badge status={d.status} />
+              </dd>
+              <dt>URL</dt>
+              <dd data-testid="deployment-url">
+                <AppUrl url={d.url} none="not served (yet)" />
               </dd>
               <dt>Commit</dt>
               <dd class="mono">
