@@ -59,6 +59,7 @@ test("sqlite - the dashboard's endpoints work on SQLite", async (t) => {
     statuses: { completed: 2, failed: 0 },
   });
   const ops = await dash.call("GET", "/api/operations?run_id=r1&limit=1");
+  t.is(ops.status, 200, describe(ops));
   t.like((ops.json.operations as unknown[])[0], { command: "exit 2", result: { exit_code: 2 } });
   t.truthy(ops.json.next_cursor);
   t.like((await dash.call("GET", "/api/audit/verify")).json, { ok: true });
