@@ -36,7 +36,7 @@ async function main() {
   const page = await getThroughProxy(dev.proxy_url, url);
   if (page.status !== 200 || !page.body.includes(HELLO_TEXT))
     die(`deployed, but ${url} through ${dev.proxy_url} answered ${page.status}: ${page.body.slice(0, 200)}`);
-  const host = new URL(url).host;
+  const host = new URL(url).hostname;
   console.log(`
 hello is live: ${url}
   (where *.localhost does not resolve: curl -H 'Host: ${host}' ${dev.proxy_url}/)`);

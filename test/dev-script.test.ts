@@ -164,7 +164,7 @@ test.serial("make dev - a script that waits for dev.json gets a working exec on 
   await helloApp(first);
   t.is(hello.code, 0, `${hello.out}\n${dev.tail()}`);
   t.regex(hello.out, new RegExp(`hello is live: http://hello\\.localhost:${ports.proxy}/?`));
-  t.regex(hello.out, / (build|start|switch) +completed/);
+  t.regex(hello.out, /  (build|start|switch) +succeeded/);
   const page = await getHello();
   t.is(page.status, 200, page.body);
   t.true(page.body.includes(HELLO_TEXT), page.body);
