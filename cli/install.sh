@@ -103,7 +103,8 @@ say "downloading $base_url/cli/$version/$file"
 fetch "$base_url/cli/$version/$file" "$tmp/$file" || die "download failed: $base_url/cli/$version/$file"
 actual=$(sha256_of "$tmp/$file")
 [ "$actual" = "$expected" ] || die "checksum mismatch for $file: expected sha256 $expected from the control plane, the download has $actual. The file is corrupt or was tampered with; nothing was installed"
-got=$(node "$tmp/$file" --version 2>&1) || die "the downloaded CLI does not run on $(command -v node) ($node_version): $got"
+got=$(node "$tmp/$file" --version 2>"$tmp/err") ||
+  die "the downloaded CLI does not run on $(command -v node) ($node_version): $(cat "$tmp/err")"
 
 mkdir -p "$dir" || die "cannot create $dir"
 # Beside the target and renamed over it: a relayctl running during an upgrade keeps its file.
