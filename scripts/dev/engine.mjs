@@ -41,9 +41,10 @@ function engineRun(binary, args, env, timeout = PROBE_MS) {
 /**
  * The engine the dev agent uses, and the env that makes it work. An explicit
  * RELAYCTL_AGENT_CONTAINER_ENGINE is kept as given. Otherwise docker when its daemon answers
- * (`docker info`), else podman: the agent's `auto` of today picks any docker CLI on PATH, even
- * one without a daemon (issue 26), so dev names podman itself; once `auto` checks that the
- * engine answers, this choice and the agent's agree.
+ * (`docker info`), else podman: the order of the agent's own `auto`. Dev still names the engine
+ * to the agent because it builds the sample's base image into that engine's store before the
+ * agent's first deploy, and the two must not pick differently (an older agent's `auto` took any
+ * docker CLI on PATH, even one without a daemon).
  *
  * containers.conf is written whenever the engine is podman and runc is installed (no probe):
  * a probe needs an image to run, which cannot be pulled here and is built only later, and
@@ -58,10 +59,8 @@ export async function chooseEngine(stateDir) {
   let name;
   if (wanted === "docker" || wanted === "podman") name = wanted;
   else if (onPath("docker") && (await engineRun("docker", ["info"], process.env)).ok) name = "docker";
-  else if (onPath("podman")) {
-    name = "podman";
-    env.RELAYCTL_AGENT_CONTAINER_ENGINE = "podman";
-  } else if (onPath("docker")) {
+  else if (onPath("podman")) name = "podman";
+  else if (onPath("docker")) {
     return {
       name: null,
       env,
@@ -70,6 +69,7 @@ export async function chooseEngine(stateDir) {
   } else {
     return { name: null, env, why: "neither podman nor docker is installed" };
   }
+  env.RELAYCTL_AGENT_CONTAINER_ENGINE = name;
   if (name === "podman" && onPath("runc") && !process.env.CONTAINERS_CONF) {
     const file = join(stateDir, "containers.conf");
     await writeFileAtomic(file, CONTAINERS_CONF, 0o644);
