@@ -15,6 +15,7 @@ import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
 import { Coalescer } from "../lib/coalescer.js";
 import { finalResult } from "./convert.js";
+import { engineColumns, storeEngineStatus } from "./engine-status.js";
 import type { StreamRegistry } from "./registry.js";
 
 export interface GatewayDeps {
@@ -192,7 +193,9 @@ class AgentStream {
             ? renewLeases(this.deps.db, this.serverId, msg.heartbeat.runningOperationIds, this.deps.leaseMs)
             : msg.$case === "jobProgress"
               ? this.onProgress(msg.jobProgress)
-              : this.onResult(msg.jobResult);
+              : msg.$case === "engineStatus"
+                ? storeEngineStatus(this.deps.db, this.serverId, msg.engineStatus)
+                : this.onResult(msg.jobResult);
     work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 
@@ -207,6 +210,8 @@ class AgentStream {
         hostname: h.hostname.slice(0, 255),
         agent_version: h.agentVersion.slice(0, 64),
         last_seen_at: Date.now(),
+        // Absent until the agent's first probe ends (an EngineStatus follows) or from an older agent.
+        ...(h.engine ? engineColumns(h.engine) : {}),
       },
     });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);

@@ -126,7 +126,9 @@ const application = o({
     .describe(
       "where it is served: its default hostname (RELAYCTL_APPS_URL) else its first domain; null when it has neither",
     ),
-  urls: z.array(z.string()).describe("every URL of its route: the default hostname's, then its domains' (wildcards left out)"),
+  urls: z
+    .array(z.string())
+    .describe("every URL of its route: the default hostname's, then its domains' (wildcards left out)"),
   created_at: iso,
   updated_at: iso,
 }).meta({ id: "Application" });
@@ -142,12 +144,24 @@ const routeChange = o({
   fqdns: z.array(z.string()).describe("the route's hostnames sent to the agent"),
 }).meta({ id: "RouteChange" });
 
+/** The container engine a server's agent uses (agent.proto EngineStatus). */
+const serverEngine = o({
+  name: z.string().nullable().describe("docker or podman; null when auto found none working"),
+  version: z.string().nullable().describe("the engine's version when ok"),
+  ok: z.boolean().describe("the engine answered: deployments and restarts can run"),
+  detail: z.string().describe("how it was chosen, or each engine's reason and how to fix it"),
+}).meta({ id: "ServerEngine" });
+
 const server = o({
   id: uuid,
   name: z.string(),
   hostname: z.string().nullable(),
   agent_version: z.string().nullable(),
   last_seen_at: isoOrNull,
+  connected: z.boolean(),
+  engine: serverEngine
+    .nullable()
+    .describe("the container engine the agent last reported; null when it never did"),
 }).meta({ id: "Server" });
 
 const registryCredential = o({
@@ -179,6 +193,7 @@ const deployment = o({
   container_name: z.string().nullable(),
   host_port: z.int().nullable(),
   upstream: z.string().nullable(),
+  url: z.string().nullable().describe("the application's URL once this deployment serves it; null otherwise"),
   failed_step: z.string().nullable(),
   error: z.string().nullable(),
   created_at: iso,
@@ -191,7 +206,6 @@ const step = o({
   name: z.string(),
   status: z.enum(["running", "succeeded", "failed", "skipped"]),
   started_at: isoOrNull,
-  url: z.string().nullable().describe("the application's URL once this deployment serves it; null otherwise"),
   ended_at: isoOrNull,
   duration_ms: z.number().nullable(),
   log: z.string(),
@@ -264,7 +278,9 @@ export const RESPONSES: Record<string, Record<number, ZodType>> = {
       ...application.shape,
       route: routeChange
         .optional()
-        .describe("present when the change gave the route other hostnames: the outcome on its live container"),
+        .describe(
+          "present when the change gave the route other hostnames: the outcome on its live container",
+        ),
     }),
   },
   "DELETE /api/applications/:id": { 204: nothing },

@@ -21,7 +21,17 @@ export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
   const rows = await db("servers")
     .where({ tenant_id: tenantId })
     .orderBy("created_at", "asc")
-    .select("id", "name", "hostname", "agent_version", "last_seen_at");
+    .select(
+      "id",
+      "name",
+      "hostname",
+      "agent_version",
+      "last_seen_at",
+      "engine_name",
+      "engine_version",
+      "engine_ok",
+      "engine_detail",
+    );
   const connected = await bus.connectedServers(rows.map((r) => r.id as string));
   return rows.map((r) => ({
     id: r.id as string,
@@ -30,7 +40,23 @@ export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
     agent_version: r.agent_version as string | null,
     last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
     connected: connected.has(r.id as string),
+    engine: engineOf(r),
   }));
+}
+
+/**
+ * The container engine the agent last reported (gateway/engine-status.ts), or
+ * null when it never did. name and version are null when not known (auto found
+ * no engine working; a version only when ok).
+ */
+function engineOf(r: Record<string, unknown>) {
+  if (r.engine_ok === null || r.engine_ok === undefined) return null;
+  return {
+    name: (r.engine_name as string) || null,
+    version: (r.engine_version as string) || null,
+    ok: Boolean(Number(r.engine_ok)),
+    detail: (r.engine_detail as string | null) ?? "",
+  };
 }
 
 interface ServerRow extends ServerRef {

@@ -14,6 +14,7 @@ import * as m010 from "./010_deployments.js";
 import * as m011 from "./011_accounts.js";
 import * as m012 from "./012_github.js";
 import * as m013 from "./013_oauth_authorization_code.js";
+import * as m014 from "./014_server_engine.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -34,6 +35,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "011_accounts": m011,
   "012_github": m012,
   "013_oauth_authorization_code": m013,
+  "014_server_engine": m014,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
