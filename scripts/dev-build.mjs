@@ -21,7 +21,7 @@ const WORKSPACES = [
   { dir: "control-plane", base: "src", roots: ["src"] },
   { dir: "agent", base: "src", roots: ["src"] },
   // The CLI's @modelcontextprotocol/* packages are "type": "module" but export CommonJS builds
-  // under "require", which this CommonJS gets (checked: `relayctl mcp` in test/cli-dev-build.test.ts).
+  // under "require", which this CommonJS gets (checked here: `bin/relayctl mcp` relays a session).
   { dir: "cli", base: "src", roots: ["src"], executable: "dist/main.js" },
 ];
 

@@ -8,6 +8,8 @@ import { type SpawnOptions, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { Client } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 import test from "ava";
 import { run } from "@relayctl/devkit";
 import { Agent, enroll } from "./harness/agent";
@@ -98,6 +100,29 @@ function pathOf(programs: Record<string, string>): string {
   return bin;
 }
 
+/** The tools `<relayctl> mcp` offers over stdio with the automation key: a session relayed to /mcp. */
+async function mcpTools(relayctl: string, env: NodeJS.ProcessEnv): Promise<string[]> {
+  const mcp = new Client({ name: "relayctl-test", version: "1.0.0" });
+  await mcp.connect(
+    new StdioClientTransport({
+      command: relayctl === BIN ? BIN : process.execPath,
+      args: relayctl === BIN ? ["mcp"] : [relayctl, "mcp"],
+      env: {
+        PATH: String(env.PATH),
+        HOME: String(env.HOME),
+        RELAYCTL_URL: cp.apiUrl,
+        RELAYCTL_TOKEN: automationKey,
+      },
+      stderr: "pipe",
+    }),
+  );
+  try {
+    return (await mcp.listTools()).tools.map((x) => x.name);
+  } finally {
+    await mcp.close();
+  }
+}
+
 const which = async (name: string) =>
   (await run("/bin/sh", ["-c", `command -v ${name}`], { env: { PATH: SYSTEM_PATH } })).stdout.trim();
 
@@ -126,6 +151,10 @@ test.serial(
     });
     t.is(hello.code, 0, hello.stderr);
     t.is(hello.stdout, "relayctl-bin-ok\n");
+
+    // `relayctl mcp`: its MCP SDK ("type": "module" packages) loads from the checkout's CommonJS.
+
+    t.true((await mcpTools(BIN, env)).includes("exec_command"));
 
     // Linked into a folder on PATH, the wrapper still finds the checkout.
     const linked = makeTempDir("linked");
@@ -221,6 +250,10 @@ test.serial(
     );
     t.is(hello.code, 0, hello.stderr);
     t.is(hello.stdout, "relayctl-bundle-ok\n");
+
+    // `relayctl mcp` from the bundle: the MCP SDK (ES modules) bundled into CommonJS still relays
+    // an MCP session to the control plane's /mcp with the CLI's credential.
+    t.true((await mcpTools(installed, env)).includes("exec_command"));
 
     // Run again, it upgrades in place (the same file here) and says so.
     const again = await runIn(
