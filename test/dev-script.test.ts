@@ -10,6 +10,7 @@
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { get } from "node:http";
+import { createServer } from "node:net";
 import { join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
@@ -164,7 +165,7 @@ test.serial("make dev - a script that waits for dev.json gets a working exec on 
   await helloApp(first);
   t.is(hello.code, 0, `${hello.out}\n${dev.tail()}`);
   t.regex(hello.out, new RegExp(`hello is live: http://hello\\.localhost:${ports.proxy}/?`));
-  t.regex(hello.out, /  (build|start|switch) +succeeded/);
+  t.regex(hello.out, / {2}(build|start|switch) +succeeded/);
   const page = await getHello();
   t.is(page.status, 200, page.body);
   t.true(page.body.includes(HELLO_TEXT), page.body);
@@ -206,5 +207,21 @@ test.serial(
     const state = JSON.parse(readFileSync(join(dir, "state.json"), "utf8"));
     t.is(state.automation_key, first.automation_key);
     t.is(state.server_id, first.server_id);
+  },
+);
+
+test.serial(
+  "make dev - a taken proxy port stops it with one line naming the variable that moves it",
+  async (t) => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(ports.proxy, "127.0.0.1", resolve));
+    t.teardown(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+    const run = await node("scripts/dev.mjs", ["--once"]);
+    t.not(run.code, 0, run.out);
+    t.regex(
+      run.out,
+      new RegExp(`port ${ports.proxy} on 127\\.0\\.0\\.1 \\(dev proxy\\).*RELAYCTL_DEV_PROXY_PORT=`),
+    );
+    t.notRegex(run.out, /relayctl is running/);
   },
 );
