@@ -22,6 +22,9 @@ const run = promisify(execFile);
 const NO_DAEMON =
   "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?";
 
+const FIX =
+  "install podman and runc (apt-get install podman runc) or start the docker daemon (systemctl start docker)";
+
 /** A dir holding a fake `docker`: no daemon until <dir>/daemon-up exists, then `info` says 27.0.0-fake. */
 function fakeDockerDir(prefix: string): string {
   const dir = makeTempDir(prefix);
@@ -145,8 +148,7 @@ test.serial(
     t.is(none.version, null);
     t.is(
       none.detail,
-      `docker: \`docker info\` exited with code 1: ${NO_DAEMON}; podman: no podman on PATH. ` +
-        "Fix: install podman and runc (apt-get install podman runc) or start the docker daemon (systemctl start docker)",
+      `docker: \`docker info\` exited with code 1: ${NO_DAEMON}; podman: no podman on PATH. Fix: ${FIX}`,
     );
     const logged = await agent.proc.waitForLine((l) => l.json?.msg !== undefined && l.json.ok === false, {
       timeoutMs: 10_000,
@@ -155,7 +157,7 @@ test.serial(
     t.deepEqual(String(logged.json?.msg).split("\n").slice(1), [
       `  docker: \`docker info\` exited with code 1: ${NO_DAEMON}`,
       "  podman: no podman on PATH",
-      "  fix: install podman and runc (apt-get install podman runc) or start the docker daemon (systemctl start docker)",
+      `  fix: ${FIX}`,
     ]);
 
     const created = await manage("/applications", {
