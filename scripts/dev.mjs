@@ -25,20 +25,19 @@
 //   RELAYCTL_DEV_PROXY_ADMIN_PORT  a free port  Caddy's admin API (the agent writes routes there)
 //   RELAYCTL_DEV_OWNER_EMAIL       you@relayctl.localhost  the account the sign-in link creates
 //   RELAYCTL_DEV_DIR               <repo>/.relayctl        the state
-import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, rmSync } from "node:fs";
-import { mkdir, rm } from "node:fs/promises";
+import { existsSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import net from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ProcessGroup, freePort, jsonAnswer, logFormatter, pollUntil, run } from "@relayctl/devkit";
-import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
+import { ProcessGroup, freePort, jsonAnswer, pollUntil, run } from "@relayctl/devkit";
 import { printReady } from "./dev/banner.mjs";
 import { chooseEngine, ensureBaseImage } from "./dev/engine.mjs";
 import { HELLO_TEXT, appUrl, deployAndFollow, ensureHello, getThroughProxy } from "./dev/hello.mjs";
 import { OWNER_LINK_TTL_MS, ownerInvite } from "./dev/owner.mjs";
+import { makePrinter, prettyDestination } from "./dev/logs.mjs";
 import { caddyBinary, startDevProxy } from "./dev/proxy.mjs";
+import { stateFiles } from "./dev/state.mjs";
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const CONTROL_PLANE = join(REPO, "control-plane/dist");
@@ -55,10 +54,8 @@ const warn = (msg) => console.log(`${paint("33;1", "[dev]")} ${msg}`);
 
 const ONCE = process.argv.includes("--once") || process.env.RELAYCTL_DEV_SMOKE === "1";
 const STATE_DIR = resolve(process.env.RELAYCTL_DEV_DIR || join(REPO, ".relayctl"));
-const DB_FILE = join(STATE_DIR, "dev.db");
-const AGENT_DIR = join(STATE_DIR, "agent");
-const DEV_JSON = join(STATE_DIR, "dev.json");
-const STATE_JSON = join(STATE_DIR, "state.json");
+const files = stateFiles(STATE_DIR, say);
+const { dbFile: DB_FILE, agentDir: AGENT_DIR, devJson: DEV_JSON, stateJson: STATE_JSON } = files;
 const API_PORT = portFromEnv("RELAYCTL_DEV_PORT", 8080);
 const GATEWAY_PORT = portFromEnv("RELAYCTL_DEV_GATEWAY_PORT", 8443);
 const PROXY_PORT = portFromEnv("RELAYCTL_DEV_PROXY_PORT", 8000);
@@ -78,31 +75,9 @@ function portFromEnv(name, fallback) {
   return n;
 }
 
-// --- logs: pino-pretty through devkit's formatter (control characters escaped, fields capped) ---
+// --- logs: pino-pretty through devkit's formatter (scripts/dev/logs.mjs) ---------------------------
 
-const format = logFormatter({ colorize: COLOR });
-
-/** Prints one output line of `name` (JSON or not), every physical line prefixed. */
-function printer(name, color) {
-  const prefix = paint(color, `[${name}]`);
-  return (text) => process.stdout.write(`${prefix} ${format(text).replaceAll("\n", `\n${prefix} `)}\n`);
-}
-
-/** A pino destination: the control plane's JSON lines, printed readably. */
-function prettyDestination(print) {
-  let buffered = "";
-  return {
-    write(chunk) {
-      buffered += chunk;
-      let nl = buffered.indexOf("\n");
-      while (nl >= 0) {
-        print(buffered.slice(0, nl));
-        buffered = buffered.slice(nl + 1);
-        nl = buffered.indexOf("\n");
-      }
-    },
-  };
-}
+const printer = makePrinter(paint, COLOR);
 
 // --- the control plane, in this process ---------------------------------------------------------
 
@@ -239,72 +214,6 @@ async function checkPorts(withProxy) {
   }
 }
 
-/** state.json (dev.json of older runs) when the db and the enrolled agent it describes are still there, else null. */
-function loadState() {
-  const file = existsSync(STATE_JSON) ? STATE_JSON : existsSync(DEV_JSON) ? DEV_JSON : null;
-  if (!file) return null;
-  let state;
-  try {
-    state = JSON.parse(readFileSync(file, "utf8"));
-  } catch {
-    say(`${file} is not valid JSON; starting over`);
-    return null;
-  }
-  const missing = [
-    [DB_FILE, "the database"],
-    [join(AGENT_DIR, "agent.json"), "the agent's enrollment"],
-  ].filter(([f]) => !existsSync(f));
-  if (missing.length) {
-    say(
-      `${missing.map(([, w]) => w).join(" and ")} is gone (${missing.map(([f]) => f).join(", ")}); starting over`,
-    );
-    return null;
-  }
-  if (!state.automation_key || !state.server_id) {
-    say(`${file} lacks automation_key or server_id; starting over`);
-    return null;
-  }
-  return state;
-}
-
-/** Clears everything of an earlier, partial or stale run so the first run starts clean. */
-async function wipeState() {
-  for (const f of [
-    DEV_JSON,
-    STATE_JSON,
-    DB_FILE,
-    `${DB_FILE}-wal`,
-    `${DB_FILE}-shm`,
-    `${DB_FILE}-journal`,
-    AGENT_DIR,
-  ]) {
-    await rm(f, { recursive: true, force: true });
-  }
-  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
-}
-
-function writeState(state) {
-  return writeFileAtomic(STATE_JSON, `${JSON.stringify(state, null, 2)}\n`, 0o600);
-}
-
-/** The ready signal: only after readyCheck passed (see the header). */
-function writeDevJson(state) {
-  return writeFileAtomic(DEV_JSON, `${JSON.stringify(state, null, 2)}\n`, 0o600);
-}
-
-/**
- * The master key that encrypts stored registry credentials: made once per dev
- * state dir (0600) and reused, so credentials stored in one run decrypt in the next.
- */
-async function devMasterKey() {
-  const file = join(STATE_DIR, "master.key");
-  if (existsSync(file)) return readFileSync(file, "utf8").trim();
-  const key = randomBytes(32).toString("base64");
-  await mkdir(STATE_DIR, { recursive: true, mode: 0o700 });
-  await writeFileAtomic(file, `${key}\n`, 0o600);
-  return key;
-}
-
 // --- run -----------------------------------------------------------------------------------------
 
 /** POST /exec of `command` with the dev key: [status, parsed body or null, text]. */
@@ -414,7 +323,7 @@ async function main() {
   // A dev.json left by an earlier run (killed, or still starting) must not pass for this one's.
   rmSync(DEV_JSON, { force: true });
 
-  let state = loadState();
+  let state = files.load();
   const gatewayUrl = `grpc://127.0.0.1:${GATEWAY_PORT}`;
   const serverEnv = {
     ...process.env,
@@ -427,12 +336,12 @@ async function main() {
   };
   let firstRun = null;
   if (!state) {
-    await wipeState();
+    await files.wipe();
     firstRun = await createTenantKeyAndJoinToken(serverEnv);
   } else if (!state.api_key) {
     // dev.json of a build before API keys: add one, keep the rest.
     state = { ...state, api_key: await createApiKey(serverEnv) };
-    await writeState(state);
+    await files.write(state);
     say(`created an API key for tenant "${TENANT_NAME}"`);
   }
 
@@ -447,7 +356,7 @@ async function main() {
   if (proxy) serverEnv.RELAYCTL_APPS_URL = proxy.appsUrl;
   const owner = await withDb(serverEnv, (db) => ownerInvite(db, CONTROL_PLANE, TENANT_NAME));
 
-  serverEnv.RELAYCTL_MASTER_KEY = await devMasterKey();
+  serverEnv.RELAYCTL_MASTER_KEY = await files.masterKey();
   controlPlane = await startControlPlane(serverEnv);
   const baseUrl = controlPlane.apiUrl ?? `http://127.0.0.1:${API_PORT}`;
 
@@ -472,11 +381,11 @@ async function main() {
       server_id: enrolled.server_id,
       server_name: enrolled.server_name ?? SERVER_NAME,
     };
-    await writeState(state);
+    await files.write(state);
     say(`enrolled server "${state.server_name}" (${state.server_id})`);
   } else if (state.base_url !== baseUrl || !existsSync(STATE_JSON)) {
     state = { ...state, base_url: baseUrl };
-    await writeState(state);
+    await files.write(state);
   }
 
   // --gateway: the enrolled URL may name another port than this run's RELAYCTL_DEV_GATEWAY_PORT.
@@ -507,7 +416,7 @@ async function main() {
     proxy_url: proxy?.url ?? null,
     apps_url: proxy?.appsUrl ?? null,
   };
-  await writeDevJson(dev);
+  await files.writeDevJson(dev);
   say(`ready: wrote ${DEV_JSON}`);
   printReady({
     paint,
