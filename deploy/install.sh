@@ -9,8 +9,10 @@
 # join token, writes /etc/systemd/system/relayctl-agent.service (a dedicated system user,
 # hardened) and starts it. Run it again to upgrade (and with a new --token to re-enroll);
 # --uninstall removes everything it installed. A run that fails removes what it added and leaves
-# an earlier install as it was. Needs Node.js 20+ (and, where no prebuilt node-pty fits,
-# python3, make, g++ and npm to compile it).
+# an earlier install as it was. Needs no Node.js and compiles nothing: each bundle carries its
+# own Node.js 24 and node-pty's prebuilt addon for its arch (x64, arm64). What it runs: sh, curl
+# or wget, tar, gzip, sha256sum (or openssl), uname, id, mktemp, sed, grep, tr, cut, tail,
+# readlink, and mkdir/mv (with -T)/rm/ln/chmod/cat/dirname/basename from coreutils or busybox.
 set -eu
 
 base_url=''  # @control-plane-url: the control plane serving this script writes its URL here
@@ -96,28 +98,15 @@ case "$token" in "" | rjt_*) ;; *) die "--token must be a join token (rjt_...)" 
 [ -n "$base_url" ] || die "--url <control plane URL> is required when this script is not served by one"
 base_url="${base_url%/}"
 case "$base_url" in http://* | https://*) ;; *) die "--url must start with https:// or http://" ;; esac
-node_bin=$(command -v node 2>/dev/null) || node_bin=""
-[ -n "$node_bin" ] || die "Node.js 20 or newer is required, and no 'node' is on PATH. Install it
-  (Debian 13 / Ubuntu 24.04: apt-get install nodejs; older releases: NodeSource's node_20.x)
-  and run this again."
-# One start of node for its version, platform and arch (each start costs ~0.2 s on a small server).
-# shellcheck disable=SC2046 # three words
-set -- $("$node_bin" -p '[process.versions.node, process.platform, process.arch].join(" ")' 2>/dev/null)
-node_version="${1:-}" platform="${2:-}" arch="${3:-}"
-case "${node_version%%.*}" in
-  "" | *[!0-9]*) die "cannot run $node_bin to read its version: Node.js 20 or newer is required" ;;
+# The bundle's arch, named as Node.js names it (the bundles carry their own Node.js).
+platform=$(uname -s)
+[ "$platform" = Linux ] || die "relayctl-agent runs on Linux only (this is $platform)"
+machine=$(uname -m)
+case "$machine" in
+  x86_64 | amd64) arch=x64 ;;
+  aarch64 | arm64) arch=arm64 ;;
+  *) die "no agent bundle for linux-$machine (bundles: x64, arm64)" ;;
 esac
-[ "${node_version%%.*}" -ge 20 ] || die "Node.js $node_version ($node_bin) is too old: relayctl-agent
-  needs Node.js 20 or newer. Upgrade it and run this again."
-case "$node_bin" in
-  /root/* | /home/* | /run/user/*)
-    # ProtectHome=yes hides these from the service.
-    [ -n "$prefix" ] || die "$node_bin is under a home directory, which the service cannot see:
-  install Node.js system-wide (e.g. /usr/bin/node)"
-    ;;
-esac
-[ "$platform" = linux ] || die "relayctl-agent runs on Linux only (this is $platform)"
-case "$arch" in x64 | arm64) ;; *) die "no agent bundle for linux-$arch (bundles: x64, arm64)" ;; esac
 
 if command -v curl >/dev/null 2>&1; then
   fetch() { curl -fsSL --retry 2 -o "$2" "$1"; }
@@ -126,7 +115,13 @@ elif command -v wget >/dev/null 2>&1; then
 else
   die "curl or wget is required"
 fi
-js() { "$node_bin" -e "$@"; }
+if command -v sha256sum >/dev/null 2>&1; then
+  sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+elif command -v openssl >/dev/null 2>&1; then
+  sha256_of() { openssl dgst -sha256 -r "$1" | cut -d' ' -f1; }
+else
+  die "sha256sum (coreutils) or openssl is required to check the download"
+fi
 
 # ---------------------------------------------------------------- rollback
 # Everything this run creates is listed; a run that does not reach the end removes it again
@@ -170,14 +165,17 @@ mkdir_tracked() {
 if [ -z "$version" ]; then
   fetch "$base_url/agent/latest" "$tmp/latest.json" ||
     die "cannot get $base_url/agent/latest (is --url the control plane's address?)"
-  # shellcheck disable=SC2046 # two words: the version and the checksum
-  set -- $(js '
-    const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-    const b = (j.bundles || []).find((x) => x.arch === process.argv[2]);
-    if (b && /^[0-9a-f]{64}$/.test(b.sha256)) console.log(j.version, b.sha256);
-  ' "$tmp/latest.json" "$arch")
-  [ $# -eq 2 ] || die "the control plane offers no agent bundle for linux-$arch"
-  version="$1" expected="$2"
+  # {"version":"V","bundles":[{"arch":"x64","url":"...","sha256":"..."},...]}, read without
+  # Node: one line per JSON object, then the fields of the top object and of this arch's.
+  # Whatever is read is checked against its strict shape below, so odd JSON is refused.
+  tr -d '\n\r' <"$tmp/latest.json" | tr '{}' '\n\n' >"$tmp/latest.lines"
+  field() { sed -n "s/.*\"$1\"[[:space:]]*:[[:space:]]*\"\([^\"]*\)\".*/\1/p"; }
+  version=$(grep -v '"arch"' "$tmp/latest.lines" | field version | sed -n '1p')
+  expected=$(grep "\"arch\"[[:space:]]*:[[:space:]]*\"$arch\"" "$tmp/latest.lines" | field sha256 | sed -n '1p')
+  case "$expected" in
+    "" | *[!0-9a-f]*) die "the control plane offers no agent bundle for linux-$arch" ;;
+  esac
+  [ ${#expected} -eq 64 ] || die "the control plane offers no agent bundle for linux-$arch"
 fi
 case "$version" in *[!0-9A-Za-z.+-]* | "") die "bad version: $version" ;; esac
 file="relayctl-agent-$version-linux-$arch.tar.gz"
@@ -196,50 +194,15 @@ else
   src="${src%/}/$file"
   say "downloading $src"
   fetch "$src" "$tmp/$file" || die "download failed: $src"
-  if command -v sha256sum >/dev/null 2>&1; then
-    actual=$(sha256sum "$tmp/$file" | cut -d' ' -f1)
-  else
-    actual=$(js '
-      const h = require("crypto").createHash("sha256");
-      h.update(require("fs").readFileSync(process.argv[1]));
-      console.log(h.digest("hex"));
-    ' "$tmp/$file")
-  fi
+  actual=$(sha256_of "$tmp/$file")
   [ "$actual" = "$expected" ] || die "checksum mismatch for $file: expected sha256 $expected from
   the control plane, the download has $actual. The file is corrupt or was tampered with;
   nothing was installed."
   mkdir "$tmp/unpack"
   tar -xzf "$tmp/$file" -C "$tmp/unpack" || die "cannot unpack $file"
   unpacked="$tmp/unpack/relayctl-agent-$version"
-  [ -f "$unpacked/bin/relayctl-agent.js" ] || die "$file does not hold relayctl-agent-$version/"
-
-  pty="$unpacked/node_modules/node-pty"
-  if [ ! -f "$pty/build/Release/pty.node" ]; then
-    say "no prebuilt node-pty for linux-$arch: compiling it here"
-    missing=""
-    for t in python3 make g++; do command -v "$t" >/dev/null 2>&1 || missing="$missing $t"; done
-    gyp=""
-    if command -v npm >/dev/null 2>&1 && [ -f "$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js" ]; then
-      gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
-    elif command -v node-gyp >/dev/null 2>&1; then
-      gyp=$(command -v node-gyp)
-    else
-      missing="$missing npm"
-    fi
-    [ -z "$missing" ] || die "node-pty has to be compiled on this machine (no prebuilt for
-  linux-$arch), which needs python3, make, g++ and npm (for node-gyp); missing:$missing.
-  Debian/Ubuntu: apt-get install python3 make g++ npm; then run this again."
-    # Node's headers: those installed beside node when there are (Debian's and NodeSource's
-    # packages, the official tarballs), else node-gyp downloads them from nodejs.org.
-    nodedir=$(dirname "$(dirname "$node_bin")")
-    set --
-    [ -f "$nodedir/include/node/node_api.h" ] && set -- "--nodedir=$nodedir"
-    (cd "$pty" && "$node_bin" "$gyp" rebuild "$@") >"$tmp/build.log" 2>&1 || {
-      tail -n 20 "$tmp/build.log" >&2
-      die "compiling node-pty failed (above); nothing was installed"
-    }
-    rm -rf "$pty/build/Release/obj.target" "$pty/build/Release/.deps"
-  fi
+  [ -x "$unpacked/bin/relayctl-agent" ] && [ -x "$unpacked/node/bin/node" ] ||
+    die "$file does not hold a relayctl-agent-$version/ with its launcher and Node.js"
   printf '%s\n' "$expected" >"$unpacked/.relayctl-sha256"
 
   mkdir_tracked "$opt"
@@ -251,6 +214,13 @@ else
   mv "$unpacked" "$dest"
   printf '%s\n' "$dest" >>"$tmp/created"
   unpacked_new=yes
+  # The bundled Node.js must start here (an official build needs glibc 2.28+): checked with the
+  # agent's own launcher before anything else is done, from $dest since /tmp may be noexec.
+  "$dest/bin/relayctl-agent" --version >"$tmp/version.out" 2>&1 || {
+    tail -n 5 "$tmp/version.out" >&2
+    die "the Node.js 24 in $file does not run on this machine (above; it needs glibc 2.28 or
+  newer, e.g. Debian 10+, Ubuntu 20.04+, RHEL 8+): nothing was installed"
+  }
 fi
 
 # ---------------------------------------------------------------- the unit (written last)
@@ -270,7 +240,7 @@ User=$user
 Group=$user
 Environment=RELAYCTL_AGENT_STATE_DIR=$state
 EnvironmentFile=-$etc/agent.env
-ExecStart=$node_bin $opt/current/bin/relayctl-agent.js run
+ExecStart=$opt/current/bin/relayctl-agent run
 Restart=always
 RestartSec=2
 # The agent kills a command's process tree at its deadline; stopping the unit
@@ -333,7 +303,7 @@ mkdir_tracked "$state"
 chmod 0700 "$state"
 if [ -n "$token" ]; then
   say "enrolling with $base_url"
-  "$node_bin" "$dest/bin/relayctl-agent.js" enroll --url "$base_url" --token "$token" --state-dir "$state" >/dev/null ||
+  "$dest/bin/relayctl-agent" enroll --url "$base_url" --token "$token" --state-dir "$state" >/dev/null ||
     die "enrollment failed (the agent says why above): nothing was installed. Make a new join token
   (relayctl-server admin create-join-token) and run this again."
 elif [ ! -f "$state/agent.json" ]; then
@@ -367,8 +337,9 @@ fi
 previous=$(readlink "$opt/current" 2>/dev/null || true)
 if [ "$previous" != "$version" ]; then
   ln -s "$version" "$opt/.current.$$"
-  # rename(2) replaces the old link in one step: `current` always points at a whole version.
-  js 'require("fs").renameSync(process.argv[1], process.argv[2])' "$opt/.current.$$" "$opt/current"
+  # rename(2) replaces the old link in one step: `current` always points at a whole version
+  # (-T: the link itself is replaced, not moved into the folder it points at).
+  mv -T "$opt/.current.$$" "$opt/current"
   changed=yes
 fi
 done_ok=yes
