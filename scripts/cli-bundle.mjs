@@ -11,7 +11,16 @@
 //
 //   node scripts/cli-bundle.mjs [--out DIR]      (default cli/dist/bundles)
 import { createHash } from "node:crypto";
-import { mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -82,4 +91,9 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   const out = resolve(values.out);
   const b = await buildCliBundle({ out });
   process.stdout.write(`${join(out, b.file)}  sha256 ${b.sha256}  ${b.size} bytes\n`);
+  // `make build` runs this after tsc, which writes cli/dist/main.js without the executable bit
+  // that npm sets on a package's "bin" only when it exists at `npm ci`: without it, `npm exec
+  // relayctl` in the checkout is "Permission denied" (scripts/dev-build.mjs does the same).
+  const main = join(CLI, "dist", "main.js");
+  if (existsSync(main)) chmodSync(main, 0o755);
 }
