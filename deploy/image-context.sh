@@ -37,21 +37,20 @@ if [ -f web/dist/index.html ]; then
 else
   echo "image-context: no dashboard build (web/dist): /app/ will answer 503" >&2
 fi
-# Top-level packages of the closure; nested node_modules come with their parent. npm ls exits
-# non-zero on mere warnings (an extraneous package): judge it by what it lists.
+# Top-level packages of the closure: in the root node_modules, or in a workspace's own when npm
+# could not hoist them (commander 14 sits in control-plane/node_modules because knex holds the
+# root with another major); nested node_modules come with their parent. npm ls exits non-zero
+# on mere warnings (an extraneous package): judge it by what it lists.
 closure="$(npm ls --omit=dev --all --parseable -w @relayctl/control-plane 2>/dev/null || true)"
 grep -q "/node_modules/fastify$" <<<"$closure" || { echo "npm ls listed no dependencies: run npm ci first" >&2; exit 1; }
-sed -n "s|^$REPO/node_modules/||p" <<<"$closure" | grep -v '/node_modules/' | sort -u |
+sed -n "s|^$REPO/||p" <<<"$closure" | grep -E '^(control-plane/|proto/|reverse-proxy-sync/)?node_modules/' |
+  grep -Ev 'node_modules/.*/node_modules/' | sort -u |
   while read -r pkg; do
-    mkdir -p "$DEST/node_modules/$(dirname "$pkg")"
+    mkdir -p "$DEST/$(dirname "$pkg")"
     # Workspace links (@relayctl/*) stay relative symlinks into the copied workspaces.
-    cp -a "node_modules/$pkg" "$DEST/node_modules/$pkg"
+    cp -a "$pkg" "$DEST/$pkg"
   done
 # Compiled dist/*.test.js and maps are not needed at run time.
 find "$DEST" -path "$DEST/node_modules" -prune -o \( -name '*.test.js' -o -name '*.map' -o -name '*.test.d.ts' \) -type f -print0 |
   xargs -0 rm -f
-# better-sqlite3 (SQLite is for `make dev` only) keeps its sources and objects after building.
-bs="$DEST/node_modules/better-sqlite3"
-[ -d "$bs" ] && rm -rf "$bs/deps" "$bs/src" "$bs/build/Release/obj" "$bs/build/Release/obj.target" \
-  "$bs/build/Release/sqlite3.a" "$bs/build/Release/test_extension.node" "$bs/build/deps"
 exit 0

@@ -1,8 +1,9 @@
 // The control-plane image from deploy/Dockerfile, built and run with podman
 // (DESIGN.md, Facts). Nothing can be pulled here, so the runtime base is made
-// from this machine's own node binary and the shared libraries it links
-// (`ldd`), FROM scratch, and cached by content hash; the Dockerfile takes it as
-// BASE (operators keep the default node:20-bookworm-slim). The app comes from
+// from the node binary the tests run on (Node 24: the Makefile's, or .tools/'s)
+// and the shared libraries it links (`ldd`), FROM scratch, and cached by content
+// hash; the Dockerfile takes it as BASE (operators keep the default
+// node:24-bookworm-slim). Not /usr/bin/node: the machine's own Node is 20. The app comes from
 // deploy/image-context.sh (APP_FROM=context: the built tree, no npm or
 // compiler in the build). The image then runs the api role against the
 // harness's MariaDB and NATS on the host network: /healthz answers 200, the
@@ -29,7 +30,8 @@ import { pollUntil } from "./harness/wait";
 
 test.after.always(cleanupAll);
 
-const NODE = "/usr/bin/node";
+const NODE = process.execPath;
+const NODE_MAJOR = process.versions.node.split(".")[0];
 const suffix = Math.random().toString(36).slice(2, 8);
 const APP_IMAGE = `localhost/relayctl-test-server:${suffix}`;
 const MASTER_KEY = "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=";
@@ -43,12 +45,12 @@ function runtimeFiles(): string[] {
   return [NODE, ...libs, "/etc/ssl/certs/ca-certificates.crt"];
 }
 
-/** localhost/relayctl-test-node20:<hash of those files>, built once per content. */
+/** localhost/relayctl-test-node<major>:<hash of those files>, built once per content. */
 async function nodeBaseImage(): Promise<string> {
   const files = runtimeFiles();
   const hash = createHash("sha256");
   for (const f of files) hash.update(f).update(readFileSync(f));
-  const image = `localhost/relayctl-test-node20:${hash.digest("hex").slice(0, 16)}`;
+  const image = `localhost/relayctl-test-node${NODE_MAJOR}:${hash.digest("hex").slice(0, 16)}`;
   if (
     await podman(["image", "exists", image]).then(
       () => true,
@@ -165,6 +167,19 @@ test("container image - the api role runs from the image: /healthz and authentic
   const latest = await request({ baseUrl: apiUrl }, "/agent/latest", { key: null });
   t.is(latest.status, 200, describe(latest));
   t.true((latest.json.bundles as unknown[]).length > 0);
+});
+
+test("container image - the control plane runs on Node 24 (Node 20 reached end of life)", async (t) => {
+  const version = await podman([
+    "run",
+    "--rm",
+    "--entrypoint",
+    "node",
+    APP_IMAGE,
+    "-p",
+    "process.versions.node",
+  ]);
+  t.true(Number(version.stdout.trim().split(".")[0]) >= 24, `the image's node is ${version.stdout.trim()}`);
 });
 
 test("container image - runs as uid 1000 and holds only the runtime tree", async (t) => {
