@@ -102,13 +102,18 @@ function registryTarball(spec) {
   if (existsSync(file) && sriOf(file) === PINNED[spec]) return file;
   mkdirSync(CACHE, { recursive: true });
   say(`fetching ${spec} from the npm registry into ${CACHE} (once)`);
-  const packed = JSON.parse(
-    execFileSync("npm", ["pack", "--json", "--pack-destination", CACHE, spec], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "inherit"],
-      maxBuffer: 64 * 1024 * 1024,
-    }),
-  )[0];
+  let packed;
+  try {
+    packed = JSON.parse(
+      execFileSync("npm", ["pack", "--json", "--pack-destination", CACHE, spec], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"],
+        maxBuffer: 64 * 1024 * 1024,
+      }),
+    )[0];
+  } catch {
+    fail(`npm pack ${spec} failed (above): the bundles need it once from the npm registry`);
+  }
   say(`${spec}: npm pack checked it against the registry's ${packed.integrity}`);
   if (packed.integrity !== PINNED[spec] || sriOf(file) !== PINNED[spec]) {
     rmSync(file, { force: true });
