@@ -12,7 +12,7 @@
 // run's, which may differ from the run that saved it.
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { join } from "node:path";
+import { delimiter, join } from "node:path";
 import { pollUntil } from "@relayctl/devkit";
 import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 
@@ -26,9 +26,10 @@ const AGENT_SERVER = "relayctl";
 /** Caddy warnings that are dev's own choices (no HTTPS on loopback) or its normal stop. */
 const EXPECTED = new Set(["automatic HTTPS is completely disabled for server", "exiting; byeee!! 👋"]);
 
+/** caddy's path on PATH, or undefined. */
 export function caddyBinary() {
-  for (const p of ["/usr/bin/caddy", "/usr/local/bin/caddy"]) if (existsSync(p)) return p;
-  return undefined;
+  const dirs = (process.env.PATH ?? "").split(delimiter).filter(Boolean);
+  return dirs.map((d) => join(d, "caddy")).find((p) => existsSync(p));
 }
 
 async function adminAnswers(adminUrl) {
