@@ -92,7 +92,7 @@ function engineOf(serverId: string, ok: (e: Engine) => boolean, what: string): P
       );
       return server?.engine && ok(server.engine) ? server.engine : undefined;
     },
-    { what, timeoutMs: 30_000 },
+    { what, timeoutMs: 60_000 },
   );
 }
 
@@ -115,8 +115,8 @@ test.serial("engine - auto skips a docker CLI whose daemon does not answer and p
   const line = await c.agent.proc.waitForLine(
     (l) => String(l.json?.msg ?? "").startsWith("container engine:"),
     {
-      timeoutMs: 30_000,
-      what: "the agent's engine line",
+      timeoutMs: 60_000,
+      what: "the agent\'s engine line",
     },
   );
   const msg = String(line.json?.msg);

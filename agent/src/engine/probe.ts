@@ -31,9 +31,11 @@ const VERSION_FORMAT: Record<EngineName, string> = {
 /**
  * A daemon that is up answers `info` in ~0.1 s (docker) to ~1.3 s (podman,
  * measured here); one that hangs (a stuck socket) must not hold a deployment
- * for long. @default 10
+ * for long. But podman's `info` waits for its storage lock, which a build
+ * holds: with test files building at once on 2 loaded cores it took more than
+ * 10 s here, and a busy engine is not a missing one. @default 30
  */
-export const PROBE_DEADLINE_SECONDS = 10;
+export const PROBE_DEADLINE_SECONDS = 30;
 
 export type Probe = (name: EngineName) => Promise<EngineProbe>;
 

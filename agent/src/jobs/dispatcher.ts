@@ -333,9 +333,16 @@ export class Dispatcher {
     return d.working === undefined ? unusableReason(d) : undefined;
   }
 
-  /** A job whose engine call failed may mean the engine went away: it is probed again. */
+  /**
+   * A restart whose engine could not run or hung, or a deployment that failed
+   * in a step the engine does (build, start), may mean the engine went away: it
+   * is probed again in the background. A restart that exited non-zero is the
+   * container's answer (no such container), not the engine's failure.
+   */
   #watched(result: JobResult): JobResult {
-    if (result.status !== JobStatus.JOB_STATUS_COMPLETED || result.exitCode !== 0)
+    const step = result.detail?.$case === "deploy" ? result.detail.deploy.failedStep : undefined;
+    const engineStep = step === "build" || step === "start";
+    if (engineStep || (step === undefined && result.status !== JobStatus.JOB_STATUS_COMPLETED))
       this.engines.engineFailed();
     return result;
   }
