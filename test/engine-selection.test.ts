@@ -116,7 +116,7 @@ test.serial("engine - auto skips a docker CLI whose daemon does not answer and p
     (l) => String(l.json?.msg ?? "").startsWith("container engine:"),
     {
       timeoutMs: 60_000,
-      what: "the agent\'s engine line",
+      what: "the agent's engine line",
     },
   );
   const msg = String(line.json?.msg);
