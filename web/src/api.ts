@@ -93,6 +93,18 @@ export interface Server {
   agent_version: string | null;
   last_seen_at: string | null;
   connected?: boolean;
+  /** The container engine the agent last reported; null when it never did. */
+  engine?: ServerEngine | null;
+}
+
+export interface ServerEngine {
+  /** docker or podman; null when auto found none working. */
+  name: string | null;
+  version: string | null;
+  /** Deployments and restarts can run. */
+  ok: boolean;
+  /** How it was chosen, or each engine's reason and how to fix it. */
+  detail: string;
 }
 
 export interface Build {

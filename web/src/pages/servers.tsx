@@ -1,7 +1,8 @@
-// Servers: each server's connected state (polled every 2 s), agent version and last
-// contact; "Add server" asks for a join token and shows the commands that enroll one.
+// Servers: each server's connected state (polled every 2 s), agent version, container
+// engine (with the reason and the fix when none works) and last contact; "Add server"
+// asks for a join token and shows the commands that enroll one.
 import { useState } from "preact/hooks";
-import { type Server, get, post } from "../api";
+import { type Server, type ServerEngine, get, post } from "../api";
 import { useWho } from "../session";
 import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad, TableWrap } from "../ui";
 
@@ -61,6 +62,19 @@ function AddServer({ onClose }: { onClose: () => void }) {
   );
 }
 
+/** The engine the agent uses, or why deployments to it cannot run (the detail says how to fix it). */
+function Engine({ engine }: { engine: ServerEngine | null | undefined }) {
+  if (!engine) return <>—</>;
+  if (engine.ok)
+    return <span title={engine.detail}>{[engine.name, engine.version].filter(Boolean).join(" ")}</span>;
+  return (
+    <>
+      <span class="badge badge-failed">{engine.name ? `${engine.name} not working` : "no engine"}</span>
+      <p class="hint">{engine.detail}</p>
+    </>
+  );
+}
+
 export function ServersPage() {
   const who = useWho();
   const [adding, setAdding] = useState(false);
@@ -99,6 +113,7 @@ export function ServersPage() {
                     <th scope="col">State</th>
                     <th scope="col">Host name</th>
                     <th scope="col">Agent</th>
+                    <th scope="col">Container engine</th>
                     <th scope="col">Last seen</th>
                   </tr>
                 </thead>
@@ -113,6 +128,9 @@ export function ServersPage() {
                       </td>
                       <td>{s.hostname ?? "—"}</td>
                       <td>{s.agent_version ?? "—"}</td>
+                      <td>
+                        <Engine engine={s.engine} />
+                      </td>
                       <td>
                         <Time iso={s.last_seen_at} />
                       </td>
