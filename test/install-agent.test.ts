@@ -411,3 +411,38 @@ test.serial("install - --uninstall leaves nothing in the scratch root", async (t
   t.regex(out.stdout, /revoke-agent/);
   t.deepEqual(tree(main.root), []);
 });
+
+/** The ELF machine of a file: 62 x86-64, 183 aarch64 (e_machine, little-endian, at byte 18). */
+function elfMachine(file: string): number {
+  const head = readFileSync(file).subarray(0, 20);
+  if (head.toString("latin1", 1, 4) !== "ELF") throw new Error(`${file} is not an ELF file`);
+  return head.readUInt16LE(18);
+}
+
+test("install - each arch's bundle carries a node and a pty.node built for that arch", async (t) => {
+  // Only this machine's arch runs here: the other one is checked by what its binaries are.
+  const other = process.arch === "x64" ? "arm64" : "x64";
+  const out = makeTempDir("bundles-other-arch");
+  await run(process.execPath, [
+    join(REPO_ROOT, "scripts", "agent-bundle.mjs"),
+    ...["--out", out, "--version", VERSION, "--arch", other],
+  ]);
+  const name = `relayctl-agent-${VERSION}`;
+  const file = join(out, `${name}-linux-${other}.tar.gz`);
+  const sum = readFileSync(`${file}.sha256`, "utf8").split(" ")[0];
+  const latest = JSON.parse(readFileSync(join(out, "latest.json"), "utf8"));
+  t.deepEqual(latest.bundles, [{ arch: other, file: `${name}-linux-${other}.tar.gz`, sha256: sum }]);
+  const unpacked = makeTempDir("bundle-other-arch");
+  await run("tar", ["-xzf", file, "-C", unpacked]);
+  const root = join(unpacked, name);
+  const machine = other === "arm64" ? 183 : 62;
+  t.is(elfMachine(join(root, "node", "bin", "node")), machine);
+  t.is(elfMachine(join(root, "node_modules", "@lydell", `node-pty-linux-${other}`, "pty.node")), machine);
+  t.is(statSync(join(root, "bin", "relayctl-agent")).mode & 0o111, 0o111, "the launcher is executable");
+  t.deepEqual(JSON.parse(readFileSync(join(root, "package.json"), "utf8")).relayctl, {
+    platform: "linux",
+    arch: other,
+    node: "24.21.0",
+    node_pty: "1.1.0",
+  });
+});
