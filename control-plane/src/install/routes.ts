@@ -1,7 +1,8 @@
 // The one-line agent install, on the api role and without credentials (nothing here is secret):
 //   GET /install.sh                    deploy/install.sh with this control plane's base URL filled in
 //   GET /agent/latest                  {version, bundles: [{arch, url, sha256}]}
-//   GET /agent/{version}/{file}        a bundle tarball, or its `.sha256` (sha256sum format)
+//   GET /agent/{version}/{file}        a bundle tarball (the agent with its own Node.js and node-pty,
+//                                      ~45 MB), or its `.sha256` (sha256sum format)
 // The bundles are built ahead by scripts/agent-bundle.mjs (make build); this only serves them.
 import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
