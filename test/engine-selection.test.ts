@@ -12,6 +12,7 @@ import test from "ava";
 import { Agent } from "./harness/agent";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { CliUser } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { podmanAgentEnv } from "./harness/containers";
 import { type ApiResponse, api, exec, request, waitForOperationEnd } from "./harness/http";
@@ -150,6 +151,14 @@ test.serial(
       none.detail,
       `docker: \`docker info\` exited with code 1: ${NO_DAEMON}; podman: no podman on PATH. Fix: ${FIX}`,
     );
+    // `relayctl servers` shows both servers' engines, and the reason under the table.
+    const cli = await new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: apiKey }).run(["servers"]);
+    t.is(cli.code, 0, cli.stderr);
+    t.regex(cli.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE$/m);
+    t.regex(cli.stdout, new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*$`, "m"));
+    t.regex(cli.stdout, new RegExp(`^${server.serverId}\\s+${server.serverName}\\s.*\\snone working$`, "m"));
+    t.true(cli.stdout.includes(`\n${server.serverName}: ${none.detail}\n`), cli.stdout);
+
     const logged = await agent.proc.waitForLine((l) => l.json?.msg !== undefined && l.json.ok === false, {
       timeoutMs: 10_000,
       what: "the agent's no-engine line",
