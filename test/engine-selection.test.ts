@@ -9,13 +9,15 @@ import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from "no
 import { join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
-import { Agent } from "./harness/agent";
+import { Agent, enroll } from "./harness/agent";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CliUser } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { podmanAgentEnv } from "./harness/containers";
+import { startControlPlane } from "./harness/control-plane";
 import { type ApiResponse, api, exec, request, waitForOperationEnd } from "./harness/http";
+import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
 
 const run = promisify(execFile);
@@ -240,4 +242,39 @@ test.serial("engine - a docker daemon started later is found without restarting 
   const engine = await engineOf(server.serverId, (e) => e.ok, "GET /api/servers to show docker");
   t.deepEqual(engine, { name: "docker", version: "27.0.0-fake", ok: true, detail: "chosen by auto" });
   t.is(agent.generations.length, 1, "the same agent process");
+});
+
+test.serial("engine - stored and shown on the SQLite store of make dev too", async (t) => {
+  const dir = makeTempDir("engine-sqlite");
+  const databaseUrl = `sqlite://${join(dir, "dev.db")}`;
+  const server = await startControlPlane({
+    role: "all",
+    bus: "memory",
+    databaseUrl,
+    gatewayPort: await freePort(),
+    dir,
+  });
+  t.teardown(() => server.stop());
+  const tenant = String((await server.admin(["create-tenant", "--name", "dev"])).tenant_id);
+  const key = String((await server.admin(["create-api-key", "--tenant", tenant, "--name", "k"])).key);
+  const token = await server.admin(["create-join-token", "--tenant", tenant, "--server-name", "local"]);
+  const stateDir = join(dir, "agent");
+  const { server_id } = await enroll(server.apiUrl, String(token.join_token), stateDir);
+  const agent = new Agent(stateDir, dir, { PATH: pathWithoutPodman(fakeDockerDir("engine-sqlite-bin")) });
+  onCleanup(() => agent.stop());
+  await agent.start();
+  const engine = await pollUntil(
+    async () => {
+      const res = await request({ baseUrl: server.apiUrl }, "/api/servers", {
+        headers: { "x-api-key": key },
+      });
+      const s = (res.json.servers as Array<{ id: string; engine: Engine | null }> | undefined)?.find(
+        (x) => x.id === server_id,
+      );
+      return s?.engine ?? undefined;
+    },
+    { what: "GET /api/servers on SQLite to show the engine", timeoutMs: 60_000 },
+  );
+  t.like(engine, { name: null, version: null, ok: false });
+  t.true(engine.detail.startsWith("docker: `docker info` exited with code 1"), engine.detail);
 });
