@@ -22,6 +22,7 @@ NPM_STAMP := node_modules/.relayctl-ci-stamp-node$(NODE_MAJOR)
 
 help:
 	@echo "make dev          run control plane + a local agent (SQLite, in-process bus)"
+	@echo "make hello        deploy the sample application (examples/hello) on the running make dev"
 	@echo "make test         lint, proto-check, build and run every test (real NATS + MariaDB)"
 	@echo "make bench        run the benchmarks under bench/ (not part of make test)"
 	@echo "make proto        regenerate proto/gen from proto/agent/v1/agent.proto"
@@ -87,6 +88,11 @@ dev: node-deps dev-deps
 	@node web/build.mjs
 	node scripts/dev.mjs
 
+# The sample application (examples/hello), created if missing and deployed on the running
+# `make dev` (scripts/dev-hello.mjs reads its keys from .relayctl/dev.json); prints its URL.
+hello: node-deps
+	@node scripts/dev-hello.mjs
+
 # Test files are not part of the build; type-check them on their own. The action
 # is bundled by esbuild, not built by tsc -b: type-check it on its own too.
 typecheck-tests: node-deps
@@ -109,4 +115,4 @@ bench: system-deps kernel-settings node-deps build
 	node bench/deploy.mjs
 	node bench/quickstart.mjs
 
-.PHONY: help node-deps system-deps dev-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench
+.PHONY: hello help node-deps system-deps dev-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench

@@ -34,7 +34,7 @@ export function printReady({
     `  dashboard  ${base}/app/`,
     `  sign in    ${signIn}`,
     `  apps       ${apps}`,
-    "  sample     node scripts/dev-hello.mjs   (creates and deploys examples/hello, prints its URL)",
+    "  sample     make hello   (creates and deploys examples/hello, prints its URL)",
     `  CLI        ${cli}`,
     `  engine     ${engine.name ? `${engine.name} for containers` : `none: ${engine.why} (exec works, deploys fail)`}`,
     `  server     ${state.server_name} (${state.server_id}) on gateway ${gatewayUrl}`,
