@@ -127,6 +127,18 @@ const which = async (name: string) =>
   (await run("/bin/sh", ["-c", `command -v ${name}`], { env: { PATH: SYSTEM_PATH } })).stdout.trim();
 
 test.serial(
+  "cli - output piped into a reader that stops early (| head) ends quietly, no EPIPE trace",
+  async (t) => {
+    const env = shellEnv(makeTempDir("home"), `${NODE_DIR}:${SYSTEM_PATH}`);
+    // `true` exits without reading, long before node has started: every write of the help meets
+    // a closed pipe. pipefail makes the pipeline's status the CLI's own.
+    const piped = await runIn("bash", ["-c", 'set -o pipefail; "$0" deploy --help | true', BIN], { env });
+    t.is(piped.code, 0, piped.stderr);
+    t.notRegex(piped.stderr, /EPIPE|Unhandled 'error' event/);
+  },
+);
+
+test.serial(
   "cli - bin/relayctl runs the checkout's CLI on Node 24, also through a link and npm exec",
   async (t) => {
     const home = makeTempDir("home");

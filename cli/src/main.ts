@@ -16,6 +16,15 @@ import { registerRegistry } from "./commands/registry.js";
 import { registerServers } from "./commands/servers.js";
 import { CliError, EXIT } from "./errors.js";
 
+// `relayctl … | head` closes the pipe early: the reader has what it wanted, so end quietly
+// (as git and gh do) instead of printing an EPIPE stack trace.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EPIPE") process.exit(0);
+    throw err;
+  });
+}
+
 // From src/ and dist/ alike; esbuild inlines it into the single-file bundle (scripts/cli-bundle.mjs).
 const { version } = require("../package.json") as { version: string };
 
