@@ -78,6 +78,12 @@ export async function deployAndFollow(dev, app, log) {
       intervalMs: 250,
     },
   );
+  // A deployment completes once the new version serves; retire (the old version's drain and
+  // stop) goes on after that, so say so rather than leave "running" as the last word.
+  for (const s of done.steps ?? []) {
+    if (done.status === "completed" && s.status === "running")
+      log(`  ${s.name.padEnd(8)} goes on in the background (the previous version drains, then stops)`);
+  }
   if (done.status !== "completed") {
     const step = (done.steps ?? []).find((s) => s.name === done.failed_step);
     const tail = step?.log ? `\n${step.log.trim().split("\n").slice(-10).join("\n")}` : "";
