@@ -104,7 +104,7 @@ kernel-settings:
 	@bash scripts/kernel-settings.sh
 
 test: system-deps kernel-settings node-deps proto-check action-check lint build typecheck-tests
-	npx ava
+	node scripts/test-run.mjs
 
 bench: system-deps kernel-settings node-deps build
 	@bash scripts/system-deps.sh openssh-server openssh-client

@@ -1,0 +1,220 @@
+#!/usr/bin/env node
+// make test's ava run: one MariaDB and one nats-server for the whole run instead of one of each
+// per test file (mariadb-install-db alone is ~2 s of CPU, and ~50 files did it), handed to ava as
+// MYSQL_URL and NATS_URL (test/harness/mariadb.ts and nats.ts use them: each file still creates
+// and drops its own rc_<random> database, and the files that stop, restart or reconfigure a
+// server start their own). Prints each file's time at the end, slowest first.
+//
+//   node scripts/test-run.mjs [ava arguments]   e.g. node scripts/test-run.mjs test/exec.test.ts
+//
+// Variables (each with its default):
+//   MYSQL_URL                unset   use this MySQL/MariaDB server (root rights to CREATE DATABASE)
+//                                    instead of starting one
+//   NATS_URL                 unset   use this nats-server instead of starting one
+//   RELAYCTL_TEST_TOP        25      rows of the per-file time table (0: none)
+//   RELAYCTL_TEST_TIMES      unset   also write every file's time to this JSON file
+//   RELAYCTL_TEST_KEEP_TMP   unset   keep the servers' temp dir (logs, data) for a post-mortem
+//
+// Why sharing is safe for NATS: every subject the control plane uses carries a random id
+// (relayctl.v1.agent.<server uuid>.job|presence|takeover, relayctl.v1.op.<operation uuid>.done,
+// relayctl.v1.refused.<process nuid>.<operation uuid>), each file's servers and operations are
+// created in its own database, and a completion nobody in a process waits for is dropped
+// (control-plane/src/bus/nats-bus.ts). JetStream is not used by the programs; secrets-audit,
+// which reads the store dir, owns its server.
+//
+// The servers are stopped and the temp dir removed when ava ends, fails, or on Ctrl-C/SIGTERM.
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ManagedProcess, listenPortOf, onFreePort, run } from "@relayctl/devkit";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const READY_MS = 60_000;
+const TOP = Number(process.env.RELAYCTL_TEST_TOP ?? 25);
+
+const tmp = mkdtempSync(join(tmpdir(), "relayctl-test-run-"));
+const timesDir = join(tmp, "times");
+mkdirSync(timesDir);
+/** Servers this run started, stopped newest first. */
+const servers = [];
+/** The ava process, once started. */
+let ava;
+
+function removeTmp() {
+  if (!process.env.RELAYCTL_TEST_KEEP_TMP) rmSync(tmp, { recursive: true, force: true });
+}
+// Last resort (an exception in here): devkit SIGKILLs its live processes on exit; the dir goes too.
+process.on("exit", removeTmp);
+
+/** mariadb-install-db, tried again: its bootstrap mariadbd crashes now and then here (signal 11). */
+async function installDb(dataDir) {
+  for (let attempt = 1; ; attempt++) {
+    rmSync(dataDir, { recursive: true, force: true });
+    try {
+      await run("mariadb-install-db", [
+        "--no-defaults",
+        `--datadir=${dataDir}`,
+        "--user=root",
+        "--auth-root-authentication-method=normal",
+        "--skip-test-db",
+      ]);
+      return;
+    } catch (err) {
+      if (attempt >= 3) throw err;
+    }
+  }
+}
+
+async function startMariaDb() {
+  const dir = join(tmp, "mariadb");
+  const dataDir = join(dir, "db");
+  mkdirSync(dir);
+  await installDb(dataDir);
+  // mariadbd cannot pick its own port (0 means 3306): one taken in between makes it exit, and
+  // onFreePort tries another.
+  return onFreePort(async (port) => {
+    const proc = new ManagedProcess({
+      name: `mariadb-${port}`,
+      command: "mariadbd",
+      args: [
+        "--no-defaults",
+        `--datadir=${dataDir}`,
+        `--port=${port}`,
+        "--bind-address=127.0.0.1",
+        `--socket=${join(dir, "db.sock")}`,
+        `--pid-file=${join(dir, "db.pid")}`,
+        "--user=root",
+        "--skip-log-bin",
+        // Its own temp dir, as in test/harness/mariadb.ts (files in /tmp were seen deleted under
+        // a running query during a full run).
+        `--tmpdir=${dir}`,
+        // Two files at once, each with several clusters of up to 30 pooled connections per
+        // control-plane process: the default 151 was each file's alone before.
+        "--max-connections=2000",
+      ],
+      logFile: join(dir, `mariadbd-${port}.log`),
+    });
+    servers.push(proc);
+    await proc.waitForLine((l) => l.text.includes("ready for connections"), {
+      what: "mariadbd ready for connections",
+      timeoutMs: READY_MS,
+    });
+    return `mysql://root@127.0.0.1:${port}`;
+  });
+}
+
+async function startNats() {
+  const dir = join(tmp, "nats");
+  mkdirSync(dir);
+  // -p -1: nats-server picks a free port and logs it; no race.
+  const proc = new ManagedProcess({
+    name: "nats",
+    command: "nats-server",
+    args: ["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", join(dir, "js")],
+    logFile: join(dir, "nats.log"),
+  });
+  servers.push(proc);
+  await proc.waitForLine((l) => l.text.includes("Server is ready"), {
+    what: 'nats-server "Server is ready"',
+    timeoutMs: READY_MS,
+  });
+  const marker = "Listening for client connections on";
+  const port = proc.lines.map((l) => listenPortOf(l.text, marker)).find((p) => p !== undefined);
+  if (port === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
+  return `nats://127.0.0.1:${port}`;
+}
+
+async function stopServers() {
+  for (const proc of servers.reverse()) await proc.stop("SIGTERM");
+  servers.length = 0;
+}
+
+function runAva(env) {
+  // ava is the root workspace's devDependency; its package exports no package.json to resolve.
+  const avaCli = join(ROOT, "node_modules/ava/entrypoints/cli.mjs");
+  const hook = join(ROOT, "scripts/test-run/file-time.mjs");
+  ava = spawn(process.execPath, [avaCli, `--node-arguments=--import=${hook}`, ...process.argv.slice(2)], {
+    cwd: ROOT,
+    env,
+    stdio: "inherit",
+  });
+  return new Promise((done) => ava.on("close", (code, signal) => done(code ?? (signal ? 130 : 1))));
+}
+
+// Ctrl-C (which reaches ava too, same process group), SIGTERM, SIGHUP: ava is asked to stop the
+// way Ctrl-C asks it (its workers end, it reports), then main() stops the servers. Before ava
+// runs, the servers are stopped here; a default handler would end this process without its
+// 'exit' event, leaving mariadbd running.
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(signal, () => {
+    if (ava) {
+      ava.kill("SIGINT");
+      return;
+    }
+    void stopServers().finally(() => {
+      removeTmp();
+      process.exit(130);
+    });
+  });
+}
+
+function readTimes() {
+  const times = [];
+  for (const name of readdirSync(timesDir)) {
+    try {
+      const t = JSON.parse(readFileSync(join(timesDir, name), "utf8"));
+      times.push({ file: t.file ? relative(ROOT, t.file) : "(unknown file)", ms: t.ms, code: t.code });
+    } catch {
+      // A worker killed while writing: its file is missing from the table.
+    }
+  }
+  return times.sort((a, b) => b.ms - a.ms);
+}
+
+function printTimes(times, wallMs) {
+  if (TOP <= 0 || times.length === 0) return;
+  const total = times.reduce((s, t) => s + t.ms, 0);
+  const rows = times.slice(0, TOP);
+  const width = Math.max(...rows.map((t) => t.file.length));
+  const lines = rows.map(
+    (t) =>
+      `  ${t.file.padEnd(width)}  ${(t.ms / 1000).toFixed(1).padStart(6)} s${t.code ? `  (exit ${t.code})` : ""}`,
+  );
+  process.stdout.write(
+    `\nslowest test files (each file's worker process, spawn to exit; ${rows.length} of ${times.length}):\n` +
+      `${lines.join("\n")}\n` +
+      `  all ${times.length} files: ${(total / 1000).toFixed(0)} s of worker time in ${(wallMs / 1000).toFixed(0)} s of wall time\n`,
+  );
+}
+
+async function main() {
+  const started = Date.now();
+  const [mysqlUrl, natsUrl] = await Promise.all([
+    process.env.MYSQL_URL ?? startMariaDb(),
+    process.env.NATS_URL ?? startNats(),
+  ]);
+  const code = await runAva({
+    ...process.env,
+    MYSQL_URL: mysqlUrl,
+    NATS_URL: natsUrl,
+    RELAYCTL_TEST_TIMES_DIR: timesDir,
+  });
+  const times = readTimes();
+  printTimes(times, Date.now() - started);
+  if (process.env.RELAYCTL_TEST_TIMES)
+    writeFileSync(process.env.RELAYCTL_TEST_TIMES, `${JSON.stringify(times, null, 2)}\n`);
+  return code;
+}
+
+let exitCode = 1;
+try {
+  exitCode = await main();
+} catch (err) {
+  process.stderr.write(`test-run: ${err instanceof Error ? err.message : String(err)}\n`);
+} finally {
+  await stopServers();
+  removeTmp();
+}
+process.exit(exitCode);
