@@ -192,8 +192,8 @@ function printTimes(times, wallMs) {
 async function main() {
   const started = Date.now();
   const [mysqlUrl, natsUrl] = await Promise.all([
-    process.env.MYSQL_URL ?? startMariaDb(),
-    process.env.NATS_URL ?? startNats(),
+    process.env.MYSQL_URL || startMariaDb(),
+    process.env.NATS_URL || startNats(),
   ]);
   const code = await runAva({
     ...process.env,
