@@ -1,6 +1,7 @@
 // A whole relayctl installation for one test: NATS, MariaDB, an api process, a separate gateway
 // process (or several of each), a tenant, an automation key, and one enrolled, connected agent.
 import { join } from "node:path";
+import { setupAdmin } from "./admin-steps";
 import { Agent, enroll } from "./agent";
 import { makeTempDir } from "./cleanup";
 import { type ControlPlane, startControlPlane } from "./control-plane";
@@ -84,17 +85,19 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   );
   const api = apis[0]!;
   const admin = (args: string[]) => api.admin(args);
+  // The set-up's own steps in this process; tests' admin() calls still run the CLI.
+  const setup = setupAdmin(db.url, opts.serverEnv);
 
-  const tenant = await admin(["create-tenant", "--name", uniq("tenant")]);
+  const tenant = await setup(["create-tenant", "--name", uniq("tenant")]);
   const tenantId = String(tenant.tenant_id);
   const createKey = async (extra: string[] = []) => {
-    const out = await admin(["create-automation-key", "--tenant", tenantId, "--name", uniq("key"), ...extra]);
+    const out = await setup(["create-automation-key", "--tenant", tenantId, "--name", uniq("key"), ...extra]);
     return { key: String(out.key), keyId: String(out.key_id) };
   };
   const agents: Agent[] = [];
   const addServer = async (o: { start: boolean; name?: string }): Promise<ServerHandle> => {
     const name = o.name ?? uniq("server");
-    const token = await admin(["create-join-token", "--tenant", tenantId, "--server-name", name]);
+    const token = await setup(["create-join-token", "--tenant", tenantId, "--server-name", name]);
     const stateDir = join(dir, `agent-${name}`);
     const enrolled = await enroll(api.apiUrl, String(token.join_token), stateDir);
     const handle: ServerHandle = { serverId: enrolled.server_id, serverName: enrolled.server_name, stateDir };
