@@ -18,7 +18,6 @@ import { type CliResult, collect, waitForStderr } from "./harness/cli";
 import { type ControlPlane, admin, startControlPlane } from "./harness/control-plane";
 import { request } from "./harness/http";
 import { Browser, type Person, createOwner } from "./harness/people";
-import { freePort } from "./harness/ports";
 import { REPO_ROOT } from "./harness/programs";
 
 const BIN = join(REPO_ROOT, "bin", "relayctl");
@@ -57,7 +56,6 @@ test.before(async () => {
     role: "all",
     bus: "memory",
     databaseUrl,
-    gatewayPort: await freePort(),
     dir,
     env: { RELAYCTL_CLI_BUNDLE_DIR: bundles },
   });

@@ -11,7 +11,6 @@ import { describe } from "./harness/assertions";
 import { exec } from "./harness/http";
 import { createOwner, deviceTokens } from "./harness/people";
 import { signInDash } from "./harness/dashboard-session";
-import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
 
 test.after.always(cleanupAll);
@@ -23,7 +22,6 @@ test("sqlite - the dashboard's endpoints work on SQLite", async (t) => {
     role: "all",
     bus: "memory",
     databaseUrl,
-    gatewayPort: await freePort(),
     dir,
   });
   t.teardown(() => server.stop());

@@ -6,7 +6,6 @@ import { assertCompleted } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startControlPlane } from "./harness/control-plane";
 import { exec } from "./harness/http";
-import { freePort } from "./harness/ports";
 
 test.after.always(cleanupAll);
 
@@ -18,7 +17,6 @@ test("dev mode - memory bus and SQLite run an exec end to end", async (t) => {
     role: "all",
     bus: "memory",
     databaseUrl,
-    gatewayPort: await freePort(),
     dir,
   });
   t.teardown(() => server.stop());

@@ -17,7 +17,6 @@ import { type Cluster, startCluster } from "./harness/cluster";
 import { podmanAgentEnv } from "./harness/containers";
 import { startControlPlane } from "./harness/control-plane";
 import { type ApiResponse, api, exec, request, waitForOperationEnd } from "./harness/http";
-import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
 
 const run = promisify(execFile);
@@ -251,7 +250,6 @@ test.serial("engine - stored and shown on the SQLite store of make dev too", asy
     role: "all",
     bus: "memory",
     databaseUrl,
-    gatewayPort: await freePort(),
     dir,
   });
   t.teardown(() => server.stop());

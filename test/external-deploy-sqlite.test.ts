@@ -11,7 +11,6 @@ import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { podmanAgentEnv, startWebContainer } from "./harness/containers";
 import { startControlPlane } from "./harness/control-plane";
 import { request } from "./harness/http";
-import { freePort } from "./harness/ports";
 import { proxyGet, waitForBackend } from "./harness/proxy-client";
 
 test.after.always(cleanupAll);
@@ -23,7 +22,6 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
     role: "all",
     bus: "memory",
     databaseUrl: `sqlite://${join(dir, "dev.db")}`,
-    gatewayPort: await freePort(),
     dir,
   });
   t.teardown(() => server.stop());

@@ -7,7 +7,6 @@ import { assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startControlPlane } from "./harness/control-plane";
 import { api, request } from "./harness/http";
-import { freePort } from "./harness/ports";
 
 test.after.always(cleanupAll);
 
@@ -17,7 +16,6 @@ test("sqlite - API key, automation-key management and rate limit work on SQLite"
     role: "all",
     bus: "memory",
     databaseUrl: `sqlite://${join(dir, "dev.db")}`,
-    gatewayPort: await freePort(),
     dir,
   });
   t.teardown(() => server.stop());

@@ -7,7 +7,6 @@ import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startControlPlane } from "./harness/control-plane";
 import { request } from "./harness/http";
 import { Browser, createOwner, postForm } from "./harness/people";
-import { freePort } from "./harness/ports";
 
 test.after.always(cleanupAll);
 
@@ -18,7 +17,6 @@ test("sqlite - device flow, refresh rotation and reuse detection work on SQLite"
     role: "all",
     bus: "memory",
     databaseUrl,
-    gatewayPort: await freePort(),
     dir,
     env: { RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1" },
   });
