@@ -5,24 +5,62 @@
 // "the default, 3306", and Caddy's admin API logs the configured address, not the bound one,
 // and binds again at every config load. For those, freePort picks a port that was free a
 // moment ago, and onFreePort starts again on another one when it was taken in between.
+import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
-/** A port that was free a moment ago: bind 127.0.0.1:0, read the port, close. */
-export function freePort(): Promise<number> {
+/** Where picked ports come from: below the kernel's ephemeral range (see freePort). */
+const PICK_FLOOR = 10_000;
+const PICK_TRIES = 20;
+
+/** The first port of the kernel's ephemeral range (Linux default 32768). */
+function ephemeralStart(): number {
+  try {
+    const first = Number(
+      readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0],
+    );
+    if (Number.isInteger(first) && first > PICK_FLOOR + 1000) return first;
+  } catch {
+    // Not Linux: the default range.
+  }
+  return 32_768;
+}
+
+/** Resolves with `port` once it is bound and closed again, or with undefined when it is taken. */
+function tryBind(port: number): Promise<number | undefined> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.unref();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.once("error", (err: NodeJS.ErrnoException) =>
+      err.code === "EADDRINUSE" || err.code === "EACCES" ? resolve(undefined) : reject(err),
+    );
+    server.listen(port, "127.0.0.1", () => {
       const address = server.address();
       if (address === null || typeof address === "string") {
         server.close();
-        reject(new Error("no port from listen(0)"));
+        reject(new Error(`no address from listen(${port})`));
         return;
       }
       server.close(() => resolve(address.port));
     });
   });
+}
+
+/**
+ * A port that was free a moment ago. Picked at random below the kernel's ephemeral range, not by
+ * listen(0): listen(0) hands out ephemeral ports, the same pool every outgoing connection's local
+ * port comes from, and a full test run opens thousands of those, so a port from listen(0) could be
+ * taken by a connection before the server that was meant to have it binds. Below the range only
+ * another picker can take it, one in ~20,000 for two picks at once. Falls back to listen(0).
+ */
+export async function freePort(): Promise<number> {
+  const span = ephemeralStart() - PICK_FLOOR;
+  for (let i = 0; i < PICK_TRIES; i++) {
+    const port = await tryBind(PICK_FLOOR + Math.floor(Math.random() * span));
+    if (port !== undefined) return port;
+  }
+  const any = await tryBind(0);
+  if (any === undefined) throw new Error("no free port from listen(0)");
+  return any;
 }
 
 /**
