@@ -10,38 +10,21 @@ import { assertCompleted } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startControlPlane } from "./harness/control-plane";
 import { exec } from "./harness/http";
-import { freePort } from "./harness/ports";
-import { ManagedProcess } from "./harness/process";
+import { launchNats } from "./harness/nats";
 import { selfSignedCert } from "./harness/tls";
-import { waitForTcp } from "./harness/wait";
 
 test.after.always(cleanupAll);
 
 const NATS_PASSWORD = "nats-s3cret-password";
 
+/** nats-server with a password and TLS, on a port it picks itself (-p -1) and logs. */
 async function secureNats(dir: string, tls: { cert: string; key: string }) {
-  const port = await freePort();
-  const proc = new ManagedProcess({
-    name: `nats-secure-${port}`,
-    command: "nats-server",
-    args: [
-      "-a",
-      "127.0.0.1",
-      "-p",
-      String(port),
-      "--user",
-      "relayctl",
-      "--pass",
-      NATS_PASSWORD,
-      "--tls",
-      "--tlscert",
-      tls.cert,
-      "--tlskey",
-      tls.key,
-    ],
-    logFile: join(dir, "nats.log"),
-  });
-  await waitForTcp("127.0.0.1", port, 15_000);
+  const { proc, port } = await launchNats(
+    "nats-secure",
+    -1,
+    ["--user", "relayctl", "--pass", NATS_PASSWORD, "--tls", "--tlscert", tls.cert, "--tlskey", tls.key],
+    join(dir, "nats.log"),
+  );
   return { url: `tls://127.0.0.1:${port}`, stop: () => proc.stop("SIGTERM") };
 }
 
@@ -54,7 +37,6 @@ test("nats security - the roles reach each other over an authenticated TLS NATS 
     role: "all",
     databaseUrl: `sqlite://${join(dir, "cp.db")}`,
     natsUrl: nats.url,
-    gatewayPort: await freePort(),
     dir,
     env: {
       RELAYCTL_NATS_USER: "relayctl",
@@ -106,17 +88,15 @@ function listServices(address: string): Promise<string[] | grpc.status> {
 for (const on of [false, true]) {
   test(`gateway reflection - ${on ? "served when RELAYCTL_GRPC_REFLECTION=true" : "off by default"}`, async (t) => {
     const dir = makeTempDir("reflection");
-    const gatewayPort = await freePort();
     const server = await startControlPlane({
       role: "all",
       bus: "memory",
       databaseUrl: `sqlite://${join(dir, "cp.db")}`,
-      gatewayPort,
       dir,
       env: on ? { RELAYCTL_GRPC_REFLECTION: "true" } : {},
     });
     t.teardown(() => server.stop());
-    const answer = await listServices(`127.0.0.1:${gatewayPort}`);
+    const answer = await listServices(new URL(server.gatewayUrl).host);
     if (on)
       t.true(
         Array.isArray(answer) && answer.includes("relayctl.agent.v1.AgentGateway"),

@@ -2,7 +2,7 @@
 // process (or several of each), a tenant, an automation key, and one enrolled, connected agent.
 import { join } from "node:path";
 import { setupAdmin } from "./admin-steps";
-import { Agent, enroll } from "./agent";
+import { Agent, enrollInProcess } from "./agent";
 import { makeTempDir } from "./cleanup";
 import { type ControlPlane, startControlPlane } from "./control-plane";
 import type { ApiTarget } from "./http";
@@ -99,7 +99,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     const name = o.name ?? uniq("server");
     const token = await setup(["create-join-token", "--tenant", tenantId, "--server-name", name]);
     const stateDir = join(dir, `agent-${name}`);
-    const enrolled = await enroll(api.apiUrl, String(token.join_token), stateDir);
+    const enrolled = await enrollInProcess(api.apiUrl, String(token.join_token), stateDir);
     const handle: ServerHandle = { serverId: enrolled.server_id, serverName: enrolled.server_name, stateDir };
     if (o.start) {
       handle.agent = new Agent(stateDir, dir, opts.agentEnv);

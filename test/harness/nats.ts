@@ -28,9 +28,9 @@ function natsBinary(): string {
 /**
  * Runs nats-server with `args` on client port `port` (-1: one it picks) and resolves with the
  * port it listens on, once it logs "Server is ready" (after the listen line: the port is bound
- * and accepting).
+ * and accepting). Also for a test's own differently configured server (nats-security's TLS).
  */
-async function launchNats(name: string, port: number, args: string[], logFile: string) {
+export async function launchNats(name: string, port: number, args: string[], logFile: string) {
   const proc = new ManagedProcess({
     name,
     command: natsBinary(),
