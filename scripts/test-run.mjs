@@ -28,7 +28,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ManagedProcess, listenPortOf, onFreePort, run } from "@relayctl/devkit";
+import { ManagedProcess, listenPortOf, onFreePort } from "@relayctl/devkit";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const READY_MS = 60_000;
@@ -48,22 +48,31 @@ function removeTmp() {
 // Last resort (an exception in here): devkit SIGKILLs its live processes on exit; the dir goes too.
 process.on("exit", removeTmp);
 
-/** mariadb-install-db, tried again: its bootstrap mariadbd crashes now and then here (signal 11). */
-async function installDb(dataDir) {
+/**
+ * mariadb-install-db, tried again: its bootstrap mariadbd crashes now and then here (signal 11).
+ * Supervised like the servers, so a Ctrl-C during the install stops its bootstrap mariadbd too.
+ */
+async function installDb(dir, dataDir) {
   for (let attempt = 1; ; attempt++) {
     rmSync(dataDir, { recursive: true, force: true });
-    try {
-      await run("mariadb-install-db", [
+    const proc = new ManagedProcess({
+      name: "mariadb-install-db",
+      command: "mariadb-install-db",
+      args: [
         "--no-defaults",
         `--datadir=${dataDir}`,
         "--user=root",
         "--auth-root-authentication-method=normal",
         "--skip-test-db",
-      ]);
-      return;
-    } catch (err) {
-      if (attempt >= 3) throw err;
-    }
+      ],
+      logFile: join(dir, `install-${attempt}.log`),
+    });
+    servers.push(proc);
+    const { code, signal } = await proc.exited;
+    servers.splice(servers.indexOf(proc), 1);
+    if (code === 0) return;
+    if (attempt >= 3)
+      throw new Error(`mariadb-install-db failed (${signal ?? `exit ${code}`}):\n${proc.tail()}`);
   }
 }
 
@@ -71,7 +80,7 @@ async function startMariaDb() {
   const dir = join(tmp, "mariadb");
   const dataDir = join(dir, "db");
   mkdirSync(dir);
-  await installDb(dataDir);
+  await installDb(dir, dataDir);
   // mariadbd cannot pick its own port (0 means 3306): one taken in between makes it exit, and
   // onFreePort tries another.
   return onFreePort(async (port) => {
