@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // make test's ava run: one MariaDB and one nats-server for the whole run instead of one of each
-// per test file (mariadb-install-db alone takes ~2 s idle, DESIGN.md Facts, and ~50 files ran it),
-// handed to ava as
-// MYSQL_URL and NATS_URL (test/harness/mariadb.ts and nats.ts use them: each file still creates
-// and drops its own rc_<random> database, and the files that stop, restart or reconfigure a
-// server start their own). Prints each file's time at the end, slowest first (measured in each
-// worker by scripts/test-run/file-time.mjs, which the runner adds to ava's --node-arguments).
+// per test file (mariadb-install-db alone takes ~2 s idle, DESIGN.md Facts, and ~50 files ran
+// it), handed to ava as MYSQL_URL and NATS_URL. test/harness/mariadb.ts and nats.ts use them:
+// each file still creates and drops its own rc_<random> database, and the files that stop,
+// restart or reconfigure a server start their own. Prints each file's time at the end, slowest
+// first (measured in each worker by scripts/test-run/file-time.mjs, added to ava's
+// --node-arguments here).
 //
 //   node scripts/test-run.mjs [ava arguments]   e.g. node scripts/test-run.mjs test/exec.test.ts
 //
