@@ -197,7 +197,12 @@ export interface AgentMessage {
      * The agent's container engine changed (found, lost, replaced); also sent
      * after Welcome when Hello went out before the first probe ended.
      */
-    | { $case: "engineStatus"; engineStatus: EngineStatus }
+    | { $case: "engineStatus"; engineStatus: EngineStatus } //
+    /**
+     * The agent's reverse proxy started or stopped answering its check; also
+     * sent after Welcome when Hello went out before the first check ended.
+     */
+    | { $case: "proxyStatus"; proxyStatus: ProxyStatus }
     | undefined;
 }
 
@@ -214,6 +219,11 @@ export interface Hello {
    * agent's first probe has ended (an EngineStatus message follows then).
    */
   engine: EngineStatus | undefined;
+  /**
+   * The reverse proxy the agent writes routes to, as last checked; absent until
+   * the agent's first check has ended (a ProxyStatus message follows then).
+   */
+  proxy: ProxyStatus | undefined;
 }
 
 /**
@@ -229,6 +239,21 @@ export interface EngineStatus {
   /** The engine answered its probe: deployments and restarts can run. */
   ok: boolean;
   /** How it was chosen, or why it does not work and how to fix it (one line). */
+  detail: string;
+}
+
+/**
+ * The reverse proxy the agent writes routes to (RELAYCTL_AGENT_PROXY), checked
+ * at start, periodically and after a route write it did not answer: Caddy's
+ * admin API answers GET /config/; nginx's binary is there and its conf dir
+ * writable; Traefik's dir writable. kind none is always ok.
+ */
+export interface ProxyStatus {
+  /** caddy, nginx, traefik or none. */
+  kind: string;
+  /** The proxy answered its check: a deployment's switch can write its route. */
+  ok: boolean;
+  /** Where it was checked, or why it does not answer (one line). */
   detail: string;
 }
 
@@ -585,6 +610,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       case "engineStatus":
         EngineStatus.encode(message.msg.engineStatus, writer.uint32(50).fork()).join();
         break;
+      case "proxyStatus":
+        ProxyStatus.encode(message.msg.proxyStatus, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -653,6 +681,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.msg = { $case: "proxyStatus", proxyStatus: ProxyStatus.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -690,7 +726,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
                               $case: "engineStatus",
                               engineStatus: EngineStatus.fromJSON(object.engine_status),
                             }
-                          : undefined,
+                          : isSet(object.proxyStatus)
+                            ? { $case: "proxyStatus", proxyStatus: ProxyStatus.fromJSON(object.proxyStatus) }
+                            : isSet(object.proxy_status)
+                              ? {
+                                  $case: "proxyStatus",
+                                  proxyStatus: ProxyStatus.fromJSON(object.proxy_status),
+                                }
+                              : undefined,
     };
   },
 
@@ -708,6 +751,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.jobProgress = JobProgress.toJSON(message.msg.jobProgress);
     } else if (message.msg?.$case === "engineStatus") {
       obj.engineStatus = EngineStatus.toJSON(message.msg.engineStatus);
+    } else if (message.msg?.$case === "proxyStatus") {
+      obj.proxyStatus = ProxyStatus.toJSON(message.msg.proxyStatus);
     }
     return obj;
   },
@@ -760,13 +805,29 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         }
         break;
       }
+      case "proxyStatus": {
+        if (object.msg?.proxyStatus !== undefined && object.msg?.proxyStatus !== null) {
+          message.msg = {
+            $case: "proxyStatus",
+            proxyStatus: ProxyStatus.fromPartial(object.msg.proxyStatus),
+          };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
 function createBaseHello(): Hello {
-  return { agentVersion: "", bootId: "", hostname: "", runningOperationIds: [], engine: undefined };
+  return {
+    agentVersion: "",
+    bootId: "",
+    hostname: "",
+    runningOperationIds: [],
+    engine: undefined,
+    proxy: undefined,
+  };
 }
 
 export const Hello: MessageFns<Hello> = {
@@ -785,6 +846,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.engine !== undefined) {
       EngineStatus.encode(message.engine, writer.uint32(42).fork()).join();
+    }
+    if (message.proxy !== undefined) {
+      ProxyStatus.encode(message.proxy, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -842,6 +906,14 @@ export const Hello: MessageFns<Hello> = {
             message.engine = EngineStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.proxy = ProxyStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -873,6 +945,7 @@ export const Hello: MessageFns<Hello> = {
           ? object.running_operation_ids.map((e: any) => globalThis.String(e))
           : [],
       engine: isSet(object.engine) ? EngineStatus.fromJSON(object.engine) : undefined,
+      proxy: isSet(object.proxy) ? ProxyStatus.fromJSON(object.proxy) : undefined,
     };
   },
 
@@ -893,6 +966,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.engine !== undefined) {
       obj.engine = EngineStatus.toJSON(message.engine);
     }
+    if (message.proxy !== undefined) {
+      obj.proxy = ProxyStatus.toJSON(message.proxy);
+    }
     return obj;
   },
 
@@ -909,6 +985,8 @@ export const Hello: MessageFns<Hello> = {
       object.engine !== undefined && object.engine !== null
         ? EngineStatus.fromPartial(object.engine)
         : undefined;
+    message.proxy =
+      object.proxy !== undefined && object.proxy !== null ? ProxyStatus.fromPartial(object.proxy) : undefined;
     return message;
   },
 };
@@ -1024,6 +1102,107 @@ export const EngineStatus: MessageFns<EngineStatus> = {
     const message = createBaseEngineStatus();
     message.name = object.name ?? "";
     message.version = object.version ?? "";
+    message.ok = object.ok ?? false;
+    message.detail = object.detail ?? "";
+    return message;
+  },
+};
+
+function createBaseProxyStatus(): ProxyStatus {
+  return { kind: "", ok: false, detail: "" };
+}
+
+export const ProxyStatus: MessageFns<ProxyStatus> = {
+  encode(message: ProxyStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== "") {
+      writer.uint32(10).string(message.kind);
+    }
+    if (message.ok !== false) {
+      writer.uint32(16).bool(message.ok);
+    }
+    if (message.detail !== "") {
+      writer.uint32(26).string(message.detail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ProxyStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseProxyStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.ok = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.detail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ProxyStatus {
+    return {
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      ok: isSet(object.ok) ? globalThis.Boolean(object.ok) : false,
+      detail: isSet(object.detail) ? globalThis.String(object.detail) : "",
+    };
+  },
+
+  toJSON(message: ProxyStatus): unknown {
+    const obj: any = {};
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.ok !== false) {
+      obj.ok = message.ok;
+    }
+    if (message.detail !== "") {
+      obj.detail = message.detail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ProxyStatus>, I>>(base?: I): ProxyStatus {
+    return ProxyStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ProxyStatus>, I>>(object: I): ProxyStatus {
+    const message = createBaseProxyStatus();
+    message.kind = object.kind ?? "";
     message.ok = object.ok ?? false;
     message.detail = object.detail ?? "";
     return message;
