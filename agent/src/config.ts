@@ -87,6 +87,13 @@ const schema = z
      * container serving the port (jobs/port-check.ts). @default host
      */
     RELAYCTL_AGENT_PROXY_UPSTREAM: z.enum(["host", "container-network"]).default("host"),
+    /**
+     * Seconds between checks of the reverse proxy (proxy-status/check.ts: Caddy's
+     * admin API answers, nginx's binary and conf dir, Traefik's dir), reported as
+     * `proxy` in GET /api/servers; a route write the proxy did not take checks
+     * again at once. 0: only at start and after such writes. @default 30
+     */
+    RELAYCTL_AGENT_PROXY_RECHECK_SECONDS: int(0, 86_400).default(30),
     /** Caddy's admin API. @default http://127.0.0.1:2019 */
     RELAYCTL_AGENT_CADDY_ADMIN_URL: z.string().url().default("http://127.0.0.1:2019"),
     /** Name of the HTTP server the agent owns in Caddy's config. @default relayctl */
@@ -162,6 +169,7 @@ export interface AgentConfig {
   launcherHost: boolean;
   containerEngine: "docker" | "podman" | "auto";
   engineRecheckSeconds: number;
+  proxyRecheckSeconds: number;
   rebootCommand: string;
   bootIdFile: string;
   logLevel: LogLevel;
@@ -262,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     launcherHost: c.RELAYCTL_AGENT_LAUNCHERS === "host",
     containerEngine: c.RELAYCTL_AGENT_CONTAINER_ENGINE,
     engineRecheckSeconds: c.RELAYCTL_AGENT_ENGINE_RECHECK_SECONDS,
+    proxyRecheckSeconds: c.RELAYCTL_AGENT_PROXY_RECHECK_SECONDS,
     rebootCommand: c.RELAYCTL_AGENT_REBOOT_COMMAND,
     bootIdFile: c.RELAYCTL_AGENT_BOOT_ID_FILE,
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,

@@ -9,6 +9,7 @@ import { readAgentFile } from "../enrollment/agent-file.js";
 import { EnrollError, enroll } from "../enrollment/enroll.js";
 import { EngineMonitor } from "../engine/engine-monitor.js";
 import { Dispatcher } from "../jobs/dispatcher.js";
+import { ProxyMonitor } from "../proxy-status/proxy-monitor.js";
 import { createLogger } from "../log.js";
 import { PtyRunner } from "../runner/pty-runner.js";
 import { logTracingState, startTracing, stopTracing } from "../tracing/index.js";
@@ -66,6 +67,9 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     recheckMs: cfg.engineRecheckSeconds * 1000,
   });
   engines.start();
+  // Checked in the background too; reported to the gateway with Hello and on every change.
+  const proxyStatus = new ProxyMonitor({ proxy: cfg.proxy, log, recheckMs: cfg.proxyRecheckSeconds * 1000 });
+  proxyStatus.start();
   const dispatcher = await Dispatcher.open({
     stateDir,
     runner,
@@ -84,6 +88,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     backoff: cfg.backoff,
     agentVersion: AGENT_VERSION,
     dispatcher,
+    proxyStatus,
     log,
     bootIdFile: cfg.bootIdFile,
   });
@@ -98,6 +103,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     log.info({ signal }, "agent stopping");
     await connection.stop();
     engines.stop();
+    proxyStatus.stop();
     await runner.close();
     await dispatcher.close();
     await stopTracing();

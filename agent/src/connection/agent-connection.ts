@@ -6,8 +6,10 @@
 // meanwhile; their results wait on disk.
 import { EventEmitter } from "node:events";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import type { AgentMessage, EngineStatus, GatewayMessage, Welcome } from "@relayctl/proto";
+import type { AgentMessage, EngineStatus, GatewayMessage, ProxyStatus, Welcome } from "@relayctl/proto";
 import { sameStatus } from "../engine/choice.js";
+import { sameProxyStatus } from "../proxy-status/check.js";
+import type { ProxyMonitor } from "../proxy-status/proxy-monitor.js";
 import type { Dispatcher } from "../jobs/dispatcher.js";
 import type { Logger } from "../log.js";
 import { Backoff } from "./backoff.js";
@@ -28,6 +30,8 @@ export interface AgentConnectionOptions {
   backoff: { minMs: number; maxMs: number };
   agentVersion: string;
   dispatcher: Dispatcher;
+  /** The reverse proxy's status, sent with Hello and on every change; none sent without it. */
+  proxyStatus?: ProxyMonitor;
   log: Logger;
   /** @default /proc/sys/kernel/random/boot_id */
   bootIdFile?: string;
@@ -122,7 +126,19 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
         send({ msg: { $case: "engineStatus", engineStatus: engine } });
       };
       dispatcher.engines.on("change", reportEngine);
-      stopReporting = () => dispatcher.engines.off("change", reportEngine);
+      // The proxy's status, the same way.
+      const proxyMonitor = this.options.proxyStatus;
+      let reportedProxy = proxyMonitor?.current;
+      const reportProxy = (proxy: ProxyStatus) => {
+        if (!attached || sameProxyStatus(reportedProxy, proxy)) return;
+        reportedProxy = proxy;
+        send({ msg: { $case: "proxyStatus", proxyStatus: proxy } });
+      };
+      proxyMonitor?.on("change", reportProxy);
+      stopReporting = () => {
+        dispatcher.engines.off("change", reportEngine);
+        proxyMonitor?.off("change", reportProxy);
+      };
 
       call.on("data", (message: GatewayMessage) => {
         const msg = message.msg;
@@ -138,6 +154,8 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
             attached = true;
             const engine = dispatcher.engines.current?.status;
             if (engine) reportEngine(engine);
+            const proxy = proxyMonitor?.current;
+            if (proxy) reportProxy(proxy);
             const everyMs = msg.welcome.heartbeatIntervalMs || DEFAULT_HEARTBEAT_MS;
             heartbeat = setInterval(() => {
               send({
@@ -180,6 +198,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
             hostname: hostName(),
             runningOperationIds: dispatcher.runningOperationIds(),
             engine: reported,
+            proxy: reportedProxy,
           },
         },
       });

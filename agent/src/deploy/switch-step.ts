@@ -6,6 +6,7 @@
 // proxy (or without domain names) the step only says where the version listens.
 import type { RouteSyncer } from "@relayctl/reverse-proxy-sync";
 import type { ProxyConfig } from "../config.js";
+import { proxyWriteFailed } from "../proxy-status/proxy-monitor.js";
 import { type DeployContext, StepError } from "./context.js";
 
 export interface SwitchTarget {
@@ -49,8 +50,11 @@ export async function switchRoute(
   });
   const outcome = report.routes[0];
   if (outcome === undefined || outcome.status === "failed") {
+    // The proxy may have gone away: the agent checks it again now and reports it.
+    proxyWriteFailed();
+    // The syncer writes a route whole or not at all: whatever served before still does.
     throw new StepError(
-      `the ${target.proxy.kind} proxy did not take the route: ${outcome?.error ?? "no outcome"}`,
+      `the ${target.proxy.kind} proxy did not take the route: ${outcome?.error ?? "no outcome"}; the route was not changed (the previous version, if any, keeps serving)`,
     );
   }
   rec.log(

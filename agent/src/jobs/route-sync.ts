@@ -23,6 +23,7 @@ import type { ProxyConfig } from "../config.js";
 import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
+import { proxyWriteFailed } from "../proxy-status/proxy-monitor.js";
 import { PortCheck, syncCheckedRoutes } from "./port-check.js";
 
 /** Used when the gateway sends no deadline (an older control plane). */
@@ -138,6 +139,9 @@ export class RouteSyncRunner {
       timer = setTimeout(() => resolve("late"), deadlineMs);
     });
     const report = await Promise.race([this.#sync(syncer, job), late]).finally(() => clearTimeout(timer));
+    // A route the proxy did not take (or no answer at all) may mean the proxy went
+    // away: the agent's proxy check runs again now rather than at its next interval.
+    if (report === "late" || report.routes.some((o) => o.status === "failed")) proxyWriteFailed();
     if (report === "late") {
       const why = `the ${proxy.kind} proxy did not take the routes within ${deadlineMs / 1000} s`;
       return failed(operationId, why, startedAt);
