@@ -16,6 +16,7 @@ import type { AckWriter } from "./ack-writer.js";
 import { Coalescer } from "../lib/coalescer.js";
 import { finalResult } from "./convert.js";
 import { engineColumns, storeEngineStatus } from "./engine-status.js";
+import { proxyColumns, storeProxyStatus } from "./proxy-status.js";
 import type { StreamRegistry } from "./registry.js";
 
 export interface GatewayDeps {
@@ -195,7 +196,9 @@ class AgentStream {
               ? this.onProgress(msg.jobProgress)
               : msg.$case === "engineStatus"
                 ? storeEngineStatus(this.deps.db, this.serverId, msg.engineStatus)
-                : this.onResult(msg.jobResult);
+                : msg.$case === "proxyStatus"
+                  ? storeProxyStatus(this.deps.db, this.serverId, msg.proxyStatus)
+                  : this.onResult(msg.jobResult);
     work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 
@@ -212,6 +215,8 @@ class AgentStream {
         last_seen_at: Date.now(),
         // Absent until the agent's first probe ends (an EngineStatus follows) or from an older agent.
         ...(h.engine ? engineColumns(h.engine) : {}),
+        // Likewise until the agent's first proxy check ends.
+        ...(h.proxy ? proxyColumns(h.proxy) : {}),
       },
     });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);

@@ -152,6 +152,17 @@ const serverEngine = o({
   detail: z.string().describe("how it was chosen, or each engine's reason and how to fix it"),
 }).meta({ id: "ServerEngine" });
 
+/** The reverse proxy a server's agent writes routes to (agent.proto ProxyStatus). */
+const serverProxy = o({
+  kind: z.enum(["caddy", "nginx", "traefik", "none"]).describe("RELAYCTL_AGENT_PROXY of the agent"),
+  ok: z
+    .boolean()
+    .describe(
+      "the proxy answered the agent's last check (always true for none): a deployment's switch can write its route",
+    ),
+  detail: z.string().describe("where it was checked, or why it does not answer"),
+}).meta({ id: "ServerProxy" });
+
 const server = o({
   id: uuid,
   name: z.string(),
@@ -162,6 +173,7 @@ const server = o({
   engine: serverEngine
     .nullable()
     .describe("the container engine the agent last reported; null when it never did"),
+  proxy: serverProxy.nullable().describe("the reverse proxy the agent last reported; null when it never did"),
 }).meta({ id: "Server" });
 
 const registryCredential = o({

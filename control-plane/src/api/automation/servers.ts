@@ -31,6 +31,9 @@ export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
       "engine_version",
       "engine_ok",
       "engine_detail",
+      "proxy_kind",
+      "proxy_ok",
+      "proxy_detail",
     );
   const connected = await bus.connectedServers(rows.map((r) => r.id as string));
   return rows.map((r) => ({
@@ -41,6 +44,7 @@ export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
     last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
     connected: connected.has(r.id as string),
     engine: engineOf(r),
+    proxy: proxyOf(r),
   }));
 }
 
@@ -56,6 +60,19 @@ function engineOf(r: Record<string, unknown>) {
     version: (r.engine_version as string) || null,
     ok: Boolean(Number(r.engine_ok)),
     detail: (r.engine_detail as string | null) ?? "",
+  };
+}
+
+/**
+ * The reverse proxy the agent last reported (gateway/proxy-status.ts), or null
+ * when it never did. kind none is ok: deployments only record where apps listen.
+ */
+function proxyOf(r: Record<string, unknown>) {
+  if (r.proxy_ok === null || r.proxy_ok === undefined) return null;
+  return {
+    kind: (r.proxy_kind as string | null) ?? "",
+    ok: Boolean(Number(r.proxy_ok)),
+    detail: (r.proxy_detail as string | null) ?? "",
   };
 }
 

@@ -15,6 +15,7 @@ import * as m011 from "./011_accounts.js";
 import * as m012 from "./012_github.js";
 import * as m013 from "./013_oauth_authorization_code.js";
 import * as m014 from "./014_server_engine.js";
+import * as m015 from "./015_server_proxy.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -36,6 +37,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "012_github": m012,
   "013_oauth_authorization_code": m013,
   "014_server_engine": m014,
+  "015_server_proxy": m015,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
