@@ -385,7 +385,7 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.is((await login(u)).code, 0);
   const servers = await u.run(["servers", "list"]);
   t.is(servers.code, 0, servers.stderr);
-  t.regex(servers.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE$/m);
+  t.regex(servers.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
   t.true(servers.stdout.includes(c.serverName));
 
   const created = await u.run([

@@ -155,9 +155,15 @@ test.serial(
     // `relayctl servers` shows both servers' engines, and the reason under the table.
     const cli = await new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: apiKey }).run(["servers"]);
     t.is(cli.code, 0, cli.stderr);
-    t.regex(cli.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE$/m);
-    t.regex(cli.stdout, new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*$`, "m"));
-    t.regex(cli.stdout, new RegExp(`^${server.serverId}\\s+${server.serverName}\\s.*\\snone working$`, "m"));
+    t.regex(cli.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+    t.regex(
+      cli.stdout,
+      new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*\\s+none$`, "m"),
+    );
+    t.regex(
+      cli.stdout,
+      new RegExp(`^${server.serverId}\\s+${server.serverName}\\s.*\\snone working\\s+none$`, "m"),
+    );
     t.true(cli.stdout.includes(`\n${server.serverName}: ${none.detail}\n`), cli.stdout);
 
     const logged = await agent.proc.waitForLine((l) => l.json?.msg !== undefined && l.json.ok === false, {

@@ -1,5 +1,6 @@
 // Servers: each server's connected state (polled every 2 s), agent version, container
-// engine (with the reason and the fix when none works) and last contact; "Add server"
+// engine (with the reason and the fix when none works), reverse proxy (with why it does
+// not answer) and last contact; "Add server"
 // asks for a join token and shows the commands that enroll one.
 import { useState } from "preact/hooks";
 import { type Server, type ServerEngine, get, post } from "../api";
@@ -75,10 +76,35 @@ function Engine({ engine }: { engine: ServerEngine | null | undefined }) {
   );
 }
 
+/** GET /api/servers `proxy` (the agent's ProxyStatus); null until the agent reports one. */
+interface ServerProxy {
+  /** caddy, nginx, traefik or none. */
+  kind: string;
+  /** The proxy answered the agent's last check: deployments can switch routes. */
+  ok: boolean;
+  /** Where it was checked, or why it does not answer. */
+  detail: string;
+}
+
+/** A server as GET /api/servers returns it, with its proxy (not in api.ts's shared type yet). */
+type ServerRow = Server & { proxy?: ServerProxy | null };
+
+/** The proxy the agent writes routes to, or why deployments will fail at switch. */
+function ReverseProxy({ proxy }: { proxy: ServerProxy | null | undefined }) {
+  if (!proxy) return <>—</>;
+  if (proxy.ok) return <span title={proxy.detail}>{proxy.kind}</span>;
+  return (
+    <>
+      <span class="badge badge-failed">{proxy.kind} not answering</span>
+      <p class="hint">{proxy.detail}</p>
+    </>
+  );
+}
+
 export function ServersPage() {
   const who = useWho();
   const [adding, setAdding] = useState(false);
-  const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), [], POLL_MS);
+  const servers = useLoad(() => get<{ servers: ServerRow[] }>("/api/servers"), [], POLL_MS);
   return (
     <Page
       title="Servers"
@@ -114,6 +140,7 @@ export function ServersPage() {
                     <th scope="col">Host name</th>
                     <th scope="col">Agent</th>
                     <th scope="col">Container engine</th>
+                    <th scope="col">Reverse proxy</th>
                     <th scope="col">Last seen</th>
                   </tr>
                 </thead>
@@ -130,6 +157,9 @@ export function ServersPage() {
                       <td>{s.agent_version ?? "—"}</td>
                       <td>
                         <Engine engine={s.engine} />
+                      </td>
+                      <td>
+                        <ReverseProxy proxy={s.proxy} />
                       </td>
                       <td>
                         <Time iso={s.last_seen_at} />
