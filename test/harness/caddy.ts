@@ -23,6 +23,10 @@ export interface CaddyServer {
   admin(method: string, path: string, body?: unknown): Promise<AdminResponse>;
   /** Kills Caddy and starts it again with only its boot config: every route is gone. */
   restart(): Promise<void>;
+  /** Kills Caddy (SIGKILL, as a crash) and leaves it down until start(). */
+  kill(): Promise<void>;
+  /** Starts a killed Caddy again on the same admin port, with only its boot config. */
+  start(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -82,6 +86,10 @@ export async function startCaddy(): Promise<CaddyServer> {
       await proc?.stop("SIGKILL");
       await launch();
     },
+    kill: async () => {
+      await proc?.stop("SIGKILL");
+    },
+    start: () => launch(),
     stop: async () => {
       await proc?.stop();
     },
