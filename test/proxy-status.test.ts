@@ -84,6 +84,7 @@ test.serial(
     const d = await s.deployAndWait(app.id, { timeout_seconds: 300 }, 300_000);
     t.is(d.op.json.status, "failed", describe(d.op));
     const stderr = String((d.op.json.result as Record<string, unknown>).stderr);
+    t.log(stderr); // the reason a person reads, shown in the run's output
     t.true(stderr.startsWith("switch: the caddy proxy did not take the route: "), stderr);
     t.true(stderr.includes(adminUrl), stderr);
     t.regex(stderr, /the route was not changed/);
