@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ProxyStatus } from "@relayctl/proto";
 import test from "ava";
-import type { ProxyConfig } from "../config.js";
+import { ConfigError, type ProxyConfig, loadConfig } from "../config.js";
 import { silentLogger } from "../log.js";
 import { NONE_DETAIL, checkProxy, logMessage } from "./check.js";
 import { ProxyMonitor, proxyWriteFailed } from "./proxy-monitor.js";
@@ -35,6 +35,15 @@ const caddy = (adminUrl: string): ProxyConfig => ({
   serverName: "relayctl",
   listen: undefined,
   automaticHttps: false,
+});
+
+test("config - RELAYCTL_AGENT_PROXY_RECHECK_SECONDS is 30 by default, 0 allowed, a bad value named", (t) => {
+  t.is(loadConfig({}).proxyRecheckSeconds, 30);
+  t.is(loadConfig({ RELAYCTL_AGENT_PROXY_RECHECK_SECONDS: "0" }).proxyRecheckSeconds, 0);
+  const error = t.throws(() => loadConfig({ RELAYCTL_AGENT_PROXY_RECHECK_SECONDS: "soon" }), {
+    instanceOf: ConfigError,
+  });
+  t.regex(error.message, /^RELAYCTL_AGENT_PROXY_RECHECK_SECONDS: /);
 });
 
 test("check - none is ok and says deployments only record where apps listen", async (t) => {
