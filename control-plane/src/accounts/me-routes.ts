@@ -7,11 +7,11 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Knex } from "knex";
 import { z } from "zod";
-import { isUuid } from "../api/validation.js";
+import { isUuid } from "../http/validation.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { findClient } from "../oauth/clients.js";
 import { revokeFamily } from "../oauth/tokens.js";
 import { SESSION_COOKIE, revokeSession, setCookie } from "./sessions.js";

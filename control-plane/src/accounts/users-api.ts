@@ -3,8 +3,8 @@
 // API key acts as an owner; members may read, owners change (oauth/principal.ts).
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ApiContext } from "../api/context.js";
-import { isUuid } from "../api/validation.js";
+import type { ApiContext } from "../http/context.js";
+import { isUuid } from "../http/validation.js";
 import { apiKeyAuth } from "../auth/plugins.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";

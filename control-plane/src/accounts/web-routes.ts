@@ -5,7 +5,7 @@
 // audited.
 import { randomBytes } from "node:crypto";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 import { LIMITS, countAttempt, refundAttempt } from "./attempt-limits.js";
 import { auditUserEvent } from "./audit.js";

@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { enrollAgent } from "../auth/agent-credentials.js";
-import type { ApiContext } from "./context.js";
+import type { ApiContext } from "../http/context.js";
 
 // Not strict: agents of other versions may send fields this one does not know.
 const bodySchema = z.object({

@@ -20,13 +20,13 @@ import { cliInstallRoutes } from "../install/cli-routes.js";
 import { installRoutes } from "../install/routes.js";
 import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
 import { automationApi } from "./automation/index.js";
-import type { ApiContext } from "./context.js";
+import type { ApiContext } from "../http/context.js";
 import { installErrorHandling } from "./errors.js";
 import { managementApi } from "./management/index.js";
 import { healthRoutes } from "../observability/health.js";
 import { httpMetrics, metricsRoute } from "../observability/http-metrics.js";
 import { installOpenApi } from "../observability/openapi.js";
-import { serializerCompiler, validatorCompiler } from "./validation.js";
+import { serializerCompiler, validatorCompiler } from "../http/validation.js";
 
 /** Fastify's trustProxy from RELAYCTL_TRUSTED_PROXIES (proxy-addr walks X-Forwarded-For from the right). */
 function trustProxy(c: Config["trustProxy"]) {

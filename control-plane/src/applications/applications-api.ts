@@ -9,9 +9,9 @@
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { uuid as uuidSchema } from "../api/validation.js";
+import { uuid as uuidSchema } from "../http/validation.js";
 import { listServers } from "../api/automation/servers.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { urlsOf, urlsOfMany } from "./hosts.js";
 import { type RouteChange, applyRoute } from "./live-route.js";

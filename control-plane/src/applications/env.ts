@@ -5,7 +5,7 @@
 // of names and values), so a deployment's env always fits what an agent takes.
 // Changes are audited by name only.
 import type { Knex } from "knex";
-import { LIMITS, envBytes } from "../api/automation/schemas.js";
+import { LIMITS, envBytes } from "../http/schemas.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";

@@ -7,7 +7,7 @@
 // first): a job on the agent's stream still runs when the answer has gone, and
 // an agent that is not connected gets the hosts with the application's next
 // deployment or route sync, which read them from the same place (hosts.ts).
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { runRouteJob } from "../external-deploy/route-job.js";
 import { type HostApp, routeFqdns } from "./hosts.js";
 

@@ -1,7 +1,7 @@
 // Takes an application's route off a server's proxy: a route-sync job with no
 // routes that removes the application (and prunes any other application that no
 // longer exists on that server). Waits a short while for the agent's report.
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { type RouteJobOutcome, runRouteJob } from "../external-deploy/route-job.js";
 
 const WAIT_MS = 15_000;

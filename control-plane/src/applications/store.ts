@@ -10,7 +10,7 @@ import { iso } from "../lib/time.js";
 import type { AppsUrl } from "./app-url.js";
 import { checkDefaultHost } from "./hosts.js";
 import { compileFqdns } from "./validate.js";
-import { isUuid } from "../api/validation.js";
+import { isUuid } from "../http/validation.js";
 import { seal } from "../registry/crypto.js";
 import { requireMasterKey } from "../registry/credentials.js";
 import {

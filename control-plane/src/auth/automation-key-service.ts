@@ -7,7 +7,7 @@
 import type { Knex } from "knex";
 import { z } from "zod";
 import { OPERATIONS, type ScopeInput, compileScope } from "../api/management/key-scope.js";
-import { dateTime, uuid as uuidSchema } from "../api/validation.js";
+import { dateTime, uuid as uuidSchema } from "../http/validation.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";

@@ -4,7 +4,7 @@
 // applications and history, and a new join token enrolls it again.
 import type { Command } from "commander";
 import type { Knex } from "knex";
-import { isUuid } from "../api/validation.js";
+import { isUuid } from "../http/validation.js";
 import { revokeAgentCredential } from "../auth/agent-credentials.js";
 import { OPERATOR_ACTOR } from "../auth/automation-key-service.js";
 import { AdminError, resolveTenant } from "./admin.js";

@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import type { z } from "zod";
-import { isUuid, validationMessage } from "../api/validation.js";
+import { isUuid, validationMessage } from "../http/validation.js";
 import * as keyService from "../auth/automation-key-service.js";
 import { OPERATOR_ACTOR, keyCreateSchema } from "../auth/automation-key-service.js";
 import { SERVER_NAME_PATTERN, issueJoinToken } from "../auth/agent-credentials.js";

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
 import Fastify from "fastify";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { installErrorHandling } from "../api/errors.js";
 import { dashboardRoutes } from "./static.js";
 

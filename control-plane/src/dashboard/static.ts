@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { currentSession } from "../accounts/sessions.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 
 /** <repo>/web/dist from control-plane/dist/dashboard/static.js (and from src/ under tsx). */

@@ -11,10 +11,10 @@
 import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { envSchema, runIdSchema } from "../api/automation/schemas.js";
+import { envSchema, runIdSchema } from "../http/schemas.js";
 import { deployTimeoutSchema, DEPLOY_TIMEOUT } from "../api/automation/deploy.js";
-import type { ApiContext } from "../api/context.js";
-import { queryInt } from "../api/validation.js";
+import type { ApiContext } from "../http/context.js";
+import { queryInt } from "../http/validation.js";
 import { listEnv, setEnv, unsetEnv } from "../applications/env.js";
 import { refSchema } from "../applications/source.js";
 import { urlsOf } from "../applications/hosts.js";

@@ -2,7 +2,7 @@
 // event (nothing runs unaudited), dispatch it, wait for the agent's report (a
 // RouteSyncReport in the result's detail). Used by external-deploy sync and by application deletion.
 import { RouteOutcomeStatus, type RouteSyncJob, type RouteSyncReport } from "@relayctl/proto";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { BusUnavailableError } from "../bus/job-bus.js";
 

@@ -14,7 +14,7 @@ import { requireOperation } from "../auth/automation-key.js";
 import { automationKeyAuth } from "../auth/plugins.js";
 import { enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { CONTAINER_NAME_PATTERN } from "../applications/validate.js";
 import { type SessionRow, endSession, openSession, sessionBearer, sessionOfToken } from "./sessions.js";
 import { admitSessionKey } from "./session-key.js";

@@ -13,7 +13,7 @@ import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { iso } from "../lib/time.js";
 import { SESSION_KEY_COLUMNS, type SessionKey, serverInScope } from "./session-key.js";
-import { isUuid } from "../api/validation.js";
+import { isUuid } from "../http/validation.js";
 
 export interface SessionRow {
   id: string;

@@ -4,7 +4,7 @@
 // agents' reports into `results` and `errors`. Every entry is audited.
 import type { Knex } from "knex";
 import { type AuditEventInput, appendAuditEvents } from "../audit/audit-log.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { routeFqdns } from "../applications/hosts.js";
 import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";

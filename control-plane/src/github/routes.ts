@@ -9,8 +9,8 @@
 import type { FastifyPluginAsync } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import type { ApiContext } from "../api/context.js";
-import { queryInt } from "../api/validation.js";
+import type { ApiContext } from "../http/context.js";
+import { queryInt } from "../http/validation.js";
 import { getApplication } from "../applications/store.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { actorPayload } from "../auth/security-audit.js";

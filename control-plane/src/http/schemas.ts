@@ -3,7 +3,7 @@
 // unknown fields are refused (strict objects).
 import { z } from "zod";
 
-export { isUuid, uuid as uuidSchema } from "../validation.js";
+export { isUuid, uuid as uuidSchema } from "./validation.js";
 
 export const LIMITS = {
   commandChars: 8192,

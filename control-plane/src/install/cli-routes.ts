@@ -7,7 +7,7 @@ import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 import { fillBaseUrl, installBaseUrl } from "./base-url.js";
 import { locateCliFile, readLatestCli } from "./cli-bundle.js";

@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 import { fillBaseUrl, installBaseUrl } from "./base-url.js";
 import { locateBundleFile, readLatest } from "./bundles.js";

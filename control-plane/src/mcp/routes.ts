@@ -10,7 +10,7 @@ import type { ReadableStream as NodeWebStream } from "node:stream/web";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import type { Knex } from "knex";
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { automationKeyAuth } from "../auth/plugins.js";
 import { issuerOf } from "../oauth/routes.js";
 import { progressSince } from "../deployments/view.js";

@@ -9,14 +9,8 @@ import { z } from "zod";
 import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../api/automation/deploy.js";
 import { bodySchema as execBody } from "../api/automation/exec.js";
 import { bodySchema as restartBody } from "../api/automation/restart.js";
-import {
-  LIMITS,
-  envSchema,
-  runIdSchema,
-  timeoutSecondsSchema,
-  uuidSchema,
-} from "../api/automation/schemas.js";
-import { dateTime } from "../api/validation.js";
+import { LIMITS, envSchema, runIdSchema, timeoutSecondsSchema, uuidSchema } from "../http/schemas.js";
+import { dateTime } from "../http/validation.js";
 import { refSchema } from "../applications/source.js";
 import { RUN_CURSOR_PATTERN } from "../operations/read.js";
 import type { ApiCaller } from "./api-client.js";

@@ -8,7 +8,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { type FormBody, acceptForms } from "../accounts/form-body.js";
 import { csrfField, html, sendPage } from "../accounts/html.js";
 import { currentSession, requireCsrf } from "../accounts/sessions.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import {
   type AuthorizationRequest,
   RedirectableError,

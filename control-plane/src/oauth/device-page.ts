@@ -8,7 +8,7 @@ import { LIMITS, countAttempt, refundAttempt } from "../accounts/attempt-limits.
 import { acceptForms, type FormBody } from "../accounts/form-body.js";
 import { csrfField, html, sendPage } from "../accounts/html.js";
 import { type WebSession, currentSession, requireCsrf } from "../accounts/sessions.js";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 import { findClient } from "./clients.js";
 import { decide, displayUserCode, findPendingByUserCode, normalizeUserCode } from "./device.js";

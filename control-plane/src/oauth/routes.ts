@@ -5,7 +5,7 @@
 // Parameters are form-encoded; errors are RFC 6749 §5.2 objects (errors.ts);
 // answers are no-store. The authorization endpoint is a page: authorize-page.ts.
 import type { FastifyPluginAsync, FastifyRequest } from "fastify";
-import type { ApiContext } from "../api/context.js";
+import type { ApiContext } from "../http/context.js";
 import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
 import { type FormBody, REPEATED, acceptForms } from "../accounts/form-body.js";
 import type { Knex } from "knex";

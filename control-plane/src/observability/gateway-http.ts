@@ -4,7 +4,7 @@
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { Logger } from "pino";
 import { installErrorHandling } from "../api/errors.js";
-import { serializerCompiler, validatorCompiler } from "../api/validation.js";
+import { serializerCompiler, validatorCompiler } from "../http/validation.js";
 import { type HealthOptions, healthRoutes } from "./health.js";
 import { httpMetrics, metricsRoute } from "./http-metrics.js";
 

@@ -4,8 +4,8 @@
 import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { uuidSchema } from "../api/automation/schemas.js";
-import type { ApiContext } from "../api/context.js";
+import { uuidSchema } from "../http/schemas.js";
+import type { ApiContext } from "../http/context.js";
 import { actorPayload } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import { bindProvider, unbindProvider } from "./bindings.js";

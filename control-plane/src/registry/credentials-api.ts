@@ -3,8 +3,8 @@
 // never shown again. Every route needs RELAYCTL_MASTER_KEY (503 without it).
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { isUuid } from "../api/validation.js";
-import type { ApiContext } from "../api/context.js";
+import { isUuid } from "../http/validation.js";
+import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
 import { createCredential, deleteCredential, listCredentials, requireMasterKey } from "./credentials.js";
 

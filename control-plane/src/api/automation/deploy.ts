@@ -10,8 +10,8 @@ import { getApplication } from "../../applications/store.js";
 import { refSchema } from "../../applications/source.js";
 import { requireOperation } from "../../auth/automation-key.js";
 import { viaOf } from "../../mcp/marker.js";
-import type { ApiContext } from "../context.js";
-import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
+import type { ApiContext } from "../../http/context.js";
+import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 /** The contract's default; the bound is ours (an hour covers any real build). */

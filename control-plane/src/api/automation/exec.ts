@@ -5,7 +5,7 @@ import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import {
@@ -15,7 +15,7 @@ import {
   runIdSchema,
   timeoutSecondsSchema,
   uuidSchema,
-} from "./schemas.js";
+} from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 /** The body's rules; the MCP tool exec_command takes the same. */

@@ -3,7 +3,7 @@
 // validated; then the route checks its operation and server scope.
 import type { FastifyPluginAsync } from "fastify";
 import { automationKeyAuth } from "../../auth/plugins.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { deployRoute } from "./deploy.js";
 import { execRoute } from "./exec.js";
 import { operationsRoute } from "./operations.js";

@@ -12,8 +12,8 @@ import {
   listRunOperations,
 } from "../../operations/read.js";
 import type { AutomationPrincipal } from "../../auth/automation-key.js";
-import type { ApiContext } from "../context.js";
-import { isUuid, runIdSchema } from "./schemas.js";
+import type { ApiContext } from "../../http/context.js";
+import { isUuid, runIdSchema } from "../../http/schemas.js";
 
 const querystring = z.strictObject({
   run_id: runIdSchema,

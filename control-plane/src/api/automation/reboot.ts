@@ -14,10 +14,10 @@ import { requireOperation } from "../../auth/automation-key.js";
 import { type OpenedBinding, openBinding } from "../../reboot/bindings.js";
 import { currentBootId } from "../../reboot/completion.js";
 import { cloudProvider } from "../../reboot/providers/index.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { notRunError } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
-import { runIdSchema, uuidSchema } from "./schemas.js";
+import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });

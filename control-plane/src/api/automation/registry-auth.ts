@@ -13,10 +13,10 @@ import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
 import { openCredential, requireMasterKey, resolveOr422 } from "../../registry/credentials.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { notRunError } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
-import { runContextSchema, runIdSchema, uuidSchema } from "./schemas.js";
+import { runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 /** Engine login/logout deadline on the agent. */

@@ -7,10 +7,10 @@ import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { requireOperation } from "../../auth/automation-key.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
-import { runIdSchema, uuidSchema } from "./schemas.js";
+import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 /** How long the HTTP call waits for the result (the contract's exec default). */

@@ -5,7 +5,7 @@ import type { FastifyRequest } from "fastify";
 import { userActor } from "../../accounts/users.js";
 import type { ServerRef, StartSpec, StartedOperation } from "../../operations/service.js";
 import { viaOf } from "../../mcp/marker.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 
 export interface CallerOperation {
   operationType: string;

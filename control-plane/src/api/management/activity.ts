@@ -10,9 +10,9 @@ import { z } from "zod";
 import { RcError } from "../../errors.js";
 import { iso } from "../../lib/time.js";
 import { RUN_CURSOR_PATTERN, listOperations } from "../../operations/read.js";
-import { runIdSchema, uuidSchema } from "../automation/schemas.js";
-import type { ApiContext } from "../context.js";
-import { queryInt } from "../validation.js";
+import { runIdSchema, uuidSchema } from "../../http/schemas.js";
+import type { ApiContext } from "../../http/context.js";
+import { queryInt } from "../../http/validation.js";
 import { describeOperation } from "./describe-operation.js";
 
 const STATUSES = ["running", "completed", "failed", "timeout"] as const;

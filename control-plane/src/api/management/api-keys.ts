@@ -9,8 +9,8 @@ import { createApiKey, listApiKeys, revokeApiKey } from "../../auth/api-key.js";
 import type { AuditActor } from "../../auth/automation-key-service.js";
 import { actorPayload } from "../../auth/security-audit.js";
 import { RcError } from "../../errors.js";
-import { isUuid } from "../validation.js";
-import type { ApiContext } from "../context.js";
+import { isUuid } from "../../http/validation.js";
+import type { ApiContext } from "../../http/context.js";
 
 const createBody = z.strictObject({ name: z.string().trim().min(1).max(128) });
 const params = z.object({ id: z.string() });

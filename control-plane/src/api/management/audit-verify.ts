@@ -7,7 +7,7 @@ import type { Knex } from "knex";
 import { auditKeys } from "../../audit/chain-key.js";
 import { verifyTenantChain } from "../../audit/verify.js";
 import { isSqlite } from "../../db/knex.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 
 export const auditVerifyRoute =
   (ctx: ApiContext): FastifyPluginAsyncZod =>

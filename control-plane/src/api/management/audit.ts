@@ -10,9 +10,9 @@ import { RcError } from "../../errors.js";
 import { budgetPage } from "../../lib/budget-page.js";
 import { iso } from "../../lib/time.js";
 import { type PreviewRow, presentPreview, previewColumns } from "../../operations/preview.js";
-import { runIdSchema, uuidSchema } from "../automation/schemas.js";
-import { dateTime, queryInt } from "../validation.js";
-import type { ApiContext } from "../context.js";
+import { runIdSchema, uuidSchema } from "../../http/schemas.js";
+import { dateTime, queryInt } from "../../http/validation.js";
+import type { ApiContext } from "../../http/context.js";
 
 // limit and cursor arrive as digits in the query string and are coerced.
 const querystring = z.strictObject({

@@ -14,7 +14,7 @@ import {
   updateAutomationKey,
 } from "../../auth/automation-key-service.js";
 import { actorPayload } from "../../auth/security-audit.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 
 const params = z.object({ id: z.string() });
 

@@ -8,7 +8,7 @@ import { deploymentsRoutes } from "../../deployments/routes.js";
 import { githubRoutes } from "../../github/routes.js";
 import { providerBindingRoutes } from "../../reboot/bindings-api.js";
 import { registryCredentialsApi } from "../../registry/credentials-api.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 import { auditRoute } from "./audit.js";
 import { activityRoutes } from "./activity.js";
 import { apiKeysRoutes } from "./api-keys.js";

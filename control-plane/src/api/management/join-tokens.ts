@@ -10,7 +10,7 @@ import { SERVER_NAME_PATTERN, issueJoinToken } from "../../auth/agent-credential
 import { actorPayload } from "../../auth/security-audit.js";
 import type { AuditActor } from "../../auth/automation-key-service.js";
 import { issuerOf } from "../../oauth/routes.js";
-import type { ApiContext } from "../context.js";
+import type { ApiContext } from "../../http/context.js";
 
 const JOIN_TOKEN_TTL_MINUTES = 60;
 
