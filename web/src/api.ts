@@ -241,12 +241,5 @@ export interface Grant {
   expires_at: string;
 }
 
-export const OPERATIONS = [
-  "exec",
-  "deploy",
-  "restart",
-  "reboot",
-  "registry_login",
-  "registry_logout",
-  "external_deploy",
-] as const;
+// The key scopes are the control plane's own list (one owner: operations/types.ts, which imports nothing).
+export { OPERATION_SCOPES as OPERATIONS } from "../../control-plane/src/operations/types";

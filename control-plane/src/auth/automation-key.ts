@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
+import type { OperationScope } from "../operations/types.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { KeyActor } from "./security-audit.js";
 
@@ -110,7 +111,7 @@ export function principalOf(row: KeyRow): AutomationPrincipal {
 }
 
 /** 403 unless the key's operation scope allows `operation` (an empty scope allows all). */
-export function requireOperation(principal: AutomationPrincipal, operation: string): void {
+export function requireOperation(principal: AutomationPrincipal, operation: OperationScope): void {
   if (principal.operations.length > 0 && !principal.operations.includes(operation)) {
     throw new RcError("RC_ERR_FORBIDDEN", `operation '${operation}' is outside this key's operation scope`);
   }

@@ -7,11 +7,12 @@
 import type { Logger } from "pino";
 import type { OperationService } from "../operations/service.js";
 import type { FinalStatus } from "../operations/store.js";
+import { UNTIMED_TYPES } from "../operations/types.js";
 
 /** The agent gets this long past the deadline to report its own timeout. */
 const DEADLINE_GRACE_MS = 30_000;
 /** Operations the agent does not time itself (no lease either): ended right at the deadline. */
-const NO_AGENT_DEADLINE = ["reboot"];
+const NO_AGENT_DEADLINE = UNTIMED_TYPES;
 const BATCH = 200;
 
 export function startSweeper(

@@ -13,6 +13,7 @@ import { LIMITS, envSchema, runIdSchema, timeoutSecondsSchema, uuidSchema } from
 import { dateTime } from "../http/validation.js";
 import { refSchema } from "../applications/source.js";
 import { RUN_CURSOR_PATTERN } from "../operations/read.js";
+import type { OperationScope } from "../operations/types.js";
 import type { ApiCaller } from "./api-client.js";
 import {
   type ProgressReader,
@@ -36,7 +37,7 @@ export interface ToolSpec {
   title: string;
   description: string;
   /** "dashboard": a person's token only (an rca_ key cannot read it); else the automation operation the key's scope must allow, or null for any credential. */
-  needs: "dashboard" | "exec" | "deploy" | "restart" | null;
+  needs: "dashboard" | OperationScope | null;
   annotations: ToolAnnotations;
   input: z.ZodObject;
   output: z.ZodType<Record<string, unknown>>;

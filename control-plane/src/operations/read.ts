@@ -4,6 +4,7 @@
 // an unknown id), and listings leave it out: a run id is easy to guess, and a
 // scoped key must not read another server's output through it.
 import type { Knex } from "knex";
+import { typesInScope } from "./types.js";
 import { RcError } from "../errors.js";
 import { budgetPage } from "../lib/budget-page.js";
 import { iso } from "../lib/time.js";
@@ -25,9 +26,7 @@ function inScope(q: Knex.QueryBuilder, scope: ReadScope): Knex.QueryBuilder {
       scope.servers.map((s) => s.toLowerCase()),
     );
   if (scope.operations.length > 0) {
-    // Operation types are scope names, except route_sync, which the external_deploy scope runs.
-    const types = scope.operations.flatMap((op) => (op === "external_deploy" ? ["route_sync"] : [op]));
-    q.whereIn("o.operation_type", types);
+    q.whereIn("o.operation_type", typesInScope(scope.operations));
   }
   return q;
 }

@@ -24,6 +24,7 @@ import {
   type OperationDone,
 } from "../bus/job-bus.js";
 import { currentRequestId } from "../tracing/request-id.js";
+import type { OperationType } from "./types.js";
 import {
   type FinalResult,
   type FinalStatus,
@@ -50,7 +51,7 @@ export interface ServerRef {
 export interface StartSpec {
   tenantId: string;
   server: ServerRef;
-  operationType: string;
+  operationType: OperationType;
   keyId: string | null;
   runId: string | null;
   /** Hard deadline of the operation, from now. */

@@ -10,6 +10,7 @@ import { resultHash } from "../audit/result-hash.js";
 import { insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
 import { recordReport } from "../deployments/store.js";
 import { RcError } from "../errors.js";
+import type { OperationType } from "./types.js";
 
 export type OperationStatus = "running" | "completed" | "failed" | "timeout";
 export type FinalStatus = Exclude<OperationStatus, "running">;
@@ -17,7 +18,7 @@ export type FinalStatus = Exclude<OperationStatus, "running">;
 export interface NewOperation {
   tenantId: string;
   serverId: string;
-  operationType: string;
+  operationType: OperationType;
   keyId: string | null;
   runId: string | null;
   /** null: no lease (a reboot: the agent cannot heartbeat while the machine restarts). */

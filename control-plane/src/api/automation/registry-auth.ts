@@ -10,6 +10,7 @@
 import type { FastifyRequest } from "fastify";
 import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
+import type { OperationScope } from "../../operations/types.js";
 import { requireOperation } from "../../auth/automation-key.js";
 import { RcError } from "../../errors.js";
 import { openCredential, requireMasterKey, resolveOr422 } from "../../registry/credentials.js";
@@ -39,7 +40,7 @@ const logoutSchema = z.strictObject({
 });
 type LogoutBody = z.infer<typeof logoutSchema>;
 
-const scope = (operation: string) => async (req: FastifyRequest) =>
+const scope = (operation: OperationScope) => async (req: FastifyRequest) =>
   requireOperation(req.principal, operation);
 
 export const registryAuthRoutes =

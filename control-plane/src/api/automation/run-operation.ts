@@ -6,9 +6,10 @@ import { userActor } from "../../accounts/users.js";
 import type { ServerRef, StartSpec, StartedOperation } from "../../operations/service.js";
 import { viaOf } from "../../mcp/marker.js";
 import type { ApiContext } from "../../http/context.js";
+import type { OperationType } from "../../operations/types.js";
 
 export interface CallerOperation {
-  operationType: string;
+  operationType: OperationType;
   server: ServerRef;
   runId: string | undefined;
   /** Hard deadline of the operation. */

@@ -13,7 +13,7 @@ import { RUN_CURSOR_PATTERN, listOperations } from "../../operations/read.js";
 import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import type { ApiContext } from "../../http/context.js";
 import { queryInt } from "../../http/validation.js";
-import { describeOperation } from "./describe-operation.js";
+import { describeOperation } from "../../operations/types.js";
 
 const STATUSES = ["running", "completed", "failed", "timeout"] as const;
 const DEFAULT_LIMIT = 50;

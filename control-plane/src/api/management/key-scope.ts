@@ -6,15 +6,8 @@ import type { Knex } from "knex";
 import { parseAllowlistEntry } from "../../auth/ip-allowlist.js";
 import { RcError } from "../../errors.js";
 
-export const OPERATIONS = [
-  "exec",
-  "deploy",
-  "restart",
-  "reboot",
-  "registry_login",
-  "registry_logout",
-  "external_deploy",
-] as const;
+/** A key's operation scope names (operations/types.ts owns them). */
+export { OPERATION_SCOPES as OPERATIONS } from "../../operations/types.js";
 
 export interface ScopeInput {
   servers?: string[];

@@ -1,8 +1,7 @@
 import test from "ava";
-import { describeOperation } from "./describe-operation.js";
-import { shellWord } from "./join-tokens.js";
+import { OPERATION_TYPES, UNTIMED_TYPES, describeOperation, typesInScope } from "./types.js";
 
-test("describe - an exec is its command; other types a short line; unknown ones their type", (t) => {
+test("operation types - describe: an exec is its command; other types a short line; unknown ones their type", (t) => {
   t.is(describeOperation("exec", { command: "make deploy" }), "make deploy");
   t.is(describeOperation("deploy", { application_name: "shop", commit_ref: "main" }), "deploy shop @ main");
   t.is(describeOperation("restart", { container_name: "web" }), "restart web");
@@ -16,7 +15,8 @@ test("describe - an exec is its command; other types a short line; unknown ones 
   t.is(describeOperation("something_new", { command: "x" }), "something_new");
 });
 
-test("join tokens - a base URL with shell characters is quoted in the commands", (t) => {
-  t.is(shellWord("https://relay.example.com:8443"), "https://relay.example.com:8443");
-  t.is(shellWord("http://a b'$(x)"), `'http://a b'\\''$(x)'`);
+test("operation types - a key's scope names its types; external_deploy runs route_sync; an empty scope allows all", (t) => {
+  t.deepEqual(typesInScope(["exec", "external_deploy"]), ["exec", "route_sync"]);
+  t.is(typesInScope([]).length, Object.keys(OPERATION_TYPES).length);
+  t.deepEqual(UNTIMED_TYPES, ["reboot"]);
 });
