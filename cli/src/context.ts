@@ -1,5 +1,6 @@
 // What every command needs: the API client built from the global options, the
 // --json switch, and lookups of servers and applications by name or id.
+import { UUID } from "@relayctl/reverse-proxy-sync/uuid";
 import type { Command } from "commander";
 import { Api, type GlobalOptions } from "./client.js";
 import { CliError, EXIT } from "./errors.js";
@@ -14,11 +15,9 @@ export function ctxOf(cmd: Command): Ctx {
   return { api: new Api(opts), json: Boolean(opts.json) };
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** A server id from its name or id (an id is used as is: an automation key cannot list servers). */
 export async function serverId(api: Api, nameOrId: string): Promise<string> {
-  if (UUID.test(nameOrId)) return nameOrId;
+  if (UUID.test(nameOrId.toLowerCase())) return nameOrId;
   const { servers } = await api.call<{ servers: { id: string; name: string }[] }>(
     "GET",
     "/api/servers",

@@ -2,6 +2,7 @@
 // control plane validates applications with it, and the agent validates every
 // route again before any of it reaches a proxy config (the wire is not trusted).
 import { createHash } from "node:crypto";
+import { UUID } from "./uuid.js";
 
 /** One application's route as the control plane asks for it. */
 export interface DesiredRoute {
@@ -38,7 +39,6 @@ export interface RenderedRoute {
 
 // RFC 1123 labels: letters, digits, inner hyphens, 1-63 characters.
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const APPLICATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 // docker's rule for container names (daemon/names.RestrictedNamePattern).
 const CONTAINER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$/;
 // An IPv4 address or a container name, then a port: what proxy configs may name.
@@ -71,7 +71,7 @@ export function validPort(port: number): boolean {
 }
 
 export function validApplicationId(id: string): boolean {
-  return typeof id === "string" && APPLICATION_ID.test(id);
+  return typeof id === "string" && UUID.test(id);
 }
 
 /** Why a route must not reach a proxy, or undefined when it may. */

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { removeFileDurable, writeFileAtomic } from "./atomic-file.js";
 import type { LiveRoute, RouteChange } from "./route-writer.js";
 import { type RenderedRoute, validApplicationId, validFqdn, validPort } from "./route.js";
+import { UUID_SHAPE } from "./uuid.js";
 
 // host:port where host is a container name (docker's rule) or an IPv4 address.
 const UPSTREAM = /^([a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}):([0-9]{1,5})$/;
@@ -94,9 +95,7 @@ export class FileJournal {
 
 /** `relayctl-<application id><ext>`: the one file name a file-based writer owns per application. */
 export function routeFilePattern(ext: string): RegExp {
-  return new RegExp(
-    `^relayctl-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})${ext.replace(".", "\\.")}$`,
-  );
+  return new RegExp(`^relayctl-(${UUID_SHAPE})${ext.replace(".", "\\.")}$`);
 }
 
 /** Every route file in `dir`, parsed, keyed by application id. */
