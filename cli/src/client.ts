@@ -124,7 +124,7 @@ export class Api {
       expires_at: Date.now() + t.expires_in * 1000,
       lifetime_ms: t.expires_in * 1000,
     };
-    saveCredentials(this.stored);
+    await saveCredentials(this.stored);
   }
 
   private headers(kind: ApiKind, token: string): Record<string, string> {

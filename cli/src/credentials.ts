@@ -1,9 +1,10 @@
 // Where the CLI keeps a login: `credentials.json` in the user's config dir
 // ($RELAYCTL_CONFIG_DIR, else $XDG_CONFIG_HOME/relayctl, else ~/.config/relayctl),
-// mode 0600 in a 0700 directory, replaced atomically (write a temp file, rename) so
-// a crash mid-refresh never leaves half a token file.
-import { randomBytes } from "node:crypto";
-import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+// mode 0600 in a 0700 directory, replaced with relayctl's one atomic write
+// (@relayctl/reverse-proxy-sync/atomic-file: temp file, fsync, rename, fsync of the
+// directory) so a crash mid-refresh never leaves half a token file.
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync/atomic-file";
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { CliError, EXIT } from "./errors.js";
@@ -34,13 +35,10 @@ export function loadCredentials(): Credentials | undefined {
   }
 }
 
-export function saveCredentials(c: Credentials): void {
-  const dir = configDir();
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const tmp = join(dir, `.credentials.${randomBytes(6).toString("hex")}.tmp`);
-  writeFileSync(tmp, `${JSON.stringify(c, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(tmp, 0o600); // a umask cannot widen it, but a pre-existing file's mode could
-  renameSync(tmp, file());
+/** Replaces the login; the file is 0600 whatever the umask or the mode of the one it replaces. */
+export async function saveCredentials(c: Credentials): Promise<void> {
+  mkdirSync(configDir(), { recursive: true, mode: 0o700 });
+  await writeFileAtomic(file(), `${JSON.stringify(c, null, 2)}\n`, 0o600);
 }
 
 export function removeCredentials(): void {

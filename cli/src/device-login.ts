@@ -85,7 +85,7 @@ export async function deviceLogin(baseUrl: string, opts: { browser: boolean }): 
         lifetime_ms: t.expires_in * 1000,
         client_id: CLIENT_ID,
       };
-      saveCredentials(creds);
+      await saveCredentials(creds);
       return creds;
     }
     const error = String(r.json.error ?? "");
