@@ -21,7 +21,13 @@ import type { JobBus } from "../bus/job-bus.js";
 import type { OperationService, ServerRef, StartSpec, StartedOperation } from "../operations/service.js";
 import { startLease } from "../operations/store.js";
 import { buildDeployJob, type JobWithoutDeadline } from "./job.js";
-import { type DeploymentActor, type Trigger, insertDeployment, markDispatched } from "./store.js";
+import {
+  type DeploymentActor,
+  type Trigger,
+  insertDeployment,
+  markDispatched,
+  recordReport,
+} from "./store.js";
 
 export interface DeployRequest {
   tenantId: string;
@@ -75,7 +81,12 @@ export class DeployService {
     readonly leaseMs: number,
     /** RELAYCTL_APPS_URL: gives the route the application's default hostname. */
     readonly appsUrl?: AppsUrl,
-  ) {}
+  ) {
+    // A deployment's steps and commit land with its operation's final state, never apart.
+    ops.onCompletion("deploy", async (trx, id, detail) => {
+      if (detail.$case === "deploy") await recordReport(trx, id, detail.deploy);
+    });
+  }
 
   /** Set once at boot by the GitHub integration (serve.ts). */
   useSourceCredentials(hook: SourceCredentialHook): void {

@@ -26,6 +26,7 @@ import {
 import { currentRequestId } from "../tracing/request-id.js";
 import type { OperationType } from "./types.js";
 import {
+  type CompletionHook,
   type FinalResult,
   type FinalStatus,
   type NewOperation,
@@ -145,7 +146,22 @@ export class OperationService {
     readonly leaseMs: number,
   ) {}
 
-  /** Records the operation and its audit event atomically; throws RC_ERR_STORE_UNAVAILABLE (fail closed). */
+  private readonly completionHooks = new Map<string, CompletionHook>();
+
+  /**
+   * What an operation kind writes with its final state, in the same transaction
+   * (keyed by the result detail's `$case`). Registered once at boot by the module
+   * that owns the kind (deployments/service.ts), so this layer knows none.
+   */
+  onCompletion(detailCase: string, hook: CompletionHook): void {
+    this.completionHooks.set(detailCase, hook);
+  }
+
+  /**
+   * Records the operation and its audit event atomically (fail closed): throws
+   * RC_ERR_STORE_UNAVAILABLE (503) when the database cannot be reached, and the
+   * cause itself (a 500) for anything else.
+   */
   async start(spec: StartSpec): Promise<StartedOperation> {
     const { id, startedAt } = await createOperation(this.db, {
       tenantId: spec.tenantId,
@@ -285,7 +301,7 @@ export class OperationService {
    */
   async complete(id: string, result: FinalResult, serverId?: string, tenantId?: string): Promise<boolean> {
     const timer = completionDuration.startTimer();
-    const finished = await finishOperation(this.db, id, result, serverId, tenantId);
+    const finished = await finishOperation(this.db, id, result, serverId, tenantId, this.completionHooks);
     if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
     if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {

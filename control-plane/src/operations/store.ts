@@ -8,7 +8,7 @@ import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
 import { insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
-import { recordReport } from "../deployments/store.js";
+import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import type { OperationType } from "./types.js";
 
@@ -101,8 +101,10 @@ export async function createOperation(
       await commitAuditedBulk(db, op.tenantId, insertOperations, { row, event });
     }
   } catch (err) {
-    // Fail closed: no audited row, nothing runs.
-    throw new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
+    // Fail closed: no audited row, nothing runs. Only an unreachable database is
+    // "retry later" (503); anything else is a bug, a 500 with its cause logged.
+    if (isStoreUnavailable(err)) throw new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
+    throw err;
   }
   return { id, startedAt };
 }
@@ -148,6 +150,17 @@ interface FinishingRow {
   started_at: number | string;
 }
 
+type Detail = NonNullable<JobResult["detail"]>;
+
+/**
+ * What an operation kind writes with its final state, in the same transaction
+ * (a deployment's steps and commit: deployments/service.ts registers it), so
+ * this generic layer knows no kind. Keyed by the result detail's `$case`.
+ */
+export type CompletionHook = (trx: Knex.Transaction, operationId: string, detail: Detail) => Promise<void>;
+export type CompletionHooks = ReadonlyMap<string, CompletionHook>;
+const NO_HOOKS: CompletionHooks = new Map();
+
 /** What finishOperation tells of the operation it ended (for metrics). */
 export interface FinishedOperation {
   operationType: string;
@@ -168,6 +181,7 @@ export async function finishOperation(
   serverId?: string,
   /** The operation's tenant when the caller knows it (an agent's stream): saves a read before the batch. */
   tenantId?: string,
+  hooks: CompletionHooks = NO_HOOKS,
 ): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
   const read = (q: Knex) =>
@@ -183,7 +197,8 @@ export async function finishOperation(
   // Integer columns: store and hash the same numbers.
   const result = { ...r, exit_code: Math.round(r.exit_code), duration_ms: Math.round(r.duration_ms) };
   const detail = result.detail;
-  if (detail?.$case !== "deploy") {
+  const hook = detail && hooks.get(detail.$case);
+  if (!detail || !hook) {
     return commitAuditedBulk(db, tenant, finishOperations, { id, serverId, tenant, result });
   }
   return commitAudited<FinishedOperation | null>(db, tenant, async (trx) => {
@@ -191,8 +206,8 @@ export async function finishOperation(
     if (!op || op.tenant_id !== tenant) return { event: null, value: null };
     const n = await trx("operations").where(where).update(finalColumns(result));
     if (n !== 1) return { event: null, value: null };
-    // A deployment's steps and commit land with its final state, never apart.
-    await recordReport(trx, id, detail.deploy);
+    // What the kind records (a deployment's steps and commit) lands with the final state, never apart.
+    await hook(trx, id, detail);
     return {
       event: completionEvent(id, op, result),
       value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
