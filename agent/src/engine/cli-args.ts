@@ -74,7 +74,7 @@ export function runCall(spec: RunSpec, envFilePath: string): RunCall {
 
 function runArgs(spec: RunSpec, names: string[], envFile: string | undefined): string[] {
   const args = ["run", "-d", "--name", spec.name, ...labelArgs(spec.labels)];
-  args.push("-p", `127.0.0.1:${spec.hostPort}:${spec.containerPort}`);
+  args.push("-p", `127.0.0.1::${spec.containerPort}`);
   if (spec.init) args.push("--init");
   if (spec.network) args.push("--network", spec.network);
   if (envFile) args.push("--env-file", envFile);

@@ -47,8 +47,10 @@ export interface RunSpec {
   name: string;
   image: string;
   labels: Record<string, string>;
-  /** `-p 127.0.0.1:<hostPort>:<containerPort>`. */
-  hostPort: number;
+  /**
+   * `-p 127.0.0.1::<containerPort>`: published on a free host port the engine picks
+   * (read it back with inspect), so no port is chosen before the engine binds it.
+   */
   containerPort: number;
   /** `--init`: a tiny init as PID 1 forwards SIGTERM, so a stop is quick. */
   init: boolean;
