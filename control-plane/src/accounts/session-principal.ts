@@ -7,27 +7,11 @@
 // session's CSRF token in `X-CSRF-Token`, else 403 before anything runs.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
-import type { ApiKeyPrincipal } from "../auth/api-key.js";
-import type { AutomationPrincipal } from "../auth/automation-key.js";
+import { type Principal, personPrincipal } from "../auth/principal.js";
 import type { KeyActor } from "../auth/security-audit.js";
 import { enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
-import { requireOwnerFor, USER_AUTOMATION_WINDOWS } from "../oauth/principal.js";
 import { SESSION_COOKIE, currentSession, parseCookies, sameSecret } from "./sessions.js";
-
-declare module "../auth/api-key.js" {
-  interface ApiKeyPrincipal {
-    /** Set when the caller is a person signed in on the web (the session cookie). */
-    session?: { id: string; csrf: string };
-  }
-}
-
-declare module "fastify" {
-  interface FastifyContextConfig {
-    /** An Automation API read the dashboard makes with its session cookie (GET only). */
-    acceptsSession?: boolean;
-  }
-}
 
 /**
  * A session's requests are counted per session (not per person: the person's
@@ -45,7 +29,11 @@ export function sessionOnly(req: FastifyRequest): boolean {
 }
 
 /** Who (401: no live session), how often (429), then the CSRF token of a state change (403). */
-async function admitSession(db: Knex, req: FastifyRequest, reply: FastifyReply) {
+export async function admitWebSession(
+  db: Knex,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<Principal> {
   const session = await currentSession(db, req);
   if (!session)
     throw new RcError("RC_ERR_UNAUTHENTICATED", "not signed in: the session has ended, sign in again");
@@ -68,40 +56,8 @@ async function admitSession(db: Knex, req: FastifyRequest, reply: FastifyReply) 
         "missing or invalid X-CSRF-Token header: send the csrf_token of GET /api/me",
       );
   }
-  return { user: ref, tenantId: user.tenant_id, session: { id: session.id, csrf: session.csrf } };
-}
-
-export async function admitSessionForApi(
-  db: Knex,
-  req: FastifyRequest,
-  reply: FastifyReply,
-): Promise<ApiKeyPrincipal> {
-  const { user, tenantId, session } = await admitSession(db, req, reply);
-  requireOwnerFor(req, user.role);
-  return { keyId: user.id, keyName: user.email, tenantId, user, session };
-}
-
-/** The Automation API's reads (routes with `config.acceptsSession`), as a person's access token reads them. */
-export async function admitSessionForAutomation(
-  db: Knex,
-  req: FastifyRequest,
-  reply: FastifyReply,
-): Promise<AutomationPrincipal> {
-  const { user, tenantId } = await admitSession(db, req, reply);
-  return {
-    keyId: user.id,
-    keyName: user.email,
-    tenantId,
-    servers: [],
-    operations: [],
-    allowedCredentialIds: [],
-    ipAllowlist: [],
-    rateLimit: USER_AUTOMATION_WINDOWS[0].limit,
-    user,
-  };
-}
-
-/** Whether an Automation API request is a session read its route accepts. */
-export function sessionRead(req: FastifyRequest): boolean {
-  return req.method === "GET" && req.routeOptions.config?.acceptsSession === true && sessionOnly(req);
+  return personPrincipal("web_session", ref, user.tenant_id, WEB_SESSION_WINDOWS[0].limit, {
+    id: session.id,
+    csrf: session.csrf,
+  });
 }

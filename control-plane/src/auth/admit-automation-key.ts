@@ -14,15 +14,9 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
-import {
-  type AutomationPrincipal,
-  KEY_ROW_COLUMNS,
-  type KeyRow,
-  actorOfKey,
-  presentedKeyHash,
-  principalOf,
-} from "./automation-key.js";
+import { KEY_ROW_COLUMNS, type KeyRow, actorOfKey, presentedKeyHash, principalOf } from "./automation-key.js";
 import { ipAllowed } from "./ip-allowlist.js";
+import type { Principal } from "./principal.js";
 import { countRequestReading, judge } from "./rate-limit.js";
 import { enforceWindow } from "./security-audit.js";
 
@@ -58,7 +52,7 @@ export async function admitAutomationKey(
   db: Knex,
   req: FastifyRequest,
   reply: FastifyReply,
-): Promise<AutomationPrincipal> {
+): Promise<Principal> {
   const hash = presentedKeyHash(req);
   const keyId = await keyIdOf(db, hash);
   const counted = await countRequestReading<KeyRow>(db, keyId, 60, () => ({

@@ -7,6 +7,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { AuditActor } from "./automation-key-service.js";
+import { type Principal, apiKeyPrincipal } from "./principal.js";
 import { enforceRateLimit } from "./security-audit.js";
 
 /** The general API key limits of the contract ("Limits"). */
@@ -15,27 +16,11 @@ export const API_KEY_WINDOWS = [
   { seconds: 3600, limit: 1000 },
 ];
 
-export interface ApiKeyPrincipal {
-  keyId: string;
-  keyName: string;
-  tenantId: string;
-}
-
-declare module "fastify" {
-  interface FastifyRequest {
-    apiPrincipal: ApiKeyPrincipal;
-  }
-}
-
 /**
  * Who (401 for an unknown key), how often (429 per minute and hour: a revoked
  * key's requests count too), then whether (401 revoked).
  */
-export async function admitApiKey(
-  db: Knex,
-  req: FastifyRequest,
-  reply: FastifyReply,
-): Promise<ApiKeyPrincipal> {
+export async function admitApiKey(db: Knex, req: FastifyRequest, reply: FastifyReply): Promise<Principal> {
   const header = req.headers["x-api-key"];
   const token = Array.isArray(header) ? header[0] : header;
   if (!token)
@@ -54,7 +39,7 @@ export async function admitApiKey(
   req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "api_key" };
   await enforceRateLimit(db, req.log, reply, req.keyActor, req.ip, API_KEY_WINDOWS);
   if (row.revoked_at !== null) throw new RcError("RC_ERR_API_KEY_REVOKED");
-  return { keyId: row.id, keyName: row.name, tenantId: row.tenant_id };
+  return apiKeyPrincipal(row, API_KEY_WINDOWS[0].limit);
 }
 
 /** Creates a key of `tenantId`; the secret is returned here and never again. */

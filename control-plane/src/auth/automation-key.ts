@@ -8,22 +8,11 @@ import type { Knex } from "knex";
 import { RcError } from "../errors.js";
 import type { OperationScope } from "../operations/types.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
+import { type Principal, keyPrincipal } from "./principal.js";
 import type { KeyActor } from "./security-audit.js";
-
-export interface AutomationPrincipal {
-  keyId: string;
-  keyName: string;
-  tenantId: string;
-  servers: string[];
-  operations: string[];
-  allowedCredentialIds: string[];
-  ipAllowlist: string[];
-  rateLimit: number;
-}
 
 declare module "fastify" {
   interface FastifyRequest {
-    principal: AutomationPrincipal;
     /** The presented key once it is found in the database, even when it is refused. */
     keyActor: KeyActor | null;
   }
@@ -94,24 +83,24 @@ export async function findAutomationKey(db: Knex, req: FastifyRequest): Promise<
 }
 
 /** The principal of a found key: 401 when it is revoked or expired. */
-export function principalOf(row: KeyRow): AutomationPrincipal {
+export function principalOf(row: KeyRow): Principal {
   if (row.revoked_at !== null) throw new RcError("RC_ERR_KEY_REVOKED");
   if (row.expires_at !== null && Number(row.expires_at) <= Date.now())
     throw new RcError("RC_ERR_KEY_EXPIRED");
-  return {
-    keyId: row.id,
-    keyName: row.name,
+  return keyPrincipal("automation_key", {
+    id: row.id,
+    name: row.name,
     tenantId: row.tenant_id,
-    servers: JSON.parse(row.servers),
-    operations: JSON.parse(row.operations),
-    allowedCredentialIds: JSON.parse(row.allowed_credential_ids),
-    ipAllowlist: JSON.parse(row.ip_allowlist),
-    rateLimit: Number(row.rate_limit),
-  };
+    servers: row.servers,
+    operations: row.operations,
+    allowedCredentialIds: row.allowed_credential_ids,
+    ipAllowlist: row.ip_allowlist,
+    rateLimit: row.rate_limit,
+  });
 }
 
 /** 403 unless the key's operation scope allows `operation` (an empty scope allows all). */
-export function requireOperation(principal: AutomationPrincipal, operation: OperationScope): void {
+export function requireOperation(principal: Principal, operation: OperationScope): void {
   if (principal.operations.length > 0 && !principal.operations.includes(operation)) {
     throw new RcError("RC_ERR_FORBIDDEN", `operation '${operation}' is outside this key's operation scope`);
   }

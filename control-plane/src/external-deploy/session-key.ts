@@ -6,9 +6,9 @@
 // `errors` entries), since the other entries of the request may still go.
 // The checks are the auth module's own (ipAllowed, requireOperation): one rule,
 // whichever credential carries it.
-import type { AutomationPrincipal } from "../auth/automation-key.js";
 import { requireOperation } from "../auth/automation-key.js";
 import { ipAllowed } from "../auth/ip-allowlist.js";
+import { type Principal, keyPrincipal } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 
 /** The opening key's columns, read with the session (JSON columns as stored). */
@@ -33,17 +33,17 @@ export const SESSION_KEY_COLUMNS = [
 ];
 
 /** The key as the auth module's principal, from the session's joined row. */
-function principalOf(s: SessionKey & { key_id: string; tenant_id: string }): AutomationPrincipal {
-  return {
-    keyId: s.key_id,
-    keyName: s.key_name,
+export function principalOf(s: SessionKey & { key_id: string; tenant_id: string }): Principal {
+  return keyPrincipal("session_token", {
+    id: s.key_id,
+    name: s.key_name,
     tenantId: s.tenant_id,
-    servers: JSON.parse(s.key_servers) as string[],
-    operations: JSON.parse(s.key_operations) as string[],
-    allowedCredentialIds: [],
-    ipAllowlist: JSON.parse(s.key_ip_allowlist) as string[],
-    rateLimit: Number(s.key_rate_limit),
-  };
+    servers: s.key_servers,
+    operations: s.key_operations,
+    allowedCredentialIds: "[]",
+    ipAllowlist: s.key_ip_allowlist,
+    rateLimit: s.key_rate_limit,
+  });
 }
 
 /**

@@ -8,7 +8,8 @@ import { randomUUID } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
-import { type AutomationPrincipal, bearerToken } from "../auth/automation-key.js";
+import { bearerToken } from "../auth/automation-key.js";
+import type { Principal } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { iso } from "../lib/time.js";
@@ -40,7 +41,7 @@ interface MatchedRow {
   fqdns: string;
 }
 
-async function matchApplications(db: Knex, principal: AutomationPrincipal, names: string[]) {
+async function matchApplications(db: Knex, principal: Principal, names: string[]) {
   const q = db("applications")
     .where({ tenant_id: principal.tenantId })
     .whereIn("linked_container_name", names)
@@ -51,7 +52,7 @@ async function matchApplications(db: Knex, principal: AutomationPrincipal, names
 
 export async function openSession(
   db: Knex,
-  principal: AutomationPrincipal,
+  principal: Principal,
   body: SessionBody,
   ttlSeconds: number,
   ip: string,

@@ -1,13 +1,11 @@
-// The documented answers of the contract's JSON endpoints, by route
-// ("METHOD /pattern" as Fastify registers it), for the OpenAPI document. They
-// are attached to their routes at registration (openapi.ts), so route files
-// stay as they are. Objects are loose (`additionalProperties` allowed): the
-// fields listed are promised, and a field added later breaks no client or
-// test. The api serializes answers with JSON.stringify whatever these say
-// (api/validation.ts): a schema that drifted must never turn a working answer
-// into a 500 or drop a field; test/openapi.test.ts checks real answers against
-// them instead.
-import { type ZodType, z } from "zod";
+// The documented answers of the API's JSON endpoints, named, for the routes'
+// declarations (`responses` in http/route.ts) and so the OpenAPI document. Objects
+// are loose (`additionalProperties` allowed): the fields listed are promised, and
+// a field added later breaks no client or test. The api serializes answers with
+// JSON.stringify whatever these say (http/validation.ts): a schema that drifted
+// must never turn a working answer into a 500 or drop a field;
+// test/openapi.test.ts checks real answers against them instead.
+import { z } from "zod";
 
 const o = z.looseObject;
 const iso = z.string().describe("ISO 8601 date-time (UTC)");
@@ -17,8 +15,10 @@ const uuid = z.string().describe("UUID");
 /** `{"detail": "..."}`, sometimes with fields of the error (`operation_id` of a 409, `retry_after` of a 429). */
 export const errorBody = o({ detail: z.string() }).meta({ id: "Error" });
 
-const running = o({ operation_id: uuid, status: z.literal("running") }).meta({ id: "OperationRunning" });
-const finished = o({
+export const running = o({ operation_id: uuid, status: z.literal("running") }).meta({
+  id: "OperationRunning",
+});
+export const finished = o({
   operation_id: uuid,
   status: z.enum(["completed", "failed", "timeout"]),
   exit_code: z.int(),
@@ -27,7 +27,7 @@ const finished = o({
   duration_ms: z.number(),
 }).meta({ id: "OperationFinished" });
 
-const operation = o({
+export const operation = o({
   operation_id: uuid,
   operation_type: z.string(),
   server_id: uuid,
@@ -56,12 +56,12 @@ const preview = {
   stderr_truncated: z.boolean(),
 };
 
-const operationInList = o({
+export const operationInList = o({
   ...operation.shape,
   result: o({ exit_code: z.int(), ...preview, duration_ms: z.number() }).nullable(),
 }).meta({ id: "OperationPreview" });
 
-const automationKey = o({
+export const automationKey = o({
   id: uuid,
   name: z.string(),
   servers: z.array(z.string()),
@@ -73,7 +73,7 @@ const automationKey = o({
   created_at: iso,
 }).meta({ id: "AutomationKey" });
 
-const auditEvent = o({
+export const auditEvent = o({
   seq: z.int(),
   event_type: z.string(),
   operation_id: z.string().nullable(),
@@ -104,7 +104,7 @@ const build = z
   ])
   .nullable();
 
-const application = o({
+export const application = o({
   id: uuid,
   name: z.string(),
   server_id: uuid,
@@ -133,7 +133,7 @@ const application = o({
   updated_at: iso,
 }).meta({ id: "Application" });
 
-const routeChange = o({
+export const routeChange = o({
   status: z
     .enum(["applied", "failed", "pending", "not_live"])
     .describe(
@@ -163,7 +163,7 @@ const serverProxy = o({
   detail: z.string().describe("where it was checked, or why it does not answer"),
 }).meta({ id: "ServerProxy" });
 
-const server = o({
+export const server = o({
   id: uuid,
   name: z.string(),
   hostname: z.string().nullable(),
@@ -176,7 +176,7 @@ const server = o({
   proxy: serverProxy.nullable().describe("the reverse proxy the agent last reported; null when it never did"),
 }).meta({ id: "Server" });
 
-const registryCredential = o({
+export const registryCredential = o({
   id: uuid,
   name: z.string(),
   registry_url: z.string(),
@@ -185,11 +185,15 @@ const registryCredential = o({
   created_at: iso,
 }).meta({ id: "RegistryCredential" });
 
-const deployStarted = o({ operation_id: uuid, status: z.literal("running"), deployment_id: uuid }).meta({
+export const deployStarted = o({
+  operation_id: uuid,
+  status: z.literal("running"),
+  deployment_id: uuid,
+}).meta({
   id: "DeploymentStarted",
 });
 
-const deployment = o({
+export const deployment = o({
   deployment_id: uuid,
   application_id: uuid,
   operation_id: uuid,
@@ -223,9 +227,11 @@ const step = o({
   log: z.string(),
 });
 
-const envNames = o({ variables: z.array(o({ name: z.string(), updated_at: iso })) }).meta({ id: "EnvNames" });
+export const envNames = o({ variables: z.array(o({ name: z.string(), updated_at: iso })) }).meta({
+  id: "EnvNames",
+});
 
-const session = o({
+export const session = o({
   session_id: uuid,
   session_token: z.string().describe("rds_…, shown once"),
   expires_at: iso,
@@ -240,7 +246,7 @@ const session = o({
   unmatched: z.array(z.string()),
 }).meta({ id: "ExternalDeploySession" });
 
-const syncAnswer = o({
+export const syncAnswer = o({
   session_id: uuid,
   results: z.array(
     o({
@@ -257,80 +263,48 @@ const syncAnswer = o({
   ),
 }).meta({ id: "ExternalDeploySync" });
 
-const nothing = z.null().describe("No content");
+export const nothing = z.null().describe("No content");
 
-const TENANT_APP = "/api/tenants/:tenant_id/applications/:application_id";
-
-/** 2xx answers by route; every listed route also documents 4xx/5xx as `{"detail"}`. */
-export const RESPONSES: Record<string, Record<number, ZodType>> = {
-  "POST /api/automation/v1/exec": { 200: finished, 202: running },
-  "GET /api/automation/v1/operations/:operation_id": { 200: operation },
-  "GET /api/automation/v1/operations": {
-    200: o({ run_id: z.string(), operations: z.array(operationInList), next_cursor: z.string().nullable() }),
-  },
-  "POST /api/automation/v1/restart": { 200: finished, 202: running },
-  "POST /api/automation/v1/reboot": { 202: running },
-  "POST /api/automation/v1/registry-auth/login": {
-    202: o({ ...running.shape, registry_url: z.string(), registry_type: z.string() }),
-  },
-  "POST /api/automation/v1/registry-auth/logout": { 200: finished, 202: running },
-  "POST /api/automation/v1/deploy": { 202: deployStarted },
-  "POST /api/automation-keys": {
-    201: o({ ...automationKey.shape, key: z.string().describe("rca_…, shown once") }),
-  },
-  "GET /api/automation-keys": { 200: o({ automation_keys: z.array(automationKey) }) },
-  "PATCH /api/automation-keys/:id": { 200: automationKey },
-  "DELETE /api/automation-keys/:id": { 204: nothing },
-  "GET /api/audit": { 200: o({ events: z.array(auditEvent), next_cursor: z.string().nullable() }) },
-  "POST /api/applications": { 201: application },
-  "GET /api/applications": { 200: o({ applications: z.array(application) }) },
-  "GET /api/applications/:id": { 200: application },
-  "PATCH /api/applications/:id": {
-    200: o({
-      ...application.shape,
-      route: routeChange
-        .optional()
-        .describe(
-          "present when the change gave the route other hostnames: the outcome on its live container",
-        ),
-    }),
-  },
-  "DELETE /api/applications/:id": { 204: nothing },
-  "GET /api/servers": { 200: o({ servers: z.array(server) }) },
-  "PUT /api/servers/:server_id/provider": {
-    200: o({ server_id: uuid, provider: z.string(), provider_server_id: z.string() }),
-  },
-  "DELETE /api/servers/:server_id/provider": { 204: nothing },
-  "POST /api/registry-credentials": { 201: registryCredential },
-  "GET /api/registry-credentials": { 200: z.array(registryCredential) },
-  "DELETE /api/registry-credentials/:id": { 204: nothing },
-  "GET /api/tenant": { 200: o({ id: uuid, name: z.string() }) },
-  [`POST ${TENANT_APP}/deploy`]: { 202: deployStarted },
-  [`GET ${TENANT_APP}/deployments`]: {
-    200: o({ deployments: z.array(deployment), next_cursor: z.string().nullable() }),
-  },
-  [`GET ${TENANT_APP}/deployments/:deployment_id`]: { 200: o({ ...deployment.shape, steps: z.array(step) }) },
-  [`GET ${TENANT_APP}/env`]: { 200: envNames },
-  [`POST ${TENANT_APP}/env`]: { 200: envNames },
-  [`DELETE ${TENANT_APP}/env/:name`]: { 204: nothing },
-  "POST /api/agent/enroll": {
-    201: o({
-      server_id: uuid,
-      server_name: z.string(),
-      agent_credential: z.string(),
-      gateway_urls: z.array(z.string()),
-    }),
-  },
-  "GET /cli/latest": {
-    200: o({
-      version: z.string(),
-      file: z.string().describe("relayctl-<version>.cjs"),
-      sha256: z.string().describe("hex SHA-256 of the file"),
-      size: z.int().describe("bytes"),
-      url: z.string().describe("where to download the file"),
-    }),
-  },
-  "POST /external-deploy/session": { 201: session },
-  "DELETE /external-deploy/session/:id": { 204: nothing },
-  "POST /external-deploy/sync": { 200: syncAnswer },
-};
+/** Compound answers, each of one route. */
+export const operationList = o({
+  run_id: z.string(),
+  operations: z.array(operationInList),
+  next_cursor: z.string().nullable(),
+});
+export const registryLoginStarted = o({
+  ...running.shape,
+  registry_url: z.string(),
+  registry_type: z.string(),
+});
+export const automationKeyCreated = o({
+  ...automationKey.shape,
+  key: z.string().describe("rca_…, shown once"),
+});
+export const automationKeyList = o({ automation_keys: z.array(automationKey) });
+export const auditPage = o({ events: z.array(auditEvent), next_cursor: z.string().nullable() });
+export const applicationList = o({ applications: z.array(application) });
+export const applicationPatched = o({
+  ...application.shape,
+  route: routeChange
+    .optional()
+    .describe("present when the change gave the route other hostnames: the outcome on its live container"),
+});
+export const serverList = o({ servers: z.array(server) });
+export const providerBinding = o({ server_id: uuid, provider: z.string(), provider_server_id: z.string() });
+export const registryCredentialList = z.array(registryCredential);
+export const tenant = o({ id: uuid, name: z.string() });
+export const deploymentPage = o({ deployments: z.array(deployment), next_cursor: z.string().nullable() });
+export const deploymentWithSteps = o({ ...deployment.shape, steps: z.array(step) });
+export const enrolled = o({
+  server_id: uuid,
+  server_name: z.string(),
+  agent_credential: z.string(),
+  gateway_urls: z.array(z.string()),
+});
+export const cliLatest = o({
+  version: z.string(),
+  file: z.string().describe("relayctl-<version>.cjs"),
+  sha256: z.string().describe("hex SHA-256 of the file"),
+  size: z.int().describe("bytes"),
+  url: z.string().describe("where to download the file"),
+});

@@ -13,7 +13,7 @@ import { loadConfig } from "../config.js";
 import { migrate, openDb } from "../db/knex.js";
 import { DeployService } from "../deployments/service.js";
 import { createLogger } from "../lib/logger.js";
-import { RESPONSES } from "../observability/responses.js";
+import { cliLatest } from "../http/answers.js";
 import { OperationService } from "../operations/service.js";
 
 const SHA = "cd".repeat(32);
@@ -93,7 +93,7 @@ test("cli install - /cli/latest and the bundle's two files are served, nothing e
     url: `https://relay.example.com/cli/1.2.3/${FILE}`,
   });
   // The answer is the one the OpenAPI document promises.
-  t.true(RESPONSES["GET /cli/latest"][200].safeParse(latest.json()).success);
+  t.true(cliLatest.safeParse(latest.json()).success);
   const file = await app.inject({ url: `/cli/1.2.3/${FILE}` });
   t.is(file.statusCode, 200);
   t.is(file.headers["content-type"], "application/javascript");

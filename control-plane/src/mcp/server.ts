@@ -5,7 +5,7 @@
 import { McpServer } from "@modelcontextprotocol/server";
 import type { CallToolResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import type { AutomationPrincipal } from "../auth/automation-key.js";
+import type { Principal } from "../auth/principal.js";
 import { ApiRefusal, type ApiCaller } from "./api-client.js";
 import type { ProgressReader } from "./deploy-follow.js";
 import { TOOLS, type ToolSpec } from "./tools.js";
@@ -15,7 +15,7 @@ export const SERVER_INFO = { name: "relayctl", version: "1.0.0" };
 export const HEARTBEAT_MS = 5000;
 
 /** Whether the credential may use the tool: a person any; a key its operations, never the dashboard API. */
-export function allowed(tool: ToolSpec, p: AutomationPrincipal): boolean {
+export function allowed(tool: ToolSpec, p: Principal): boolean {
   if (p.user) return true;
   if (tool.needs === "dashboard") return false;
   return tool.needs === null || p.operations.length === 0 || p.operations.includes(tool.needs);
@@ -29,7 +29,7 @@ function resultOf(structured: Record<string, unknown>): CallToolResult {
 }
 
 export function buildMcpServer(
-  principal: AutomationPrincipal,
+  principal: Principal,
   apiFor: (tool: string) => ApiCaller,
   opts: { listAll: boolean; readProgress: ProgressReader },
 ): McpServer {

@@ -1,11 +1,10 @@
 // POST /api/automation/v1/exec — run a shell command on a server.
 // 200 with the result when it finishes within timeout_seconds, else 202 running;
 // 409 when the server's agent is not connected (the operation is recorded failed).
-import type { FastifyRequest } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { requireOperation } from "../../auth/automation-key.js";
+import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
+import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import {
@@ -28,15 +27,16 @@ export const bodySchema = z.strictObject({
   run_id: runIdSchema.optional(),
   run_context: runContextSchema.optional(),
 });
-type ExecBody = z.infer<typeof bodySchema>;
 
-export const execRoute =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    // Scope before body validation: a key without `exec` learns nothing about the body rules.
-    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "exec");
-    const opts = { schema: { body: bodySchema }, preValidation };
-    app.post<{ Body: ExecBody }>("/exec", opts, async (req, reply) => {
+export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: `${AUTOMATION_API}/exec`,
+    access: { credentials: AUTOMATION, scope: "exec" },
+    tag: "automation",
+    schema: { body: bodySchema },
+    responses: { 200: finished, 202: running },
+    handler: async (req, reply) => {
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const timeoutSeconds = body.timeout_seconds ?? LIMITS.timeoutDefault;
@@ -61,5 +61,6 @@ export const execRoute =
         deadlineSeconds: ctx.config.execCeilingSeconds,
       };
       return answerOutcome(reply, op, await ctx.ops.run(op, { $case: "exec", exec }, timeoutSeconds * 1000));
-    });
-  };
+    },
+  }),
+];

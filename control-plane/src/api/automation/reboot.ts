@@ -7,10 +7,9 @@
 // `failed` with the provider's message in stderr (the HTTP answer is still 202:
 // the provider is called after the operation is recorded, and its refusal is the
 // operation's outcome, not an error of this API). No agent and no binding: 409.
-import type { FastifyRequest } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { requireOperation } from "../../auth/automation-key.js";
+import { running } from "../../http/answers.js";
+import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { type OpenedBinding, openBinding } from "../../reboot/bindings.js";
 import { currentBootId } from "../../reboot/completion.js";
 import { cloudProvider } from "../../reboot/providers/index.js";
@@ -21,42 +20,42 @@ import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
 
 const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });
-type RebootBody = z.infer<typeof bodySchema>;
 
-export const rebootRoute =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "reboot");
-    app.post<{ Body: RebootBody }>(
-      "/reboot",
-      { schema: { body: bodySchema }, preValidation },
-      async (req, reply) => {
-        const server = await findServer(ctx.db, req.principal, req.body.server_id);
-        const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
-        const op = await startForCaller(ctx, req, {
-          operationType: "reboot",
-          server,
-          runId: req.body.run_id,
-          deadlineSeconds: ctx.config.rebootTimeoutSeconds,
-          leased: false, // the agent cannot heartbeat while its machine restarts
-          preBootId: await currentBootId(ctx.db, server.id),
-          audit: {
-            via: binding ? binding.provider : "agent",
-            ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
-          },
-        });
-        if (binding) {
-          void providerReboot(ctx, op.id, binding).catch((err) =>
-            req.log.error({ err, operation_id: op.id }, "provider reboot bookkeeping failed"),
-          );
-        } else {
-          const outcome = await ctx.ops.run(op, { $case: "reboot", reboot: { reason: "api" } }, 0);
-          if (outcome.state === "not_run") throw notRunError(op, outcome);
-        }
-        return reply.status(202).send({ operation_id: op.id, status: "running" });
-      },
-    );
-  };
+export const rebootRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: `${AUTOMATION_API}/reboot`,
+    access: { credentials: AUTOMATION, scope: "reboot" },
+    tag: "automation",
+    schema: { body: bodySchema },
+    responses: { 202: running },
+    handler: async (req, reply) => {
+      const server = await findServer(ctx.db, req.principal, req.body.server_id);
+      const binding = await openBinding(ctx.db, ctx.config.masterKey, server.id);
+      const op = await startForCaller(ctx, req, {
+        operationType: "reboot",
+        server,
+        runId: req.body.run_id,
+        deadlineSeconds: ctx.config.rebootTimeoutSeconds,
+        leased: false, // the agent cannot heartbeat while its machine restarts
+        preBootId: await currentBootId(ctx.db, server.id),
+        audit: {
+          via: binding ? binding.provider : "agent",
+          ...(binding ? { provider_server_id: binding.provider_server_id } : {}),
+        },
+      });
+      if (binding) {
+        void providerReboot(ctx, op.id, binding).catch((err) =>
+          req.log.error({ err, operation_id: op.id }, "provider reboot bookkeeping failed"),
+        );
+      } else {
+        const outcome = await ctx.ops.run(op, { $case: "reboot", reboot: { reason: "api" } }, 0);
+        if (outcome.state === "not_run") throw notRunError(op, outcome);
+      }
+      return reply.status(202).send({ operation_id: op.id, status: "running" });
+    },
+  }),
+];
 
 /** Calls the provider; on refusal ends the operation `failed` with the provider's message. */
 async function providerReboot(ctx: ApiContext, operationId: string, binding: OpenedBinding): Promise<void> {

@@ -3,11 +3,10 @@
 // against docker's own rule here and again on the agent, and travels as one argv
 // entry, never through a shell. Answers like exec: 200 with the result within
 // 60 s, else 202 running; 409 when the agent is not connected.
-import type { FastifyRequest } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { requireOperation } from "../../auth/automation-key.js";
+import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
+import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "../../http/schemas.js";
@@ -28,14 +27,16 @@ export const bodySchema = z.strictObject({
     .max(255),
   run_id: runIdSchema.optional(),
 });
-type RestartBody = z.infer<typeof bodySchema>;
 
-export const restartRoute =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const preValidation = async (req: FastifyRequest) => requireOperation(req.principal, "restart");
-    const opts = { schema: { body: bodySchema }, preValidation };
-    app.post<{ Body: RestartBody }>("/restart", opts, async (req, reply) => {
+export const restartRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: `${AUTOMATION_API}/restart`,
+    access: { credentials: AUTOMATION, scope: "restart" },
+    tag: "automation",
+    schema: { body: bodySchema },
+    responses: { 200: finished, 202: running },
+    handler: async (req, reply) => {
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const op = await startForCaller(ctx, req, {
@@ -51,5 +52,6 @@ export const restartRoute =
         op,
         await ctx.ops.run(op, { $case: "restart", restart }, WAIT_SECONDS * 1000),
       );
-    });
-  };
+    },
+  }),
+];

@@ -1,7 +1,7 @@
 // Server lookup for Automation calls: scoped by tenant (another tenant's id is a
 // 404, never a 403) and by the key's server scope (403).
 import type { Knex } from "knex";
-import type { AutomationPrincipal } from "../../auth/automation-key.js";
+import type { Principal } from "../../auth/principal.js";
 import type { JobBus } from "../../bus/job-bus.js";
 import { RcError } from "../../errors.js";
 import { placeholders, runStatement } from "../../db/statement.js";
@@ -133,11 +133,7 @@ async function serverRow(db: Knex, id: string): Promise<ServerRow | undefined> {
   return row;
 }
 
-export async function findServer(
-  db: Knex,
-  principal: AutomationPrincipal,
-  serverId: string,
-): Promise<ServerRef> {
+export async function findServer(db: Knex, principal: Principal, serverId: string): Promise<ServerRef> {
   const row = await serverRow(db, serverId.toLowerCase());
   // Another tenant's server is as unknown as a missing one (checked on every call).
   if (!row || row.tenant_id !== principal.tenantId)

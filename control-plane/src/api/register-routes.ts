@@ -1,0 +1,111 @@
+// Turns route declarations (http/route.ts) into Fastify routes. Everything a
+// route needs besides its handler is derived here, from its declaration alone:
+//   onRequest      admission of the credentials it takes (api/admission.ts),
+//                  before the body is read, then the role it needs (403);
+//   preValidation  the operation scope a key needs (403 before the body's rules
+//                  are told: a key without the scope learns nothing about them);
+//   onError        refusals of a known key audited (auth/security-audit.ts);
+//   schema         validation (zod) and the OpenAPI description: tag, the
+//                  security schemes of its credentials, its documented answers.
+import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
+import type { ZodType } from "zod";
+import { requireOperation } from "../auth/automation-key.js";
+import { auditRefusals } from "../auth/security-audit.js";
+import { RcError } from "../errors.js";
+import { errorBody } from "../http/answers.js";
+import { type Credential, type RouteSpec, credentialsOf } from "../http/route.js";
+import { type AdmissionDeps, admissionFor } from "./admission.js";
+
+/** The OpenAPI security scheme of each credential (observability/openapi.ts declares them). */
+const SCHEME: Record<Credential, string> = {
+  automation_key: "automationKey",
+  api_key: "apiKey",
+  access_token: "accessToken",
+  web_session: "webSession",
+  session_token: "sessionToken",
+  metrics_token: "metricsToken",
+};
+
+const STATUS_WORDS: Record<string, string> = {
+  200: "OK",
+  201: "Created",
+  202: "Accepted: the operation goes on; poll it",
+};
+
+/** A documented JSON answer with its description (Fastify's content-type form of a response schema). */
+function json(description: string | undefined, body: ZodType) {
+  return { description: description ?? "OK", content: { "application/json": { schema: body } } };
+}
+
+function documented(answers: Record<number, ZodType>) {
+  const response: Record<string, unknown> = {};
+  // A 204 stays a bare schema: @fastify/swagger documents it without content.
+  for (const [status, body] of Object.entries(answers))
+    response[status] = status === "204" ? body : json(STATUS_WORDS[status], body);
+  response["4xx"] = json("Refused: the status and `detail` say why (docs/errors.md)", errorBody);
+  response["5xx"] = json("Unavailable (503: retry later) or failed", errorBody);
+  return response;
+}
+
+/** A declaration that cannot be served as written stops the program at boot, naming the route. */
+function check(spec: RouteSpec, credentials: readonly Credential[]): void {
+  const where = `${[spec.method].flat().join(",")} ${spec.url}`;
+  const admits = ["automation_key", "api_key", "session_token", "metrics_token"] as const;
+  if (credentials.length > 0 && !admits.some((c) => credentials.includes(c)))
+    throw new Error(`route ${where}: credentials must include a key, a session token or the metrics token`);
+  const getOnly = [spec.method].flat().every((m) => m === "GET");
+  if (credentials.includes("web_session") && !credentials.includes("api_key") && !getOnly)
+    throw new Error(`route ${where}: beside an automation key, a web session may only read (GET)`);
+}
+
+function requireRole(req: FastifyRequest, role: "owner" | "member" | undefined): void {
+  const user = req.principal?.user;
+  if (role !== "owner" || !user || user.role === "owner") return;
+  throw new RcError(
+    "RC_ERR_ROLE_FORBIDDEN",
+    `${req.method} ${req.routeOptions.url} needs the owner role; you are a ${user.role}`,
+  );
+}
+
+/** The Fastify route of a declaration. */
+export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions {
+  const { access } = spec;
+  const credentials = credentialsOf(access);
+  check(spec, credentials);
+  const admit = admissionFor(deps, credentials);
+  const role = "public" in access ? undefined : access.role;
+  const scope = "public" in access ? undefined : access.scope;
+  const schema: Record<string, unknown> = { ...spec.schema, tags: [spec.tag] };
+  if (spec.summary) schema.summary = spec.summary;
+  if (spec.hidden) schema.hide = true;
+  if (credentials.length > 0) schema.security = credentials.map((c) => ({ [SCHEME[c]]: [] }));
+  if (spec.responses) schema.response = documented(spec.responses);
+  const route: RouteOptions = {
+    ...spec.options,
+    method: spec.method,
+    url: spec.url,
+    schema,
+    handler: spec.handler as RouteOptions["handler"],
+  };
+  if (admit) {
+    route.onRequest = async (req, reply) => {
+      const principal = await admit(req, reply);
+      if (principal) req.principal = principal;
+      requireRole(req, role);
+    };
+    route.onError = auditRefusals(deps.db);
+  }
+  if (scope) route.preValidation = async (req) => requireOperation(req.principal, scope);
+  return route;
+}
+
+/** Registers the declarations on `app` (its root, or a scope: the gateway's health and metrics). */
+export function registerRoutes(
+  app: FastifyInstance,
+  routes: readonly RouteSpec[],
+  deps: AdmissionDeps,
+): void {
+  for (const name of ["principal", "keyActor", "deploySession"])
+    if (!app.hasRequestDecorator(name)) app.decorateRequest(name, null);
+  for (const spec of routes) app.route(fastifyRoute(spec, deps));
+}
