@@ -15,7 +15,7 @@ DEST="$1"
 mkdir -p "$DEST"
 cd "$REPO"
 cp package.json "$DEST/"
-for ws in control-plane proto reverse-proxy-sync; do
+for ws in control-plane proto reverse-proxy-sync tracing; do
   mkdir -p "$DEST/$ws"
   cp "$ws/package.json" "$DEST/$ws/"
   cp -a "$ws/dist" "$DEST/$ws/"
@@ -43,7 +43,7 @@ fi
 # on mere warnings (an extraneous package): judge it by what it lists.
 closure="$(npm ls --omit=dev --all --parseable -w @relayctl/control-plane 2>/dev/null || true)"
 grep -q "/node_modules/fastify$" <<<"$closure" || { echo "npm ls listed no dependencies: run npm ci first" >&2; exit 1; }
-sed -n "s|^$REPO/||p" <<<"$closure" | grep -E '^(control-plane/|proto/|reverse-proxy-sync/)?node_modules/' |
+sed -n "s|^$REPO/||p" <<<"$closure" | grep -E '^(control-plane/|proto/|reverse-proxy-sync/|tracing/)?node_modules/' |
   grep -Ev 'node_modules/.*/node_modules/' | sort -u |
   while read -r pkg; do
     mkdir -p "$DEST/$(dirname "$pkg")"

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// make dev's build: the workspaces `make dev` runs (proto, reverse-proxy-sync, devkit,
+// make dev's build: the workspaces `make dev` runs (proto, reverse-proxy-sync, tracing, devkit,
 // control-plane, agent, and cli for bin/relayctl) transpiled to dist/ with esbuild, file by file
 // as tsc would lay them out (CommonJS, ES2022, source maps), without type checking. On a fresh
 // clone this takes about a second where `tsc -b` took over a minute on these machines; `make
@@ -17,6 +17,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 const WORKSPACES = [
   { dir: "proto", base: ".", roots: ["index.ts", "gen"] },
   { dir: "reverse-proxy-sync", base: "src", roots: ["src"] },
+  { dir: "tracing", base: "src", roots: ["src"] },
   { dir: "devkit", base: "src", roots: ["src"] },
   { dir: "control-plane", base: "src", roots: ["src"] },
   { dir: "agent", base: "src", roots: ["src"] },

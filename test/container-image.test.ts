@@ -196,7 +196,10 @@ test("container image - runs as uid 1000 and holds only the runtime tree", async
     "-e",
     "console.log(require('fs').readdirSync('/opt/relayctl').sort().join(' '))",
   ]);
-  t.is(ls.stdout.trim(), "agent control-plane deploy node_modules package.json proto reverse-proxy-sync web");
+  t.is(
+    ls.stdout.trim(),
+    "agent control-plane deploy node_modules package.json proto reverse-proxy-sync tracing web",
+  );
 });
 
 test("container image - compose.yaml builds this Dockerfile and sets only real variables", (t) => {

@@ -1,10 +1,9 @@
-// The OpenTelemetry SDK of the agent, loaded only when tracing is on (index.ts requires this
-// file lazily): with tracing off no SDK module is ever loaded and the API stays
-// the no-op it is by default. Spans go out in batches over OTLP/HTTP to the
+// The OpenTelemetry SDK of the agent and the control plane, loaded only when tracing is on
+// (index.ts requires this file lazily): with tracing off no SDK module is ever loaded and
+// the API stays the no-op it is by default. Spans go out in batches over OTLP/HTTP to the
 // standard OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; OTEL_BSP_* tune the batches.
 // SDK 3.x has no NodeTracerProvider.register(): the context manager (AsyncLocalStorage),
 // the W3C propagators and the provider are set on the API here, as register() did.
-// Twin of control-plane/src/tracing/sdk.ts: the agent and the control plane share no runtime package.
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";

@@ -2,47 +2,26 @@
 // gateway's (the Job carries its W3C trace context: the stream is long-lived, so
 // gRPC metadata cannot name a job), and the command inside it in a span of its
 // own. Off by default, and then free: no SDK is loaded and every helper returns
-// after one boolean check.
+// after one boolean check. Turning the SDK on and off is @relayctl/tracing's, which
+// the control plane shares.
 import { type Span, SpanKind, SpanStatusCode, context, propagation, trace } from "@opentelemetry/api";
 import type { Job } from "@relayctl/proto";
+import { loadedOtelPackages, startTracing as startSdk, tracingOn } from "@relayctl/tracing";
 import type { Logger } from "../log.js";
-import type { Sdk } from "./sdk.js";
+
+export { stopTracing } from "@relayctl/tracing";
 
 export const SERVICE_NAME = "relayctl-agent";
 
-let sdk: Sdk | undefined;
-
 /** `otlp`: loads and registers the SDK; `off`: nothing (the SDK is required lazily, never loaded). */
 export function startTracing(mode: "off" | "otlp", version: string): void {
-  if (mode !== "otlp" || sdk) return;
-  const { startSdk } = require("./sdk.js") as typeof import("./sdk.js");
-  sdk = startSdk(SERVICE_NAME, version);
-}
-
-/** A stop never waits on an unreachable collector longer than this. */
-const SHUTDOWN_MS = 2000;
-
-/** Exports the spans still batched (call before exit), for at most SHUTDOWN_MS. */
-export async function stopTracing(): Promise<void> {
-  if (!sdk) return;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, SHUTDOWN_MS);
-  });
-  await Promise.race([sdk.shutdown().catch(() => {}), late]);
-  clearTimeout(timer);
-  sdk = undefined;
+  startSdk(mode, SERVICE_NAME, version);
 }
 
 /** One debug line: whether tracing is on and which OTel packages require.cache holds. */
 export function logTracingState(log: Logger): void {
-  const names = new Set<string>();
-  for (const path of Object.keys(require.cache)) {
-    const m = /[\\/]node_modules[\\/]@opentelemetry[\\/]([^\\/]+)/.exec(path);
-    if (m) names.add(`@opentelemetry/${m[1]}`);
-  }
   log.debug(
-    { tracing: sdk ? "otlp" : "off", service_name: SERVICE_NAME, otel_modules: [...names].sort() },
+    { tracing: tracingOn() ? "otlp" : "off", service_name: SERVICE_NAME, otel_modules: loadedOtelPackages() },
     "tracing",
   );
 }
@@ -60,7 +39,7 @@ async function inSpan<T>(span: Span, fn: (span: Span) => Promise<T>): Promise<T>
 
 /** Runs a job in a CONSUMER span, child of the span named by the job's trace context. */
 export function traceJob<T>(job: Job, fn: () => Promise<T>): Promise<T> {
-  if (!sdk) return fn();
+  if (!tracingOn()) return fn();
   const parent = propagation.extract(context.active(), job.traceContext);
   const span = trace
     .getTracer("relayctl")
@@ -76,7 +55,7 @@ export function traceJob<T>(job: Job, fn: () => Promise<T>): Promise<T> {
 export function traceCommand<T extends { status: string; exitCode: number }>(
   fn: () => Promise<T>,
 ): Promise<T> {
-  if (!sdk) return fn();
+  if (!tracingOn()) return fn();
   const span = trace.getTracer("relayctl").startSpan("command run", { kind: SpanKind.INTERNAL });
   return inSpan(span, async (s) => {
     const outcome = await fn();
