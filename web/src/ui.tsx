@@ -268,16 +268,6 @@ export function Page({
   );
 }
 
-/** A table that may scroll sideways on a phone: focusable, so keyboard users can scroll it. */
-export function TableWrap({ label, children }: { label: string; children: ComponentChildren }) {
-  return (
-    // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must take focus to scroll by keyboard
-    <section class="table-wrap" tabIndex={0} aria-label={label}>
-      {children}
-    </section>
-  );
-}
-
 /** Command output or a deployment log: may scroll, so it takes focus for keyboard users. */
 export function LogText({ text, stderr, live }: { text: string; stderr?: boolean; live?: boolean }) {
   return (

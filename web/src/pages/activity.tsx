@@ -4,6 +4,7 @@
 // live in the address, so a run's page can be linked from a CI log.
 import { type Operation, type Run, type Server, get, query } from "../api";
 import { navigate, useLocation } from "../router";
+import { type Column, Table } from "../table";
 import {
   Badge,
   Empty,
@@ -13,7 +14,6 @@ import {
   Time,
   duration,
   useLoad,
-  TableWrap,
   LogText,
   ShowMore,
   usePageSize,
@@ -123,32 +123,25 @@ function Runs() {
   );
 }
 
-function OperationRow({ op }: { op: Operation }) {
-  const r = op.result;
+/** The operations table's columns: when, what, where, how it ended and its output. */
+const OPERATION_COLUMNS: Column<Operation>[] = [
+  { head: "Started", cell: (op) => <Time iso={op.started_at} /> },
+  { head: "Type", cell: (op) => op.operation_type },
+  { head: "Command", class: "mono cmd", cell: (op) => op.command ?? "—" },
+  { head: "Server", cell: (op) => op.server_name ?? op.server_id },
+  { head: "Status", cell: (op) => <Badge status={op.status} /> },
+  { head: "Exit", cell: (op) => op.result?.exit_code ?? "—" },
+  { head: "Output", cell: (op) => <Output result={op.result} /> },
+];
+
+function Output({ result: r }: { result: Operation["result"] }) {
+  if (!r || !(r.stdout || r.stderr)) return <span class="hint">{r ? "(none)" : "—"}</span>;
   return (
-    <tr>
-      <td>
-        <Time iso={op.started_at} />
-      </td>
-      <td>{op.operation_type}</td>
-      <td class="mono cmd">{op.command ?? "—"}</td>
-      <td>{op.server_name ?? op.server_id}</td>
-      <td>
-        <Badge status={op.status} />
-      </td>
-      <td>{r?.exit_code ?? "—"}</td>
-      <td>
-        {r && (r.stdout || r.stderr) ? (
-          <details>
-            <summary>Output ({duration(r.duration_ms)})</summary>
-            {r.stdout && <LogText text={r.stdout} />}
-            {r.stderr && <LogText text={r.stderr} stderr />}
-          </details>
-        ) : (
-          <span class="hint">{r ? "(none)" : "—"}</span>
-        )}
-      </td>
-    </tr>
+    <details>
+      <summary>Output ({duration(r.duration_ms)})</summary>
+      {r.stdout && <LogText text={r.stdout} />}
+      {r.stderr && <LogText text={r.stderr} stderr />}
+    </details>
   );
 }
 
@@ -187,26 +180,14 @@ function Operations({ params }: { params: Record<string, string> }) {
                   <ContextLine ctx={operations[0].run_context} />
                 </p>
               )}
-              <TableWrap label="Operations">
-                <table data-testid="operations">
-                  <thead>
-                    <tr>
-                      <th scope="col">Started</th>
-                      <th scope="col">Type</th>
-                      <th scope="col">Command</th>
-                      <th scope="col">Server</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Exit</th>
-                      <th scope="col">Output</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {operations.map((op) => (
-                      <OperationRow key={op.operation_id} op={op} />
-                    ))}
-                  </tbody>
-                </table>
-              </TableWrap>
+              <Table
+                label="Operations"
+                testId="operations"
+                rows={operations}
+                rowKey={(op) => op.operation_id}
+                rowHeader={false}
+                columns={OPERATION_COLUMNS}
+              />
             </>
           )
         }

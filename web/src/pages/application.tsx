@@ -4,6 +4,7 @@ import { useState } from "preact/hooks";
 import { type Application, type Deployment, type Server, del, get, patch, post } from "../api";
 import { navigate } from "../router";
 import { useWho } from "../session";
+import { Table } from "../table";
 import {
   AppUrl,
   Badge,
@@ -16,7 +17,6 @@ import {
   duration,
   field,
   useLoad,
-  TableWrap,
   ShowMore,
   usePageSize,
 } from "../ui";
@@ -69,40 +69,34 @@ function History({ app }: { app: Application }) {
               <p>Not deployed yet. Choose Deploy above to run the first deployment.</p>
             </Empty>
           ) : (
-            <TableWrap label="Deployments">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Started</th>
-                    <th scope="col">Status</th>
-                    <th scope="col">Duration</th>
-                    <th scope="col">Commit</th>
-                    <th scope="col">Trigger</th>
-                    <th scope="col">By</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {deployments.map((d) => (
-                    <tr key={d.deployment_id}>
-                      <th scope="row">
-                        <a href={`/app/applications/${app.id}/deployments/${d.deployment_id}`}>
-                          <Time iso={d.created_at} />
-                        </a>
-                      </th>
-                      <td>
-                        <Badge status={d.status} />
-                      </td>
-                      <td>{duration(d.duration_ms)}</td>
-                      <td class="mono">
-                        {d.commit_sha?.slice(0, 10) ?? d.commit_ref ?? "—"} {d.commit_message ?? ""}
-                      </td>
-                      <td>{d.trigger}</td>
-                      <td>{d.triggered_by?.name ?? d.triggered_by?.type ?? "—"}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="Deployments"
+              rows={deployments}
+              rowKey={(d) => d.deployment_id}
+              columns={[
+                {
+                  head: "Started",
+                  cell: (d) => (
+                    <a href={`/app/applications/${app.id}/deployments/${d.deployment_id}`}>
+                      <Time iso={d.created_at} />
+                    </a>
+                  ),
+                },
+                { head: "Status", cell: (d) => <Badge status={d.status} /> },
+                { head: "Duration", cell: (d) => duration(d.duration_ms) },
+                {
+                  head: "Commit",
+                  class: "mono",
+                  cell: (d) => (
+                    <>
+                      {d.commit_sha?.slice(0, 10) ?? d.commit_ref ?? "—"} {d.commit_message ?? ""}
+                    </>
+                  ),
+                },
+                { head: "Trigger", cell: (d) => d.trigger },
+                { head: "By", cell: (d) => d.triggered_by?.name ?? d.triggered_by?.type ?? "—" },
+              ]}
+            />
           )
         }
       </Resource>

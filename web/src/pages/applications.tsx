@@ -2,7 +2,8 @@
 import { useState } from "preact/hooks";
 import { type Application, type Server, get, post } from "../api";
 import { navigate } from "../router";
-import { AppUrl, Empty, Page, Resource, useLoad, TableWrap } from "../ui";
+import { Table } from "../table";
+import { AppUrl, Empty, Page, Resource, useLoad } from "../ui";
 import { AppForm } from "./app-form";
 
 export function ApplicationsPage() {
@@ -54,38 +55,23 @@ export function ApplicationsPage() {
               <p>Choose New application to say where its code lives and which server runs it.</p>
             </Empty>
           ) : (
-            <TableWrap label="Applications">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Server</th>
-                    <th scope="col">URL</th>
-                    <th scope="col">Domains</th>
-                    <th scope="col">Source</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {applications.map((a) => (
-                    <tr key={a.id}>
-                      <th scope="row">
-                        <a href={`/app/applications/${a.id}`}>{a.name}</a>
-                      </th>
-                      <td>{a.server_name ?? a.server_id}</td>
-                      <td>
-                        <AppUrl url={a.url} />
-                      </td>
-                      <td>{a.fqdns.join(", ") || "—"}</td>
-                      <td class="mono">
-                        {a.git_repository
-                          ? `${a.git_repository} @ ${a.deploy_branch}`
-                          : (a.build?.image ?? "—")}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="Applications"
+              rows={applications}
+              rowKey={(a) => a.id}
+              columns={[
+                { head: "Name", cell: (a) => <a href={`/app/applications/${a.id}`}>{a.name}</a> },
+                { head: "Server", cell: (a) => a.server_name ?? a.server_id },
+                { head: "URL", cell: (a) => <AppUrl url={a.url} /> },
+                { head: "Domains", cell: (a) => a.fqdns.join(", ") || "—" },
+                {
+                  head: "Source",
+                  class: "mono",
+                  cell: (a) =>
+                    a.git_repository ? `${a.git_repository} @ ${a.deploy_branch}` : (a.build?.image ?? "—"),
+                },
+              ]}
+            />
           )
         }
       </Resource>

@@ -14,6 +14,7 @@ import {
 } from "../api";
 import { navigate } from "../router";
 import { useWho } from "../session";
+import { Table } from "../table";
 import {
   ConfirmButton,
   Empty,
@@ -26,7 +27,6 @@ import {
   field,
   lines,
   useLoad,
-  TableWrap,
 } from "../ui";
 
 type Tab = "api" | "automation";
@@ -104,47 +104,33 @@ function ApiKeys({ owner }: { owner: boolean }) {
               <p>No API keys. Create one above to manage the organization from scripts.</p>
             </Empty>
           ) : (
-            <TableWrap label="API keys">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {api_keys.map((k) => (
-                    <tr key={k.id}>
-                      <th scope="row">{k.name}</th>
-                      <td>
-                        <Time iso={k.created_at} />
-                      </td>
-                      <td>
-                        <Time iso={k.last_used_at} />
-                      </td>
-                      <td>
-                        {owner && (
-                          <ConfirmButton
-                            label="Revoke"
-                            title={`Revoke ${k.name}`}
-                            question={`Revoke the API key ${k.name}? Its next request is refused.`}
-                            confirm="Revoke key"
-                            action={async () => {
-                              await del(`/api/api-keys/${k.id}`);
-                              keys.reload();
-                            }}
-                          />
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="API keys"
+              rows={api_keys}
+              rowKey={(k) => k.id}
+              columns={[
+                { head: "Name", cell: (k) => k.name },
+                { head: "Created", cell: (k) => <Time iso={k.created_at} /> },
+                { head: "Last used", cell: (k) => <Time iso={k.last_used_at} /> },
+                {
+                  head: "Actions",
+                  hideHead: true,
+                  cell: (k) =>
+                    owner && (
+                      <ConfirmButton
+                        label="Revoke"
+                        title={`Revoke ${k.name}`}
+                        question={`Revoke the API key ${k.name}? Its next request is refused.`}
+                        confirm="Revoke key"
+                        action={async () => {
+                          await del(`/api/api-keys/${k.id}`);
+                          keys.reload();
+                        }}
+                      />
+                    ),
+                },
+              ]}
+            />
           )
         }
       </Resource>
@@ -292,47 +278,34 @@ function AutomationKeys({ owner }: { owner: boolean }) {
               <p>No automation keys. Create one above and store it as a secret of your CI.</p>
             </Empty>
           ) : (
-            <TableWrap label="Automation keys">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Scope</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((k) => (
-                    <tr key={k.id}>
-                      <th scope="row">{k.name}</th>
-                      <td>{scopeText(k, names)}</td>
-                      <td>{k.expires_at ? <Time iso={k.expires_at} /> : "never"}</td>
-                      <td>
-                        <Time iso={k.created_at} />
-                      </td>
-                      <td>
-                        {owner && (
-                          <ConfirmButton
-                            label="Revoke"
-                            title={`Revoke ${k.name}`}
-                            question={`Revoke the automation key ${k.name}? Its next request is refused (401).`}
-                            confirm="Revoke key"
-                            action={async () => {
-                              await del(`/api/automation-keys/${k.id}`);
-                              keys.reload();
-                            }}
-                          />
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="Automation keys"
+              rows={list}
+              rowKey={(k) => k.id}
+              columns={[
+                { head: "Name", cell: (k) => k.name },
+                { head: "Scope", cell: (k) => scopeText(k, names) },
+                { head: "Expires", cell: (k) => (k.expires_at ? <Time iso={k.expires_at} /> : "never") },
+                { head: "Created", cell: (k) => <Time iso={k.created_at} /> },
+                {
+                  head: "Actions",
+                  hideHead: true,
+                  cell: (k) =>
+                    owner && (
+                      <ConfirmButton
+                        label="Revoke"
+                        title={`Revoke ${k.name}`}
+                        question={`Revoke the automation key ${k.name}? Its next request is refused (401).`}
+                        confirm="Revoke key"
+                        action={async () => {
+                          await del(`/api/automation-keys/${k.id}`);
+                          keys.reload();
+                        }}
+                      />
+                    ),
+                },
+              ]}
+            />
           );
         }}
       </Resource>

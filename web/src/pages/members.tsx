@@ -3,18 +3,8 @@
 import { useState } from "preact/hooks";
 import { del, get, post } from "../api";
 import { useWho } from "../session";
-import {
-  Badge,
-  ConfirmButton,
-  Form,
-  Page,
-  Resource,
-  SecretOnce,
-  Time,
-  field,
-  useLoad,
-  TableWrap,
-} from "../ui";
+import { Table } from "../table";
+import { Badge, ConfirmButton, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
 
 interface Member {
   id: string;
@@ -86,45 +76,34 @@ export function MembersPage() {
       </section>
       <Resource r={users} what="members">
         {({ users: list }) => (
-          <TableWrap label="Members">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">E-mail</th>
-                  <th scope="col">Role</th>
-                  <th scope="col">Since</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.map((u) => (
-                  <tr key={u.id}>
-                    <th scope="row">{u.email}</th>
-                    <td>{u.disabled ? <Badge status="disabled" /> : u.role}</td>
-                    <td>
-                      <Time iso={u.created_at} />
-                    </td>
-                    <td>
-                      {!u.disabled && u.email !== who.email && (
-                        <ConfirmButton
-                          label="Disable"
-                          title={`Disable ${u.email}`}
-                          question={`Disable ${u.email}? Their sessions and CLI logins stop working at once.`}
-                          confirm="Disable member"
-                          action={async () => {
-                            await del(`/api/users/${u.id}`);
-                            users.reload();
-                          }}
-                        />
-                      )}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </TableWrap>
+          <Table
+            label="Members"
+            rows={list}
+            rowKey={(u) => u.id}
+            columns={[
+              { head: "E-mail", cell: (u) => u.email },
+              { head: "Role", cell: (u) => (u.disabled ? <Badge status="disabled" /> : u.role) },
+              { head: "Since", cell: (u) => <Time iso={u.created_at} /> },
+              {
+                head: "Actions",
+                hideHead: true,
+                cell: (u) =>
+                  !u.disabled &&
+                  u.email !== who.email && (
+                    <ConfirmButton
+                      label="Disable"
+                      title={`Disable ${u.email}`}
+                      question={`Disable ${u.email}? Their sessions and CLI logins stop working at once.`}
+                      confirm="Disable member"
+                      action={async () => {
+                        await del(`/api/users/${u.id}`);
+                        users.reload();
+                      }}
+                    />
+                  ),
+              },
+            ]}
+          />
         )}
       </Resource>
     </Page>

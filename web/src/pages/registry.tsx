@@ -2,7 +2,8 @@
 // again), list them, remove one after a confirmation.
 import { type RegistryCredential, del, get, post } from "../api";
 import { useWho } from "../session";
-import { ConfirmButton, Empty, Form, Page, Resource, Time, field, useLoad, TableWrap } from "../ui";
+import { Table } from "../table";
+import { ConfirmButton, Empty, Form, Page, Resource, Time, field, useLoad } from "../ui";
 
 export function RegistryPage() {
   const owner = useWho().role === "owner";
@@ -59,49 +60,35 @@ export function RegistryPage() {
               <p>No registry credentials. Add one to deploy images from a private registry.</p>
             </Empty>
           ) : (
-            <TableWrap label="Registry credentials">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">Registry</th>
-                    <th scope="col">Type</th>
-                    <th scope="col">User</th>
-                    <th scope="col">Added</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((c) => (
-                    <tr key={c.id}>
-                      <th scope="row">{c.name}</th>
-                      <td class="mono">{c.registry_url}</td>
-                      <td>{c.registry_type}</td>
-                      <td>{c.username}</td>
-                      <td>
-                        <Time iso={c.created_at} />
-                      </td>
-                      <td>
-                        {owner && (
-                          <ConfirmButton
-                            label="Remove"
-                            title={`Remove ${c.name}`}
-                            question={`Remove the credential ${c.name}? Keys and applications using it can no longer log in with it.`}
-                            confirm="Remove credential"
-                            action={async () => {
-                              await del(`/api/registry-credentials/${c.id}`);
-                              creds.reload();
-                            }}
-                          />
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="Registry credentials"
+              rows={list}
+              rowKey={(c) => c.id}
+              columns={[
+                { head: "Name", cell: (c) => c.name },
+                { head: "Registry", class: "mono", cell: (c) => c.registry_url },
+                { head: "Type", cell: (c) => c.registry_type },
+                { head: "User", cell: (c) => c.username },
+                { head: "Added", cell: (c) => <Time iso={c.created_at} /> },
+                {
+                  head: "Actions",
+                  hideHead: true,
+                  cell: (c) =>
+                    owner && (
+                      <ConfirmButton
+                        label="Remove"
+                        title={`Remove ${c.name}`}
+                        question={`Remove the credential ${c.name}? Keys and applications using it can no longer log in with it.`}
+                        confirm="Remove credential"
+                        action={async () => {
+                          await del(`/api/registry-credentials/${c.id}`);
+                          creds.reload();
+                        }}
+                      />
+                    ),
+                },
+              ]}
+            />
           )
         }
       </Resource>

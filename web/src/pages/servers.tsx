@@ -5,7 +5,8 @@
 import { useState } from "preact/hooks";
 import { type Server, type ServerEngine, get, post } from "../api";
 import { useWho } from "../session";
-import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad, TableWrap } from "../ui";
+import { Table } from "../table";
+import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
 
 interface JoinToken {
   token: string;
@@ -130,45 +131,29 @@ export function ServersPage() {
               </p>
             </Empty>
           ) : (
-            <TableWrap label="Servers">
-              <table>
-                <caption class="sr-only">Servers, updated every 2 seconds</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Name</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Host name</th>
-                    <th scope="col">Agent</th>
-                    <th scope="col">Container engine</th>
-                    <th scope="col">Reverse proxy</th>
-                    <th scope="col">Last seen</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((s) => (
-                    <tr key={s.id} data-server-id={s.id}>
-                      <th scope="row">{s.name}</th>
-                      <td>
-                        <span class={`badge ${s.connected ? "badge-completed" : "badge-off"}`}>
-                          {s.connected ? "connected" : "not connected"}
-                        </span>
-                      </td>
-                      <td>{s.hostname ?? "—"}</td>
-                      <td>{s.agent_version ?? "—"}</td>
-                      <td>
-                        <Engine engine={s.engine} />
-                      </td>
-                      <td>
-                        <ReverseProxy proxy={s.proxy} />
-                      </td>
-                      <td>
-                        <Time iso={s.last_seen_at} />
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </TableWrap>
+            <Table
+              label="Servers"
+              caption="Servers, updated every 2 seconds"
+              rows={list}
+              rowKey={(s) => s.id}
+              rowAttrs={(s) => ({ "data-server-id": s.id })}
+              columns={[
+                { head: "Name", cell: (s) => s.name },
+                {
+                  head: "State",
+                  cell: (s) => (
+                    <span class={`badge ${s.connected ? "badge-completed" : "badge-off"}`}>
+                      {s.connected ? "connected" : "not connected"}
+                    </span>
+                  ),
+                },
+                { head: "Host name", cell: (s) => s.hostname ?? "—" },
+                { head: "Agent", cell: (s) => s.agent_version ?? "—" },
+                { head: "Container engine", cell: (s) => <Engine engine={s.engine} /> },
+                { head: "Reverse proxy", cell: (s) => <ReverseProxy proxy={s.proxy} /> },
+                { head: "Last seen", cell: (s) => <Time iso={s.last_seen_at} /> },
+              ]}
+            />
           )
         }
       </Resource>
