@@ -1,4 +1,4 @@
-// /api/applications (X-API-Key): create, list, read, update and delete the
+// /api/applications (management API): create, list, read, update and delete the
 // tenant's applications; and GET /api/servers, the servers they can live on.
 // Deleting an application (or moving it to another server) removes its route
 // from the old server's proxy at once when the agent is connected; otherwise the
@@ -7,12 +7,13 @@
 // goes to its live container's route at once (live-route.ts): the PATCH answer
 // carries `route` with the outcome. Every answer carries `url` and `urls` (hosts.ts).
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { uuid as uuidSchema } from "../http/validation.js";
 import { listServers } from "../api/automation/servers.js";
 import type { ApiContext } from "../http/context.js";
-import { actorPayload } from "../auth/security-audit.js";
+import { auditActor } from "../auth/principal.js";
+import { application, applicationList, applicationPatched, nothing, serverList } from "../http/answers.js";
+import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { urlsOf, urlsOfMany } from "./hosts.js";
 import { type RouteChange, applyRoute } from "./live-route.js";
 import { removeRoute } from "./route-removal.js";
@@ -54,7 +55,7 @@ const patchSchema = z
   .refine((o) => Object.keys(o).length > 0, { error: "must name at least one field to change" });
 const params = z.object({ id: z.string() });
 
-const actorOf = (req: FastifyRequest) => actorPayload({ ...req.apiPrincipal, keyType: "api_key" }, req.ip);
+const actorOf = (req: FastifyRequest) => auditActor(req.principal, req.ip);
 
 /** Best effort: the deletion stands whatever the agent says; the outcome is logged. */
 async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Parameters<typeof removeRoute>[1]) {
@@ -92,15 +93,26 @@ function hostsChanged(ctx: ApiContext, before: ApplicationRow, after: Applicatio
   return before.fqdns !== after.fqdns || (ctx.config.appsUrl !== undefined && before.name !== after.name);
 }
 
-export const applicationsRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.get("/servers", async (req) => ({
-      servers: await listServers(ctx.db, ctx.bus, req.apiPrincipal.tenantId),
-    }));
-
-    app.post("/applications", { schema: { body: createSchema } }, async (req, reply) => {
-      const tenantId = req.apiPrincipal.tenantId;
+export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "GET",
+    url: "/api/servers",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    responses: { 200: serverList },
+    handler: async (req) => ({
+      servers: await listServers(ctx.db, ctx.bus, req.principal.tenantId),
+    }),
+  }),
+  route({
+    method: "POST",
+    url: "/api/applications",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    schema: { body: createSchema },
+    responses: { 201: application },
+    handler: async (req, reply) => {
+      const tenantId = req.principal.tenantId;
       const created = await createApplication(
         ctx.db,
         tenantId,
@@ -111,23 +123,43 @@ export const applicationsRoutes =
       );
       const row = await getApplication(ctx.db, tenantId, created.id);
       return reply.status(201).send({ ...created, ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) });
-    });
-
-    app.get("/applications", async (req) => {
-      const tenantId = req.apiPrincipal.tenantId;
+    },
+  }),
+  route({
+    method: "GET",
+    url: "/api/applications",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    responses: { 200: applicationList },
+    handler: async (req) => {
+      const tenantId = req.principal.tenantId;
       const listed = await listApplications(ctx.db, tenantId);
       const rows = await ctx.db("applications").where({ tenant_id: tenantId }).select<ApplicationRow[]>();
       const urls = await urlsOfMany(ctx.db, ctx.config.appsUrl, rows);
       return { applications: listed.map((a) => ({ ...a, ...(urls.get(a.id) ?? { url: null, urls: [] }) })) };
-    });
-
-    app.get("/applications/:id", { schema: { params } }, async (req) => {
-      const row = await getApplication(ctx.db, req.apiPrincipal.tenantId, req.params.id);
+    },
+  }),
+  route({
+    method: "GET",
+    url: "/api/applications/:id",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    schema: { params },
+    responses: { 200: application },
+    handler: async (req) => {
+      const row = await getApplication(ctx.db, req.principal.tenantId, req.params.id);
       return { ...presentApplication(row), ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) };
-    });
-
-    app.patch("/applications/:id", { schema: { params, body: patchSchema } }, async (req) => {
-      const tenantId = req.apiPrincipal.tenantId;
+    },
+  }),
+  route({
+    method: "PATCH",
+    url: "/api/applications/:id",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    schema: { params, body: patchSchema },
+    responses: { 200: applicationPatched },
+    handler: async (req) => {
+      const tenantId = req.principal.tenantId;
       const { resource, before } = await updateApplication(
         ctx.db,
         tenantId,
@@ -151,10 +183,17 @@ export const applicationsRoutes =
       if (resource.server_id !== before.server_id || !hostsChanged(ctx, before, after))
         return { ...resource, ...urls };
       return { ...resource, ...urls, route: await applyQuietly(ctx, req.log, after, req.ip) };
-    });
-
-    app.delete("/applications/:id", { schema: { params } }, async (req, reply) => {
-      const tenantId = req.apiPrincipal.tenantId;
+    },
+  }),
+  route({
+    method: "DELETE",
+    url: "/api/applications/:id",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    schema: { params },
+    responses: { 204: nothing },
+    handler: async (req, reply) => {
+      const tenantId = req.principal.tenantId;
       const row = await deleteApplication(ctx.db, tenantId, req.params.id, actorOf(req));
       await removeQuietly(ctx, req.log, {
         tenantId,
@@ -163,5 +202,6 @@ export const applicationsRoutes =
         ip: req.ip,
       });
       return reply.status(204).send();
-    });
-  };
+    },
+  }),
+];

@@ -1,19 +1,19 @@
-// The GitHub endpoints of the management API (X-API-Key, the key's tenant):
+// The GitHub endpoints of the management API (the caller's tenant):
 //   POST   /api/github/install-link              a link to install the App, with a signed single-use state
 //   GET    /api/github/installations             the tenant's installations and their repositories
 //   GET    /api/github/deliveries                deliveries concerning the tenant and what each did
 //   GET    /api/tenants/{t}/applications/{a}/github-repository   the link and whether it can deploy
 //   PUT    /api/tenants/{t}/applications/{a}/github-repository   {repository_id}: link by GitHub's id
 //   DELETE /api/tenants/{t}/applications/{a}/github-repository
-// and, outside the API key, the App's setup URL GET /github/setup (setupRoute).
-import type { FastifyPluginAsync } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+// and, with no credential, the App's setup URL GET /github/setup (githubSetupRoutes).
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { ApiContext } from "../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { queryInt } from "../http/validation.js";
 import { getApplication } from "../applications/store.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
-import { actorPayload } from "../auth/security-audit.js";
+import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { listDeliveries } from "./deliveries.js";
 import { completeSetup, issueInstallLink } from "./install-state.js";
@@ -40,144 +40,191 @@ const setupQuery = z.object({
   setup_action: z.string().optional(),
 });
 
-export const githubRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const need = (): GitHubIntegration => {
-      if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
-      return ctx.github;
-    };
-
-    app.post("/github/install-link", async (req) => {
-      const gh = need();
-      return issueInstallLink(ctx.db, gh.app, req.apiPrincipal.tenantId);
-    });
-
-    app.get("/github/installations", async (req) => {
-      need();
-      const tenantId = req.apiPrincipal.tenantId;
-      const insts = await ctx.db("github_installations").where({ tenant_id: tenantId }).orderBy("id");
-      const repos = await ctx
-        .db("github_repositories")
-        .whereIn(
-          "installation_id",
-          insts.map((i) => i.id),
-        )
-        .whereNull("removed_at")
-        .orderBy("full_name");
-      return {
-        installations: insts.map((i) => ({
-          installation_id: Number(i.id),
-          account: i.account_login,
-          account_type: i.account_type,
-          suspended: i.suspended_at !== null,
-          uninstalled: i.deleted_at !== null,
-          repositories: repos
-            .filter((r) => Number(r.installation_id) === Number(i.id))
-            .map((r) => ({
-              repository_id: Number(r.id),
-              full_name: r.full_name,
-              private: Boolean(Number(r.private)),
-            })),
-        })),
-      };
-    });
-
-    app.get("/github/deliveries", { schema: { querystring: pageQuery } }, async (req) => {
-      need();
-      const cursor = req.query.cursor === undefined ? undefined : Number(req.query.cursor);
-      return listDeliveries(ctx.db, req.apiPrincipal.tenantId, req.query.limit ?? 20, cursor);
-    });
-
-    const path = "/tenants/:tenant_id/applications/:application_id/github-repository";
-    const scoped = async (req: { apiPrincipal: { tenantId: string } }, p: z.infer<typeof appParams>) => {
-      if (p.tenant_id.toLowerCase() !== req.apiPrincipal.tenantId)
-        throw new RcError("RC_ERR_TENANT_NOT_FOUND", `tenant '${p.tenant_id}' not found`);
-      return getApplication(ctx.db, req.apiPrincipal.tenantId, p.application_id);
-    };
-    const present = async (repositoryId: number | null, tenantId: string) => {
-      if (repositoryId === null) return { repository_id: null, deployable: false, reason: "not linked" };
-      const r = await reachableRepository(ctx.db, repositoryId);
-      const reason = cannotDeploy(r, tenantId);
-      return {
-        repository_id: repositoryId,
-        full_name: r?.full_name ?? null,
-        clone_url: r?.clone_url ?? null,
-        deployable: reason === null,
-        reason,
-      };
-    };
-
-    app.get(path, { schema: { params: appParams } }, async (req) => {
-      need();
-      const a = await scoped(req, req.params);
-      const id = a.github_repository_id;
-      return present(id === null || id === undefined ? null : Number(id), a.tenant_id);
-    });
-
-    app.put(path, { schema: { params: appParams, body: linkBody } }, async (req) => {
-      const gh = need();
-      const a = await scoped(req, req.params);
-      const repositoryId = req.body.repository_id;
-      const known = await reachableRepository(ctx.db, repositoryId);
-      if (!known || cannotDeploy(known, a.tenant_id) !== null)
-        throw new RcError(
-          "RC_ERR_GITHUB_REPOSITORY_NOT_FOUND",
-          `repository ${repositoryId} is not reachable by an installation bound to your tenant`,
-        );
-      // Read from GitHub as the installation: its clone URL and current name.
-      const repo = await gh.app.repository(Number(known.installation_id), repositoryId);
-      if (!repo) throw new RcError("RC_ERR_GITHUB_REPOSITORY_NOT_FOUND");
-      await upsertRepository(ctx.db, Number(known.installation_id), repo);
-      await ctx.db.transaction(async (trx) => {
-        await trx("applications").where({ id: a.id }).update({
-          github_repository_id: repositoryId,
-          git_repository: repo.clone_url,
-          updated_at: Date.now(),
-        });
-        await appendAuditEvent(trx, {
-          tenantId: a.tenant_id,
-          eventType: "application.github_linked",
-          serverId: a.server_id,
-          payload: {
-            application_id: a.id,
-            application_name: a.name,
-            repository_id: repositoryId,
-            full_name: repo.full_name,
-            ...actorPayload({ ...req.apiPrincipal, keyType: "api_key" }, req.ip),
-          },
-        });
-      });
-      return present(repositoryId, a.tenant_id);
-    });
-
-    app.delete(path, { schema: { params: appParams } }, async (req, reply) => {
-      need();
-      const a = await scoped(req, req.params);
-      await ctx.db.transaction(async (trx) => {
-        await trx("applications")
-          .where({ id: a.id })
-          .update({ github_repository_id: null, updated_at: Date.now() });
-        await appendAuditEvent(trx, {
-          tenantId: a.tenant_id,
-          eventType: "application.github_unlinked",
-          serverId: a.server_id,
-          payload: {
-            application_id: a.id,
-            application_name: a.name,
-            ...actorPayload({ ...req.apiPrincipal, keyType: "api_key" }, req.ip),
-          },
-        });
-      });
-      return reply.status(204).send();
-    });
+export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
+  const need = (): GitHubIntegration => {
+    if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
+    return ctx.github;
   };
 
-/** GET /github/setup: where GitHub sends the user after installing (the App's setup URL). */
-export const setupRoute =
-  (ctx: ApiContext): FastifyPluginAsync =>
-  async (app) => {
-    app.get("/github/setup", async (req) => {
+  const path = "/api/tenants/:tenant_id/applications/:application_id/github-repository";
+  const scoped = async (req: FastifyRequest, p: z.infer<typeof appParams>) => {
+    if (p.tenant_id.toLowerCase() !== req.principal.tenantId)
+      throw new RcError("RC_ERR_TENANT_NOT_FOUND", `tenant '${p.tenant_id}' not found`);
+    return getApplication(ctx.db, req.principal.tenantId, p.application_id);
+  };
+  const present = async (repositoryId: number | null, tenantId: string) => {
+    if (repositoryId === null) return { repository_id: null, deployable: false, reason: "not linked" };
+    const r = await reachableRepository(ctx.db, repositoryId);
+    const reason = cannotDeploy(r, tenantId);
+    return {
+      repository_id: repositoryId,
+      full_name: r?.full_name ?? null,
+      clone_url: r?.clone_url ?? null,
+      deployable: reason === null,
+      reason,
+    };
+  };
+
+  return [
+    route({
+      method: "POST",
+      url: "/api/github/install-link",
+      access: { credentials: MANAGEMENT, role: "owner" },
+      tag: "management",
+      handler: async (req) => {
+        const gh = need();
+        return issueInstallLink(ctx.db, gh.app, req.principal.tenantId);
+      },
+    }),
+    route({
+      method: "GET",
+      url: "/api/github/installations",
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      handler: async (req) => {
+        need();
+        const tenantId = req.principal.tenantId;
+        const insts = await ctx.db("github_installations").where({ tenant_id: tenantId }).orderBy("id");
+        const repos = await ctx
+          .db("github_repositories")
+          .whereIn(
+            "installation_id",
+            insts.map((i) => i.id),
+          )
+          .whereNull("removed_at")
+          .orderBy("full_name");
+        return {
+          installations: insts.map((i) => ({
+            installation_id: Number(i.id),
+            account: i.account_login,
+            account_type: i.account_type,
+            suspended: i.suspended_at !== null,
+            uninstalled: i.deleted_at !== null,
+            repositories: repos
+              .filter((r) => Number(r.installation_id) === Number(i.id))
+              .map((r) => ({
+                repository_id: Number(r.id),
+                full_name: r.full_name,
+                private: Boolean(Number(r.private)),
+              })),
+          })),
+        };
+      },
+    }),
+    route({
+      method: "GET",
+      url: "/api/github/deliveries",
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { querystring: pageQuery },
+      handler: async (req) => {
+        need();
+        const cursor = req.query.cursor === undefined ? undefined : Number(req.query.cursor);
+        return listDeliveries(ctx.db, req.principal.tenantId, req.query.limit ?? 20, cursor);
+      },
+    }),
+    route({
+      method: "GET",
+      url: path,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { params: appParams },
+      handler: async (req) => {
+        need();
+        const a = await scoped(req, req.params);
+        const id = a.github_repository_id;
+        return present(id === null || id === undefined ? null : Number(id), a.tenant_id);
+      },
+    }),
+    route({
+      method: "PUT",
+      url: path,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { params: appParams, body: linkBody },
+      handler: async (req) => {
+        const gh = need();
+        const a = await scoped(req, req.params);
+        const repositoryId = req.body.repository_id;
+        const known = await reachableRepository(ctx.db, repositoryId);
+        if (!known || cannotDeploy(known, a.tenant_id) !== null)
+          throw new RcError(
+            "RC_ERR_GITHUB_REPOSITORY_NOT_FOUND",
+            `repository ${repositoryId} is not reachable by an installation bound to your tenant`,
+          );
+        // Read from GitHub as the installation: its clone URL and current name.
+        const repo = await gh.app.repository(Number(known.installation_id), repositoryId);
+        if (!repo) throw new RcError("RC_ERR_GITHUB_REPOSITORY_NOT_FOUND");
+        await upsertRepository(ctx.db, Number(known.installation_id), repo);
+        await ctx.db.transaction(async (trx) => {
+          await trx("applications").where({ id: a.id }).update({
+            github_repository_id: repositoryId,
+            git_repository: repo.clone_url,
+            updated_at: Date.now(),
+          });
+          await appendAuditEvent(trx, {
+            tenantId: a.tenant_id,
+            eventType: "application.github_linked",
+            serverId: a.server_id,
+            payload: {
+              application_id: a.id,
+              application_name: a.name,
+              repository_id: repositoryId,
+              full_name: repo.full_name,
+              ...auditActor(req.principal, req.ip),
+            },
+          });
+        });
+        return present(repositoryId, a.tenant_id);
+      },
+    }),
+    route({
+      method: "DELETE",
+      url: path,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { params: appParams },
+      handler: async (req, reply) => {
+        need();
+        const a = await scoped(req, req.params);
+        await ctx.db.transaction(async (trx) => {
+          await trx("applications")
+            .where({ id: a.id })
+            .update({ github_repository_id: null, updated_at: Date.now() });
+          await appendAuditEvent(trx, {
+            tenantId: a.tenant_id,
+            eventType: "application.github_unlinked",
+            serverId: a.server_id,
+            payload: {
+              application_id: a.id,
+              application_name: a.name,
+              ...auditActor(req.principal, req.ip),
+            },
+          });
+        });
+        return reply.status(204).send();
+      },
+    }),
+  ];
+};
+
+/**
+ * GET /github/setup: where GitHub sends the user after installing (the App's
+ * setup URL). No credential: the handler spends the signed single-use `state`
+ * of an install link (install-state.ts: it names the tenant that asked for the
+ * link) and checks that GitHub's authorization `code` is of a user who can
+ * access the installation.
+ */
+export const githubSetupRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "GET",
+    url: "/github/setup",
+    access: {
+      public:
+        "GitHub's redirect after installing the App: the handler spends the install link's signed single-use state and checks that GitHub's authorization code is of a user who can access the installation",
+    },
+    tag: "github",
+    handler: async (req) => {
       if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
       const q = setupQuery.safeParse(req.query);
       if (!q.success)
@@ -193,5 +240,6 @@ export const setupRoute =
           setup_action: q.data.setup_action ?? null,
         },
       );
-    });
-  };
+    },
+  }),
+];

@@ -1,11 +1,13 @@
-// /api/registry-credentials — the general API (X-API-Key: rck_...) for the
-// tenant's registry credentials: create, list, delete. Passwords go in and are
-// never shown again. Every route needs RELAYCTL_MASTER_KEY (503 without it).
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+// /api/registry-credentials — the management API's routes for the tenant's
+// registry credentials: create, list, delete (changes owner only). Passwords go
+// in and are never shown again. Every route needs RELAYCTL_MASTER_KEY: 503
+// without it, once the caller is admitted and before its body is read.
 import { z } from "zod";
-import { isUuid } from "../http/validation.js";
-import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
+import { nothing, registryCredential, registryCredentialList } from "../http/answers.js";
+import type { ApiContext } from "../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
+import { isUuid } from "../http/validation.js";
 import { createCredential, deleteCredential, listCredentials, requireMasterKey } from "./credentials.js";
 
 const createSchema = z.strictObject({
@@ -15,34 +17,62 @@ const createSchema = z.strictObject({
   username: z.string().min(1).max(255),
   password: z.string().min(1).max(8192),
 });
+const params = z.object({ id: z.string() });
 
-/** Registered in the management scope: apiKeyAuth has admitted the caller. */
-export const registryCredentialsApi =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.addHook("onRequest", async () => {
+const BASE = "/api/registry-credentials";
+
+export const registryCredentialsRoutes = (ctx: ApiContext): RouteSpec[] => {
+  // preParsing: after admission and the role check (onRequest), before the body is read.
+  const options = {
+    preParsing: async () => {
       requireMasterKey(ctx.config.masterKey);
-    });
-
-    app.post("/", { schema: { body: createSchema } }, async (req, reply) => {
-      const p = req.apiPrincipal;
-      const created = await createCredential(
-        ctx.db,
-        requireMasterKey(ctx.config.masterKey),
-        p.tenantId,
-        p,
-        req.body,
-      );
-      return reply.status(201).send(created);
-    });
-
-    app.get("/", async (req) => listCredentials(ctx.db, req.apiPrincipal.tenantId));
-
-    app.delete<{ Params: { id: string } }>("/:id", async (req, reply) => {
-      const id = req.params.id;
-      const found =
-        isUuid(id) && (await deleteCredential(ctx.db, req.apiPrincipal.tenantId, req.apiPrincipal, id));
-      if (!found) throw new RcError("RC_ERR_CREDENTIAL_NOT_FOUND", `registry credential '${id}' not found`);
-      return reply.status(204).send();
-    });
+    },
   };
+  return [
+    route({
+      method: "POST",
+      url: BASE,
+      access: { credentials: MANAGEMENT, role: "owner" },
+      tag: "management",
+      schema: { body: createSchema },
+      responses: { 201: registryCredential },
+      options,
+      handler: async (req, reply) => {
+        const p = req.principal;
+        const created = await createCredential(
+          ctx.db,
+          requireMasterKey(ctx.config.masterKey),
+          p.tenantId,
+          p,
+          req.body,
+        );
+        return reply.status(201).send(created);
+      },
+    }),
+    route({
+      method: "GET",
+      url: BASE,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      responses: { 200: registryCredentialList },
+      options,
+      handler: async (req) => listCredentials(ctx.db, req.principal.tenantId),
+    }),
+    route({
+      method: "DELETE",
+      url: `${BASE}/:id`,
+      access: { credentials: MANAGEMENT, role: "owner" },
+      tag: "management",
+      schema: { params },
+      responses: { 204: nothing },
+      options,
+      handler: async (req, reply) => {
+        const id = req.params.id;
+        const found =
+          isUuid(id) && (await deleteCredential(ctx.db, req.principal.tenantId, req.principal, id));
+        if (!found) throw new RcError("RC_ERR_CREDENTIAL_NOT_FOUND", `registry credential '${id}' not found`);
+        return reply.status(204).send();
+      },
+    }),
+  ];
+};

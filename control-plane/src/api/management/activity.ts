@@ -4,7 +4,6 @@
 // API key see the organization's operations (an automation key's scoped reads
 // stay GET /api/automation/v1/operations). What was asked and by which CI run
 // is read from each operation's first audit event, written before it ran.
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Knex } from "knex";
 import { z } from "zod";
 import { RcError } from "../../errors.js";
@@ -12,6 +11,7 @@ import { iso } from "../../lib/time.js";
 import { RUN_CURSOR_PATTERN, listOperations } from "../../operations/read.js";
 import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import type { ApiContext } from "../../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../../http/route.js";
 import { queryInt } from "../../http/validation.js";
 import { describeOperation } from "../../operations/types.js";
 
@@ -94,80 +94,93 @@ interface RunRow {
   [status: string]: unknown;
 }
 
-export const activityRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const { db } = ctx;
-
-    app.get("/operations", { schema: { querystring: operationsQuery } }, async (req) => {
-      const q = req.query;
-      const tenantId = req.apiPrincipal.tenantId;
-      const page = await listOperations(
-        db,
-        { tenantId, servers: [], operations: [] },
-        { runId: q.run_id, serverId: q.server_id, status: q.status, operationType: q.operation_type },
-        { max: q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit), cursor: q.cursor },
-      );
-      const starts = await startEvents(
-        db,
-        tenantId,
-        page.operations.map((o) => o.operation_id),
-      );
-      return {
-        operations: page.operations.map((o) => {
-          const payload = starts.get(o.operation_id) ?? {};
-          return {
-            ...o,
-            run_context: payload.run_context ?? null,
-            command: describeOperation(o.operation_type, payload),
-          };
-        }),
-        next_cursor: page.next_cursor,
-      };
-    });
-
-    app.get("/runs", { schema: { querystring: runsQuery } }, async (req) => {
-      const tenantId = req.apiPrincipal.tenantId;
-      const limit = req.query.limit === undefined ? DEFAULT_LIMIT : Number(req.query.limit);
-      const query = db("operations")
-        .where({ tenant_id: tenantId })
-        .whereNotNull("run_id")
-        .groupBy("run_id")
-        .select(
-          "run_id",
-          db.raw("COUNT(*) AS operations"),
-          db.raw("MIN(started_at) AS first_at"),
-          db.raw("MAX(started_at) AS last_at"),
-          ...STATUSES.map((s) => db.raw("SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS ??", [s, s])),
-        )
-        .orderByRaw("MAX(started_at) DESC, run_id DESC")
-        .limit(limit + 1);
-      if (req.query.cursor !== undefined) {
-        const c = decodeRunCursor(req.query.cursor);
-        query.havingRaw("MAX(started_at) < ? OR (MAX(started_at) = ? AND run_id < ?)", [
-          c.lastAt,
-          c.lastAt,
-          c.runId,
-        ]);
-      }
-      const rows: RunRow[] = await query;
-      const page = rows.slice(0, limit);
-      const contexts = await runContexts(
-        db,
-        tenantId,
-        page.map((r) => r.run_id),
-      );
-      const last = page.at(-1);
-      return {
-        runs: page.map((r) => ({
-          run_id: r.run_id,
-          run_context: contexts.get(r.run_id) ?? null,
-          operations: Number(r.operations),
-          statuses: Object.fromEntries(STATUSES.map((s) => [s, Number(r[s] ?? 0)])),
-          first_at: iso(Number(r.first_at)),
-          last_at: iso(Number(r.last_at)),
-        })),
-        next_cursor: rows.length > limit && last ? encodeRunCursor(Number(last.last_at), last.run_id) : null,
-      };
-    });
-  };
+export const activityRoutes = (ctx: ApiContext): RouteSpec[] => {
+  const { db } = ctx;
+  return [
+    route({
+      method: "GET",
+      url: "/api/operations",
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { querystring: operationsQuery },
+      handler: async (req) => {
+        const q = req.query;
+        const tenantId = req.principal.tenantId;
+        const page = await listOperations(
+          db,
+          { tenantId, servers: [], operations: [] },
+          { runId: q.run_id, serverId: q.server_id, status: q.status, operationType: q.operation_type },
+          { max: q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit), cursor: q.cursor },
+        );
+        const starts = await startEvents(
+          db,
+          tenantId,
+          page.operations.map((o) => o.operation_id),
+        );
+        return {
+          operations: page.operations.map((o) => {
+            const payload = starts.get(o.operation_id) ?? {};
+            return {
+              ...o,
+              run_context: payload.run_context ?? null,
+              command: describeOperation(o.operation_type, payload),
+            };
+          }),
+          next_cursor: page.next_cursor,
+        };
+      },
+    }),
+    route({
+      method: "GET",
+      url: "/api/runs",
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      schema: { querystring: runsQuery },
+      handler: async (req) => {
+        const tenantId = req.principal.tenantId;
+        const limit = req.query.limit === undefined ? DEFAULT_LIMIT : Number(req.query.limit);
+        const query = db("operations")
+          .where({ tenant_id: tenantId })
+          .whereNotNull("run_id")
+          .groupBy("run_id")
+          .select(
+            "run_id",
+            db.raw("COUNT(*) AS operations"),
+            db.raw("MIN(started_at) AS first_at"),
+            db.raw("MAX(started_at) AS last_at"),
+            ...STATUSES.map((s) => db.raw("SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS ??", [s, s])),
+          )
+          .orderByRaw("MAX(started_at) DESC, run_id DESC")
+          .limit(limit + 1);
+        if (req.query.cursor !== undefined) {
+          const c = decodeRunCursor(req.query.cursor);
+          query.havingRaw("MAX(started_at) < ? OR (MAX(started_at) = ? AND run_id < ?)", [
+            c.lastAt,
+            c.lastAt,
+            c.runId,
+          ]);
+        }
+        const rows: RunRow[] = await query;
+        const page = rows.slice(0, limit);
+        const contexts = await runContexts(
+          db,
+          tenantId,
+          page.map((r) => r.run_id),
+        );
+        const last = page.at(-1);
+        return {
+          runs: page.map((r) => ({
+            run_id: r.run_id,
+            run_context: contexts.get(r.run_id) ?? null,
+            operations: Number(r.operations),
+            statuses: Object.fromEntries(STATUSES.map((s) => [s, Number(r[s] ?? 0)])),
+            first_at: iso(Number(r.first_at)),
+            last_at: iso(Number(r.last_at)),
+          })),
+          next_cursor:
+            rows.length > limit && last ? encodeRunCursor(Number(last.last_at), last.run_id) : null,
+        };
+      },
+    }),
+  ];
+};

@@ -3,7 +3,6 @@
 // of the last event of the previous page). A page ends at `limit` events or
 // AUDIT_PAGE_BYTES of JSON, whichever comes first; an event of an operation
 // carries its outcome with an output preview (operations/preview.ts).
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { Knex } from "knex";
 import { z } from "zod";
 import { RcError } from "../../errors.js";
@@ -12,7 +11,9 @@ import { iso } from "../../lib/time.js";
 import { type PreviewRow, presentPreview, previewColumns } from "../../operations/preview.js";
 import { runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { dateTime, queryInt } from "../../http/validation.js";
+import { auditPage } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../../http/route.js";
 
 // limit and cursor arrive as digits in the query string and are coerced.
 const querystring = z.strictObject({
@@ -46,16 +47,21 @@ interface EventRow {
 /** The schema has checked the form (a date, or a date-time with a zone). */
 const parseSince = (since: string | undefined) => (since === undefined ? undefined : Date.parse(since));
 
-export const auditRoute =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.get("/audit", { schema: { querystring } }, async (req) => {
+export const auditRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "GET",
+    url: "/api/audit",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    schema: { querystring },
+    responses: { 200: auditPage },
+    handler: async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? DEFAULT_LIMIT : Number(q.limit);
       if (limit < 1 || limit > MAX_LIMIT)
         throw new RcError("RC_ERR_VALIDATION", `limit: must be from 1 to ${MAX_LIMIT}`);
       const since = parseSince(q.since);
-      const tenantId = req.apiPrincipal.tenantId;
+      const tenantId = req.principal.tenantId;
       const page = await budgetPage<EventRow, Record<string, unknown>>({
         max: limit,
         budgetBytes: AUDIT_PAGE_BYTES,
@@ -104,8 +110,9 @@ export const auditRoute =
         },
       });
       return { events: page.entries, next_cursor: page.next ? String(page.next.seq) : null };
-    });
-  };
+    },
+  }),
+];
 
 interface OutcomeRow extends PreviewRow {
   id: string;

@@ -1,8 +1,8 @@
 // /api/automation-keys — create, list, update and revoke the tenant's automation
-// keys (X-API-Key auth). The work is the key service's (auth/automation-key-service.ts),
-// which the operator CLI calls too; the `rca_` secret is in the create response only.
+// keys (management API; changes are owner only). The work is the key service's
+// (auth/automation-key-service.ts), which the operator CLI calls too; the `rca_`
+// secret is in the create response only.
 import type { FastifyRequest } from "fastify";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import {
   type AuditActor,
@@ -13,32 +13,60 @@ import {
   revokeAutomationKey,
   updateAutomationKey,
 } from "../../auth/automation-key-service.js";
-import { actorPayload } from "../../auth/security-audit.js";
+import { auditActor } from "../../auth/principal.js";
+import { automationKey, automationKeyCreated, automationKeyList, nothing } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../../http/route.js";
 
 const params = z.object({ id: z.string() });
 
-const actorOf = (req: FastifyRequest) =>
-  actorPayload({ ...req.apiPrincipal, keyType: "api_key" }, req.ip) as AuditActor;
+const actorOf = (req: FastifyRequest) => auditActor(req.principal, req.ip) as AuditActor;
 
-export const automationKeysRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.post("/automation-keys", { schema: { body: keyCreateSchema } }, async (req, reply) => {
-      const created = await createAutomationKey(ctx.db, req.apiPrincipal.tenantId, req.body, actorOf(req));
+const owner = { credentials: MANAGEMENT, role: "owner" } as const;
+
+export const automationKeysRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: "/api/automation-keys",
+    access: owner,
+    tag: "management",
+    schema: { body: keyCreateSchema },
+    responses: { 201: automationKeyCreated },
+    handler: async (req, reply) => {
+      const created = await createAutomationKey(ctx.db, req.principal.tenantId, req.body, actorOf(req));
       return reply.status(201).send(created);
-    });
-
-    app.get("/automation-keys", async (req) => ({
-      automation_keys: await listAutomationKeys(ctx.db, req.apiPrincipal.tenantId),
-    }));
-
-    app.patch("/automation-keys/:id", { schema: { params, body: keyPatchSchema } }, async (req) =>
-      updateAutomationKey(ctx.db, req.apiPrincipal.tenantId, req.params.id, req.body, actorOf(req)),
-    );
-
-    app.delete("/automation-keys/:id", { schema: { params } }, async (req, reply) => {
-      await revokeAutomationKey(ctx.db, req.apiPrincipal.tenantId, req.params.id, actorOf(req));
+    },
+  }),
+  route({
+    method: "GET",
+    url: "/api/automation-keys",
+    access: { credentials: MANAGEMENT },
+    tag: "management",
+    responses: { 200: automationKeyList },
+    handler: async (req) => ({
+      automation_keys: await listAutomationKeys(ctx.db, req.principal.tenantId),
+    }),
+  }),
+  route({
+    method: "PATCH",
+    url: "/api/automation-keys/:id",
+    access: owner,
+    tag: "management",
+    schema: { params, body: keyPatchSchema },
+    responses: { 200: automationKey },
+    handler: async (req) =>
+      updateAutomationKey(ctx.db, req.principal.tenantId, req.params.id, req.body, actorOf(req)),
+  }),
+  route({
+    method: "DELETE",
+    url: "/api/automation-keys/:id",
+    access: owner,
+    tag: "management",
+    schema: { params },
+    responses: { 204: nothing },
+    handler: async (req, reply) => {
+      await revokeAutomationKey(ctx.db, req.principal.tenantId, req.params.id, actorOf(req));
       return reply.status(204).send();
-    });
-  };
+    },
+  }),
+];

@@ -1,16 +1,16 @@
 // POST /api/servers/join-tokens — the dashboard's "Add server": a fresh single-use
 // join token (auth/agent-credentials.ts, the same code as `admin create-join-token`)
 // with the two commands that use it: the one-line installer and, for an agent
-// already installed, `relayctl-agent enroll`. Owner only (oauth/principal.ts);
+// already installed, `relayctl-agent enroll`. Owner only;
 // audited with the person as the actor; the token is shown here once.
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { SERVER_NAME_PATTERN, issueJoinToken } from "../../auth/agent-credentials.js";
-import { actorPayload } from "../../auth/security-audit.js";
+import { auditActor } from "../../auth/principal.js";
 import type { AuditActor } from "../../auth/automation-key-service.js";
 import { issuerOf } from "../../oauth/routes.js";
 import type { ApiContext } from "../../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../../http/route.js";
 
 const JOIN_TOKEN_TTL_MINUTES = 60;
 
@@ -28,13 +28,17 @@ export function shellWord(s: string): string {
   return /^[A-Za-z0-9_./:@%+=,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
-export const joinTokensRoute =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.post("/servers/join-tokens", { schema: { body } }, async (req, reply) => {
-      const p = req.apiPrincipal;
+export const joinTokensRoutes = (ctx: ApiContext): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: "/api/servers/join-tokens",
+    access: { credentials: MANAGEMENT, role: "owner" },
+    tag: "management",
+    schema: { body },
+    handler: async (req, reply) => {
+      const p = req.principal;
       const serverName = req.body?.name ?? `server-${randomBytes(3).toString("hex")}`;
-      const who = actorPayload({ ...p, keyType: "api_key" }, req.ip) as AuditActor;
+      const who = auditActor(p, req.ip) as AuditActor;
       const t = await issueJoinToken(
         ctx.db,
         { tenantId: p.tenantId, serverName, ttlMinutes: JOIN_TOKEN_TTL_MINUTES },
@@ -48,5 +52,6 @@ export const joinTokensRoute =
         install_command: `curl -fsSL ${base}/install.sh | sudo sh -s -- --token ${t.token}`,
         enroll_command: `relayctl-agent enroll --url ${base} --token ${t.token}`,
       });
-    });
-  };
+    },
+  }),
+];
