@@ -4,24 +4,24 @@
 // any of their own, never anyone else's (another person's id is a 404); an API
 // key is no person (403). Each revocation is audited with the person as actor
 // in the same transaction.
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
+import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { z } from "zod";
-import { isUuid } from "../http/validation.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
-import { iso } from "../lib/time.js";
 import type { ApiContext } from "../http/context.js";
+import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
+import { isUuid } from "../http/validation.js";
+import { iso } from "../lib/time.js";
 import { findClient } from "../oauth/clients.js";
 import { revokeFamily } from "../oauth/tokens.js";
 import { SESSION_COOKIE, revokeSession, setCookie } from "./sessions.js";
 import { userActor } from "./users.js";
-import type { FastifyRequest } from "fastify";
 
 const params = z.object({ id: z.string() });
 
 function personOf(req: FastifyRequest) {
-  const { user, tenantId } = req.apiPrincipal;
+  const { user, tenantId } = req.principal;
   if (!user) throw new RcError("RC_ERR_PERSON_ONLY");
   return { user, tenantId };
 }
@@ -45,95 +45,124 @@ async function liveGrants(db: Knex, userId: string) {
   return rows;
 }
 
-export const meRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const { db } = ctx;
+const access = { credentials: MANAGEMENT };
 
-    app.get("/me/sessions", async (req) => {
-      const { user } = personOf(req);
-      const current = req.apiPrincipal.session?.id;
-      const rows: { id: string; created_at: number; expires_at: number; ip: string | null }[] = await db(
-        "web_sessions",
-      )
-        .where({ user_id: user.id })
-        .whereNull("revoked_at")
-        .where("expires_at", ">", Date.now())
-        .orderBy("created_at", "desc")
-        .select("id", "created_at", "expires_at", "ip");
-      return {
-        sessions: rows.map((r) => ({
-          id: r.id,
-          created_at: iso(Number(r.created_at)),
-          expires_at: iso(Number(r.expires_at)),
-          ip: r.ip,
-          current: r.id === current,
-        })),
-      };
-    });
+export function meRoutes(ctx: ApiContext): RouteSpec[] {
+  const { db } = ctx;
+  return [
+    route({
+      method: "GET",
+      url: "/api/me/sessions",
+      access,
+      tag: "management",
+      handler: async (req) => {
+        const { user } = personOf(req);
+        const current = req.principal.session?.id;
+        const rows: { id: string; created_at: number; expires_at: number; ip: string | null }[] = await db(
+          "web_sessions",
+        )
+          .where({ user_id: user.id })
+          .whereNull("revoked_at")
+          .where("expires_at", ">", Date.now())
+          .orderBy("created_at", "desc")
+          .select("id", "created_at", "expires_at", "ip");
+        return {
+          sessions: rows.map((r) => ({
+            id: r.id,
+            created_at: iso(Number(r.created_at)),
+            expires_at: iso(Number(r.expires_at)),
+            ip: r.ip,
+            current: r.id === current,
+          })),
+        };
+      },
+    }),
 
-    app.delete("/me/sessions/:id", { schema: { params } }, async (req, reply) => {
-      const { user, tenantId } = personOf(req);
-      const id = req.params.id.toLowerCase();
-      const live = isUuid(id)
-        ? await db("web_sessions")
-            .where({ id, user_id: user.id })
-            .whereNull("revoked_at")
-            .where("expires_at", ">", Date.now())
-            .first("id")
-        : undefined;
-      if (!live) throw new RcError("RC_ERR_WEB_SESSION_NOT_FOUND", `session '${req.params.id}' not found`);
-      const current = id === req.apiPrincipal.session?.id;
-      await db.transaction(async (trx) => {
-        await revokeSession(trx, id);
-        await appendAuditEvent(trx, {
-          tenantId,
-          eventType: "auth.session_revoked",
-          keyId: user.id,
-          payload: { ...userActor(user, req.ip), session_id: id, current },
+    route({
+      method: "DELETE",
+      url: "/api/me/sessions/:id",
+      access,
+      tag: "management",
+      schema: { params },
+      handler: async (req, reply) => {
+        const { user, tenantId } = personOf(req);
+        const id = req.params.id.toLowerCase();
+        const live = isUuid(id)
+          ? await db("web_sessions")
+              .where({ id, user_id: user.id })
+              .whereNull("revoked_at")
+              .where("expires_at", ">", Date.now())
+              .first("id")
+          : undefined;
+        if (!live) throw new RcError("RC_ERR_WEB_SESSION_NOT_FOUND", `session '${req.params.id}' not found`);
+        const current = id === req.principal.session?.id;
+        await db.transaction(async (trx) => {
+          await revokeSession(trx, id);
+          await appendAuditEvent(trx, {
+            tenantId,
+            eventType: "auth.session_revoked",
+            keyId: user.id,
+            payload: { ...userActor(user, req.ip), session_id: id, current },
+          });
         });
-      });
-      // Ending the session this request came with signs this browser out.
-      if (current) setCookie(req, reply, SESSION_COOKIE, "", 0);
-      return reply.status(204).send();
-    });
+        // Ending the session this request came with signs this browser out.
+        if (current) setCookie(req, reply, SESSION_COOKIE, "", 0);
+        return reply.status(204).send();
+      },
+    }),
 
-    app.get("/me/grants", async (req) => {
-      const { user } = personOf(req);
-      const grants = [];
-      for (const g of await liveGrants(db, user.id)) {
-        const client = await findClient(db, g.client_id);
-        grants.push({
-          id: g.family_id,
-          client_id: g.client_id,
-          client_name: client?.name ?? g.client_id,
-          created_at: iso(Number(g.created_at)),
-          expires_at: iso(Number(g.expires_at)),
-        });
-      }
-      return { grants };
-    });
+    route({
+      method: "GET",
+      url: "/api/me/grants",
+      access,
+      tag: "management",
+      handler: async (req) => {
+        const { user } = personOf(req);
+        const grants = [];
+        for (const g of await liveGrants(db, user.id)) {
+          const client = await findClient(db, g.client_id);
+          grants.push({
+            id: g.family_id,
+            client_id: g.client_id,
+            client_name: client?.name ?? g.client_id,
+            created_at: iso(Number(g.created_at)),
+            expires_at: iso(Number(g.expires_at)),
+          });
+        }
+        return { grants };
+      },
+    }),
 
-    app.delete("/me/grants/:id", { schema: { params } }, async (req, reply) => {
-      const { user, tenantId } = personOf(req);
-      const id = req.params.id.toLowerCase();
-      const grant = isUuid(id) ? (await liveGrants(db, user.id)).find((g) => g.family_id === id) : undefined;
-      if (!grant)
-        throw new RcError("RC_ERR_GRANT_NOT_FOUND", `CLI or MCP login '${req.params.id}' not found`);
-      await db.transaction(async (trx) => {
-        const revoked = await revokeFamily(trx, id);
-        await appendAuditEvent(trx, {
-          tenantId,
-          eventType: "oauth.grant_revoked",
-          keyId: user.id,
-          payload: {
-            ...userActor(user, req.ip),
-            family_id: id,
-            client_id: grant.client_id,
-            tokens_revoked: revoked,
-          },
+    route({
+      method: "DELETE",
+      url: "/api/me/grants/:id",
+      access,
+      tag: "management",
+      schema: { params },
+      handler: async (req, reply) => {
+        const { user, tenantId } = personOf(req);
+        const id = req.params.id.toLowerCase();
+        const grant = isUuid(id)
+          ? (await liveGrants(db, user.id)).find((g) => g.family_id === id)
+          : undefined;
+        if (!grant)
+          throw new RcError("RC_ERR_GRANT_NOT_FOUND", `CLI or MCP login '${req.params.id}' not found`);
+        await db.transaction(async (trx) => {
+          const revoked = await revokeFamily(trx, id);
+          await appendAuditEvent(trx, {
+            tenantId,
+            eventType: "oauth.grant_revoked",
+            keyId: user.id,
+            payload: {
+              ...userActor(user, req.ip),
+              family_id: id,
+              client_id: grant.client_id,
+              tokens_revoked: revoked,
+            },
+          });
         });
-      });
-      return reply.status(204).send();
-    });
-  };
+        return reply.status(204).send();
+      },
+    }),
+  ];
+}

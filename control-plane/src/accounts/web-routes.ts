@@ -4,12 +4,14 @@
 // are limited per account and per IP; every sign-in, failure and sign-out is
 // audited.
 import { randomBytes } from "node:crypto";
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { ApiContext } from "../http/context.js";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { z } from "zod";
 import { RcError } from "../errors.js";
+import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 import { LIMITS, countAttempt, refundAttempt } from "./attempt-limits.js";
 import { auditUserEvent } from "./audit.js";
-import { type FormBody, acceptForms } from "./form-body.js";
+import type { FormBody } from "./form-body.js";
 import { csrfField, html, sendPage } from "./html.js";
 import { acceptInvite, findInvite } from "./invites.js";
 import { dummyHash, verifyPassword } from "./password.js";
@@ -46,124 +48,166 @@ function loginPage(req: FastifyRequest, reply: FastifyReply, status: number, nex
   );
 }
 
-export const webRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
-  async (app) => {
-    acceptForms(app);
-    const { db } = ctx;
-    const ttl = ctx.config.accounts.webSessionTtlSeconds;
+const tokenParams = z.object({ token: z.string() });
 
-    app.get("/login", async (req, reply) =>
-      loginPage(req, reply, 200, safeNext((req.query as Record<string, unknown>).next)),
-    );
+/** A page of the people part (browsers post forms). */
+const page = { tag: "people", accepts: "form" } as const;
 
-    app.post("/login", async (req, reply) => {
-      const body = (req.body ?? {}) as FormBody;
-      const next = safeNext(body.next);
-      if (!sameSecret(body.csrf_token, parseCookies(req.headers.cookie)[LOGIN_CSRF_COOKIE] ?? "\0"))
-        return loginPage(req, reply, 403, next, "The form expired: sign in again.");
-      const email = String(body.email ?? "")
-        .trim()
-        .toLowerCase();
-      const subjects = [
-        { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
-        { label: `signin-account\n${email}`, limit: LIMITS.signinAccount },
-      ];
-      try {
-        await countAttempt(db, subjects);
-      } catch (err) {
-        if (!(err instanceof RcError)) throw err;
+export function webRoutes(ctx: ApiContext): RouteSpec[] {
+  const { db } = ctx;
+  const ttl = ctx.config.accounts.webSessionTtlSeconds;
+  return [
+    route({
+      method: "GET",
+      url: "/login",
+      access: { public: "the sign-in form: no credential yet" },
+      ...page,
+      handler: async (req, reply) =>
+        loginPage(req, reply, 200, safeNext((req.query as Record<string, unknown>).next)),
+    }),
+
+    route({
+      method: "POST",
+      url: "/login",
+      access: {
+        public:
+          "the sign-in form: e-mail and password, with its double-submit CSRF token, limited per account and per IP",
+      },
+      ...page,
+      handler: async (req, reply) => {
+        const body = (req.body ?? {}) as FormBody;
+        const next = safeNext(body.next);
+        if (!sameSecret(body.csrf_token, parseCookies(req.headers.cookie)[LOGIN_CSRF_COOKIE] ?? "\0"))
+          return loginPage(req, reply, 403, next, "The form expired: sign in again.");
+        const email = String(body.email ?? "")
+          .trim()
+          .toLowerCase();
+        const subjects = [
+          { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
+          { label: `signin-account\n${email}`, limit: LIMITS.signinAccount },
+        ];
+        try {
+          await countAttempt(db, subjects);
+        } catch (err) {
+          if (!(err instanceof RcError)) throw err;
+          const user = await findUserByEmail(db, email);
+          if (user)
+            await auditUserEvent(db, req.log, user, req.ip, "auth.signin_limited", { detail: err.detail });
+          reply.header("retry-after", String(err.extra.retry_after ?? 60));
+          return loginPage(
+            req,
+            reply,
+            429,
+            next,
+            "Too many sign-in attempts. Wait a few minutes and try again.",
+          );
+        }
         const user = await findUserByEmail(db, email);
-        if (user)
-          await auditUserEvent(db, req.log, user, req.ip, "auth.signin_limited", { detail: err.detail });
-        reply.header("retry-after", String(err.extra.retry_after ?? 60));
-        return loginPage(
-          req,
-          reply,
-          429,
-          next,
-          "Too many sign-in attempts. Wait a few minutes and try again.",
+        const ok = await verifyPassword(
+          String(body.password ?? ""),
+          user?.password_hash ?? (await dummyHash()),
         );
-      }
-      const user = await findUserByEmail(db, email);
-      const ok = await verifyPassword(
-        String(body.password ?? ""),
-        user?.password_hash ?? (await dummyHash()),
-      );
-      if (!user || !ok || user.disabled_at !== null) {
-        if (user)
-          await auditUserEvent(db, req.log, user, req.ip, "auth.signin_failed", {
-            reason: ok ? "disabled" : "password",
-          });
-        else req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
-        return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
-      }
-      await refundAttempt(db, subjects);
-      const token = await createSession(db, user, req.ip, ttl);
-      setCookie(req, reply, SESSION_COOKIE, token, ttl);
-      setCookie(req, reply, LOGIN_CSRF_COOKIE, "", 0);
-      await auditUserEvent(db, req.log, user, req.ip, "auth.signin", { method: "password" });
-      return reply.redirect(next, 303);
-    });
+        if (!user || !ok || user.disabled_at !== null) {
+          if (user)
+            await auditUserEvent(db, req.log, user, req.ip, "auth.signin_failed", {
+              reason: ok ? "disabled" : "password",
+            });
+          else req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
+          return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
+        }
+        await refundAttempt(db, subjects);
+        const token = await createSession(db, user, req.ip, ttl);
+        setCookie(req, reply, SESSION_COOKIE, token, ttl);
+        setCookie(req, reply, LOGIN_CSRF_COOKIE, "", 0);
+        await auditUserEvent(db, req.log, user, req.ip, "auth.signin", { method: "password" });
+        return reply.redirect(next, 303);
+      },
+    }),
 
-    app.post("/logout", async (req, reply) => {
-      const session = await currentSession(db, req);
-      if (session) {
-        requireCsrf(session, (req.body ?? {}) as FormBody);
-        await revokeSession(db, session.id);
-        await auditUserEvent(db, req.log, session.user, req.ip, "auth.signout");
-      }
-      setCookie(req, reply, SESSION_COOKIE, "", 0);
-      return reply.redirect("/login", 303);
-    });
+    route({
+      method: "POST",
+      url: "/logout",
+      access: { public: "the session cookie, with its CSRF token; without one it only clears the cookie" },
+      ...page,
+      handler: async (req, reply) => {
+        const session = await currentSession(db, req);
+        if (session) {
+          requireCsrf(session, (req.body ?? {}) as FormBody);
+          await revokeSession(db, session.id);
+          await auditUserEvent(db, req.log, session.user, req.ip, "auth.signout");
+        }
+        setCookie(req, reply, SESSION_COOKIE, "", 0);
+        return reply.redirect("/login", 303);
+      },
+    }),
 
-    app.get("/account", async (req, reply) => {
-      const session = await currentSession(db, req);
-      if (!session) return reply.redirect("/login?next=/account", 303);
-      return sendPage(
-        reply,
-        200,
-        "Your account",
-        html`<p>Signed in as <strong>${session.user.email}</strong> (${session.user.role}).</p>
-<p><a href="/device">Approve a device</a></p>
-<form method="post" action="/logout">${csrfField(session.csrf)}<button type="submit">Sign out</button></form>`,
-      );
-    });
-
-    app.get<{ Params: { token: string } }>("/invite/:token", async (req, reply) => {
-      const invite = await findInvite(db, req.params.token).catch(() => undefined);
-      if (!invite)
+    route({
+      method: "GET",
+      url: "/account",
+      access: { public: "the session cookie; without one it leads to sign-in" },
+      ...page,
+      handler: async (req, reply) => {
+        const session = await currentSession(db, req);
+        if (!session) return reply.redirect("/login?next=/account", 303);
         return sendPage(
           reply,
-          404,
-          "Invite",
-          html`<p class="error">This invite link is unknown, used or expired.</p>`,
+          200,
+          "Your account",
+          html`<p>Signed in as <strong>${session.user.email}</strong> (${session.user.role}).</p>
+<p><a href="/device">Approve a device</a></p>
+<form method="post" action="/logout">${csrfField(session.csrf)}<button type="submit">Sign out</button></form>`,
         );
-      return sendPage(
-        reply,
-        200,
-        "Join relayctl",
-        html`<p>Create the account <strong>${invite.email}</strong> (${invite.role}).</p>
+      },
+    }),
+
+    route({
+      method: "GET",
+      url: "/invite/:token",
+      access: { public: "the invite token in the URL" },
+      ...page,
+      schema: { params: tokenParams },
+      handler: async (req, reply) => {
+        const invite = await findInvite(db, req.params.token).catch(() => undefined);
+        if (!invite)
+          return sendPage(
+            reply,
+            404,
+            "Invite",
+            html`<p class="error">This invite link is unknown, used or expired.</p>`,
+          );
+        return sendPage(
+          reply,
+          200,
+          "Join relayctl",
+          html`<p>Create the account <strong>${invite.email}</strong> (${invite.role}).</p>
 <form method="post" action="/invite/${req.params.token}">
 <label>Password (12 characters or more) <input name="password" type="password" autocomplete="new-password" required minlength="12"></label>
 <button type="submit">Create account</button></form>`,
-      );
-    });
-
-    // The invite secret in the URL is the credential here (no session yet); it is single use.
-    app.post<{ Params: { token: string } }>("/invite/:token", async (req, reply) => {
-      const body = (req.body ?? {}) as FormBody;
-      try {
-        const user = await acceptInvite(db, req.params.token, String(body.password ?? ""), req.ip);
-        return sendPage(
-          reply,
-          201,
-          "Account created",
-          html`<p>Welcome, ${user.email}. <a href="/login">Sign in</a>.</p>`,
         );
-      } catch (err) {
-        if (!(err instanceof RcError)) throw err;
-        return sendPage(reply, err.status, "Join relayctl", html`<p class="error">${err.detail}</p>`);
-      }
-    });
-  };
+      },
+    }),
+
+    route({
+      method: "POST",
+      url: "/invite/:token",
+      access: { public: "the invite token in the URL (single use), no session yet" },
+      ...page,
+      schema: { params: tokenParams },
+      handler: async (req, reply) => {
+        const body = (req.body ?? {}) as FormBody;
+        try {
+          const user = await acceptInvite(db, req.params.token, String(body.password ?? ""), req.ip);
+          return sendPage(
+            reply,
+            201,
+            "Account created",
+            html`<p>Welcome, ${user.email}. <a href="/login">Sign in</a>.</p>`,
+          );
+        } catch (err) {
+          if (!(err instanceof RcError)) throw err;
+          return sendPage(reply, err.status, "Join relayctl", html`<p class="error">${err.detail}</p>`);
+        }
+      },
+    }),
+  ];
+}

@@ -2,10 +2,11 @@
 // (rjt_) for its long-lived credential (rag_, stored hashed) and the gateway URLs
 // (auth/agent-credentials.ts). Enrolling again under a name that exists rotates
 // that server's credential.
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { enrollAgent } from "../auth/agent-credentials.js";
+import { enrolled } from "../http/answers.js";
 import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 
 // Not strict: agents of other versions may send fields this one does not know.
 const bodySchema = z.object({
@@ -14,12 +15,18 @@ const bodySchema = z.object({
   agent_version: z.string().max(64).optional(),
 });
 
-export const enrollRoute =
-  (ctx: ApiContext, gatewayUrls: () => string[]): FastifyPluginAsyncZod =>
-  async (app) => {
-    app.post("/api/agent/enroll", { schema: { body: bodySchema } }, async (req, reply) => {
+export const enrollRoutes = (ctx: ApiContext, gatewayUrls: () => string[]): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: "/api/agent/enroll",
+    access: { public: "the join token in the body: single use and expiring, checked by the handler" },
+    tag: "agents",
+    schema: { body: bodySchema },
+    responses: { 201: enrolled },
+    handler: async (req, reply) => {
       const { join_token: token, hostname, agent_version } = req.body;
       const enrolled = await enrollAgent(ctx.db, { token, hostname, agent_version, ip: req.ip });
       return reply.status(201).send({ ...enrolled, gateway_urls: gatewayUrls() });
-    });
-  };
+    },
+  }),
+];

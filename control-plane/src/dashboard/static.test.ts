@@ -8,8 +8,9 @@ import { join } from "node:path";
 import test from "ava";
 import Fastify from "fastify";
 import type { ApiContext } from "../http/context.js";
-import { installErrorHandling } from "../api/errors.js";
-import { dashboardRoutes } from "./static.js";
+import { installErrorHandling } from "../http/errors.js";
+import { registerRoutes } from "../api/register-routes.js";
+import { dashboardAssets, dashboardRoutes } from "./static.js";
 
 // Without a session cookie nothing reads the database.
 const ctx = { db: undefined } as unknown as ApiContext;
@@ -17,7 +18,8 @@ const ctx = { db: undefined } as unknown as ApiContext;
 async function appWith(dist: string) {
   const app = Fastify();
   installErrorHandling(app);
-  await app.register(dashboardRoutes(ctx, dist));
+  await registerRoutes(app, dashboardRoutes(ctx, dist), { db: ctx.db });
+  await app.register(dashboardAssets(dist));
   return app;
 }
 

@@ -6,10 +6,12 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
 import { currentSession } from "../accounts/sessions.js";
-import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
+import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 
 /** <repo>/web/dist from control-plane/dist/dashboard/static.js (and from src/ under tsx). */
 export const WEB_DIST = resolve(__dirname, "../../../web/dist");
@@ -35,42 +37,60 @@ function secureHeaders(reply: FastifyReply): void {
 
 // Pages, not API: left out of the OpenAPI document, like @fastify/static's asset routes
 // (schemaHide defaults to true there).
-const PAGE = { schema: { hide: true } };
+const PAGE = {
+  tag: "observability",
+  hidden: true,
+  access: { public: "the session cookie: without one a page leads to sign-in" },
+} as const;
 
-export const dashboardRoutes =
-  (ctx: ApiContext, dist = WEB_DIST): FastifyPluginAsync =>
-  async (app) => {
-    const built = existsSync(join(dist, "index.html"));
-
-    app.get("/", PAGE, async (req, reply) => {
-      const session = await currentSession(ctx.db, req);
-      return reply.redirect(session ? "/app/" : "/login?next=/app/", 303);
-    });
-
-    const page = async (req: FastifyRequest, reply: FastifyReply) => {
-      if (!built) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
-      // Signed out: straight to sign-in and back here, without loading the page first.
-      if (!(await currentSession(ctx.db, req)))
-        return reply.redirect(`/login?next=${encodeURIComponent(req.url)}`, 303);
-      secureHeaders(reply);
-      reply.header("cache-control", "no-store");
-      return reply.sendFile("index.html", dist, { cacheControl: false });
-    };
-    app.get("/app", PAGE, (_req, reply) => reply.redirect("/app/", 301));
-    app.get("/app/", PAGE, page);
-    app.get("/app/*", PAGE, page);
-
-    if (!built) return;
-    await app.register(fastifyStatic, {
-      root: join(dist, "assets"),
-      prefix: "/app/assets/",
-      // Names carry a content hash: a changed file is a new name.
-      immutable: true,
-      maxAge: "365d",
-      index: false,
-      setHeaders: (res) => {
-        res.header("content-security-policy", CSP);
-        res.header("x-content-type-options", "nosniff");
-      },
-    });
+/** The dashboard's pages; its assets are dashboardAssets' (reply.sendFile comes from there). */
+export function dashboardRoutes(ctx: ApiContext, dist = WEB_DIST): RouteSpec[] {
+  const built = existsSync(join(dist, "index.html"));
+  const page = async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!built) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
+    // Signed out: straight to sign-in and back here, without loading the page first.
+    if (!(await currentSession(ctx.db, req)))
+      return reply.redirect(`/login?next=${encodeURIComponent(req.url)}`, 303);
+    secureHeaders(reply);
+    reply.header("cache-control", "no-store");
+    return reply.sendFile("index.html", dist, { cacheControl: false });
   };
+  return [
+    route({
+      ...PAGE,
+      method: "GET",
+      url: "/",
+      handler: async (req, reply) => {
+        const session = await currentSession(ctx.db, req);
+        return reply.redirect(session ? "/app/" : "/login?next=/app/", 303);
+      },
+    }),
+    route({ ...PAGE, method: "GET", url: "/app", handler: (_req, reply) => reply.redirect("/app/", 301) }),
+    route({ ...PAGE, method: "GET", url: "/app/", handler: page }),
+    route({ ...PAGE, method: "GET", url: "/app/*", handler: page }),
+  ];
+}
+
+/**
+ * The hashed assets under /app/assets/ (@fastify/static's own routes), when the
+ * dashboard is built. Not encapsulated: the pages' reply.sendFile is its decorator.
+ */
+export const dashboardAssets = (dist = WEB_DIST) =>
+  fp(
+    async (app: FastifyInstance) => {
+      if (!existsSync(join(dist, "index.html"))) return;
+      await app.register(fastifyStatic, {
+        root: join(dist, "assets"),
+        prefix: "/app/assets/",
+        // Names carry a content hash: a changed file is a new name.
+        immutable: true,
+        maxAge: "365d",
+        index: false,
+        setHeaders: (res) => {
+          res.header("content-security-policy", CSP);
+          res.header("x-content-type-options", "nosniff");
+        },
+      });
+    },
+    { name: "relayctl-dashboard-assets", fastify: "5.x" },
+  );

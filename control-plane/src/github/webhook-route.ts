@@ -1,12 +1,12 @@
 // POST /webhooks/github: GitHub's deliveries to the App. The body is taken as
-// raw bytes (a buffer parser of this plugin's own, up to GitHub's 25 MB cap)
+// raw bytes (`accepts: "raw-json"`, up to GitHub's 25 MB cap)
 // and its X-Hub-Signature-256 checked over exactly those bytes before anything
 // else; a missing or wrong one is 401 and nothing is recorded. A good one is
 // recorded (deliveries.ts) and answered 202 at once — GitHub gives up after
 // 10 s, and a restart must lose nothing — then processed from the record. A
 // redelivery (same X-GitHub-Delivery) is 202 and does nothing again.
-import type { FastifyPluginAsync } from "fastify";
 import { RcError } from "../errors.js";
+import { type RouteSpec, route } from "../http/route.js";
 import type { Payload } from "./context.js";
 import { recordDelivery } from "./deliveries.js";
 import type { GitHubIntegration } from "./integration.js";
@@ -16,17 +16,15 @@ export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
 
 const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
-export const webhookRoute =
-  (github: GitHubIntegration | undefined): FastifyPluginAsync =>
-  async (app) => {
-    app.removeAllContentTypeParsers();
-    app.addContentTypeParser(
-      ["application/json"],
-      { parseAs: "buffer", bodyLimit: WEBHOOK_BODY_LIMIT },
-      (_req, body, done) => done(null, body),
-    );
-
-    app.post("/webhooks/github", { bodyLimit: WEBHOOK_BODY_LIMIT }, async (req, reply) => {
+export const webhookRoutes = (github: GitHubIntegration | undefined): RouteSpec[] => [
+  route({
+    method: "POST",
+    url: "/webhooks/github",
+    access: { public: "GitHub's X-Hub-Signature-256 over the raw body, checked by the handler first" },
+    tag: "github",
+    accepts: "raw-json",
+    options: { bodyLimit: WEBHOOK_BODY_LIMIT },
+    handler: async (req, reply) => {
       if (!github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
       const raw = req.body as Buffer | undefined;
       if (
@@ -61,5 +59,6 @@ export const webhookRoute =
       });
       if (recorded) github.processor.nudge();
       return reply.status(202).send({ delivery_id: id, duplicate: !recorded });
-    });
-  };
+    },
+  }),
+];

@@ -6,57 +6,72 @@
 // The bundles are built ahead by scripts/agent-bundle.mjs (make build); this only serves them.
 import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
-import type { FastifyPluginAsyncZod } from "fastify-type-provider-zod";
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import type { ApiContext } from "../http/context.js";
 import { RcError } from "../errors.js";
+import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 import { fillBaseUrl, installBaseUrl } from "./base-url.js";
 import { locateBundleFile, readLatest } from "./bundles.js";
 
 const fileParams = z.object({ version: z.string().max(100), file: z.string().max(300) });
 
-export const installRoutes =
-  (ctx: ApiContext): FastifyPluginAsyncZod =>
-  async (app) => {
-    const { bundleDir, installerFile } = ctx.config.install;
+const access = { public: "the agent's installer and bundles: nothing here is secret" };
 
-    const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config.accounts.publicUrl, req);
-
-    // Tags and summaries for the OpenAPI document, where one is generated from the routes.
-    const doc = (summary: string) => ({ tags: ["agents"], summary });
-
-    app.get("/install.sh", { schema: doc("the agent installer (POSIX sh)") }, async (req, reply) => {
-      const script = await readFile(installerFile, "utf8").catch((err: unknown) => {
-        throw new RcError(
-          "RC_ERR_AGENT_BUNDLE_UNAVAILABLE",
-          "the installer is missing from this control plane",
-          {
-            cause: err,
-          },
-        );
-      });
-      const filled = fillBaseUrl(script, baseUrl(req));
-      return reply.type("text/x-shellscript; charset=utf-8").header("cache-control", "no-cache").send(filled);
-    });
-
-    app.get("/agent/latest", { schema: doc("the current agent version and its bundles") }, async (req) => {
-      const latest = await readLatest(bundleDir);
-      const base = baseUrl(req);
-      return {
-        version: latest.version,
-        bundles: latest.bundles.map((b) => ({
-          arch: b.arch,
-          url: `${base}/agent/${latest.version}/${b.file}`,
-          sha256: b.sha256,
-        })),
-      };
-    });
-
-    app.get(
-      "/agent/:version/:file",
-      { schema: { ...doc("an agent bundle (.tar.gz) or its .sha256"), params: fileParams } },
-      async (req, reply) => {
+export function installRoutes(ctx: ApiContext): RouteSpec[] {
+  const { bundleDir, installerFile } = ctx.config.install;
+  const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config.accounts.publicUrl, req);
+  return [
+    route({
+      method: "GET",
+      url: "/install.sh",
+      access,
+      tag: "agents",
+      summary: "the agent installer (POSIX sh)",
+      handler: async (req, reply) => {
+        const script = await readFile(installerFile, "utf8").catch((err: unknown) => {
+          throw new RcError(
+            "RC_ERR_AGENT_BUNDLE_UNAVAILABLE",
+            "the installer is missing from this control plane",
+            {
+              cause: err,
+            },
+          );
+        });
+        const filled = fillBaseUrl(script, baseUrl(req));
+        return reply
+          .type("text/x-shellscript; charset=utf-8")
+          .header("cache-control", "no-cache")
+          .send(filled);
+      },
+    }),
+    route({
+      method: "GET",
+      url: "/agent/latest",
+      access,
+      tag: "agents",
+      summary: "the current agent version and its bundles",
+      handler: async (req) => {
+        const latest = await readLatest(bundleDir);
+        const base = baseUrl(req);
+        return {
+          version: latest.version,
+          bundles: latest.bundles.map((b) => ({
+            arch: b.arch,
+            url: `${base}/agent/${latest.version}/${b.file}`,
+            sha256: b.sha256,
+          })),
+        };
+      },
+    }),
+    route({
+      method: "GET",
+      url: "/agent/:version/:file",
+      access,
+      tag: "agents",
+      summary: "an agent bundle (.tar.gz) or its .sha256",
+      schema: { params: fileParams },
+      handler: async (req, reply) => {
         const { version, file } = req.params;
         const found = await locateBundleFile(bundleDir, version, file);
         const type = file.endsWith(".sha256") ? "text/plain; charset=utf-8" : "application/gzip";
@@ -66,5 +81,6 @@ export const installRoutes =
           .header("cache-control", "no-cache")
           .send(createReadStream(found.path));
       },
-    );
-  };
+    }),
+  ];
+}

@@ -1,7 +1,7 @@
 // The MCP endpoint: Streamable HTTP at /mcp (stateless, so any api instance
 // serves any request) and its OAuth discovery. /mcp admits the same credentials
-// as the Automation API through the same plugin (an rca_ key with its scopes, or
-// a person's rco_ access token); a refusal carries the MCP authorization spec's
+// as the Automation API (an rca_ key with its scopes, or a person's rco_ access
+// token); a refusal carries the MCP authorization spec's
 // WWW-Authenticate pointer to /.well-known/oauth-protected-resource, which names
 // relayctl's own authorization server (RFC 9728 → RFC 8414 → authorization code
 // grant with PKCE and client registration, or the device flow).
@@ -9,11 +9,11 @@ import { Readable } from "node:stream";
 import type { ReadableStream as NodeWebStream } from "node:stream/web";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import type { Knex } from "knex";
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import type { ApiContext } from "../http/context.js";
-import { automationKeyAuth } from "../auth/plugins.js";
-import { issuerOf } from "../oauth/routes.js";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { progressSince } from "../deployments/view.js";
+import type { ApiContext } from "../http/context.js";
+import { AUTOMATION, type RouteSpec, route } from "../http/route.js";
+import { issuerOf } from "../oauth/routes.js";
 import { injectCaller } from "./api-client.js";
 import type { ProgressReader } from "./deploy-follow.js";
 import { buildMcpServer } from "./server.js";
@@ -67,35 +67,54 @@ async function handle(ctx: ApiContext, root: FastifyInstance, req: FastifyReques
   return reply.send(Readable.fromWeb(res.body as unknown as NodeWebStream));
 }
 
-export const mcpRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
-  async (app) => {
-    const root = app;
-    // Path-inserted form first (what MCP clients ask for /mcp), then the root form.
-    for (const path of [`${METADATA_PATH}${MCP_PATH}`, METADATA_PATH])
-      app.get(path, async (req) => resourceMetadata(issuerOf(ctx, req)));
-
-    await app.register(async (scope) => {
-      await scope.register(automationKeyAuth, { db: ctx.db });
-      scope.addHook("onSend", async (req, reply, payload) => {
-        if (reply.statusCode === 401)
-          reply.header(
-            "www-authenticate",
-            `Bearer resource_metadata="${issuerOf(ctx, req)}${METADATA_PATH}${MCP_PATH}"`,
-          );
-        return payload;
-      });
-      scope.post(MCP_PATH, (req, reply) => handle(ctx, root, req, reply));
-      // Stateless: no session to end, and no server-initiated message outside a
-      // request, so no standalone GET stream (which would idle open forever).
-      scope.route({
-        method: ["GET", "DELETE"],
-        url: MCP_PATH,
-        handler: async (_req, reply) =>
-          reply
-            .status(405)
-            .header("allow", "POST")
-            .send({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "Method not allowed." } }),
-      });
+/**
+ * The MCP endpoint's routes. `root` is the app they are registered on: a tool
+ * call is a request to the API through it (app.inject), with the caller's own
+ * credential.
+ */
+export function mcpRoutes(ctx: ApiContext, root: FastifyInstance): RouteSpec[] {
+  const metadata = (path: string) =>
+    route({
+      method: "GET",
+      url: path,
+      access: { public: "RFC 9728: where to get a token for /mcp, public by design" },
+      tag: "people",
+      handler: async (req) => resourceMetadata(issuerOf(ctx, req)),
     });
+  // A refusal points to the metadata (the MCP authorization spec).
+  const onSend = async (req: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+    if (reply.statusCode === 401)
+      reply.header(
+        "www-authenticate",
+        `Bearer resource_metadata="${issuerOf(ctx, req)}${METADATA_PATH}${MCP_PATH}"`,
+      );
+    return payload;
   };
+  return [
+    // Path-inserted form first (what MCP clients ask for /mcp), then the root form.
+    metadata(`${METADATA_PATH}${MCP_PATH}`),
+    metadata(METADATA_PATH),
+    route({
+      method: "POST",
+      url: MCP_PATH,
+      access: { credentials: AUTOMATION },
+      tag: "mcp",
+      options: { onSend },
+      handler: (req, reply) => handle(ctx, root, req, reply),
+    }),
+    // Stateless: no session to end, and no server-initiated message outside a
+    // request, so no standalone GET stream (which would idle open forever).
+    route({
+      method: ["GET", "DELETE"],
+      url: MCP_PATH,
+      access: { credentials: AUTOMATION },
+      tag: "mcp",
+      options: { onSend },
+      handler: async (_req, reply) =>
+        reply
+          .status(405)
+          .header("allow", "POST")
+          .send({ jsonrpc: "2.0", id: null, error: { code: -32000, message: "Method not allowed." } }),
+    }),
+  ];
+}

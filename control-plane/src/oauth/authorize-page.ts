@@ -4,11 +4,12 @@
 // code or error=access_denied. Without a session the person signs in first and
 // comes back here. Errors about the client or its redirect URI are shown, never
 // redirected (RFC 6749 §4.1.2.1).
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
-import { type FormBody, acceptForms } from "../accounts/form-body.js";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { FormBody } from "../accounts/form-body.js";
 import { csrfField, html, sendPage } from "../accounts/html.js";
 import { currentSession, requireCsrf } from "../accounts/sessions.js";
 import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 import {
   type AuthorizationRequest,
   RedirectableError,
@@ -38,55 +39,62 @@ function pick(src: Record<string, unknown>): Record<string, string | undefined> 
   return out;
 }
 
-export const authorizePage =
-  (ctx: ApiContext): FastifyPluginAsync =>
-  async (app) => {
-    acceptForms(app);
-    const { db } = ctx;
+/** The consent page: the person's session cookie, or a redirect to sign in. */
+const page = {
+  tag: "people",
+  accepts: "form",
+  access: {
+    public:
+      "RFC 6749 §4.1.1: the client's registered redirect URI and PKCE, then the session cookie (the CSRF token on a post); without one it leads to sign-in",
+  },
+} as const;
 
-    /** The checked request, or the reply already sent (error page or error redirect). */
-    const check = async (req: FastifyRequest, reply: FastifyReply, p: Record<string, string | undefined>) => {
-      const issuer = issuerOf(ctx, req);
-      try {
-        return await checkAuthorizationRequest(db, p, [`${issuer}/mcp`, issuer]);
-      } catch (err) {
-        if (err instanceof UnredirectableError) {
-          await sendPage(
-            reply,
-            400,
-            "Sign-in request refused",
-            html`<p class="error">${err.message}</p>
+export function authorizePageRoutes(ctx: ApiContext): RouteSpec[] {
+  const { db } = ctx;
+
+  /** The checked request, or the reply already sent (error page or error redirect). */
+  const check = async (req: FastifyRequest, reply: FastifyReply, p: Record<string, string | undefined>) => {
+    const issuer = issuerOf(ctx, req);
+    try {
+      return await checkAuthorizationRequest(db, p, [`${issuer}/mcp`, issuer]);
+    } catch (err) {
+      if (err instanceof UnredirectableError) {
+        await sendPage(
+          reply,
+          400,
+          "Sign-in request refused",
+          html`<p class="error">${err.message}</p>
 <p>Nothing was shared. Start the sign-in again from your application.</p>`,
-          );
-          return undefined;
-        }
-        if (err instanceof RedirectableError) {
-          await reply.redirect(
-            clientRedirect(err.redirectUri, issuer, err.state, {
-              error: err.error,
-              error_description: err.message,
-            }),
-            303,
-          );
-          return undefined;
-        }
-        throw err;
+        );
+        return undefined;
       }
-    };
+      if (err instanceof RedirectableError) {
+        await reply.redirect(
+          clientRedirect(err.redirectUri, issuer, err.state, {
+            error: err.error,
+            error_description: err.message,
+          }),
+          303,
+        );
+        return undefined;
+      }
+      throw err;
+    }
+  };
 
-    const consent = (
-      reply: FastifyReply,
-      r: AuthorizationRequest,
-      p: Record<string, string | undefined>,
-      email: string,
-      role: string,
-      csrf: string,
-    ) =>
-      sendPage(
-        reply,
-        200,
-        "Allow access?",
-        html`<p><strong>${r.client.name}</strong> asks to act as <strong>${email}</strong> (${role}) with
+  const consent = (
+    reply: FastifyReply,
+    r: AuthorizationRequest,
+    p: Record<string, string | undefined>,
+    email: string,
+    role: string,
+    csrf: string,
+  ) =>
+    sendPage(
+      reply,
+      200,
+      "Allow access?",
+      html`<p><strong>${r.client.name}</strong> asks to act as <strong>${email}</strong> (${role}) with
 everything your account can do.</p>
 <p>It will be sent back to <code>${new URL(r.redirectUri).origin}</code>. The application chose its own name
 when it registered: approve only if you just started this sign-in yourself.</p>
@@ -94,46 +102,56 @@ when it registered: approve only if you just started this sign-in yourself.</p>
 ${Object.entries(p).map(([k, v]) => (v === undefined ? "" : html`<input type="hidden" name="${k}" value="${v}">`))}
 <button type="submit" name="decision" value="approve">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button></form>`,
-        [new URL(r.redirectUri).origin],
-      );
+      [new URL(r.redirectUri).origin],
+    );
 
-    const toLogin = (reply: FastifyReply, p: Record<string, string | undefined>) => {
-      const q = new URLSearchParams(
-        Object.entries(p).filter((e): e is [string, string] => e[1] !== undefined),
-      );
-      return reply.redirect(`/login?next=${encodeURIComponent(`${AUTHORIZE_PATH}?${q}`)}`, 303);
-    };
-
-    app.get(AUTHORIZE_PATH, async (req, reply) => {
-      const p = pick(req.query as Record<string, unknown>);
-      const r = await check(req, reply, p);
-      if (!r) return reply;
-      const s = await currentSession(db, req);
-      if (!s) return toLogin(reply, p);
-      return consent(reply, r, p, s.user.email, s.user.role, s.csrf);
-    });
-
-    app.post(AUTHORIZE_PATH, async (req, reply) => {
-      const body = (req.body ?? {}) as FormBody;
-      const p = pick(body);
-      const s = await currentSession(db, req);
-      if (!s) return toLogin(reply, p);
-      requireCsrf(s, body);
-      const r = await check(req, reply, p);
-      if (!r) return reply;
-      if (body.decision !== "approve" && body.decision !== "deny")
-        return consent(reply, r, p, s.user.email, s.user.role, s.csrf);
-      const approve = body.decision === "approve";
-      const code = await answerAuthorization(db, r, s.user, approve, req.ip);
-      const issuer = issuerOf(ctx, req);
-      return reply.redirect(
-        clientRedirect(
-          r.redirectUri,
-          issuer,
-          r.state,
-          code ? { code } : { error: "access_denied", error_description: "the user denied the request" },
-        ),
-        303,
-      );
-    });
+  const toLogin = (reply: FastifyReply, p: Record<string, string | undefined>) => {
+    const q = new URLSearchParams(Object.entries(p).filter((e): e is [string, string] => e[1] !== undefined));
+    return reply.redirect(`/login?next=${encodeURIComponent(`${AUTHORIZE_PATH}?${q}`)}`, 303);
   };
+
+  return [
+    route({
+      ...page,
+      method: "GET",
+      url: AUTHORIZE_PATH,
+      handler: async (req, reply) => {
+        const p = pick(req.query as Record<string, unknown>);
+        const r = await check(req, reply, p);
+        if (!r) return reply;
+        const s = await currentSession(db, req);
+        if (!s) return toLogin(reply, p);
+        return consent(reply, r, p, s.user.email, s.user.role, s.csrf);
+      },
+    }),
+
+    route({
+      ...page,
+      method: "POST",
+      url: AUTHORIZE_PATH,
+      handler: async (req, reply) => {
+        const body = (req.body ?? {}) as FormBody;
+        const p = pick(body);
+        const s = await currentSession(db, req);
+        if (!s) return toLogin(reply, p);
+        requireCsrf(s, body);
+        const r = await check(req, reply, p);
+        if (!r) return reply;
+        if (body.decision !== "approve" && body.decision !== "deny")
+          return consent(reply, r, p, s.user.email, s.user.role, s.csrf);
+        const approve = body.decision === "approve";
+        const code = await answerAuthorization(db, r, s.user, approve, req.ip);
+        const issuer = issuerOf(ctx, req);
+        return reply.redirect(
+          clientRedirect(
+            r.redirectUri,
+            issuer,
+            r.state,
+            code ? { code } : { error: "access_denied", error_description: "the user denied the request" },
+          ),
+          303,
+        );
+      },
+    }),
+  ];
+}

@@ -3,8 +3,8 @@
 // `{"error": code, "error_description": text}`, 400 for most and 401 for an
 // unknown client. The OAuth endpoints answer in it instead of the api's
 // `{"detail"}`, because third-party clients parse it.
-import type { FastifyError, FastifyInstance } from "fastify";
-import { toRcError } from "../api/errors.js";
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { toRcError } from "../http/errors.js";
 
 export type OAuthErrorCode =
   | "invalid_request"
@@ -33,28 +33,25 @@ export class OAuthError extends Error {
   }
 }
 
-/** The scope's error handler: OAuth errors as they are, anything else mapped onto one. */
-export function installOAuthErrors(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    let e: OAuthError;
-    if (err instanceof OAuthError) e = err;
-    else {
-      const rc = toRcError(err);
-      if (rc.status >= 500) req.log.error({ err }, rc.code);
-      if (rc.status === 429 && rc.extra.retry_after)
-        reply.header("retry-after", String(rc.extra.retry_after));
-      e =
-        rc.status === 429
-          ? new OAuthError("slow_down", rc.detail, 429)
-          : rc.status >= 500
-            ? new OAuthError("server_error", "the authorization server failed; retry later", rc.status)
-            : new OAuthError("invalid_request", rc.detail);
-    }
-    if (e.status === 401) reply.header("www-authenticate", 'Basic realm="relayctl"');
-    return reply
-      .status(e.status)
-      .header("cache-control", "no-store")
-      .header("pragma", "no-cache")
-      .send({ error: e.error, error_description: e.description });
-  });
+/** The OAuth endpoints' error handler: OAuth errors as they are, anything else mapped onto one. */
+export function oauthErrorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  let e: OAuthError;
+  if (err instanceof OAuthError) e = err;
+  else {
+    const rc = toRcError(err);
+    if (rc.status >= 500) req.log.error({ err }, rc.code);
+    if (rc.status === 429 && rc.extra.retry_after) reply.header("retry-after", String(rc.extra.retry_after));
+    e =
+      rc.status === 429
+        ? new OAuthError("slow_down", rc.detail, 429)
+        : rc.status >= 500
+          ? new OAuthError("server_error", "the authorization server failed; retry later", rc.status)
+          : new OAuthError("invalid_request", rc.detail);
+  }
+  if (e.status === 401) reply.header("www-authenticate", 'Basic realm="relayctl"');
+  return reply
+    .status(e.status)
+    .header("cache-control", "no-store")
+    .header("pragma", "no-cache")
+    .send({ error: e.error, error_description: e.description });
 }

@@ -4,15 +4,16 @@
 // registration (RFC 7591, JSON), revocation (RFC 7009) and metadata (RFC 8414).
 // Parameters are form-encoded; errors are RFC 6749 §5.2 objects (errors.ts);
 // answers are no-store. The authorization endpoint is a page: authorize-page.ts.
-import type { FastifyPluginAsync, FastifyRequest } from "fastify";
-import type { ApiContext } from "../http/context.js";
-import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
-import { type FormBody, REPEATED, acceptForms } from "../accounts/form-body.js";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
+import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
+import { type FormBody, REPEATED } from "../accounts/form-body.js";
+import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, route } from "../http/route.js";
 import { redeemCode } from "./authorization-code.js";
 import { type OAuthClient, findClient, registerClient } from "./clients.js";
 import { createDeviceAuthorization, pollDeviceCode } from "./device.js";
-import { OAuthError, installOAuthErrors } from "./errors.js";
+import { OAuthError, oauthErrorHandler } from "./errors.js";
 import { refreshTokens, revokeToken } from "./tokens.js";
 
 export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
@@ -45,90 +46,129 @@ async function client(db: Knex, body: FormBody): Promise<OAuthClient> {
   return c;
 }
 
-export const oauthRoutes =
-  (ctx: ApiContext): FastifyPluginAsync =>
-  async (app) => {
-    acceptForms(app);
-    installOAuthErrors(app);
-    const cfg = ctx.config.accounts;
-    app.addHook("onSend", async (_req, reply) => {
-      reply.header("cache-control", "no-store").header("pragma", "no-cache");
-    });
+/** Every answer of the authorization server is no-store (RFC 6749 §5.1). */
+async function noStore(_req: FastifyRequest, reply: FastifyReply) {
+  reply.header("cache-control", "no-store").header("pragma", "no-cache");
+}
 
-    app.post("/oauth/device/code", async (req) => {
-      const body = form(req);
-      const c = await client(ctx.db, body);
-      if (c.registered)
-        throw new OAuthError(
-          "unauthorized_client",
-          "this client registered for the authorization code grant",
-        );
-      // Each request holds a user code for minutes: one address cannot take them by the thousand.
-      await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
-      const scope = body.scope ? body.scope.trim() : null;
-      return createDeviceAuthorization(ctx.db, cfg, c.id, scope, `${issuerOf(ctx, req)}/device`);
-    });
+/** An endpoint of the authorization server: OAuth's own rules, its errors, forms, no-store. */
+const endpoint = {
+  tag: "people",
+  accepts: "form",
+  options: { errorHandler: oauthErrorHandler, onSend: noStore },
+} as const;
 
-    app.post("/oauth/token", async (req) => {
-      const body = form(req);
-      const grant = required(body, "grant_type");
-      const c = await client(ctx.db, body);
-      if (grant === DEVICE_GRANT) return pollDeviceCode(ctx.db, cfg, required(body, "device_code"), c.id);
-      if (grant === "authorization_code")
-        return redeemCode(
-          ctx.db,
-          cfg,
-          {
-            code: required(body, "code"),
-            redirectUri: required(body, "redirect_uri"),
-            codeVerifier: required(body, "code_verifier"),
-            clientId: c.id,
-          },
-          req.ip,
-        );
-      if (grant === "refresh_token")
-        return refreshTokens(ctx.db, cfg, required(body, "refresh_token"), c.id, req.ip);
-      throw new OAuthError("unsupported_grant_type", `grant_type '${grant}' is not supported`);
-    });
+export function oauthRoutes(ctx: ApiContext): RouteSpec[] {
+  const cfg = ctx.config.accounts;
+  return [
+    route({
+      ...endpoint,
+      method: "POST",
+      url: "/oauth/device/code",
+      access: { public: "RFC 8628 §3.1: a public client's client_id; limited per IP" },
+      handler: async (req) => {
+        const body = form(req);
+        const c = await client(ctx.db, body);
+        if (c.registered)
+          throw new OAuthError(
+            "unauthorized_client",
+            "this client registered for the authorization code grant",
+          );
+        // Each request holds a user code for minutes: one address cannot take them by the thousand.
+        await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
+        const scope = body.scope ? body.scope.trim() : null;
+        return createDeviceAuthorization(ctx.db, cfg, c.id, scope, `${issuerOf(ctx, req)}/device`);
+      },
+    }),
 
-    app.post("/oauth/register", async (req, reply) => {
-      const meta = req.body;
-      if (!meta || typeof meta !== "object" || Array.isArray(meta))
-        throw new OAuthError("invalid_client_metadata", "send the client metadata as a JSON object");
-      // Registration is open to anyone: one address cannot fill the table.
-      await countAttempt(ctx.db, [{ label: `register-ip\n${req.ip}`, limit: LIMITS.registerIp }]);
-      const registered = await registerClient(ctx.db, meta as Record<string, unknown>, req.ip);
-      req.log.info({ client_id: registered.client_id, ip: req.ip }, "oauth: client registered");
-      return reply.status(201).send(registered);
-    });
+    route({
+      ...endpoint,
+      method: "POST",
+      url: "/oauth/token",
+      access: {
+        public:
+          "RFC 6749 §4, §6 and RFC 8628 §3.4: the client_id with the device code, authorization code (PKCE) or refresh token",
+      },
+      handler: async (req) => {
+        const body = form(req);
+        const grant = required(body, "grant_type");
+        const c = await client(ctx.db, body);
+        if (grant === DEVICE_GRANT) return pollDeviceCode(ctx.db, cfg, required(body, "device_code"), c.id);
+        if (grant === "authorization_code")
+          return redeemCode(
+            ctx.db,
+            cfg,
+            {
+              code: required(body, "code"),
+              redirectUri: required(body, "redirect_uri"),
+              codeVerifier: required(body, "code_verifier"),
+              clientId: c.id,
+            },
+            req.ip,
+          );
+        if (grant === "refresh_token")
+          return refreshTokens(ctx.db, cfg, required(body, "refresh_token"), c.id, req.ip);
+        throw new OAuthError("unsupported_grant_type", `grant_type '${grant}' is not supported`);
+      },
+    }),
 
-    app.post("/oauth/revoke", async (req, reply) => {
-      const body = form(req);
-      const c = await client(ctx.db, body);
-      const hint = body.token_type_hint;
-      if (hint && hint !== "access_token" && hint !== "refresh_token")
-        throw new OAuthError("unsupported_token_type", `token_type_hint '${hint}' is not supported`);
-      await revokeToken(ctx.db, required(body, "token"), c.id, req.ip);
-      return reply.status(200).send();
-    });
+    route({
+      ...endpoint,
+      method: "POST",
+      url: "/oauth/register",
+      access: { public: "RFC 7591: open registration (JSON), limited per IP" },
+      handler: async (req, reply) => {
+        const meta = req.body;
+        if (!meta || typeof meta !== "object" || Array.isArray(meta))
+          throw new OAuthError("invalid_client_metadata", "send the client metadata as a JSON object");
+        // Registration is open to anyone: one address cannot fill the table.
+        await countAttempt(ctx.db, [{ label: `register-ip\n${req.ip}`, limit: LIMITS.registerIp }]);
+        const registered = await registerClient(ctx.db, meta as Record<string, unknown>, req.ip);
+        req.log.info({ client_id: registered.client_id, ip: req.ip }, "oauth: client registered");
+        return reply.status(201).send(registered);
+      },
+    }),
 
-    app.get("/.well-known/oauth-authorization-server", async (req) => {
-      const issuer = issuerOf(ctx, req);
-      return {
-        issuer,
-        authorization_endpoint: `${issuer}/oauth/authorize`,
-        token_endpoint: `${issuer}/oauth/token`,
-        registration_endpoint: `${issuer}/oauth/register`,
-        device_authorization_endpoint: `${issuer}/oauth/device/code`,
-        revocation_endpoint: `${issuer}/oauth/revoke`,
-        grant_types_supported: ["authorization_code", DEVICE_GRANT, "refresh_token"],
-        response_types_supported: ["code"],
-        response_modes_supported: ["query"],
-        code_challenge_methods_supported: ["S256"],
-        authorization_response_iss_parameter_supported: true,
-        token_endpoint_auth_methods_supported: ["none"],
-        revocation_endpoint_auth_methods_supported: ["none"],
-        service_documentation: `${issuer}/device`,
-      };
-    });
-  };
+    route({
+      ...endpoint,
+      method: "POST",
+      url: "/oauth/revoke",
+      access: { public: "RFC 7009: the client_id and the token to revoke" },
+      handler: async (req, reply) => {
+        const body = form(req);
+        const c = await client(ctx.db, body);
+        const hint = body.token_type_hint;
+        if (hint && hint !== "access_token" && hint !== "refresh_token")
+          throw new OAuthError("unsupported_token_type", `token_type_hint '${hint}' is not supported`);
+        await revokeToken(ctx.db, required(body, "token"), c.id, req.ip);
+        return reply.status(200).send();
+      },
+    }),
+
+    route({
+      ...endpoint,
+      method: "GET",
+      url: "/.well-known/oauth-authorization-server",
+      access: { public: "RFC 8414: the authorization server's metadata, public by design" },
+      handler: async (req) => {
+        const issuer = issuerOf(ctx, req);
+        return {
+          issuer,
+          authorization_endpoint: `${issuer}/oauth/authorize`,
+          token_endpoint: `${issuer}/oauth/token`,
+          registration_endpoint: `${issuer}/oauth/register`,
+          device_authorization_endpoint: `${issuer}/oauth/device/code`,
+          revocation_endpoint: `${issuer}/oauth/revoke`,
+          grant_types_supported: ["authorization_code", DEVICE_GRANT, "refresh_token"],
+          response_types_supported: ["code"],
+          response_modes_supported: ["query"],
+          code_challenge_methods_supported: ["S256"],
+          authorization_response_iss_parameter_supported: true,
+          token_endpoint_auth_methods_supported: ["none"],
+          revocation_endpoint_auth_methods_supported: ["none"],
+          service_documentation: `${issuer}/device`,
+        };
+      },
+    }),
+  ];
+}

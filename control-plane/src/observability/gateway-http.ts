@@ -3,10 +3,11 @@
 // Nothing else is served here; errors answer `{"detail"}` like the api.
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { Logger } from "pino";
-import { installErrorHandling } from "../api/errors.js";
+import { registerRoutes } from "../api/register-routes.js";
+import { installErrorHandling } from "../http/errors.js";
 import { serializerCompiler, validatorCompiler } from "../http/validation.js";
 import { type HealthOptions, healthRoutes } from "./health.js";
-import { httpMetrics, metricsRoute } from "./http-metrics.js";
+import { httpMetrics, metricsRoutes } from "./http-metrics.js";
 
 export interface GatewayHttp {
   url: string;
@@ -27,8 +28,10 @@ export async function startGatewayHttp(
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
   await app.register(httpMetrics);
-  await app.register(healthRoutes(health));
-  await app.register(metricsRoute({ token }));
+  await registerRoutes(app, [...healthRoutes(health), ...metricsRoutes()], {
+    db: health.db,
+    metricsToken: token,
+  });
   await app.listen({ host: listen.host, port: listen.port });
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : listen.port;

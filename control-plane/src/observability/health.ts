@@ -3,11 +3,11 @@
 // a round trip each (in parallel, each within READY_TIMEOUT_MS) and answers 503
 // naming what did not answer, so a load balancer stops sending work to a
 // process that could only answer 503 itself.
-import type { FastifyInstance } from "fastify";
 import type { Knex } from "knex";
 import { z } from "zod";
 import type { JobBus } from "../bus/job-bus.js";
 import { RcError } from "../errors.js";
+import { type RouteSpec, route } from "../http/route.js";
 
 const READY_TIMEOUT_MS = 2000;
 
@@ -42,23 +42,27 @@ async function answers(check: () => Promise<unknown>): Promise<boolean> {
   }
 }
 
-export function healthRoutes(opts: HealthOptions) {
-  return async (app: FastifyInstance) => {
-    app.get(
-      "/healthz",
-      { schema: { tags: ["observability"], summary: "Alive", response: { 200: healthy } } },
-      async () => ({ status: "ok" as const }),
-    );
-    app.get(
-      "/readyz",
-      {
-        schema: {
-          tags: ["observability"],
-          summary: "Ready: the database and the job bus answer",
-          response: { 200: ready, 503: detail },
-        },
-      },
-      async () => {
+const access = { public: "a probe's: it says only whether the process and its dependencies answer" };
+
+export function healthRoutes(opts: HealthOptions): RouteSpec[] {
+  return [
+    route({
+      method: "GET",
+      url: "/healthz",
+      access,
+      tag: "observability",
+      summary: "Alive",
+      responses: { 200: healthy },
+      handler: async () => ({ status: "ok" as const }),
+    }),
+    route({
+      method: "GET",
+      url: "/readyz",
+      access,
+      tag: "observability",
+      summary: "Ready: the database and the job bus answer",
+      responses: { 200: ready, 503: detail },
+      handler: async () => {
         const [database, bus] = await Promise.all([
           answers(() => opts.db.raw("select 1")),
           answers(() => opts.bus.ping(READY_TIMEOUT_MS)),
@@ -68,6 +72,6 @@ export function healthRoutes(opts: HealthOptions) {
           throw new RcError("RC_ERR_NOT_READY", `not ready: ${down.join(" and ")} unreachable`);
         return { status: "ok" as const, checks: { database: "ok" as const, bus: "ok" as const } };
       },
-    );
-  };
+    }),
+  ];
 }

@@ -1,17 +1,12 @@
 // Metrics of a Fastify app (the api, or the gateway role's small listener):
 // every answer timed by its route pattern (never the raw URL, so ids and query
 // strings make no new series), 429s counted as rate-limit refusals, and the
-// scrape endpoint itself, optionally behind a bearer token.
-import { timingSafeEqual } from "node:crypto";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+// scrape endpoint itself, behind RELAYCTL_METRICS_TOKEN when one is set (the
+// `metrics_token` credential, checked by api/admission.ts).
+import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
-import { RcError } from "../errors.js";
+import { type RouteSpec, route } from "../http/route.js";
 import { httpDuration, rateLimitRefusals, registry } from "./metrics.js";
-
-export interface MetricsRouteOptions {
-  /** RELAYCTL_METRICS_TOKEN: when set, a scrape must send `Authorization: Bearer <token>`. */
-  token: string | undefined;
-}
 
 /** Route label of requests no route matched (404s, probes): one series, whatever the URL. */
 const UNMATCHED = "unmatched";
@@ -31,28 +26,16 @@ export const httpMetrics = fp(
   { name: "relayctl-http-metrics", fastify: "5.x" },
 );
 
-function bearerMatches(req: FastifyRequest, token: string): boolean {
-  const given = Buffer.from(/^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1] ?? "");
-  const want = Buffer.from(token);
-  return given.length === want.length && timingSafeEqual(given, want);
-}
-
 /** GET /metrics in Prometheus' text format. */
-export function metricsRoute(opts: MetricsRouteOptions) {
-  return async (app: FastifyInstance) => {
-    app.get(
-      "/metrics",
-      {
-        schema: {
-          tags: ["observability"],
-          summary: "Prometheus metrics of this process",
-          ...(opts.token ? { security: [{ metricsToken: [] }] } : {}),
-        },
-      },
-      async (req, reply) => {
-        if (opts.token && !bearerMatches(req, opts.token)) throw new RcError("RC_ERR_UNAUTHENTICATED");
-        return reply.type(registry.contentType).send(await registry.metrics());
-      },
-    );
-  };
+export function metricsRoutes(): RouteSpec[] {
+  return [
+    route({
+      method: "GET",
+      url: "/metrics",
+      access: { credentials: ["metrics_token"] },
+      tag: "observability",
+      summary: "Prometheus metrics of this process",
+      handler: async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()),
+    }),
+  ];
 }
