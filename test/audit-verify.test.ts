@@ -17,6 +17,17 @@ import { SERVER_MAIN } from "./harness/programs";
 
 test.after.always(cleanupAll);
 
+let cluster: Promise<Cluster> | undefined;
+/**
+ * A tenant of its own on the file's one cluster: verify and checkpoint are run with --tenant and
+ * walk that tenant's chain alone, so each test tampers with its own chain while the processes
+ * (and their start, ~5 s a cluster) are shared.
+ */
+async function ownTenant(): Promise<Cluster> {
+  cluster ??= startCluster();
+  return (await cluster).addTenant();
+}
+
 interface TenantReport {
   tenant_id: string;
   ok: boolean;
@@ -120,7 +131,7 @@ async function seqOf(c: Cluster, operationId: string, eventType: string): Promis
 }
 
 test.serial("audit verify - an untouched chain verifies; an edited event is found by its seq", async (t) => {
-  const c = await startCluster();
+  const c = await ownTenant();
   const ids = [];
   for (const i of [1, 2, 3]) ids.push(await execEcho(c, String(i)));
 
@@ -151,7 +162,7 @@ test.serial("audit verify - an untouched chain verifies; an edited event is foun
 });
 
 test.serial("audit verify - a removed last event is found through the chain head", async (t) => {
-  const c = await startCluster();
+  const c = await ownTenant();
   await execEcho(c, "last");
   const [last] = await c.db.query("SELECT MAX(seq) AS seq FROM audit_events WHERE tenant_id = ?", [
     c.tenantId,
@@ -165,7 +176,7 @@ test.serial("audit verify - a removed last event is found through the chain head
 test.serial(
   "audit verify - a stored stdout edited beside the chain fails, naming the operation",
   async (t) => {
-    const c = await startCluster();
+    const c = await ownTenant();
     await execEcho(c, "before");
     const id = await execEcho(c, "genuine-output");
     await execEcho(c, "after");
@@ -196,7 +207,7 @@ test.serial(
 test.serial(
   "audit verify - an edited event with every later hash recomputed fails: the chain is keyed",
   async (t) => {
-    const c = await startCluster();
+    const c = await ownTenant();
     const ids = [];
     for (const i of [1, 2, 3]) ids.push(await execEcho(c, `run-${i}`));
     const victim = await seqOf(c, ids[0]!, "operation.exec");
@@ -237,7 +248,7 @@ test.serial(
 test.serial(
   "audit verify - events from before the chain was keyed verify as the chain's legacy start",
   async (t) => {
-    const c = await startCluster();
+    const c = await ownTenant();
     await execEcho(c, "old");
     await execEcho(c, "new");
     // As migration 007 leaves an upgraded installation: the first events plain SHA-256.
@@ -255,7 +266,7 @@ test.serial(
 );
 
 test.serial("audit verify - a chain cut back after a checkpoint fails with the checkpoint", async (t) => {
-  const c = await startCluster();
+  const c = await ownTenant();
   await execEcho(c, "kept");
   const cut = await execEcho(c, "cut");
   const file = await checkpointFile(c);
@@ -285,7 +296,7 @@ test.serial("audit verify - a chain cut back after a checkpoint fails with the c
 });
 
 test.serial("audit verify - a checkpoint catches a whole chain rewritten as unkeyed events", async (t) => {
-  const c = await startCluster();
+  const c = await ownTenant();
   await execEcho(c, "one");
   const file = await checkpointFile(c);
   // Everything relabelled as from before the keying: consistent on its own ...
@@ -305,7 +316,7 @@ test.serial("audit verify - a checkpoint catches a whole chain rewritten as unke
 });
 
 test.serial("audit verify - a forged checkpoint is refused; verify needs the chain key", async (t) => {
-  const c = await startCluster();
+  const c = await ownTenant();
   await execEcho(c, "x");
   const file = await checkpointFile(c);
   const { readFileSync } = await import("node:fs");

@@ -54,6 +54,12 @@ export interface Cluster extends ApiTarget {
   addServer(opts: { start: boolean; name?: string }): Promise<ServerHandle>;
   /** Creates another automation key of the tenant. */
   createKey(extra?: string[]): Promise<{ key: string; keyId: string }>;
+  /**
+   * Another tenant on the same processes and database, with its own key and one enrolled,
+   * connected agent: for tests that each need a tenant of their own (a chain, a key's limits)
+   * but not fresh processes. The answer is this cluster seen as that tenant.
+   */
+  addTenant(): Promise<Cluster>;
   /** Log text of every control-plane and agent process of this cluster. */
   logText(): string;
   stop(): Promise<void>;
@@ -87,57 +93,65 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   const admin = (args: string[]) => api.admin(args);
   // The set-up's own steps in this process; tests' admin() calls still run the CLI.
   const setup = setupAdmin(db.url, opts.serverEnv);
-
-  const tenant = await setup(["create-tenant", "--name", uniq("tenant")]);
-  const tenantId = String(tenant.tenant_id);
-  const createKey = async (extra: string[] = []) => {
-    const out = await setup(["create-automation-key", "--tenant", tenantId, "--name", uniq("key"), ...extra]);
-    return { key: String(out.key), keyId: String(out.key_id) };
-  };
   const agents: Agent[] = [];
-  const addServer = async (o: { start: boolean; name?: string }): Promise<ServerHandle> => {
-    const name = o.name ?? uniq("server");
-    const token = await setup(["create-join-token", "--tenant", tenantId, "--server-name", name]);
-    const stateDir = join(dir, `agent-${name}`);
-    const enrolled = await enrollInProcess(api.apiUrl, String(token.join_token), stateDir);
-    const handle: ServerHandle = { serverId: enrolled.server_id, serverName: enrolled.server_name, stateDir };
-    if (o.start) {
-      handle.agent = new Agent(stateDir, dir, opts.agentEnv);
-      agents.push(handle.agent);
-      await handle.agent.start();
-    }
-    return handle;
-  };
-
-  // The cluster's own key gets the contract's maximum rate limit: tests drive many
-  // calls through it; rate-limit tests create keys with small limits of their own.
-  const { key, keyId } = await createKey(["--rate-limit", "1000"]);
-  const first = await addServer({ start: true });
   const stop = async () => {
     for (const a of agents) await a.stop();
     for (const g of gateways) await g.stop();
     for (const a of apis) await a.stop();
     if (opts.ownNats) await nats.stop();
   };
-  return {
-    baseUrl: api.apiUrl,
-    key,
-    keyId,
-    tenantId,
-    serverId: first.serverId,
-    serverName: first.serverName,
-    nats,
-    db,
-    api,
-    gateway,
-    apis,
-    gateways,
-    agent: first.agent!,
-    dir,
-    admin,
-    addServer,
-    createKey,
-    logText: () => [...apis, ...gateways, ...agents].map((p) => p.logText()).join("\n"),
-    stop,
+  const shared = { nats, db, api, gateway, apis, gateways, dir, admin, stop };
+
+  /** A new tenant with its key and first server; the cluster as that tenant. */
+  const tenantCluster = async (): Promise<Cluster> => {
+    const tenant = await setup(["create-tenant", "--name", uniq("tenant")]);
+    const tenantId = String(tenant.tenant_id);
+    const createKey = async (extra: string[] = []) => {
+      const out = await setup([
+        "create-automation-key",
+        "--tenant",
+        tenantId,
+        "--name",
+        uniq("key"),
+        ...extra,
+      ]);
+      return { key: String(out.key), keyId: String(out.key_id) };
+    };
+    const addServer = async (o: { start: boolean; name?: string }): Promise<ServerHandle> => {
+      const name = o.name ?? uniq("server");
+      const token = await setup(["create-join-token", "--tenant", tenantId, "--server-name", name]);
+      const stateDir = join(dir, `agent-${name}`);
+      const enrolled = await enrollInProcess(api.apiUrl, String(token.join_token), stateDir);
+      const handle: ServerHandle = {
+        serverId: enrolled.server_id,
+        serverName: enrolled.server_name,
+        stateDir,
+      };
+      if (o.start) {
+        handle.agent = new Agent(stateDir, dir, opts.agentEnv);
+        agents.push(handle.agent);
+        await handle.agent.start();
+      }
+      return handle;
+    };
+    // The tenant's own key gets the contract's maximum rate limit: tests drive many
+    // calls through it; rate-limit tests create keys with small limits of their own.
+    const { key, keyId } = await createKey(["--rate-limit", "1000"]);
+    const first = await addServer({ start: true });
+    return {
+      ...shared,
+      baseUrl: api.apiUrl,
+      key,
+      keyId,
+      tenantId,
+      serverId: first.serverId,
+      serverName: first.serverName,
+      agent: first.agent!,
+      addServer,
+      createKey,
+      addTenant: tenantCluster,
+      logText: () => [...apis, ...gateways, ...agents].map((p) => p.logText()).join("\n"),
+    };
   };
+  return tenantCluster();
 }
