@@ -13,7 +13,7 @@ import type { Agent } from "./harness/agent";
 import { CHAIN_KEY, eventHash } from "./harness/audit-chain";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, type ServerHandle, startCluster } from "./harness/cluster";
-import { type ControlPlane, TEST_TIMINGS } from "./harness/control-plane";
+import { type ControlPlane, SHORT_LEASE } from "./harness/control-plane";
 import { type ExecCall, startExecStream } from "./harness/exec-stream";
 import { exec } from "./harness/http";
 import { startOwned } from "./harness/mariadb";
@@ -28,7 +28,7 @@ const CALLS_PER_SECOND = 4; // per client
 /** A 503 counts as "while down" when its call overlaps the outage or ends this soon after it. */
 const RECOVERY_GRACE_MS = 3000;
 /** How long NATS node and MariaDB stay down: two agent leases (heartbeats cannot renew them). */
-const OUTAGE_MS = 2 * Number(TEST_TIMINGS.RELAYCTL_LEASE_MS);
+const OUTAGE_MS = 2 * Number(SHORT_LEASE.RELAYCTL_LEASE_MS);
 
 interface Window {
   what: string;
@@ -40,7 +40,8 @@ interface Window {
 async function startInstallation() {
   const began = Date.now();
   const [nats, mariadb] = await Promise.all([startNatsCluster(3), startOwned()]);
-  const c = await startCluster({ nats, mariadb, gateways: 2, apis: 2 });
+  // The short lease: the outages outlast it, which is what the sweeper must not mistake for lost agents.
+  const c = await startCluster({ nats, mariadb, gateways: 2, apis: 2, serverEnv: SHORT_LEASE });
   const servers = [{ serverId: c.serverId, agent: c.agent }, ...(await addServers(c, AGENTS - 1))];
   const clients = await Promise.all(
     Array.from({ length: CLIENTS }, async (_, i) => ({

@@ -1,10 +1,11 @@
 // An agent that dies mid-command: the operation ends `failed` once its lease runs out
-// (RELAYCTL_LEASE_MS=3000 in tests), and never stays `running`.
+// (SHORT_LEASE: RELAYCTL_LEASE_MS=3000), and never stays `running`.
 import { readFileSync } from "node:fs";
 import test from "ava";
 import { ISO_UTC, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { startCluster } from "./harness/cluster";
+import { SHORT_LEASE } from "./harness/control-plane";
 import { exec, getOperation, waitForOperationEnd } from "./harness/http";
 import { descendants } from "./harness/proctree";
 import { pollUntil } from "./harness/wait";
@@ -12,7 +13,7 @@ import { pollUntil } from "./harness/wait";
 test.after.always(cleanupAll);
 
 test("resilience - an agent killed during a running exec leaves the operation failed, not running", async (t) => {
-  const c = await startCluster();
+  const c = await startCluster({ serverEnv: SHORT_LEASE });
   t.teardown(() => c.stop());
   const res = await exec(c, { server_id: c.serverId, command: "sleep 30; echo never", timeout_seconds: 1 });
   t.is(res.status, 202, describe(res));

@@ -9,18 +9,18 @@ import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { startCluster } from "./harness/cluster";
-import { TEST_TIMINGS } from "./harness/control-plane";
+import { SHORT_LEASE } from "./harness/control-plane";
 import { exec, waitForOperationEnd } from "./harness/http";
 import { startOwned } from "./harness/mariadb";
 import { pollUntil } from "./harness/wait";
 
 test.after.always(cleanupAll);
 
-const LEASE_MS = Number(TEST_TIMINGS.RELAYCTL_LEASE_MS);
+const LEASE_MS = Number(SHORT_LEASE.RELAYCTL_LEASE_MS);
 
 test("resilience - a command that ends while MariaDB is down past its lease completes, not swept as agent lost", async (t) => {
   const mariadb = await startOwned();
-  const c = await startCluster({ mariadb });
+  const c = await startCluster({ mariadb, serverEnv: SHORT_LEASE });
   t.teardown(() => c.stop());
   const marker = join(makeTempDir("resilience-mariadb"), "finished");
   const res = await exec(c, {

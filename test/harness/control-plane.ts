@@ -30,12 +30,21 @@ export interface ControlPlaneOptions {
 /** Base64 of 32 bytes; the audit chain key is derived from it (HKDF), so admin commands get it too. */
 export const TEST_MASTER_KEY = "cmVsYXljdGwtdGVzdC1tYXN0ZXIta2V5LTMyYnl0ZXM=";
 
-/** Short heartbeats and leases so "agent lost" is observable within seconds. */
+/**
+ * Quick heartbeats and sweeps, every control plane's: a revoked credential ends its streams, a
+ * deadline is swept and a reboot is seen back within a second. The lease keeps its default (30 s).
+ */
 export const TEST_TIMINGS = {
   RELAYCTL_HEARTBEAT_INTERVAL_MS: "300",
-  RELAYCTL_LEASE_MS: "3000",
   RELAYCTL_SWEEP_INTERVAL_MS: "250",
 };
+
+/**
+ * A 3 s lease, so "agent lost" is observable within seconds: for the tests that wait for a lease
+ * to run out (give it as serverEnv). Not everyone's: on a loaded machine a healthy agent's
+ * heartbeats can be held up that long, and its running operation was swept as lost.
+ */
+export const SHORT_LEASE = { RELAYCTL_LEASE_MS: "3000" };
 
 function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.ProcessEnv {
   const gateway = `127.0.0.1:${gatewayPort}`;
