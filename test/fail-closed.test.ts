@@ -92,3 +92,33 @@ test("fail closed - exec with the database down is 503 and runs nothing; it reco
   assertCompleted(t, after, { exit_code: 0, stdout: "back\n" });
   t.false(existsSync(marker), "the refused command must never have run");
 });
+
+test("fail closed - a write the database refuses for another reason is a 500 with its cause logged, not a 503, and runs nothing", async (t) => {
+  const c = await startCluster();
+  const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const marker = join(dir, "ran");
+  // Not an outage: the database answers, and refuses this one statement (a bug looks like this).
+  await c.db.query(
+    "CREATE TRIGGER refuse_operations BEFORE INSERT ON `operations` FOR EACH ROW " +
+      "SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the fail-closed test'",
+  );
+  const count = async (table: string) =>
+    Number((await c.db.query(`SELECT COUNT(*) AS n FROM \`${table}\``))[0]!.n);
+  const before = { operations: await count("operations"), audit: await count("audit_events") };
+  const refused = await exec(c, { server_id: c.serverId, command: `touch ${marker}`, timeout_seconds: 30 });
+  assertError(t, refused, 500, "internal error");
+  t.deepEqual({ operations: await count("operations"), audit: await count("audit_events") }, before);
+  await pollUntil(async () => c.logText().includes("refused by the fail-closed test") || undefined, {
+    what: "the cause in the control plane's log",
+    timeoutMs: 10_000,
+    intervalMs: 100,
+  });
+
+  await c.db.query("DROP TRIGGER refuse_operations");
+  assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo back", timeout_seconds: 30 }), {
+    exit_code: 0,
+    stdout: "back\n",
+  });
+  t.false(existsSync(marker), "the refused command must never have run");
+});

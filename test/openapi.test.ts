@@ -16,7 +16,6 @@ import { loadConfig } from "../control-plane/src/config";
 import { migrate, openDb } from "../control-plane/src/db/knex";
 import { DeployService } from "../control-plane/src/deployments/service";
 import { createLogger } from "../control-plane/src/lib/logger";
-import { RESPONSES } from "../control-plane/src/observability/responses";
 import { OperationService } from "../control-plane/src/operations/service";
 import { cleanupAll } from "./harness/cleanup";
 import { startCluster } from "./harness/cluster";
@@ -25,6 +24,49 @@ import { type ApiResponse, type RequestOptions, api, exec, request } from "./har
 test.after.always(cleanupAll);
 
 /** Routes deliberately left out of the document, each with its reason. */
+/**
+ * The routes whose JSON answers the document describes (what the old URL-keyed table of answers
+ * listed, before each route declared its own): none may lose them.
+ */
+const DOCUMENTED_ANSWERS = [
+  "POST /api/automation/v1/exec",
+  "GET /api/automation/v1/operations/:operation_id",
+  "GET /api/automation/v1/operations",
+  "POST /api/automation/v1/restart",
+  "POST /api/automation/v1/reboot",
+  "POST /api/automation/v1/registry-auth/login",
+  "POST /api/automation/v1/registry-auth/logout",
+  "POST /api/automation/v1/deploy",
+  "POST /api/automation-keys",
+  "GET /api/automation-keys",
+  "PATCH /api/automation-keys/:id",
+  "DELETE /api/automation-keys/:id",
+  "GET /api/audit",
+  "POST /api/applications",
+  "GET /api/applications",
+  "GET /api/applications/:id",
+  "PATCH /api/applications/:id",
+  "DELETE /api/applications/:id",
+  "GET /api/servers",
+  "PUT /api/servers/:server_id/provider",
+  "DELETE /api/servers/:server_id/provider",
+  "POST /api/registry-credentials",
+  "GET /api/registry-credentials",
+  "DELETE /api/registry-credentials/:id",
+  "GET /api/tenant",
+  "POST /api/tenants/:tenant_id/applications/:application_id/deploy",
+  "GET /api/tenants/:tenant_id/applications/:application_id/deployments",
+  "GET /api/tenants/:tenant_id/applications/:application_id/deployments/:deployment_id",
+  "GET /api/tenants/:tenant_id/applications/:application_id/env",
+  "POST /api/tenants/:tenant_id/applications/:application_id/env",
+  "DELETE /api/tenants/:tenant_id/applications/:application_id/env/:name",
+  "POST /api/agent/enroll",
+  "GET /cli/latest",
+  "POST /external-deploy/session",
+  "DELETE /external-deploy/session/:id",
+  "POST /external-deploy/sync",
+];
+
 const HIDDEN: Record<string, string> = {
   "/openapi.json": "the document itself",
   "/docs": "the reference page (@fastify/swagger-ui) and its static files",
@@ -75,11 +117,13 @@ test("openapi - the document is valid OpenAPI 3.1 and describes every registered
     t.false(r.hidden, `${r.method} ${r.url} must not be hidden`);
     t.truthy(doc.paths[openApiPath(r.url)]?.[r.method.toLowerCase()], `${r.method} ${r.url} is described`);
   }
-  // Every documented answer belongs to a route that exists (no stale entries).
-  for (const key of Object.keys(RESPONSES)) {
+  // Every route that documented its answers still does: a 2xx answer with a schema, and the errors.
+  for (const key of DOCUMENTED_ANSWERS) {
+    const [method, url] = key.split(" ");
+    const responses = doc.paths[openApiPath(url)]?.[method.toLowerCase()]?.responses ?? {};
     t.true(
-      seen.some((r) => `${r.method} ${r.url}` === key),
-      `RESPONSES names ${key}, which is no route`,
+      Object.keys(responses).some((s) => s.startsWith("2")) && "4XX" in responses,
+      `${key} documents its answers (${Object.keys(responses).join(", ")})`,
     );
   }
   // The credentials of each part of the API.
@@ -87,7 +131,12 @@ test("openapi - the document is valid OpenAPI 3.1 and describes every registered
     { automationKey: [] },
     { accessToken: [] },
   ]);
-  t.deepEqual(doc.paths["/api/applications"].get.security, [{ apiKey: [] }, { accessToken: [] }]);
+  // The dashboard's session cookie is a credential of the management API too.
+  t.deepEqual(doc.paths["/api/applications"].get.security, [
+    { apiKey: [] },
+    { accessToken: [] },
+    { webSession: [] },
+  ]);
   t.deepEqual(doc.paths["/external-deploy/sync"].post.security, [{ sessionToken: [] }]);
   t.deepEqual(Object.keys(doc.components.securitySchemes).sort(), [
     "accessToken",
@@ -95,6 +144,7 @@ test("openapi - the document is valid OpenAPI 3.1 and describes every registered
     "automationKey",
     "metricsToken",
     "sessionToken",
+    "webSession",
   ]);
   // The request schema is the validating zod schema (its bounds, its required fields).
   const execBody = doc.paths["/api/automation/v1/exec"].post.requestBody.content["application/json"].schema;

@@ -2,7 +2,7 @@
 // status and a human detail. Domain code (stores, the bus, the operations
 // service, handlers) throws RcError with a code and never picks a status; this
 // table alone maps a code to its status, and the api's error handler
-// (api/errors.ts) turns the error into `{"detail": ...}` with it. Never match on
+// (http/errors.ts) turns the error into `{"detail": ...}` with it. Never match on
 // messages.
 
 export const ERRORS = {

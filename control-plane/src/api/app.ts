@@ -1,32 +1,20 @@
 // Builds the Fastify api: transport limits, error handling, route validation
-// (zod), the Automation API, the management API, external deploy and agent
-// enrollment, and the MCP endpoint (a client of the rest).
+// (zod), observability, then every route of api/routes.ts through
+// registerRoutes (authentication, roles, scopes, rate limits and the OpenAPI
+// description come from each route's declaration), and the dashboard's assets.
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from "fastify";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
-import { usersApi } from "../accounts/users-api.js";
-import { webRoutes } from "../accounts/web-routes.js";
-import { externalDeployApi } from "../external-deploy/routes.js";
-import { mcpRoutes } from "../mcp/routes.js";
-import { authorizePage } from "../oauth/authorize-page.js";
-import { devicePage } from "../oauth/device-page.js";
-import { oauthRoutes } from "../oauth/routes.js";
-import { dashboardRoutes } from "../dashboard/static.js";
-import { setupRoute } from "../github/routes.js";
+import { dashboardAssets } from "../dashboard/static.js";
+import type { ApiContext } from "../http/context.js";
+import { serializerCompiler, validatorCompiler } from "../http/validation.js";
+import { httpMetrics } from "../observability/http-metrics.js";
+import { installOpenApi } from "../observability/openapi.js";
 import { requestTracing } from "../tracing/http.js";
 import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
-import { webhookRoute } from "../github/webhook-route.js";
-import { cliInstallRoutes } from "../install/cli-routes.js";
-import { installRoutes } from "../install/routes.js";
-import { enrollRoute as agentEnrollRoute } from "./agent-enroll.js";
-import { automationApi } from "./automation/index.js";
-import type { ApiContext } from "../http/context.js";
-import { installErrorHandling } from "./errors.js";
-import { managementApi } from "./management/index.js";
-import { healthRoutes } from "../observability/health.js";
-import { httpMetrics, metricsRoute } from "../observability/http-metrics.js";
-import { installOpenApi } from "../observability/openapi.js";
-import { serializerCompiler, validatorCompiler } from "../http/validation.js";
+import { installErrorHandling } from "../http/errors.js";
+import { registerRoutes } from "./register-routes.js";
+import { apiRoutes } from "./routes.js";
 
 /** Fastify's trustProxy from RELAYCTL_TRUSTED_PROXIES (proxy-addr walks X-Forwarded-For from the right). */
 function trustProxy(c: Config["trustProxy"]) {
@@ -80,26 +68,13 @@ export async function buildApi(
       "request",
     );
   });
-  const busName = ctx.config.bus === "nats" ? "nats" : "job bus";
-  await app.register(healthRoutes({ db: ctx.db, bus: ctx.bus, busName }));
-  await app.register(metricsRoute({ token: ctx.config.metrics.token }));
-  await app.register(automationApi(ctx), { prefix: "/api/automation/v1" });
-  await app.register(managementApi(ctx), { prefix: "/api" });
-  await app.register(externalDeployApi(ctx), { prefix: "/external-deploy" });
-  await app.register(agentEnrollRoute(ctx, gatewayUrls));
-  await app.register(installRoutes(ctx));
-  await app.register(cliInstallRoutes(ctx));
-  // People: sign-in pages, OAuth (device flow, authorization code grant) and its pages, users.
-  await app.register(webRoutes(ctx));
-  await app.register(oauthRoutes(ctx));
-  await app.register(devicePage(ctx));
-  await app.register(authorizePage(ctx));
-  await app.register(usersApi(ctx), { prefix: "/api" });
-  // AI coding tools: the MCP endpoint, a client of the API above.
-  await app.register(mcpRoutes(ctx));
-  await app.register(webhookRoute(ctx.github));
-  await app.register(setupRoute(ctx));
-  // The web dashboard's pages (web/dist) under /app/.
-  await app.register(dashboardRoutes(ctx));
+  const closing = new AbortController();
+  app.addHook("onClose", async () => closing.abort());
+  await registerRoutes(app, apiRoutes(ctx, gatewayUrls, app, closing.signal), {
+    db: ctx.db,
+    metricsToken: ctx.config.metrics.token,
+  });
+  // The dashboard's hashed assets: @fastify/static's own routes (hidden from the document).
+  await app.register(dashboardAssets());
   return app;
 }

@@ -9,6 +9,7 @@
 //                  security schemes of its credentials, its documented answers.
 import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
 import type { ZodType } from "zod";
+import { acceptForms } from "../accounts/form-body.js";
 import { requireOperation } from "../auth/automation-key.js";
 import { auditRefusals } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
@@ -99,13 +100,35 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
   return route;
 }
 
+type Accepts = NonNullable<RouteSpec["accepts"]>;
+
+/** Content-type parsers are per scope in Fastify: each kind of body gets a scope of its own. */
+const PARSERS: Record<Exclude<Accepts, "json">, (scope: FastifyInstance, routes: RouteSpec[]) => void> = {
+  form: (scope) => acceptForms(scope),
+  "raw-json": (scope, routes) => {
+    scope.removeAllContentTypeParsers();
+    const bodyLimit = Math.max(...routes.map((r) => r.options?.bodyLimit ?? 1024 * 1024));
+    scope.addContentTypeParser(["application/json"], { parseAs: "buffer", bodyLimit }, (_req, body, done) =>
+      done(null, body),
+    );
+  },
+};
+
 /** Registers the declarations on `app` (its root, or a scope: the gateway's health and metrics). */
-export function registerRoutes(
+export async function registerRoutes(
   app: FastifyInstance,
   routes: readonly RouteSpec[],
   deps: AdmissionDeps,
-): void {
+): Promise<void> {
   for (const name of ["principal", "keyActor", "deploySession"])
     if (!app.hasRequestDecorator(name)) app.decorateRequest(name, null);
-  for (const spec of routes) app.route(fastifyRoute(spec, deps));
+  const byBody = Map.groupBy(routes, (r) => r.accepts ?? "json");
+  for (const spec of byBody.get("json") ?? []) app.route(fastifyRoute(spec, deps));
+  for (const [accepts, group] of byBody) {
+    if (accepts === "json") continue;
+    await app.register(async (scope) => {
+      PARSERS[accepts](scope, group);
+      for (const spec of group) scope.route(fastifyRoute(spec, deps));
+    });
+  }
 }

@@ -6,7 +6,7 @@
 // `operator_cli`). The `rca_` secret is returned by create only.
 import type { Knex } from "knex";
 import { z } from "zod";
-import { OPERATIONS, type ScopeInput, compileScope } from "../api/management/key-scope.js";
+import { OPERATIONS, type ScopeInput, compileScope } from "./key-scope.js";
 import { dateTime, uuid as uuidSchema } from "../http/validation.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";

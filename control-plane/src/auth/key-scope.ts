@@ -3,11 +3,11 @@
 // entries must be addresses or CIDR ranges, expiry must be in the future.
 // Every refusal is a 422 whose detail names the field and the bad entry.
 import type { Knex } from "knex";
-import { parseAllowlistEntry } from "../../auth/ip-allowlist.js";
-import { RcError } from "../../errors.js";
+import { parseAllowlistEntry } from "./ip-allowlist.js";
+import { RcError } from "../errors.js";
 
 /** A key's operation scope names (operations/types.ts owns them). */
-export { OPERATION_SCOPES as OPERATIONS } from "../../operations/types.js";
+export { OPERATION_SCOPES as OPERATIONS } from "../operations/types.js";
 
 export interface ScopeInput {
   servers?: string[];

@@ -88,6 +88,13 @@ export interface RouteSpec<S extends RouteSchemas = RouteSchemas> {
   schema?: S;
   /** The documented answers by status, for the OpenAPI document (they do not filter answers). */
   responses?: Record<number, ZodType>;
+  /**
+   * The bodies it parses: `json` (application/json only; anything else is 415), `form`
+   * (also application/x-www-form-urlencoded: pages and OAuth endpoints), `raw-json`
+   * (application/json kept as the raw bytes, for a signature over them: webhooks).
+   * @default "json"
+   */
+  accepts?: "json" | "form" | "raw-json";
   /** Other Fastify route options (bodyLimit, config, onSend…); auth hooks are not set here. */
   options?: Omit<RouteShorthandOptions, "schema" | "onRequest" | "preValidation">;
   handler: (req: RouteRequest<S>, reply: FastifyReply) => unknown;

@@ -1,6 +1,6 @@
 // Route validation with zod (fastify-type-provider-zod): one schema per route is
 // its TypeScript type, its validation and, later, its OpenAPI document. The
-// compiler here turns zod's issues into the ajv-shaped errors api/errors.ts
+// compiler here turns zod's issues into the ajv-shaped errors http/errors.ts
 // already words as the contract's 422 `{"detail"}`: "command: is required",
 // "env.FOO: must be string", "extra: is not a known field".
 import type { FastifySerializerCompiler, FastifySchemaCompiler } from "fastify";
@@ -14,7 +14,7 @@ import { type ZodType, z } from "zod";
  */
 export const serializerCompiler: FastifySerializerCompiler<ZodType> = () => (data) => JSON.stringify(data);
 
-/** The error shape api/errors.ts validationDetail() words (ajv's). */
+/** The error shape http/errors.ts validationDetail() words (ajv's). */
 interface FieldError {
   instancePath: string;
   keyword: string;

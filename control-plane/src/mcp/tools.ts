@@ -6,9 +6,7 @@
 // are: the API already scrubs secrets and never returns env values.
 import type { ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../api/automation/deploy.js";
-import { bodySchema as execBody } from "../api/automation/exec.js";
-import { bodySchema as restartBody } from "../api/automation/restart.js";
+import { DEPLOY_TIMEOUT, deployTimeoutSchema, execBody, restartBody } from "../http/operation-bodies.js";
 import { LIMITS, envSchema, runIdSchema, timeoutSecondsSchema, uuidSchema } from "../http/schemas.js";
 import { dateTime } from "../http/validation.js";
 import { refSchema } from "../applications/source.js";

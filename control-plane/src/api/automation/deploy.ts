@@ -4,18 +4,18 @@
 // polls the operation (or follows the deployment's log). 404 for an unknown or
 // another tenant's application, 403 when its server is outside the key's scope.
 import { z } from "zod";
+
+// Until deployments/routes.ts imports them from http/ (issue 28 conversion in progress).
+export { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../../http/operation-bodies.js";
 import { getApplication } from "../../applications/store.js";
 import { refSchema } from "../../applications/source.js";
 import { viaOf } from "../../mcp/marker.js";
 import { deployStarted } from "../../http/answers.js";
+import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../../http/operation-bodies.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
-
-/** The contract's default; the bound is ours (an hour covers any real build). */
-export const DEPLOY_TIMEOUT = { min: 1, max: 3600, default: 60 } as const;
-export const deployTimeoutSchema = z.int().min(DEPLOY_TIMEOUT.min).max(DEPLOY_TIMEOUT.max);
 
 const bodySchema = z.strictObject({
   application_id: uuidSchema,

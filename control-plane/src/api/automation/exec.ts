@@ -1,32 +1,14 @@
 // POST /api/automation/v1/exec — run a shell command on a server.
 // 200 with the result when it finishes within timeout_seconds, else 202 running;
 // 409 when the server's agent is not connected (the operation is recorded failed).
-import { z } from "zod";
 import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
-import {
-  LIMITS,
-  envSchema,
-  runContextSchema,
-  runIdSchema,
-  timeoutSecondsSchema,
-  uuidSchema,
-} from "../../http/schemas.js";
+import { execBody } from "../../http/operation-bodies.js";
+import { LIMITS } from "../../http/schemas.js";
 import { findServer } from "./servers.js";
-
-/** The body's rules; the MCP tool exec_command takes the same. */
-export const bodySchema = z.strictObject({
-  server_id: uuidSchema,
-  command: z.string().min(1).max(LIMITS.commandChars),
-  working_directory: z.string().min(1).max(4096).optional(),
-  env: envSchema.optional(),
-  timeout_seconds: timeoutSecondsSchema.optional(),
-  run_id: runIdSchema.optional(),
-  run_context: runContextSchema.optional(),
-});
 
 export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
@@ -34,7 +16,7 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
     url: `${AUTOMATION_API}/exec`,
     access: { credentials: AUTOMATION, scope: "exec" },
     tag: "automation",
-    schema: { body: bodySchema },
+    schema: { body: execBody },
     responses: { 200: finished, 202: running },
     handler: async (req, reply) => {
       const body = req.body;

@@ -3,13 +3,12 @@
 // against docker's own rule here and again on the agent, and travels as one argv
 // entry, never through a shell. Answers like exec: 200 with the result within
 // 60 s, else 202 running; 409 when the agent is not connected.
-import { z } from "zod";
 import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
-import { runIdSchema, uuidSchema } from "../../http/schemas.js";
+import { restartBody } from "../../http/operation-bodies.js";
 import { findServer } from "./servers.js";
 
 /** How long the HTTP call waits for the result (the contract's exec default). */
@@ -17,24 +16,13 @@ const WAIT_SECONDS = 60;
 /** Hard deadline of the engine call on the agent; a restart waits for the container's stop timeout. */
 const DEADLINE_SECONDS = 300;
 
-/** The body's rules; the MCP tool restart_container takes the same. */
-export const bodySchema = z.strictObject({
-  server_id: uuidSchema,
-  // docker's rule for container names (daemon/names.RestrictedNamePattern).
-  container_name: z
-    .string()
-    .regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/)
-    .max(255),
-  run_id: runIdSchema.optional(),
-});
-
 export const restartRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/restart`,
     access: { credentials: AUTOMATION, scope: "restart" },
     tag: "automation",
-    schema: { body: bodySchema },
+    schema: { body: restartBody },
     responses: { 200: finished, 202: running },
     handler: async (req, reply) => {
       const body = req.body;

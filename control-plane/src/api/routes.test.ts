@@ -1,0 +1,120 @@
+// The route list as a whole: who may call what is read from the declarations
+// themselves, so these checks fail when a route loses its credentials, its role
+// or its scope (a refactor that drops `access` would make an /api route public).
+import test from "ava";
+import type { FastifyInstance } from "fastify";
+import type { ApiContext } from "../http/context.js";
+import { type RouteSpec, credentialsOf } from "../http/route.js";
+import { loadConfig } from "../config.js";
+import { fastifyRoute } from "./register-routes.js";
+import { apiRoutes } from "./routes.js";
+
+// Declarations are plain data: nothing here is called, so the context is only read for its config.
+const ctx = {
+  config: loadConfig({ RELAYCTL_DATABASE_URL: "sqlite://:memory:", RELAYCTL_BUS: "memory" }),
+} as unknown as ApiContext;
+const routes = apiRoutes(ctx, () => [], {} as FastifyInstance, new AbortController().signal);
+const key = (r: RouteSpec) => [r.method].flat().map((m) => `${m} ${r.url}`);
+const all = routes.flatMap((r) => key(r).map((k) => [k, r] as const));
+const find = (k: string) => all.find(([name]) => name === k)?.[1];
+
+/** What members may not do (an API key and an owner may). */
+const OWNER_ONLY = [
+  "POST /api/automation-keys",
+  "PATCH /api/automation-keys/:id",
+  "DELETE /api/automation-keys/:id",
+  "POST /api/api-keys",
+  "DELETE /api/api-keys/:id",
+  "POST /api/registry-credentials",
+  "DELETE /api/registry-credentials/:id",
+  "PUT /api/servers/:server_id/provider",
+  "DELETE /api/servers/:server_id/provider",
+  "POST /api/servers/join-tokens",
+  "POST /api/users/invites",
+  "DELETE /api/users/:id",
+  "POST /api/github/install-link",
+];
+
+test("routes - every route is declared once, and no two share a method and URL", (t) => {
+  const names = all.map(([k]) => k);
+  t.true(names.length > 70, `the whole api is listed (${names.length})`);
+  t.deepEqual(
+    names.filter((k, i) => names.indexOf(k) !== i),
+    [],
+  );
+});
+
+test("routes - under /api only agent enrollment is public; the Automation API takes keys and access tokens, the rest of /api the management credentials", (t) => {
+  for (const [k, r] of all) {
+    if (!r.url.startsWith("/api/")) continue;
+    const creds = credentialsOf(r.access);
+    if (k === "POST /api/agent/enroll") {
+      t.deepEqual(creds, [], "enrollment's credential is the join token in its body");
+      continue;
+    }
+    if (r.url.startsWith("/api/automation/v1/")) {
+      t.true(creds.includes("automation_key") && creds.includes("access_token"), k);
+      t.false(creds.includes("api_key"), k);
+    } else {
+      t.deepEqual([...creds].sort(), ["access_token", "api_key", "web_session"], k);
+    }
+  }
+});
+
+test("routes - the changes members may not make declare the owner role, and nothing else does", (t) => {
+  for (const k of OWNER_ONLY) {
+    const r = find(k);
+    t.truthy(r, `${k} exists`);
+    if (r) t.is("role" in r.access ? r.access.role : undefined, "owner", k);
+  }
+  const owners = all.filter(([, r]) => "role" in r.access && r.access.role === "owner").map(([k]) => k);
+  t.deepEqual(owners.sort(), [...OWNER_ONLY].sort());
+});
+
+test("routes - each Automation API operation declares the scope of its operation type", (t) => {
+  const scopes: Record<string, string> = {
+    "POST /api/automation/v1/exec": "exec",
+    "POST /api/automation/v1/restart": "restart",
+    "POST /api/automation/v1/reboot": "reboot",
+    "POST /api/automation/v1/deploy": "deploy",
+    "POST /api/automation/v1/registry-auth/login": "registry_login",
+    "POST /api/automation/v1/registry-auth/logout": "registry_logout",
+    "POST /external-deploy/session": "external_deploy",
+  };
+  for (const [k, scope] of Object.entries(scopes)) {
+    const r = find(k);
+    const declared: string | undefined = r && "scope" in r.access ? r.access.scope : undefined;
+    t.is(declared, scope, k);
+  }
+});
+
+test("routes - a public route says why it takes no credential", (t) => {
+  for (const [k, r] of all) if ("public" in r.access) t.true(r.access.public.trim().length > 10, k);
+});
+
+test("routes - a declaration that cannot be served stops the boot, naming the route", (t) => {
+  const handler = async () => null;
+  const deps = { db: {} as never };
+  t.throws(
+    () =>
+      fastifyRoute(
+        {
+          method: "POST",
+          url: "/x",
+          tag: "t",
+          access: { credentials: ["automation_key", "web_session"] },
+          handler,
+        },
+        deps,
+      ),
+    { message: /POST \/x: beside an automation key, a web session may only read/ },
+  );
+  t.throws(
+    () =>
+      fastifyRoute(
+        { method: "GET", url: "/y", tag: "t", access: { credentials: ["access_token"] }, handler },
+        deps,
+      ),
+    { message: /GET \/y: credentials must include/ },
+  );
+});
