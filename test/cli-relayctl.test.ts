@@ -14,7 +14,6 @@ import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { request } from "./harness/http";
 import { Browser, type Person, createOwner, postForm } from "./harness/people";
-import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
 
 /** Access tokens live 3 s here, so a test can outlive one. */
@@ -252,8 +251,9 @@ test.serial("cli - exit codes: usage 64, auth 77, refused 65, server unreachable
   ]);
   t.is(unknownOp.code, 65);
   t.is(unknownOp.stderr, "relayctl: operation '00000000-0000-4000-8000-000000000000' not found\n");
-  const port = await freePort();
-  const down = await u.run(["whoami", "--url", `http://127.0.0.1:${port}`, "--token", "rck_x"]);
+  // Port 2: below 1024 (no port picker or listen(0) hands it out) and not on fetch's blocked
+  // list (port 1 is, "bad port"): nothing listens there, so the connection is refused.
+  const down = await u.run(["whoami", "--url", "http://127.0.0.1:2", "--token", "rck_x"]);
   t.is(down.code, 69);
   t.regex(down.stderr, /^relayctl: cannot reach http:\/\/127\.0\.0\.1:\d+: ECONNREFUSED\n$/);
   t.is((await u.run(["--help"])).code, 0);

@@ -11,10 +11,9 @@ import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv } from "./harness/containers";
+import { podman, podmanAgentEnv, publishedPort } from "./harness/containers";
 import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { startGitHttp } from "./harness/git-http";
-import { freePort } from "./harness/ports";
 import { startRegistry } from "./harness/registry";
 import { waitForBody } from "./harness/traffic";
 import { proxyGet } from "./harness/proxy-client";
@@ -70,25 +69,14 @@ test.serial(
     // --pull=never: the build must not need anything but the local base image.
     await podman(["build", "-q", "--pull=never", "-t", image, ctx]);
     onCleanup(() => podman(["rmi", "-f", image]).then(() => undefined));
-    const port = await freePort();
     const name = `relayctl-test-harness-${suffix}`;
     await run(
       "podman",
-      [
-        "run",
-        "-d",
-        "--init",
-        "--name",
-        name,
-        "--env",
-        "GREETING",
-        "-p",
-        `127.0.0.1:${port}:${APP_PORT}`,
-        image,
-      ],
+      ["run", "-d", "--init", "--name", name, "--env", "GREETING", "-p", `127.0.0.1::${APP_PORT}`, image],
       { env: { ...process.env, ...podmanAgentEnv, GREETING: "hello from env" } },
     );
     onCleanup(() => podman(["rm", "-f", "-t", "0", name]).then(() => undefined));
+    const port = await publishedPort(name, APP_PORT);
     await waitForBody(port, "app.test", "version 2");
     t.is((await proxyGet(port, "app.test", "/cgi-bin/env?GREETING")).body, "hello from env");
     t.is((await proxyGet(port, "app.test", "/cgi-bin/env?NOT_SET")).body, "<unset>");

@@ -60,6 +60,8 @@ test.before(async () => {
     throw new Error(
       `make dev's smoke needs ${missing.join(" and ")} (make test installs them: make system-deps)`,
     );
+  // make dev listens where its variables say (a person's fixed URLs) and the test checks the
+  // URLs it prints, so the ports are chosen before it starts: freePort, not port 0.
   ports = {
     api: await freePort(),
     gateway: await freePort(),

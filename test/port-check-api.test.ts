@@ -41,6 +41,8 @@ async function startRangeContainer(): Promise<RangeContainer> {
   const name = `pcheck-range-${Math.random().toString(36).slice(2, 8)}`;
   onCleanup(() => podman(["rm", "-f", "-t", "0", name]).then(() => undefined));
   for (let attempt = 1; ; attempt++) {
+    // The host range must be given (podman's random host ports are not consecutive, and the
+    // test is about one published range): freePort, and another start when a port was taken.
     const hostPort = await freePort();
     try {
       const publish = `127.0.0.1:${hostPort}-${hostPort + 2}:9000-9002`;

@@ -9,7 +9,6 @@ import { copyFileSync, existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { makeTempDir, onCleanup } from "./cleanup";
-import { freePort } from "./ports";
 import { proxyGet } from "./proxy-client";
 import { pollUntil } from "./wait";
 
@@ -47,6 +46,19 @@ export async function podman(args: string[]): Promise<{ stdout: string; stderr: 
       throw err;
     return once();
   }
+}
+
+/**
+ * The host port podman published `containerPort` on, for a container run with
+ * `-p 127.0.0.1::<containerPort>`: podman binds a port of its choosing and holds it, so none is
+ * picked here beforehand for another process to take in between.
+ */
+export async function publishedPort(name: string, containerPort: number): Promise<number> {
+  const { stdout } = await podman(["port", name, `${containerPort}/tcp`]);
+  const m = /^127\.0\.0\.1:(\d+)$/m.exec(stdout);
+  if (!m)
+    throw new Error(`podman port ${name} ${containerPort}: no 127.0.0.1 port in ${JSON.stringify(stdout)}`);
+  return Number(m[1]);
 }
 
 let image: Promise<void> | undefined;
@@ -102,19 +114,21 @@ export async function startWebContainer(
   if (!backends.every((b) => /^[\w.-]+$/.test(b))) throw new Error(`bad backend names: ${backends}`);
   await buildBaseImage();
   const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
-  const ports = new Map<string, { container: number; host: number }>();
-  for (const [i, b] of backends.entries()) ports.set(b, { container: 8001 + i, host: await freePort() });
-  const serve = [...ports].map(
-    ([b, p]) =>
-      `mkdir -p /www/${b} && printf 'backend ${b}' > /www/${b}/index.html && httpd -p ${p.container} -h /www/${b}`,
+  const containerPorts = new Map(backends.map((b, i) => [b, 8001 + i]));
+  const serve = [...containerPorts].map(
+    ([b, port]) =>
+      `mkdir -p /www/${b} && printf 'backend ${b}' > /www/${b}/index.html && httpd -p ${port} -h /www/${b}`,
   );
   const args = ["run", "-d", "--init", "--name", name];
-  for (const p of ports.values()) args.push("-p", `127.0.0.1:${p.host}:${p.container}`);
+  for (const port of containerPorts.values()) args.push("-p", `127.0.0.1::${port}`);
   for (const port of opts.expose ?? []) args.push("--expose", String(port));
   for (const [k, v] of Object.entries(opts.labels ?? {})) args.push("--label", `${k}=${v}`);
   await podman([...args, IMAGE, "sh", "-c", `${serve.join(" && ")} && exec sleep 2147483647`]);
   const stop = () => podman(["rm", "-f", "-t", "0", name]).then(() => undefined);
   onCleanup(stop);
+  const ports = new Map<string, { container: number; host: number }>();
+  for (const [b, container] of containerPorts)
+    ports.set(b, { container, host: await publishedPort(name, container) });
   for (const [b, p] of ports) {
     await pollUntil(
       async () =>

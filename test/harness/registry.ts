@@ -1,5 +1,5 @@
 // A private container registry for the tests: Debian's docker-registry with
-// htpasswd (bcrypt) auth on a free loopback port, over plain http. podman does
+// htpasswd (bcrypt) auth on a loopback port of its own choosing, over plain http. podman does
 // not trust a plain-http registry by itself (docker does for 127.0.0.0/8), so the
 // registry comes with a registries.conf that marks it insecure: an agent gets it
 // through CONTAINERS_REGISTRIES_CONF. pushImage puts a locally built image there
@@ -10,7 +10,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
 import { podman, podmanAgentEnv } from "./containers";
-import { freePort } from "./ports";
+import { listenPortOf } from "./ports";
 import { ManagedProcess } from "./process";
 import { waitForTcp } from "./wait";
 
@@ -31,7 +31,7 @@ interface RegistryOptions {
   password: string;
 }
 
-function writeConfig(dir: string, port: number, opts: RegistryOptions): string {
+function writeConfig(dir: string, opts: RegistryOptions): string {
   writeFileSync(join(dir, "htpasswd"), execFileSync("htpasswd", ["-Bbn", opts.username, opts.password]));
   const file = join(dir, "config.yml");
   writeFileSync(
@@ -40,7 +40,8 @@ function writeConfig(dir: string, port: number, opts: RegistryOptions): string {
       "version: 0.1",
       "log: { level: info }",
       `storage: { filesystem: { rootdirectory: ${join(dir, "data")} } }`,
-      `http: { addr: "127.0.0.1:${port}", secret: test-only-secret }`,
+      // Port 0: the registry binds a port and logs it ("listening on 127.0.0.1:P").
+      `http: { addr: "127.0.0.1:0", secret: test-only-secret }`,
       `auth: { htpasswd: { realm: relayctl-test, path: ${join(dir, "htpasswd")} } }`,
       "",
     ].join("\n"),
@@ -68,18 +69,23 @@ function login(host: string, opts: RegistryOptions, authfile: string): Promise<v
   });
 }
 
-/** A registry on a free loopback port that lets `username`:`password` (only) push and pull. */
+/** A registry on a loopback port that lets `username`:`password` (only) push and pull. */
 export async function startRegistry(username: string, password: string): Promise<Registry> {
   const opts: RegistryOptions = { username, password };
   const dir = makeTempDir("registry");
-  const port = await freePort();
-  const config = writeConfig(dir, port, opts);
+  const config = writeConfig(dir, opts);
   const proc = new ManagedProcess({
     name: "docker-registry",
     command: "docker-registry",
     args: ["serve", config],
     logFile: join(dir, "registry.log"),
   });
+  const marker = "listening on";
+  const listening = await proc.waitForLine((l) => listenPortOf(l.text, marker) !== undefined, {
+    what: `docker-registry "${marker} 127.0.0.1:P"`,
+    timeoutMs: 15_000,
+  });
+  const port = listenPortOf(listening.text, marker)!;
   await waitForTcp("127.0.0.1", port, 15_000);
   const host = `127.0.0.1:${port}`;
   const registriesConf = join(dir, "registries.conf");
