@@ -21,7 +21,7 @@ import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
-import { type GatewayHttp, startGatewayHttp } from "./observability/gateway-http.js";
+import { type GatewayHttp, startGatewayHttp } from "./api/gateway-app.js";
 import { countDbErrors, observeAgentsConnected } from "./observability/metrics.js";
 import { logTracingState, startTracing, stopTracing } from "./tracing/index.js";
 import { traceQueries } from "./tracing/knex.js";

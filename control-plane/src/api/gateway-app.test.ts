@@ -5,8 +5,8 @@ import test from "ava";
 import { MemoryBus } from "../bus/memory-bus.js";
 import { openDb } from "../db/knex.js";
 import { createLogger } from "../lib/logger.js";
-import { startGatewayHttp } from "./gateway-http.js";
-import { countDbErrors } from "./metrics.js";
+import { startGatewayHttp } from "./gateway-app.js";
+import { countDbErrors } from "../observability/metrics.js";
 
 const TOKEN = "unit-test-scrape-token-0123456789";
 

@@ -1,13 +1,13 @@
-// The gateway role's own small HTTP listener (RELAYCTL_GATEWAY_METRICS_LISTEN):
+// The gateway role's own small HTTP app (RELAYCTL_GATEWAY_METRICS_LISTEN):
 // /metrics, /healthz and /readyz, for a role that otherwise speaks only gRPC.
 // Nothing else is served here; errors answer `{"detail"}` like the api.
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import type { Logger } from "pino";
-import { registerRoutes } from "../api/register-routes.js";
+import { registerRoutes } from "./register-routes.js";
 import { installErrorHandling } from "../http/errors.js";
 import { serializerCompiler, validatorCompiler } from "../http/validation.js";
-import { type HealthOptions, healthRoutes } from "./health.js";
-import { httpMetrics, metricsRoutes } from "./http-metrics.js";
+import { type HealthOptions, healthRoutes } from "../observability/health.js";
+import { httpMetrics, metricsRoutes } from "../observability/http-metrics.js";
 
 export interface GatewayHttp {
   url: string;

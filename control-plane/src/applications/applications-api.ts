@@ -9,7 +9,7 @@
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { uuid as uuidSchema } from "../http/validation.js";
-import { listServers } from "../api/automation/servers.js";
+import { listServers } from "../servers/servers.js";
 import type { ApiContext } from "../http/context.js";
 import { auditActor } from "../auth/principal.js";
 import { application, applicationList, applicationPatched, nothing, serverList } from "../http/answers.js";

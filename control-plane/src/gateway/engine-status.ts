@@ -1,6 +1,6 @@
 // The agent's container-engine report (agent.proto EngineStatus) as columns of
 // its server row (migration 014), written with Hello and on every change the
-// agent sends; read back by GET /api/servers (api/automation/servers.ts).
+// agent sends; read back by GET /api/servers (servers/servers.ts).
 import type { EngineStatus } from "@relayctl/proto";
 import type { Knex } from "knex";
 

@@ -1,6 +1,6 @@
 // The agent's reverse-proxy report (agent.proto ProxyStatus) as columns of its
 // server row (migration 015), written with Hello and on every change the agent
-// sends; read back by GET /api/servers (api/automation/servers.ts).
+// sends; read back by GET /api/servers (servers/servers.ts).
 import type { ProxyStatus } from "@relayctl/proto";
 import type { Knex } from "knex";
 

@@ -1,11 +1,12 @@
-// Server lookup for Automation calls: scoped by tenant (another tenant's id is a
-// 404, never a 403) and by the key's server scope (403).
+// The tenant's servers as callers see them: the list (GET /api/servers) and the
+// lookup of Automation calls, scoped by tenant (another tenant's id is a 404,
+// never a 403) and by the key's server scope (403).
 import type { Knex } from "knex";
-import type { Principal } from "../../auth/principal.js";
-import type { JobBus } from "../../bus/job-bus.js";
-import { RcError } from "../../errors.js";
-import { placeholders, runStatement } from "../../db/statement.js";
-import { Coalescer } from "../../lib/coalescer.js";
+import type { Principal } from "../auth/principal.js";
+import type { JobBus } from "../bus/job-bus.js";
+import { RcError } from "../errors.js";
+import { placeholders, runStatement } from "../db/statement.js";
+import { Coalescer } from "../lib/coalescer.js";
 
 export interface ServerRef {
   id: string;

@@ -15,7 +15,7 @@ import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../../http/operation-bodies
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
-import { findServer } from "./servers.js";
+import { findServer } from "../../servers/servers.js";
 
 const bodySchema = z.strictObject({
   application_id: uuidSchema,

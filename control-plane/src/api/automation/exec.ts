@@ -8,7 +8,7 @@ import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import { execBody } from "../../http/operation-bodies.js";
 import { LIMITS } from "../../http/schemas.js";
-import { findServer } from "./servers.js";
+import { findServer } from "../../servers/servers.js";
 
 export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({

@@ -17,7 +17,7 @@ import type { ApiContext } from "../../http/context.js";
 import { notRunError } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import { runIdSchema, uuidSchema } from "../../http/schemas.js";
-import { findServer } from "./servers.js";
+import { findServer } from "../../servers/servers.js";
 
 const bodySchema = z.strictObject({ server_id: uuidSchema, run_id: runIdSchema.optional() });
 

@@ -16,7 +16,7 @@ import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/ro
 import { notRunError } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import { runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
-import { findServer } from "./servers.js";
+import { findServer } from "../../servers/servers.js";
 
 /** Engine login/logout deadline on the agent. */
 const DEADLINE_SECONDS = 60;

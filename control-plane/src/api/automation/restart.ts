@@ -9,7 +9,7 @@ import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/ro
 import { answerOutcome } from "./answer.js";
 import { startForCaller } from "./run-operation.js";
 import { restartBody } from "../../http/operation-bodies.js";
-import { findServer } from "./servers.js";
+import { findServer } from "../../servers/servers.js";
 
 /** How long the HTTP call waits for the result (the contract's exec default). */
 const WAIT_SECONDS = 60;
