@@ -22,6 +22,7 @@ import { devicePageRoutes } from "../oauth/device-page.js";
 import { oauthRoutes } from "../oauth/routes.js";
 import { healthRoutes } from "../observability/health.js";
 import { metricsRoutes } from "../observability/http-metrics.js";
+import { openApiRoutes } from "../observability/openapi.js";
 import { providerBindingRoutes } from "../reboot/bindings-api.js";
 import { registryCredentialsRoutes } from "../registry/credentials-api.js";
 import { enrollRoutes } from "./agent-enroll.js";
@@ -44,6 +45,7 @@ export function apiRoutes(
   return [
     ...healthRoutes({ db: ctx.db, bus: ctx.bus, busName }),
     ...metricsRoutes(),
+    ...openApiRoutes(app),
     // The Automation API (/api/automation/v1): CI pipelines' operations.
     ...automationRoutes(ctx),
     // The management API (/api): keys, audit, applications, deployments, servers.

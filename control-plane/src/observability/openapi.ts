@@ -10,6 +10,7 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, RouteOptions } from "fastify";
 import { jsonSchemaTransform, jsonSchemaTransformObject } from "fastify-type-provider-zod";
 import { SESSION_COOKIE } from "../accounts/sessions.js";
+import { type RouteSpec, route } from "../http/route.js";
 
 const { version } = require("../../package.json") as { version: string };
 
@@ -117,5 +118,16 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
     transformObject: (doc) => withoutUnused(jsonSchemaTransformObject(doc)),
   });
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX });
-  app.get("/openapi.json", { schema: { hide: true } }, async () => app.swagger());
 }
+
+/** GET /openapi.json: the document (hidden from itself). */
+export const openApiRoutes = (app: FastifyInstance): RouteSpec[] => [
+  route({
+    method: "GET",
+    url: "/openapi.json",
+    access: { public: "the API's description, which names no secret" },
+    tag: "observability",
+    hidden: true,
+    handler: async () => app.swagger(),
+  }),
+];
