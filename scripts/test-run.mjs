@@ -30,10 +30,9 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ManagedProcess, listenPortOf, onFreePort } from "@relayctl/devkit";
+import { ManagedProcess, installMariaDb, launchMariaDb, launchNats, onFreePort } from "@relayctl/devkit";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const READY_MS = 60_000;
 const TOP = Number(process.env.RELAYCTL_TEST_TOP ?? 25);
 
 const tmp = mkdtempSync(join(tmpdir(), "relayctl-test-run-"));
@@ -50,67 +49,31 @@ function removeTmp() {
 // Last resort (an exception in here): devkit SIGKILLs its live processes on exit; the dir goes too.
 process.on("exit", removeTmp);
 
-/**
- * mariadb-install-db, tried again: its bootstrap mariadbd crashes now and then here (signal 11).
- * Supervised like the servers, so a Ctrl-C during the install stops its bootstrap mariadbd too.
- */
-async function installDb(dir, dataDir) {
-  for (let attempt = 1; ; attempt++) {
-    rmSync(dataDir, { recursive: true, force: true });
-    const proc = new ManagedProcess({
-      name: "mariadb-install-db",
-      command: "mariadb-install-db",
-      args: [
-        "--no-defaults",
-        `--datadir=${dataDir}`,
-        "--user=root",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-      ],
-      logFile: join(dir, `install-${attempt}.log`),
-    });
-    servers.push(proc);
-    const { code, signal } = await proc.exited;
-    servers.splice(servers.indexOf(proc), 1);
-    if (code === 0) return;
-    if (attempt >= 3)
-      throw new Error(`mariadb-install-db failed (${signal ?? `exit ${code}`}):\n${proc.tail()}`);
-  }
-}
+/** Starts a server process: kept in `servers`, so a stop or Ctrl-C ends it too. */
+const launch = (opts) => {
+  const proc = new ManagedProcess(opts);
+  servers.push(proc);
+  return proc;
+};
 
+// Started by @relayctl/devkit, as the test harness and the benchmarks start theirs.
 async function startMariaDb() {
   const dir = join(tmp, "mariadb");
   const dataDir = join(dir, "db");
   mkdirSync(dir);
-  await installDb(dir, dataDir);
+  await installMariaDb({ dataDir, logDir: dir, launch });
   // mariadbd cannot pick its own port (0 means 3306): one taken in between makes it exit, and
   // onFreePort tries another.
   return onFreePort(async (port) => {
-    const proc = new ManagedProcess({
-      name: `mariadb-${port}`,
-      command: "mariadbd",
-      args: [
-        "--no-defaults",
-        `--datadir=${dataDir}`,
-        `--port=${port}`,
-        "--bind-address=127.0.0.1",
-        `--socket=${join(dir, "db.sock")}`,
-        `--pid-file=${join(dir, "db.pid")}`,
-        "--user=root",
-        "--skip-log-bin",
-        // Its own temp dir, as in test/harness/mariadb.ts (files in /tmp were seen deleted under
-        // a running query during a full run).
-        `--tmpdir=${dir}`,
-        // Two files at once, each with several clusters of up to 30 pooled connections per
-        // control-plane process: the default 151 was each file's alone before.
-        "--max-connections=2000",
-      ],
+    await launchMariaDb({
+      dir,
+      dataDir,
+      port,
       logFile: join(dir, `mariadbd-${port}.log`),
-    });
-    servers.push(proc);
-    await proc.waitForLine((l) => l.text.includes("ready for connections"), {
-      what: "mariadbd ready for connections",
-      timeoutMs: READY_MS,
+      // Two files at once, each with several clusters of up to 30 pooled connections per
+      // control-plane process: the default 151 was each file's alone before.
+      args: ["--max-connections=2000"],
+      launch,
     });
     return `mysql://root@127.0.0.1:${port}`;
   });
@@ -119,22 +82,14 @@ async function startMariaDb() {
 async function startNats() {
   const dir = join(tmp, "nats");
   mkdirSync(dir);
-  // -p -1: nats-server picks a free port and logs it; no race.
-  const proc = new ManagedProcess({
+  // -p -1 (launchNats' default): nats-server picks a free port and logs it; no race.
+  const { url } = await launchNats({
     name: "nats",
-    command: "nats-server",
-    args: ["-a", "127.0.0.1", "-p", "-1", "-js", "-sd", join(dir, "js")],
+    args: ["-js", "-sd", join(dir, "js")],
     logFile: join(dir, "nats.log"),
+    launch,
   });
-  servers.push(proc);
-  await proc.waitForLine((l) => l.text.includes("Server is ready"), {
-    what: 'nats-server "Server is ready"',
-    timeoutMs: READY_MS,
-  });
-  const marker = "Listening for client connections on";
-  const port = proc.lines.map((l) => listenPortOf(l.text, marker)).find((p) => p !== undefined);
-  if (port === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
-  return `nats://127.0.0.1:${port}`;
+  return url;
 }
 
 async function stopServers() {

@@ -39,6 +39,9 @@ export class ProcessGroup {
     });
   }
 
+  /** start() with a SpawnOptions, for @relayctl/devkit's server starters (launchNats, …). */
+  launch = (opts) => this.group.start({ ...opts, detached: true, keepLines: KEEP_LINES });
+
   /** The agent before the control plane, the control plane before NATS and MariaDB. */
   stopAll(graceMs = 5000) {
     return this.group.stopAll("SIGTERM", graceMs);

@@ -1,9 +1,10 @@
-// Throwaway servers for one bench run, on free loopback ports inside the run's temp dir, started
-// the way shared/DESIGN.md records that they work on these machines: nats-server, MariaDB, sshd.
+// Throwaway servers for one bench run, inside the run's temp dir: nats-server and MariaDB started
+// by @relayctl/devkit (as the test harness and make test start theirs), and sshd.
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { freePort, listenPortOf, onFreePort, run } from "./processes.mjs";
+import { installMariaDb, launchMariaDb, launchNats } from "@relayctl/devkit";
+import { freePort, onFreePort, run } from "./processes.mjs";
 
 /** Fails with one clear line when a program the bench runs is not installed. */
 export function requireProgram(path, hint) {
@@ -26,64 +27,42 @@ export function requireOnPath(name, hint) {
   return path;
 }
 
-/** nats-server with JetStream in dir/js, on a port it picks (`-p -1`) and logs. */
+/** nats-server with JetStream in dir/js, on a port it picks (`-p -1`) and logs (@relayctl/devkit). */
 export async function startNats(group, dir) {
-  const bin = requireOnPath("nats-server", "install the Debian package nats-server (make bench does)");
-  const proc = group.start("nats-server", bin, [
-    "-a",
-    "127.0.0.1",
-    "-p",
-    "-1",
-    "-js",
-    "-sd",
-    join(dir, "js"),
-  ]);
-  await proc.waitForLine((l) => l.text.includes("Server is ready"), {
-    what: '"Server is ready"',
-    timeoutMs: 15_000,
+  requireOnPath("nats-server", "install the Debian package nats-server (make bench does)");
+  const { url, proc } = await launchNats({
+    name: "nats-server",
+    args: ["-js", "-sd", join(dir, "js")],
+    logFile: join(dir, "nats-server.log"),
+    launch: group.launch,
   });
-  const port = proc.lines
-    .map((l) => listenPortOf(l.text, "Listening for client connections on"))
-    .find((p) => p !== undefined);
-  if (port === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
-  return { url: `nats://127.0.0.1:${port}`, proc };
+  return { url, proc };
 }
 
-/** MariaDB in dir/db with root@127.0.0.1 and no password, plus an empty database `relayctl`. */
+/**
+ * MariaDB in dir/db with root@127.0.0.1 and no password, plus an empty database `relayctl`;
+ * installed and started by @relayctl/devkit, as the test harness does.
+ */
 export async function startMariadb(group, dir) {
   const hint = "install the Debian package mariadb-server (make bench does)";
-  const installDb = requireOnPath("mariadb-install-db", hint);
-  const mariadbd = requireOnPath("mariadbd", hint);
+  for (const program of ["mariadb-install-db", "mariadbd"]) requireOnPath(program, hint);
   const client = requireOnPath("mariadb", hint);
   const dataDir = join(dir, "db");
-  const socket = join(dir, "db.sock");
-  await run(installDb, [
-    "--no-defaults",
-    `--datadir=${dataDir}`,
-    "--user=root",
-    "--auth-root-authentication-method=normal",
-    "--skip-test-db",
-  ]);
+  await installMariaDb({ dataDir, logDir: dir, launch: group.launch });
   // mariadbd cannot pick a port itself (--port=0 means 3306): a port taken between freePort
   // and its bind makes it exit, and it starts again on another one.
   let proc;
   const port = await onFreePort(async (p) => {
-    proc = group.start("mariadb", mariadbd, [
-      "--no-defaults",
-      `--datadir=${dataDir}`,
-      `--port=${p}`,
-      "--bind-address=127.0.0.1",
-      `--socket=${socket}`,
-      `--pid-file=${join(dir, "db.pid")}`,
-      "--user=root",
-      "--skip-log-bin",
-    ]);
-    await proc.waitForLine((l) => l.text.includes("ready for connections"), {
-      what: '"ready for connections"',
-      timeoutMs: 30_000,
+    proc = await launchMariaDb({
+      dir,
+      dataDir,
+      port: p,
+      logFile: join(dir, "mariadb.log"),
+      launch: group.launch,
     });
     return p;
   });
+  const socket = join(dir, "db.sock");
   await run(client, ["--no-defaults", `--socket=${socket}`, "-uroot", "-e", "CREATE DATABASE relayctl"]);
   return { url: `mysql://root@127.0.0.1:${port}/relayctl`, proc };
 }

@@ -7,3 +7,4 @@ export * from "./ports.js";
 export * from "./run.js";
 export * from "./log-format.js";
 export * from "./traffic.js";
+export * from "./servers.js";

@@ -4,14 +4,11 @@
 // under test through the admin API; restart() brings Caddy back with only its
 // boot config, which is what a Caddy restart without a saved config does.
 import { type AdminResponse, caddyAdmin } from "../../reverse-proxy-sync/src/caddy-admin";
-import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { launchCaddy } from "@relayctl/devkit";
 import { makeTempDir } from "./cleanup";
 import { freePort, onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
-import { pollUntil } from "./wait";
-
-const READY_MS = 15_000;
 
 export interface CaddyServer {
   /** http://127.0.0.1:<admin port> */
@@ -30,15 +27,6 @@ export interface CaddyServer {
   stop(): Promise<void>;
 }
 
-function caddyBinary(): string {
-  return existsSync("/usr/bin/caddy") ? "/usr/bin/caddy" : "caddy";
-}
-
-async function adminReady(adminUrl: string): Promise<true | undefined> {
-  const res = await caddyAdmin(adminUrl, "GET", "/config/", undefined, 2_000);
-  return res.status === 200 ? true : undefined;
-}
-
 export async function startCaddy(): Promise<CaddyServer> {
   const dir = makeTempDir("caddy");
   // Caddy logs its configured admin address, not a bound one, and binds it again at each
@@ -46,33 +34,23 @@ export async function startCaddy(): Promise<CaddyServer> {
   // makes it exit at start, and it starts again on another one. The http port is bound
   // later, by the routes the code under test loads.
   const httpPort = await freePort();
-  const bootFile = join(dir, "boot.json");
-  const env = { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir };
   let generation = 0;
   let proc: ManagedProcess | undefined;
   let adminPort = 0;
+  // @relayctl/devkit's launchCaddy (boot config, HOME and XDG dirs in dir), supervised by this file.
   const launch = async () => {
     generation += 1;
-    const adminUrl = `http://127.0.0.1:${adminPort}`;
-    const p = new ManagedProcess({
+    proc = (await launchCaddy({
       name: `caddy-${adminPort}`,
-      command: caddyBinary(),
-      args: ["run", "--config", bootFile],
-      env,
-      cwd: dir,
+      adminPort,
+      home: dir,
+      bootFile: join(dir, "boot.json"),
       logFile: join(dir, `caddy-${generation}.log`),
-    });
-    proc = p;
-    await Promise.race([
-      pollUntil(() => adminReady(adminUrl), { what: `caddy admin API ${adminUrl}`, timeoutMs: READY_MS }),
-      p.exited.then((e) => {
-        throw new Error(`caddy exited at start (code ${e.code}):\n${p.tail()}`);
-      }),
-    ]);
+      launch: (o) => new ManagedProcess(o),
+    })) as ManagedProcess;
   };
   await onFreePort(async (port) => {
     adminPort = port;
-    writeFileSync(bootFile, JSON.stringify({ admin: { listen: `127.0.0.1:${port}` } }));
     await launch();
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;

@@ -1,15 +1,11 @@
 // A throwaway MariaDB server (or the one MYSQL_URL names), with a fresh database per caller,
 // and a query helper so tests can inspect what the control plane stored.
-import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { run } from "@relayctl/devkit";
+import { installMariaDb, launchMariaDb } from "@relayctl/devkit";
 import mysql from "mysql2/promise";
 import { makeTempDir, onCleanup } from "./cleanup";
 import { onFreePort } from "./ports";
-import { ManagedProcess } from "./process";
-import { pollUntil } from "./wait";
-
-const READY_MS = 60_000;
+import { ManagedProcess, type SpawnOptions } from "./process";
 
 export type Row = Record<string, unknown>;
 
@@ -83,44 +79,23 @@ function serverHandle(url: string, external: boolean): MariaDbServer {
   };
 }
 
-/**
- * mariadb-install-db, retried: its bootstrap mariadbd crashes now and then on these machines
- * (seen: "got signal 11" in about 1 of 6 parallel installs), which says nothing about relayctl.
- */
-async function installDb(dataDir: string): Promise<void> {
-  const attempts = 3;
-  for (let i = 1; ; i++) {
-    rmSync(dataDir, { recursive: true, force: true });
-    try {
-      await run("mariadb-install-db", [
-        "--no-defaults",
-        `--datadir=${dataDir}`,
-        "--user=root",
-        "--auth-root-authentication-method=normal",
-        "--skip-test-db",
-      ]);
-      return;
-    } catch (err) {
-      if (i >= attempts) throw err;
-    }
-  }
-}
-
 /** A throwaway server this test owns, so it can stop it and start it again on the same port. */
 export interface OwnedMariaDbServer extends MariaDbServer {
   stop(signal?: NodeJS.Signals): Promise<void>;
   start(): Promise<void>;
 }
 
+/** Installed and started by @relayctl/devkit (installMariaDb, launchMariaDb), supervised by this file. */
 export async function startOwned(): Promise<OwnedMariaDbServer> {
   const dir = makeTempDir("mariadb");
   const dataDir = join(dir, "db");
-  await installDb(dataDir);
+  const launch = (o: SpawnOptions) => new ManagedProcess(o);
+  await installMariaDb({ dataDir, logDir: dir, launch });
   let port = 0;
   let proc: ManagedProcess;
   const start = async () => {
-    proc = spawnMariaDb(dir, dataDir, port);
-    await waitReady(proc, `mysql://root@127.0.0.1:${port}`);
+    const logFile = join(dir, `mariadbd-${Date.now()}.log`);
+    proc = (await launchMariaDb({ dir, dataDir, port, logFile, launch })) as ManagedProcess;
   };
   // mariadbd cannot pick a port itself (--port=0 means 3306): a port taken between freePort
   // and its bind makes it exit, and it starts again on another one.
@@ -135,41 +110,6 @@ export async function startOwned(): Promise<OwnedMariaDbServer> {
       await proc.stop(signal);
     },
   };
-}
-
-function spawnMariaDb(dir: string, dataDir: string, port: number): ManagedProcess {
-  return new ManagedProcess({
-    name: `mariadb-${port}`,
-    command: "mariadbd",
-    args: [
-      "--no-defaults",
-      `--datadir=${dataDir}`,
-      `--port=${port}`,
-      "--bind-address=127.0.0.1",
-      `--socket=${join(dir, "db.sock")}`,
-      `--pid-file=${join(dir, "db.pid")}`,
-      "--user=root",
-      "--skip-log-bin",
-      // Its own temp dir, not /tmp: a query's internal temp tables (a sort of large rows)
-      // live there, and files in /tmp were seen deleted under a running query while the
-      // whole suite ran ("Error on delete of '/tmp/#sql-temptable…'", a 500 to the caller).
-      `--tmpdir=${dir}`,
-    ],
-    logFile: join(dir, `mariadbd-${Date.now()}.log`),
-  });
-}
-
-async function waitReady(proc: ManagedProcess, url: string): Promise<void> {
-  await pollUntil(
-    async () => {
-      if (!proc.running) throw new Error(`mariadbd exited:\n${proc.tail()}`);
-      const conn = await mysql.createConnection({ uri: url });
-      await conn.query("SELECT 1");
-      await conn.end();
-      return true;
-    },
-    { what: "mariadbd to accept connections", timeoutMs: READY_MS, intervalMs: 50 },
-  );
 }
 
 /** MYSQL_URL's server when set (its path, if any, is ignored), else a throwaway mariadbd. */

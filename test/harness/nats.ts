@@ -1,14 +1,14 @@
 // A throwaway nats-server (JetStream on, store in a temp dir) on a loopback port it picks
 // itself (`-p -1`) and reports in its log, which a test can kill and restart on that same
 // port. NATS_URL, when set, is used instead for tests that do not kill the server.
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { launchNats as launchNatsServer } from "@relayctl/devkit";
 import { makeTempDir } from "./cleanup";
-import { freePort, listenPortOf } from "./ports";
+import { freePort } from "./ports";
 import { ManagedProcess } from "./process";
 
 const READY_MS = 15_000;
-const LISTEN_LINE = "Listening for client connections on";
 
 export interface Nats {
   url: string;
@@ -21,29 +21,20 @@ export interface Nats {
   restart(): Promise<void>;
 }
 
-function natsBinary(): string {
-  return existsSync("/usr/sbin/nats-server") ? "/usr/sbin/nats-server" : "nats-server";
-}
-
 /**
  * Runs nats-server with `args` on client port `port` (-1: one it picks) and resolves with the
- * port it listens on, once it logs "Server is ready" (after the listen line: the port is bound
- * and accepting). Also for a test's own differently configured server (nats-security's TLS).
+ * port it listens on once it is ready (@relayctl/devkit's launchNats, supervised by this test
+ * file). Also for a test's own differently configured server (nats-security's TLS).
  */
 export async function launchNats(name: string, port: number, args: string[], logFile: string) {
-  const proc = new ManagedProcess({
+  const { proc, port: listening } = await launchNatsServer({
     name,
-    command: natsBinary(),
-    args: ["-a", "127.0.0.1", "-p", String(port), ...args],
+    port,
+    args,
     logFile,
+    launch: (o) => new ManagedProcess(o),
   });
-  await proc.waitForLine((l) => l.text.includes("Server is ready"), {
-    what: '"Server is ready"',
-    timeoutMs: READY_MS,
-  });
-  const listening = proc.lines.map((l) => listenPortOf(l.text, LISTEN_LINE)).find((p) => p !== undefined);
-  if (listening === undefined) throw new Error(`nats-server did not log its port:\n${proc.tail()}`);
-  return { proc, port: listening };
+  return { proc: proc as ManagedProcess, port: listening };
 }
 
 async function startOwned(): Promise<Nats> {
