@@ -69,7 +69,9 @@ export async function buildApi(
     );
   });
   const closing = new AbortController();
-  app.addHook("onClose", async () => closing.abort());
+  // preClose, not onClose: Fastify runs onClose only once in-flight requests have ended, and a
+  // followed live log only ends when told to, so close() would wait for every deployment.
+  app.addHook("preClose", async () => closing.abort());
   await registerRoutes(app, apiRoutes(ctx, gatewayUrls, app, closing.signal), {
     db: ctx.db,
     metricsToken: ctx.config.metrics.token,

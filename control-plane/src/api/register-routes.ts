@@ -31,6 +31,7 @@ const STATUS_WORDS: Record<string, string> = {
   200: "OK",
   201: "Created",
   202: "Accepted: the operation goes on; poll it",
+  503: "Unavailable: the status and `detail` say what; retry later",
 };
 
 /** A documented JSON answer with its description (Fastify's content-type form of a response schema). */

@@ -5,8 +5,6 @@
 // another tenant's application, 403 when its server is outside the key's scope.
 import { z } from "zod";
 
-// Until deployments/routes.ts imports them from http/ (issue 28 conversion in progress).
-export { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../../http/operation-bodies.js";
 import { getApplication } from "../../applications/store.js";
 import { refSchema } from "../../applications/source.js";
 import { viaOf } from "../../mcp/marker.js";
