@@ -9,7 +9,7 @@ import type { FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { bearerToken } from "../auth/automation-key.js";
-import type { Principal } from "../auth/principal.js";
+import { type Principal, auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { iso } from "../lib/time.js";
@@ -103,8 +103,7 @@ export async function openSession(
         workflow_run_id: row.workflow_run_id,
         commit_sha: row.commit_sha,
         expires_at: iso(row.expires_at),
-        actor: { key_id: principal.keyId, key_name: principal.keyName, key_type: "automation_key" },
-        ip,
+        ...auditActor(principal, ip),
       },
     });
   });
