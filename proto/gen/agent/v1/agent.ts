@@ -134,6 +134,67 @@ export function routeOutcomeStatusToJSON(object: RouteOutcomeStatus): string {
   }
 }
 
+export enum ContainerState {
+  CONTAINER_STATE_UNSPECIFIED = 0,
+  CONTAINER_STATE_RUNNING = 1,
+  /** CONTAINER_STATE_RESTARTING - The engine is bringing it back after an exit (its restart policy). */
+  CONTAINER_STATE_RESTARTING = 2,
+  /** CONTAINER_STATE_CRASHED - Exited on its own and not brought back. */
+  CONTAINER_STATE_CRASHED = 3,
+  /** CONTAINER_STATE_STOPPED - Stopped (exit 0, or by SIGTERM/SIGKILL as a stop ends it), not brought back. */
+  CONTAINER_STATE_STOPPED = 4,
+  /** CONTAINER_STATE_CRASH_LOOP - Crashed at least 3 times within 5 minutes (whatever it does right now). */
+  CONTAINER_STATE_CRASH_LOOP = 5,
+  UNRECOGNIZED = -1,
+}
+
+export function containerStateFromJSON(object: any): ContainerState {
+  switch (object) {
+    case 0:
+    case "CONTAINER_STATE_UNSPECIFIED":
+      return ContainerState.CONTAINER_STATE_UNSPECIFIED;
+    case 1:
+    case "CONTAINER_STATE_RUNNING":
+      return ContainerState.CONTAINER_STATE_RUNNING;
+    case 2:
+    case "CONTAINER_STATE_RESTARTING":
+      return ContainerState.CONTAINER_STATE_RESTARTING;
+    case 3:
+    case "CONTAINER_STATE_CRASHED":
+      return ContainerState.CONTAINER_STATE_CRASHED;
+    case 4:
+    case "CONTAINER_STATE_STOPPED":
+      return ContainerState.CONTAINER_STATE_STOPPED;
+    case 5:
+    case "CONTAINER_STATE_CRASH_LOOP":
+      return ContainerState.CONTAINER_STATE_CRASH_LOOP;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return ContainerState.UNRECOGNIZED;
+  }
+}
+
+export function containerStateToJSON(object: ContainerState): string {
+  switch (object) {
+    case ContainerState.CONTAINER_STATE_UNSPECIFIED:
+      return "CONTAINER_STATE_UNSPECIFIED";
+    case ContainerState.CONTAINER_STATE_RUNNING:
+      return "CONTAINER_STATE_RUNNING";
+    case ContainerState.CONTAINER_STATE_RESTARTING:
+      return "CONTAINER_STATE_RESTARTING";
+    case ContainerState.CONTAINER_STATE_CRASHED:
+      return "CONTAINER_STATE_CRASHED";
+    case ContainerState.CONTAINER_STATE_STOPPED:
+      return "CONTAINER_STATE_STOPPED";
+    case ContainerState.CONTAINER_STATE_CRASH_LOOP:
+      return "CONTAINER_STATE_CRASH_LOOP";
+    case ContainerState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum DeployStepStatus {
   DEPLOY_STEP_STATUS_UNSPECIFIED = 0,
   DEPLOY_STEP_STATUS_RUNNING = 1,
@@ -202,7 +263,12 @@ export interface AgentMessage {
      * The agent's reverse proxy started or stopped answering its check; also
      * sent after Welcome when Hello went out before the first check ended.
      */
-    | { $case: "proxyStatus"; proxyStatus: ProxyStatus }
+    | { $case: "proxyStatus"; proxyStatus: ProxyStatus } //
+    /**
+     * The state of the deployed applications' containers: the whole picture,
+     * sent after Welcome and whenever any of it changes.
+     */
+    | { $case: "containerReport"; containerReport: ContainerReport }
     | undefined;
 }
 
@@ -287,7 +353,21 @@ export interface JobResult {
   detail:
     | { $case: "routeSync"; routeSync: RouteSyncReport }
     | { $case: "deploy"; deploy: DeployReport }
+    | {
+        $case: "cleanup";
+        cleanup: CleanupReport;
+      }
     | undefined;
+}
+
+/**
+ * What a CleanupJob removed. Absent names were already gone: a cleanup done
+ * twice reports empty lists the second time.
+ */
+export interface CleanupReport {
+  applicationId: string;
+  removedContainers: string[];
+  removedImages: string[];
 }
 
 /** What a RouteSyncJob did, per route and in all. */
@@ -309,6 +389,32 @@ export interface RouteOutcome {
   fqdns: string[];
   upstream: string;
   error: string;
+}
+
+/**
+ * Every container the agent deployed (label relayctl.application), one entry per
+ * application: its newest container. A full snapshot: an application of this
+ * server missing from it has no container on the machine.
+ */
+export interface ContainerReport {
+  applications: ApplicationContainer[];
+}
+
+export interface ApplicationContainer {
+  applicationId: string;
+  containerName: string;
+  state: ContainerState;
+  /**
+   * The exit code of its last exit, when the engine still tells it (podman
+   * forgets it once the container runs again).
+   */
+  exitCode?: number | undefined;
+  /** Restarts by the engine since the container was created. */
+  restartCount: number;
+  /** Agent's clock, Unix epoch ms; 0 when it never crashed. */
+  lastCrashUnixMs: number;
+  /** When the current state began (start or exit), Unix epoch ms; 0 unknown. */
+  sinceUnixMs: number;
 }
 
 export interface Heartbeat {
@@ -412,6 +518,7 @@ export interface Job {
     | { $case: "reboot"; reboot: RebootJob }
     | { $case: "routeSync"; routeSync: RouteSyncJob }
     | { $case: "deploy"; deploy: DeployJob }
+    | { $case: "cleanup"; cleanup: CleanupJob }
     | undefined;
   /**
    * W3C trace context (`traceparent`, `tracestate`) of the gateway's span for
@@ -548,6 +655,17 @@ export interface DeployJob_EnvEntry {
   value: string;
 }
 
+/**
+ * An application was deleted (or moved off this server): remove (rm -f) every
+ * container and image labelled relayctl.application=<application_id>. COMPLETED
+ * with a CleanupReport when nothing is left; FAILED when something could not be
+ * removed (stderr says what).
+ */
+export interface CleanupJob {
+  applicationId: string;
+  deadlineSeconds: number;
+}
+
 export interface GitSource {
   /** https://, ssh:// or scp-like URL, or a local path. */
   repository: string;
@@ -612,6 +730,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         break;
       case "proxyStatus":
         ProxyStatus.encode(message.msg.proxyStatus, writer.uint32(58).fork()).join();
+        break;
+      case "containerReport":
+        ContainerReport.encode(message.msg.containerReport, writer.uint32(66).fork()).join();
         break;
     }
     return writer;
@@ -689,6 +810,17 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             message.msg = { $case: "proxyStatus", proxyStatus: ProxyStatus.decode(reader, reader.uint32()) };
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.msg = {
+              $case: "containerReport",
+              containerReport: ContainerReport.decode(reader, reader.uint32()),
+            };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -733,7 +865,17 @@ export const AgentMessage: MessageFns<AgentMessage> = {
                                   $case: "proxyStatus",
                                   proxyStatus: ProxyStatus.fromJSON(object.proxy_status),
                                 }
-                              : undefined,
+                              : isSet(object.containerReport)
+                                ? {
+                                    $case: "containerReport",
+                                    containerReport: ContainerReport.fromJSON(object.containerReport),
+                                  }
+                                : isSet(object.container_report)
+                                  ? {
+                                      $case: "containerReport",
+                                      containerReport: ContainerReport.fromJSON(object.container_report),
+                                    }
+                                  : undefined,
     };
   },
 
@@ -753,6 +895,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.engineStatus = EngineStatus.toJSON(message.msg.engineStatus);
     } else if (message.msg?.$case === "proxyStatus") {
       obj.proxyStatus = ProxyStatus.toJSON(message.msg.proxyStatus);
+    } else if (message.msg?.$case === "containerReport") {
+      obj.containerReport = ContainerReport.toJSON(message.msg.containerReport);
     }
     return obj;
   },
@@ -810,6 +954,15 @@ export const AgentMessage: MessageFns<AgentMessage> = {
           message.msg = {
             $case: "proxyStatus",
             proxyStatus: ProxyStatus.fromPartial(object.msg.proxyStatus),
+          };
+        }
+        break;
+      }
+      case "containerReport": {
+        if (object.msg?.containerReport !== undefined && object.msg?.containerReport !== null) {
+          message.msg = {
+            $case: "containerReport",
+            containerReport: ContainerReport.fromPartial(object.msg.containerReport),
           };
         }
         break;
@@ -1325,6 +1478,9 @@ export const JobResult: MessageFns<JobResult> = {
       case "deploy":
         DeployReport.encode(message.detail.deploy, writer.uint32(74).fork()).join();
         break;
+      case "cleanup":
+        CleanupReport.encode(message.detail.cleanup, writer.uint32(82).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1417,6 +1573,14 @@ export const JobResult: MessageFns<JobResult> = {
             message.detail = { $case: "deploy", deploy: DeployReport.decode(reader, reader.uint32()) };
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.detail = { $case: "cleanup", cleanup: CleanupReport.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1456,7 +1620,9 @@ export const JobResult: MessageFns<JobResult> = {
           ? { $case: "routeSync", routeSync: RouteSyncReport.fromJSON(object.route_sync) }
           : isSet(object.deploy)
             ? { $case: "deploy", deploy: DeployReport.fromJSON(object.deploy) }
-            : undefined,
+            : isSet(object.cleanup)
+              ? { $case: "cleanup", cleanup: CleanupReport.fromJSON(object.cleanup) }
+              : undefined,
     };
   },
 
@@ -1487,6 +1653,8 @@ export const JobResult: MessageFns<JobResult> = {
       obj.routeSync = RouteSyncReport.toJSON(message.detail.routeSync);
     } else if (message.detail?.$case === "deploy") {
       obj.deploy = DeployReport.toJSON(message.detail.deploy);
+    } else if (message.detail?.$case === "cleanup") {
+      obj.cleanup = CleanupReport.toJSON(message.detail.cleanup);
     }
     return obj;
   },
@@ -1519,7 +1687,126 @@ export const JobResult: MessageFns<JobResult> = {
         }
         break;
       }
+      case "cleanup": {
+        if (object.detail?.cleanup !== undefined && object.detail?.cleanup !== null) {
+          message.detail = { $case: "cleanup", cleanup: CleanupReport.fromPartial(object.detail.cleanup) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseCleanupReport(): CleanupReport {
+  return { applicationId: "", removedContainers: [], removedImages: [] };
+}
+
+export const CleanupReport: MessageFns<CleanupReport> = {
+  encode(message: CleanupReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applicationId !== "") {
+      writer.uint32(10).string(message.applicationId);
+    }
+    for (const v of message.removedContainers) {
+      writer.uint32(18).string(v!);
+    }
+    for (const v of message.removedImages) {
+      writer.uint32(26).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CleanupReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCleanupReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.removedContainers.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.removedImages.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CleanupReport {
+    return {
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      removedContainers: globalThis.Array.isArray(object?.removedContainers)
+        ? object.removedContainers.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.removed_containers)
+          ? object.removed_containers.map((e: any) => globalThis.String(e))
+          : [],
+      removedImages: globalThis.Array.isArray(object?.removedImages)
+        ? object.removedImages.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.removed_images)
+          ? object.removed_images.map((e: any) => globalThis.String(e))
+          : [],
+    };
+  },
+
+  toJSON(message: CleanupReport): unknown {
+    const obj: any = {};
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.removedContainers?.length) {
+      obj.removedContainers = message.removedContainers;
+    }
+    if (message.removedImages?.length) {
+      obj.removedImages = message.removedImages;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CleanupReport>, I>>(base?: I): CleanupReport {
+    return CleanupReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CleanupReport>, I>>(object: I): CleanupReport {
+    const message = createBaseCleanupReport();
+    message.applicationId = object.applicationId ?? "";
+    message.removedContainers = object.removedContainers?.map((e) => e) || [];
+    message.removedImages = object.removedImages?.map((e) => e) || [];
     return message;
   },
 };
@@ -1806,6 +2093,274 @@ export const RouteOutcome: MessageFns<RouteOutcome> = {
     message.fqdns = object.fqdns?.map((e) => e) || [];
     message.upstream = object.upstream ?? "";
     message.error = object.error ?? "";
+    return message;
+  },
+};
+
+function createBaseContainerReport(): ContainerReport {
+  return { applications: [] };
+}
+
+export const ContainerReport: MessageFns<ContainerReport> = {
+  encode(message: ContainerReport, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.applications) {
+      ApplicationContainer.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContainerReport {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContainerReport();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applications.push(ApplicationContainer.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContainerReport {
+    return {
+      applications: globalThis.Array.isArray(object?.applications)
+        ? object.applications.map((e: any) => ApplicationContainer.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: ContainerReport): unknown {
+    const obj: any = {};
+    if (message.applications?.length) {
+      obj.applications = message.applications.map((e) => ApplicationContainer.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContainerReport>, I>>(base?: I): ContainerReport {
+    return ContainerReport.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContainerReport>, I>>(object: I): ContainerReport {
+    const message = createBaseContainerReport();
+    message.applications = object.applications?.map((e) => ApplicationContainer.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseApplicationContainer(): ApplicationContainer {
+  return {
+    applicationId: "",
+    containerName: "",
+    state: 0,
+    exitCode: undefined,
+    restartCount: 0,
+    lastCrashUnixMs: 0,
+    sinceUnixMs: 0,
+  };
+}
+
+export const ApplicationContainer: MessageFns<ApplicationContainer> = {
+  encode(message: ApplicationContainer, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applicationId !== "") {
+      writer.uint32(10).string(message.applicationId);
+    }
+    if (message.containerName !== "") {
+      writer.uint32(18).string(message.containerName);
+    }
+    if (message.state !== 0) {
+      writer.uint32(24).int32(message.state);
+    }
+    if (message.exitCode !== undefined) {
+      writer.uint32(32).int32(message.exitCode);
+    }
+    if (message.restartCount !== 0) {
+      writer.uint32(40).uint32(message.restartCount);
+    }
+    if (message.lastCrashUnixMs !== 0) {
+      writer.uint32(48).uint64(message.lastCrashUnixMs);
+    }
+    if (message.sinceUnixMs !== 0) {
+      writer.uint32(56).uint64(message.sinceUnixMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ApplicationContainer {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseApplicationContainer();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.containerName = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.exitCode = reader.int32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.restartCount = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastCrashUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.sinceUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ApplicationContainer {
+    return {
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      containerName: isSet(object.containerName)
+        ? globalThis.String(object.containerName)
+        : isSet(object.container_name)
+          ? globalThis.String(object.container_name)
+          : "",
+      state: isSet(object.state) ? containerStateFromJSON(object.state) : 0,
+      exitCode: isSet(object.exitCode)
+        ? globalThis.Number(object.exitCode)
+        : isSet(object.exit_code)
+          ? globalThis.Number(object.exit_code)
+          : undefined,
+      restartCount: isSet(object.restartCount)
+        ? globalThis.Number(object.restartCount)
+        : isSet(object.restart_count)
+          ? globalThis.Number(object.restart_count)
+          : 0,
+      lastCrashUnixMs: isSet(object.lastCrashUnixMs)
+        ? globalThis.Number(object.lastCrashUnixMs)
+        : isSet(object.last_crash_unix_ms)
+          ? globalThis.Number(object.last_crash_unix_ms)
+          : 0,
+      sinceUnixMs: isSet(object.sinceUnixMs)
+        ? globalThis.Number(object.sinceUnixMs)
+        : isSet(object.since_unix_ms)
+          ? globalThis.Number(object.since_unix_ms)
+          : 0,
+    };
+  },
+
+  toJSON(message: ApplicationContainer): unknown {
+    const obj: any = {};
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.containerName !== "") {
+      obj.containerName = message.containerName;
+    }
+    if (message.state !== 0) {
+      obj.state = containerStateToJSON(message.state);
+    }
+    if (message.exitCode !== undefined) {
+      obj.exitCode = Math.round(message.exitCode);
+    }
+    if (message.restartCount !== 0) {
+      obj.restartCount = Math.round(message.restartCount);
+    }
+    if (message.lastCrashUnixMs !== 0) {
+      obj.lastCrashUnixMs = Math.round(message.lastCrashUnixMs);
+    }
+    if (message.sinceUnixMs !== 0) {
+      obj.sinceUnixMs = Math.round(message.sinceUnixMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ApplicationContainer>, I>>(base?: I): ApplicationContainer {
+    return ApplicationContainer.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ApplicationContainer>, I>>(object: I): ApplicationContainer {
+    const message = createBaseApplicationContainer();
+    message.applicationId = object.applicationId ?? "";
+    message.containerName = object.containerName ?? "";
+    message.state = object.state ?? 0;
+    message.exitCode = object.exitCode ?? undefined;
+    message.restartCount = object.restartCount ?? 0;
+    message.lastCrashUnixMs = object.lastCrashUnixMs ?? 0;
+    message.sinceUnixMs = object.sinceUnixMs ?? 0;
     return message;
   },
 };
@@ -2898,6 +3453,9 @@ export const Job: MessageFns<Job> = {
       case "deploy":
         DeployJob.encode(message.kind.deploy, writer.uint32(66).fork()).join();
         break;
+      case "cleanup":
+        CleanupJob.encode(message.kind.cleanup, writer.uint32(90).fork()).join();
+        break;
     }
     globalThis.Object.entries(message.traceContext).forEach(([key, value]: [string, string]) => {
       Job_TraceContextEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
@@ -2991,6 +3549,14 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "deploy", deploy: DeployJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.kind = { $case: "cleanup", cleanup: CleanupJob.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 9: {
             if (tag !== 74) {
               break;
@@ -3055,7 +3621,9 @@ export const Job: MessageFns<Job> = {
                         ? { $case: "routeSync", routeSync: RouteSyncJob.fromJSON(object.route_sync) }
                         : isSet(object.deploy)
                           ? { $case: "deploy", deploy: DeployJob.fromJSON(object.deploy) }
-                          : undefined,
+                          : isSet(object.cleanup)
+                            ? { $case: "cleanup", cleanup: CleanupJob.fromJSON(object.cleanup) }
+                            : undefined,
       traceContext: isObject(object.traceContext)
         ? (globalThis.Object.entries(object.traceContext) as [string, any][]).reduce(
             (acc: { [key: string]: string }, [key, value]: [string, any]) => {
@@ -3110,6 +3678,8 @@ export const Job: MessageFns<Job> = {
       obj.routeSync = RouteSyncJob.toJSON(message.kind.routeSync);
     } else if (message.kind?.$case === "deploy") {
       obj.deploy = DeployJob.toJSON(message.kind.deploy);
+    } else if (message.kind?.$case === "cleanup") {
+      obj.cleanup = CleanupJob.toJSON(message.kind.cleanup);
     }
     if (message.traceContext) {
       const entries = globalThis.Object.entries(message.traceContext) as [string, string][];
@@ -3178,6 +3748,12 @@ export const Job: MessageFns<Job> = {
       case "deploy": {
         if (object.kind?.deploy !== undefined && object.kind?.deploy !== null) {
           message.kind = { $case: "deploy", deploy: DeployJob.fromPartial(object.kind.deploy) };
+        }
+        break;
+      }
+      case "cleanup": {
+        if (object.kind?.cleanup !== undefined && object.kind?.cleanup !== null) {
+          message.kind = { $case: "cleanup", cleanup: CleanupJob.fromPartial(object.kind.cleanup) };
         }
         break;
       }
@@ -4616,6 +5192,99 @@ export const DeployJob_EnvEntry: MessageFns<DeployJob_EnvEntry> = {
     const message = createBaseDeployJob_EnvEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseCleanupJob(): CleanupJob {
+  return { applicationId: "", deadlineSeconds: 0 };
+}
+
+export const CleanupJob: MessageFns<CleanupJob> = {
+  encode(message: CleanupJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.applicationId !== "") {
+      writer.uint32(10).string(message.applicationId);
+    }
+    if (message.deadlineSeconds !== 0) {
+      writer.uint32(16).uint32(message.deadlineSeconds);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CleanupJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCleanupJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.applicationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.deadlineSeconds = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CleanupJob {
+    return {
+      applicationId: isSet(object.applicationId)
+        ? globalThis.String(object.applicationId)
+        : isSet(object.application_id)
+          ? globalThis.String(object.application_id)
+          : "",
+      deadlineSeconds: isSet(object.deadlineSeconds)
+        ? globalThis.Number(object.deadlineSeconds)
+        : isSet(object.deadline_seconds)
+          ? globalThis.Number(object.deadline_seconds)
+          : 0,
+    };
+  },
+
+  toJSON(message: CleanupJob): unknown {
+    const obj: any = {};
+    if (message.applicationId !== "") {
+      obj.applicationId = message.applicationId;
+    }
+    if (message.deadlineSeconds !== 0) {
+      obj.deadlineSeconds = Math.round(message.deadlineSeconds);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CleanupJob>, I>>(base?: I): CleanupJob {
+    return CleanupJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CleanupJob>, I>>(object: I): CleanupJob {
+    const message = createBaseCleanupJob();
+    message.applicationId = object.applicationId ?? "";
+    message.deadlineSeconds = object.deadlineSeconds ?? 0;
     return message;
   },
 };
