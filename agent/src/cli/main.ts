@@ -4,6 +4,9 @@
 import { join } from "node:path";
 import { Command } from "commander";
 import { AgentConnection } from "../connection/agent-connection.js";
+import { bootId } from "../connection/host-info.js";
+import { bootStart } from "../containers/boot-start.js";
+import { ContainerWatcher } from "../containers/watcher.js";
 import { type AgentConfig, ConfigError, gatewayList, loadConfig } from "../config.js";
 import { readAgentFile } from "../enrollment/agent-file.js";
 import { EnrollError, enroll } from "../enrollment/enroll.js";
@@ -81,6 +84,16 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     deploy: cfg.deploy,
     outputCapBytes: cfg.outputCapBytes,
   });
+  // The deployed containers' states (and, after a reboot, their start: containers/boot-start.ts).
+  const containers = new ContainerWatcher({
+    engine: () => {
+      const working = engines.current?.working;
+      return working ? engines.engine(working) : undefined;
+    },
+    log,
+    onFirstLook: bootStart({ stateDir, bootId: bootId(cfg.bootIdFile), log }),
+  });
+  containers.start();
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,
     credential: enrolled.agent_credential,
@@ -89,6 +102,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     agentVersion: AGENT_VERSION,
     dispatcher,
     proxyStatus,
+    containers,
     log,
     bootIdFile: cfg.bootIdFile,
   });
@@ -104,6 +118,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     await connection.stop();
     engines.stop();
     proxyStatus.stop();
+    containers.stop();
     await runner.close();
     await dispatcher.close();
     await stopTracing();

@@ -6,10 +6,18 @@
 // meanwhile; their results wait on disk.
 import { EventEmitter } from "node:events";
 import { Metadata, type ServiceError, status } from "@grpc/grpc-js";
-import type { AgentMessage, EngineStatus, GatewayMessage, ProxyStatus, Welcome } from "@relayctl/proto";
+import type {
+  AgentMessage,
+  ApplicationContainer,
+  EngineStatus,
+  GatewayMessage,
+  ProxyStatus,
+  Welcome,
+} from "@relayctl/proto";
 import { sameStatus } from "../engine/choice.js";
 import { sameProxyStatus } from "../proxy-status/check.js";
 import type { ProxyMonitor } from "../proxy-status/proxy-monitor.js";
+import type { ContainerWatcher } from "../containers/watcher.js";
 import type { Dispatcher } from "../jobs/dispatcher.js";
 import type { Logger } from "../log.js";
 import { Backoff } from "./backoff.js";
@@ -32,6 +40,8 @@ export interface AgentConnectionOptions {
   dispatcher: Dispatcher;
   /** The reverse proxy's status, sent with Hello and on every change; none sent without it. */
   proxyStatus?: ProxyMonitor;
+  /** The deployed containers' states, sent after Welcome and on every change; none sent without it. */
+  containers?: ContainerWatcher;
   log: Logger;
   /** @default /proc/sys/kernel/random/boot_id */
   bootIdFile?: string;
@@ -135,9 +145,16 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
         send({ msg: { $case: "proxyStatus", proxyStatus: proxy } });
       };
       proxyMonitor?.on("change", reportProxy);
+      // The containers' states: the whole report after Welcome, then each change.
+      const watcher = this.options.containers;
+      const reportContainers = (applications: ApplicationContainer[]) => {
+        if (attached) send({ msg: { $case: "containerReport", containerReport: { applications } } });
+      };
+      watcher?.on("change", reportContainers);
       stopReporting = () => {
         dispatcher.engines.off("change", reportEngine);
         proxyMonitor?.off("change", reportProxy);
+        watcher?.off("change", reportContainers);
       };
 
       call.on("data", (message: GatewayMessage) => {
@@ -156,6 +173,8 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
             if (engine) reportEngine(engine);
             const proxy = proxyMonitor?.current;
             if (proxy) reportProxy(proxy);
+            const containers = watcher?.current;
+            if (containers) reportContainers(containers);
             const everyMs = msg.welcome.heartbeatIntervalMs || DEFAULT_HEARTBEAT_MS;
             heartbeat = setInterval(() => {
               send({

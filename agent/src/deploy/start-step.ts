@@ -4,6 +4,15 @@
 // and handed to the engine could be taken by another process before the engine binds it.
 // The application's env: names on argv, values only in the engine CLI's environment
 // (engine/cli-args.ts).
+//
+// Restart policy: `--restart unless-stopped` on both engines, so a crashed app comes back
+// without the agent (issue 29). Docker's daemon restarts it, with its own back-off, and
+// starts it again after a reboot. Podman has no daemon: conmon runs `podman container
+// cleanup` when the container exits, and that applies the policy. Measured here (podman
+// 4.3.1, runc, no systemd): the app's process killed with SIGTERM, the container ran again
+// within 1 s with RestartCount 1 and the same published port. What podman cannot do here is
+// the reboot: that needs its podman-restart.service (systemd), so the agent starts the live
+// containers itself when it starts after a boot (containers/boot-start.ts).
 import { parseInspect } from "../engine/container-facts.js";
 import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
 import { deployLabels } from "./naming.js";
@@ -32,6 +41,7 @@ export async function startContainer(ctx: DeployContext, name: string, image: st
         init: ctx.settings.init,
         network: ctx.settings.network,
         env: job.env,
+        restartPolicy: "unless-stopped",
       },
       callOptions(ctx),
     );

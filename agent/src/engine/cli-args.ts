@@ -76,6 +76,7 @@ function runArgs(spec: RunSpec, names: string[], envFile: string | undefined): s
   const args = ["run", "-d", "--name", spec.name, ...labelArgs(spec.labels)];
   args.push("-p", `127.0.0.1::${spec.containerPort}`);
   if (spec.init) args.push("--init");
+  if (spec.restartPolicy) args.push("--restart", spec.restartPolicy);
   if (spec.network) args.push("--network", spec.network);
   if (envFile) args.push("--env-file", envFile);
   for (const name of names) args.push("--env", name);

@@ -140,6 +140,14 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(["rm", "-f", containerName], opts);
   }
 
+  start(containerName: string, opts: CallOptions): Promise<EngineOutcome> {
+    return this.#cli(["start", containerName], opts);
+  }
+
+  containersWithLabel(key: string, opts: CallOptions): Promise<EngineOutcome> {
+    return this.#cli(["ps", "-a", "--filter", `label=${key}`, "--format", "{{.Names}}"], opts);
+  }
+
   containersByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
     return this.#cli(["ps", "-a", "--filter", `label=${key}=${value}`, "--format", "{{.Names}}"], opts);
   }

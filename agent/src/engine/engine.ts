@@ -61,6 +61,11 @@ export interface RunSpec {
    * values travel in the CLI's environment, which the CLI copies from.
    */
   env: Record<string, string>;
+  /**
+   * `--restart <policy>`: who brings a crashed app back (start-step.ts says why
+   * unless-stopped). Absent: the engine's default, no restart.
+   */
+  restartPolicy?: "unless-stopped";
 }
 
 export interface ContainerEngine {
@@ -93,6 +98,10 @@ export interface ContainerEngine {
   stop(containerName: string, graceSeconds: number, opts: CallOptions): Promise<EngineOutcome>;
   /** `rm -f`: stops (SIGKILL) and removes. */
   remove(containerName: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** `start <name>`: a stopped container runs again (the agent's start at boot, containers/boot-start.ts). */
+  start(containerName: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** Names of all containers (running or not) carrying label `key` (any value), one per line. */
+  containersWithLabel(key: string, opts: CallOptions): Promise<EngineOutcome>;
   /** Names of all containers (running or not) carrying label `key=value`, one per line. */
   containersByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
   /** The last `lines` lines of a container's output (stdout and stderr of the CLI). */

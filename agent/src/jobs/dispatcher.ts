@@ -15,6 +15,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type AgentMessage, type Job, type JobResult, JobStatus } from "@relayctl/proto";
 import type { DeployConfig, ProxyConfig } from "../config.js";
+import { runCleanupJob } from "../containers/cleanup.js";
 import { Deployer } from "../deploy/deployer.js";
 import { unusableReason } from "../engine/choice.js";
 import type { ContainerEngine } from "../engine/engine.js";
@@ -276,6 +277,12 @@ export class Dispatcher {
           return await this.routes.run(job.operationId, job.kind.routeSync);
         case "deploy":
           return this.#watched(await this.deployer.run(job.operationId, job.kind.deploy));
+        case "cleanup": {
+          const d = await this.engines.forJob();
+          if (d.working === undefined) return failedResult(job.operationId, unusableReason(d));
+          const engine = this.engines.engine(d.working);
+          return this.#watched(await runCleanupJob(engine, job.operationId, job.kind.cleanup));
+        }
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
       }

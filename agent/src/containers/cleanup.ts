@@ -1,0 +1,69 @@
+// The CleanupJob: a deleted application leaves nothing on the machine. Every
+// container labelled relayctl.application=<id> is removed (rm -f: stopped and
+// removed at once, as nothing serves through it any more), then every image with
+// the label. Done twice it finds nothing and completes: the control plane sends
+// it again when it cannot know the first one ran (a pending cleanup, re-sent at
+// the agent's next Hello).
+import { type CleanupJob, type JobResult, JobStatus } from "@relayctl/proto";
+import { APPLICATION_LABEL } from "../deploy/naming.js";
+import type { ContainerEngine, EngineOutcome } from "../engine/engine.js";
+import { failedResult } from "../jobs/exec.js";
+
+const DEFAULT_DEADLINE_SECONDS = 120;
+
+const lines = (o: EngineOutcome) =>
+  o.stdout
+    .split("\n")
+    .map((l) => l.trim())
+    .filter(Boolean);
+const ok = (o: EngineOutcome) => o.status === "completed" && o.exitCode === 0;
+
+export async function runCleanupJob(
+  engine: ContainerEngine,
+  operationId: string,
+  job: CleanupJob,
+): Promise<JobResult> {
+  // The control plane sends a UUID; the agent does not trust the wire (it ends up in a filter).
+  if (!/^[0-9a-f-]{8,64}$/i.test(job.applicationId))
+    return failedResult(operationId, "invalid application id");
+  const started = Date.now();
+  const deadline = Date.now() + (job.deadlineSeconds || DEFAULT_DEADLINE_SECONDS) * 1000;
+  const opts = () => ({ deadlineSeconds: Math.max(1, Math.ceil((deadline - Date.now()) / 1000)) });
+  const errors: string[] = [];
+  const removedContainers: string[] = [];
+  const removedImages: string[] = [];
+
+  const ps = await engine.containersByLabel(APPLICATION_LABEL, job.applicationId, opts());
+  if (!ok(ps)) errors.push(`list containers: ${ps.error ?? ps.stderr.trim()}`);
+  for (const name of lines(ps)) {
+    const rm = await engine.remove(name, opts());
+    if (ok(rm)) removedContainers.push(name);
+    else errors.push(`rm ${name}: ${rm.error ?? rm.stderr.trim()}`);
+  }
+  const images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
+  if (!ok(images)) errors.push(`list images: ${images.error ?? images.stderr.trim()}`);
+  // An image tagged twice is listed twice: each tag is removed, the last one removes the image.
+  for (const ref of new Set(lines(images).filter((r) => !r.includes("<none>")))) {
+    const rmi = await engine.removeImage(ref, opts());
+    if (ok(rmi)) removedImages.push(ref);
+    else errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
+  }
+
+  const summary = [
+    ...removedContainers.map((n) => `removed container ${n}`),
+    ...removedImages.map((r) => `removed image ${r}`),
+  ];
+  return {
+    operationId,
+    status: errors.length === 0 ? JobStatus.JOB_STATUS_COMPLETED : JobStatus.JOB_STATUS_FAILED,
+    exitCode: errors.length === 0 ? 0 : 1,
+    stdout: summary.length > 0 ? `${summary.join("\n")}\n` : "nothing left to remove\n",
+    stderr: errors.length > 0 ? `${errors.join("\n")}\n` : "",
+    durationMs: Date.now() - started,
+    error: errors.length > 0 ? "some containers or images could not be removed" : "",
+    detail: {
+      $case: "cleanup",
+      cleanup: { applicationId: job.applicationId, removedContainers, removedImages },
+    },
+  };
+}

@@ -1,0 +1,95 @@
+// Turns successive looks at an application's live container into its reported
+// state (agent.proto ApplicationContainer). The engine restarts a crashed app
+// itself (--restart unless-stopped), often before the next look: a crash is seen
+// as the engine's RestartCount going up, or as an exit the engine did not follow
+// with a restart. Crashes are remembered per container; a new deployment's
+// container starts with a clean slate.
+import { type ApplicationContainer, ContainerState } from "@relayctl/proto";
+import type { ContainerRuntime } from "./runtime.js";
+
+/** A crash loop: this many crashes... */
+export const CRASH_LOOP_COUNT = 3;
+/** ...within this window. */
+export const CRASH_LOOP_WINDOW_MS = 5 * 60_000;
+
+/** How a stop ends a process (exit 0, SIGTERM 143, SIGKILL 137): an exit with one of these is not a crash. */
+const STOP_EXITS = new Set([0, 137, 143]);
+
+interface Track {
+  containerName: string;
+  restartCount: number;
+  /** The exit (finishedAt) already counted, so one exit is one crash. */
+  countedExitAt: number;
+  crashes: number[];
+  lastCrashAt: number;
+}
+
+export class CrashTracker {
+  readonly #tracks = new Map<string, Track>();
+
+  /** The state of each application's live container, seen at `now` (Unix ms). */
+  observe(live: Map<string, ContainerRuntime>, now: number): ApplicationContainer[] {
+    for (const id of this.#tracks.keys()) if (!live.has(id)) this.#tracks.delete(id);
+    return [...live.values()]
+      .sort((a, b) => a.applicationId.localeCompare(b.applicationId))
+      .map((c) => this.#one(c, now));
+  }
+
+  #one(c: ContainerRuntime, now: number): ApplicationContainer {
+    let t = this.#tracks.get(c.applicationId);
+    if (t === undefined || t.containerName !== c.name) {
+      // First sight (the agent started, or a new deployment): restarts from before are
+      // history, dated by the last exit the engine recorded, and not a loop of this look.
+      t = {
+        containerName: c.name,
+        restartCount: c.restartCount,
+        countedExitAt: c.finishedAt,
+        crashes: [],
+        lastCrashAt: c.restartCount > 0 ? c.finishedAt : 0,
+      };
+      this.#tracks.set(c.applicationId, t);
+    }
+    const restarts = c.restartCount - t.restartCount;
+    if (restarts > 0) {
+      for (let i = 0; i < restarts; i++) t.crashes.push(now);
+      t.lastCrashAt = c.finishedAt || now;
+      t.countedExitAt = c.finishedAt;
+    }
+    t.restartCount = c.restartCount;
+    const exited = !["running", "restarting", "stopping", "created", "configured"].includes(c.status);
+    if (exited && c.finishedAt > t.countedExitAt && !STOP_EXITS.has(c.exitCode)) {
+      // An exit the engine did not (yet) restart from.
+      t.crashes.push(now);
+      t.lastCrashAt = c.finishedAt;
+      t.countedExitAt = c.finishedAt;
+    }
+    t.crashes = t.crashes.filter((at) => now - at < CRASH_LOOP_WINDOW_MS);
+    return {
+      applicationId: c.applicationId,
+      containerName: c.name,
+      state: stateOf(c, t.crashes.length >= CRASH_LOOP_COUNT),
+      exitCode: exited || c.status === "restarting" ? c.exitCode : undefined,
+      restartCount: c.restartCount,
+      lastCrashUnixMs: t.lastCrashAt,
+      sinceUnixMs: c.status === "running" ? c.startedAt : c.finishedAt || c.createdAt,
+    };
+  }
+}
+
+function stateOf(c: ContainerRuntime, loop: boolean): ContainerState {
+  if (loop) return ContainerState.CONTAINER_STATE_CRASH_LOOP;
+  switch (c.status) {
+    case "running":
+      return ContainerState.CONTAINER_STATE_RUNNING;
+    case "restarting":
+    case "stopping":
+      return ContainerState.CONTAINER_STATE_RESTARTING;
+    case "created":
+    case "configured":
+      return ContainerState.CONTAINER_STATE_STOPPED;
+    default:
+      return STOP_EXITS.has(c.exitCode)
+        ? ContainerState.CONTAINER_STATE_STOPPED
+        : ContainerState.CONTAINER_STATE_CRASHED;
+  }
+}

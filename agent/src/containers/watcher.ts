@@ -1,0 +1,103 @@
+// Watches the containers the agent deployed and emits ("change") each
+// application's container state when any of it changes; the gateway stream
+// sends it (ContainerReport) after Welcome and on every change.
+//
+// A poll, not the engine's event stream: one `ps -a --filter label=...` every
+// interval (plus one `container inspect` when there are deployed containers)
+// costs one short CLI call on a machine with nothing deployed, survives an
+// engine restart or replacement without a stream to re-open, and reads the same
+// on docker and podman. What a poll cannot miss is counted for it: a crash the
+// engine restarted between two looks shows as its RestartCount going up
+// (crash-tracker.ts). What it loses is the exit code of such a crash (podman
+// resets it when the container runs again).
+import { EventEmitter } from "node:events";
+import type { ApplicationContainer } from "@relayctl/proto";
+import { APPLICATION_LABEL } from "../deploy/naming.js";
+import type { ContainerEngine } from "../engine/engine.js";
+import type { Logger } from "../log.js";
+import { CrashTracker } from "./crash-tracker.js";
+import { type ContainerRuntime, liveContainers, parseRuntime } from "./runtime.js";
+
+const CALL_DEADLINE_SECONDS = 30;
+
+export interface ContainerWatcherOptions {
+  /** The engine to ask, or undefined while the agent has no working one (nothing is polled). */
+  engine: () => ContainerEngine | undefined;
+  log: Logger;
+  /** Poll period (ms). @default 5000 */
+  intervalMs?: number;
+  /** Runs once, on the first successful look (containers/boot-start.ts). */
+  onFirstLook?: (engine: ContainerEngine, containers: ContainerRuntime[]) => Promise<boolean>;
+  /** @default Date.now */
+  now?: () => number;
+}
+
+export class ContainerWatcher extends EventEmitter<{ change: [report: ApplicationContainer[]] }> {
+  readonly #tracker = new CrashTracker();
+  #current: ApplicationContainer[] | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #polling: Promise<void> | undefined;
+  #firstLookDone = false;
+
+  constructor(readonly options: ContainerWatcherOptions) {
+    super();
+  }
+
+  start(): void {
+    if (this.#timer !== undefined) return;
+    void this.poll();
+    this.#timer = setInterval(() => void this.poll(), this.options.intervalMs ?? 5000);
+    this.#timer.unref(); // never what keeps the agent alive
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** The last look's report; undefined until one succeeded. */
+  get current(): ApplicationContainer[] | undefined {
+    return this.#current;
+  }
+
+  /** Looks now; a look already running is shared. */
+  poll(): Promise<void> {
+    this.#polling ??= this.#look()
+      .catch((err) => this.options.log.warn({ err }, "container watch failed"))
+      .finally(() => {
+        this.#polling = undefined;
+      });
+    return this.#polling;
+  }
+
+  async #look(): Promise<void> {
+    const engine = this.options.engine();
+    if (engine === undefined) return;
+    let all = await this.#containers(engine);
+    if (all === undefined) return;
+    if (!this.#firstLookDone) {
+      this.#firstLookDone = true;
+      if (await this.options.onFirstLook?.(engine, all)) all = (await this.#containers(engine)) ?? all;
+    }
+    const report = this.#tracker.observe(liveContainers(all), (this.options.now ?? Date.now)());
+    if (JSON.stringify(report) === JSON.stringify(this.#current)) return;
+    this.#current = report;
+    this.emit("change", report);
+  }
+
+  /** Every labelled container, or undefined when the engine did not answer. */
+  async #containers(engine: ContainerEngine): Promise<ContainerRuntime[] | undefined> {
+    const opts = { deadlineSeconds: CALL_DEADLINE_SECONDS };
+    const ps = await engine.containersWithLabel(APPLICATION_LABEL, opts);
+    if (ps.status !== "completed" || ps.exitCode !== 0) return undefined;
+    const names = ps.stdout
+      .split("\n")
+      .map((n) => n.trim())
+      .filter(Boolean);
+    if (names.length === 0) return [];
+    // A container removed between the two calls makes inspect exit non-zero; the others are still printed.
+    const inspected = await engine.inspect(names, CALL_DEADLINE_SECONDS);
+    if (inspected.status !== "completed") return undefined;
+    return parseRuntime(inspected.stdout);
+  }
+}
