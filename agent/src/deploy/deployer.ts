@@ -1,15 +1,23 @@
-// The agent's deployments: one SerialQueues turn per application (deployments
-// of one application in the order received; the turn lasts until the old
-// container is retired), the engine checked and chosen at the start of each turn,
-// and progress handed to the dispatcher's emit. run() resolves with the
-// JobResult as soon as the pipeline has one (after the switch, or at the
-// failure), while retire goes on in the background.
+// The agent's deployments: one SerialQueues turn per application, held from
+// the start of a deployment up to its result (after the switch, or at the
+// failure), in the order received; the engine checked and chosen at the start
+// of each turn, and progress handed to the dispatcher's emit. run() resolves
+// with the JobResult as soon as the pipeline has one. The retire goes on in
+// the background, outside the turn: the next deployment of the application
+// starts while the old container drains (issue 29: back-to-back deploys waited
+// ~5 s for it). Retires of one application run their removals one at a time
+// (retire.ts removes only what its deployment listed); the image prune takes a
+// turn of its own, so it never runs between another deployment's build and start.
+// A deployment that waits for its turn says so in its log ("queue" step), with times.
 import type { DeployJob, JobProgress, JobResult } from "@relayctl/proto";
 import type { ContainerEngine } from "../engine/engine.js";
 import { failedResult } from "../jobs/exec.js";
 import type { DeploySettings } from "./context.js";
 import { runDeployment } from "./pipeline.js";
 import { SerialQueues } from "./queue.js";
+import { StepRecorder } from "./recorder.js";
+import { type RetirePlan, drain, pruneImages, removeOld, stamp } from "./retire.js";
+import { jobSecrets } from "./secrets.js";
 import type { SwitchTarget } from "./switch-step.js";
 
 export interface DeployerOptions {
@@ -29,7 +37,13 @@ export interface DeployerOptions {
 }
 
 export class Deployer {
-  readonly #queues = new SerialQueues();
+  /** Deployments up to their result, and image prunes: one at a time per application. */
+  readonly #turns = new SerialQueues();
+  /** Retires' container removals: one at a time per application. */
+  readonly #removals = new SerialQueues();
+  /** What last took each application's turn and has not ended: named in a waiting line. */
+  readonly #holder = new Map<string, string>();
+  readonly #retiring = new Set<Promise<void>>();
 
   constructor(readonly options: DeployerOptions) {}
 
@@ -41,27 +55,91 @@ export class Deployer {
         resolve(r);
       };
       const o = this.options;
-      const turn = async () => {
+      const rec = new StepRecorder(operationId, jobSecrets(job), o.emit, o.logCapBytes);
+      let engine: ContainerEngine | undefined;
+      const deployment = async () => {
         const engineProblem = await o.engineProblem?.();
+        engine = o.engine();
         const deps = {
-          engine: o.engine(),
+          engine,
           engineProblem,
           settings: o.settings,
           target: o.target,
           emit: o.emit,
           logCapBytes: o.logCapBytes,
         };
-        return runDeployment(operationId, job, deps, onResult);
+        return runDeployment(operationId, job, deps, onResult, rec);
       };
-      void this.#queues.run(job.applicationId, turn).catch((err) => {
-        o.onError?.(err);
-        if (!sent) resolve(failedResult(operationId, `agent error: ${(err as Error).message}`));
-      });
+      const where = { rec, step: "queue" as const, begin: true };
+      void this.#turn(job.applicationId, `deployment ${job.deploymentId}`, where, deployment).then(
+        (plan) => {
+          if (plan && engine) this.#background(this.#retire(engine, rec, plan));
+        },
+        (err) => {
+          o.onError?.(err);
+          if (!sent) resolve(failedResult(operationId, `agent error: ${(err as Error).message}`));
+        },
+      );
     });
   }
 
   /** Resolves when every deployment taken so far has ended, retire included. */
-  idle(): Promise<void> {
-    return this.#queues.idle();
+  async idle(): Promise<void> {
+    while (this.#retiring.size > 0) await Promise.all([...this.#retiring]);
+    await this.#turns.idle();
+  }
+
+  /**
+   * Runs `task` in the application's turn. When the turn is held, a line says by
+   * what and since when, and one more when the turn comes; `where.begin` opens
+   * the step for them (a deployment's "queue"), else they go to a running step.
+   */
+  #turn<T>(
+    applicationId: string,
+    label: string,
+    where: { rec: StepRecorder; step: "queue" | "retire"; begin: boolean },
+    task: () => Promise<T>,
+  ): Promise<T> {
+    const ahead = this.#holder.get(applicationId);
+    this.#holder.set(applicationId, label);
+    const since = Date.now();
+    if (ahead !== undefined) {
+      const line = `${stamp(since)} waiting for ${ahead} to finish`;
+      if (where.begin) where.rec.begin(where.step, line);
+      else where.rec.log(where.step, line);
+    }
+    const run = this.#turns.run(applicationId, async () => {
+      if (ahead !== undefined) {
+        const line = `${stamp()} ${ahead} finished; waited ${((Date.now() - since) / 1000).toFixed(1)} s`;
+        if (where.begin) where.rec.succeed(where.step, line);
+        else where.rec.log(where.step, line);
+      }
+      return task();
+    });
+    const release = () => {
+      if (this.#holder.get(applicationId) === label) this.#holder.delete(applicationId);
+    };
+    void run.then(release, release);
+    return run;
+  }
+
+  /** Drain, removal (in order with the application's other retires), then the image prune in a turn. */
+  async #retire(engine: ContainerEngine, rec: StepRecorder, plan: RetirePlan): Promise<void> {
+    try {
+      await drain(rec, plan);
+      const removed = await this.#removals.run(plan.applicationId, () => removeOld(engine, rec, plan));
+      if (!removed) return;
+      const where = { rec, step: "retire" as const, begin: false };
+      const label = `the image cleanup of deployment ${plan.deploymentId}`;
+      await this.#turn(plan.applicationId, label, where, () => pruneImages(engine, rec, plan));
+      rec.succeed("retire", `${stamp()} retired`);
+    } catch (err) {
+      rec.fail("retire", `agent error: ${(err as Error).message}`);
+    }
+  }
+
+  #background(work: Promise<void>): void {
+    this.#retiring.add(work);
+    void work.finally(() => this.#retiring.delete(work));
   }
 }

@@ -1,8 +1,9 @@
 // One deployment, start to end (DESIGN.md "Deployments"): fetch → build →
 // start → health_check → switch, then the result goes out (COMPLETED: the new
-// version serves), then retire after the drain, still inside the application's
-// turn (deployer.ts). Any failure, or the job's deadline, stops the pipeline:
-// the CLI child running is killed, the new container is removed, the old one
+// version serves) and the retire step begins; its work (drain, stop, remove)
+// is handed back as a RetirePlan that deployer.ts runs outside the
+// application's turn, so the next deployment does not wait for it. Any
+// failure, or the job's deadline, stops the pipeline: the CLI child running is killed, the new container is removed, the old one
 // keeps serving (the route only moves at the switch, and nothing can fail after
 // it). Results: FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1,
 // "deadline passed during <step>"), with failed_step in the DeployReport.
@@ -17,7 +18,7 @@ import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
 import { completed, ended, summary } from "./result.js";
 import { jobSecrets } from "./secrets.js";
-import { currentContainers, retireOld } from "./retire.js";
+import { type RetirePlan, currentContainers, stamp } from "./retire.js";
 import { startContainer } from "./start-step.js";
 import { type SwitchTarget, switchRoute } from "./switch-step.js";
 
@@ -51,18 +52,20 @@ export interface State {
 }
 
 /**
- * Runs the deployment; `onResult` is called exactly once (right after the switch,
- * or at the failure). The promise settles when retire has ended too.
+ * Runs the deployment up to its result; `onResult` is called exactly once (right
+ * after the switch, or at the failure). Resolves then, with the retire still to
+ * do after a switch (its step has begun), undefined after a failure. `rec` is
+ * the deployment's record when the caller began it (a queue wait logged).
  */
 export async function runDeployment(
   operationId: string,
   job: DeployJob,
   deps: PipelineDeps,
   onResult: (result: JobResult) => void,
-): Promise<void> {
+  rec = new StepRecorder(operationId, jobSecrets(job), deps.emit, deps.logCapBytes),
+): Promise<RetirePlan | undefined> {
   const startedAt = Date.now();
   const secrets = jobSecrets(job);
-  const rec = new StepRecorder(operationId, secrets, deps.emit, deps.logCapBytes);
   const deadlineMs = Number(job.deadlineUnixMs) || startedAt + DEFAULT_DEADLINE_MS;
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), Math.max(0, deadlineMs - Date.now()));
@@ -108,20 +111,26 @@ export async function runDeployment(
     const removal = state.started ? await removeNew(ctx, state.name) : "";
     rec.fail(step, [timedOut ? "deadline passed" : message(err), removal].filter(Boolean).join("\n"));
     onResult(ended(operationId, timedOut, rec.scrub(reason), report(step), startedAt));
-    return;
+    return undefined;
   }
   clearTimeout(timer);
-  rec.begin("retire", state.previous.length > 0 ? `old: ${state.previous.join(", ")}` : "");
+  const old = state.previous.filter((n) => n !== state.name);
+  rec.begin(
+    "retire",
+    old.length > 0
+      ? `${stamp()} old: ${old.join(", ")}; retired in the background after a ${deps.settings.drainSeconds} s drain (the next deployment does not wait for it)`
+      : "",
+  );
   onResult(completed(operationId, rec.scrub(summary(job, state, deps)), report(""), startedAt));
-  await retireOld(
-    deps.engine,
-    rec,
-    job.applicationId,
-    state.name,
-    state.image,
-    deps.settings.drainSeconds,
+  return {
+    applicationId: job.applicationId,
+    deploymentId: job.deploymentId,
+    keep: state.name,
+    keepImage: state.image,
+    old,
+    drainSeconds: deps.settings.drainSeconds,
     secrets,
-  ).catch((err) => rec.fail("retire", `agent error: ${message(err)}`));
+  };
 }
 
 async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Promise<void> {

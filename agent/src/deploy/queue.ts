@@ -1,7 +1,7 @@
 // Deployments of one application run one at a time, in the order the agent
 // received them (DESIGN.md "Deployments"); different applications do not wait
 // for each other. A task holds its application's turn until the promise it
-// returns settles, which for a deployment includes retiring the old container.
+// returns settles: for a deployment, its result (deployer.ts retires after it).
 
 export class SerialQueues {
   readonly #tails = new Map<string, Promise<void>>();

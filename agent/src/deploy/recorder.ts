@@ -6,7 +6,8 @@
 import { type CommitInfo, type DeployStep, DeployStepStatus, type JobProgress } from "@relayctl/proto";
 import { SecretMatcher, scrubText } from "../runner/scrubber.js";
 
-export type StepName = "fetch" | "build" | "start" | "health_check" | "switch" | "retire";
+/** "queue": the wait for the application's turn, there only when the deployment waited. */
+export type StepName = "queue" | "fetch" | "build" | "start" | "health_check" | "switch" | "retire";
 
 const TRUNCATED = "\n[log truncated]\n";
 

@@ -1,8 +1,10 @@
-// The retire step, after the result went out: the old containers keep serving
-// requests that were in flight for the drain period, then every container
-// labelled with the application except the new one is stopped and removed.
-// The previous image stays (a rollback needs no rebuild); older images the
-// pipeline built for the application are removed, best effort.
+// The retire step, after the result went out and outside the application's
+// deploy turn (deployer.ts): the old containers keep serving requests that were
+// in flight for the drain period, then the containers the deployment found
+// before its start step (never "every container but mine": a later deployment
+// may have started its own since) are stopped and removed. The previous image
+// stays (a rollback needs no rebuild); older images the pipeline built for the
+// application are removed, best effort.
 import { setTimeout as delay } from "node:timers/promises";
 import type { CallOptions, ContainerEngine } from "../engine/engine.js";
 import { outputOf } from "./context.js";
@@ -13,66 +15,88 @@ import type { StepRecorder } from "./recorder.js";
 const CALL: CallOptions = { deadlineSeconds: 60 };
 const STOP_GRACE_SECONDS = 10;
 
-export async function retireOld(
+/** What a deployment that switched hands to its retire. */
+export interface RetirePlan {
+  applicationId: string;
+  deploymentId: string;
+  /** The new container and its image: never touched. */
+  keep: string;
+  keepImage: string;
+  /** The application's containers listed before the start step (the new one excluded). */
+  old: string[];
+  drainSeconds: number;
+  secrets: string[];
+}
+
+/** An ISO time for log lines that must say when (the log's own times are per step). */
+export const stamp = (at = Date.now()) => new Date(at).toISOString();
+
+/** Waits out the drain of the old containers (they still serve what was in flight). */
+export async function drain(rec: StepRecorder, plan: RetirePlan): Promise<void> {
+  if (plan.old.length === 0 || plan.drainSeconds <= 0) return;
+  rec.log("retire", `${stamp()} draining for ${plan.drainSeconds} s`);
+  await delay(plan.drainSeconds * 1000);
+}
+
+/**
+ * Stops and removes the old containers that are still there (an earlier retire
+ * may have removed some: a container that is gone is not a failure). True when
+ * the retire goes on to the image prune; false when it ended here: nothing to
+ * retire (step succeeded), or a container that could not be removed (step
+ * failed; still labelled, it is on the next deployment's list to retire).
+ */
+export async function removeOld(
   engine: ContainerEngine,
   rec: StepRecorder,
-  applicationId: string,
-  keep: string,
-  keepImage: string,
-  drainSeconds: number,
-  secrets: string[],
-): Promise<void> {
-  const opts = { ...CALL, secrets };
-  if (drainSeconds > 0) {
-    rec.log("retire", `draining for ${drainSeconds} s`);
-    await delay(drainSeconds * 1000);
+  plan: RetirePlan,
+): Promise<boolean> {
+  if (plan.old.length === 0) {
+    rec.succeed("retire", "no old container to retire");
+    return false;
   }
-  const listed = await engine.containersByLabel(APPLICATION_LABEL, applicationId, opts);
+  const opts = { ...CALL, secrets: plan.secrets };
+  const listed = await engine.containersByLabel(APPLICATION_LABEL, plan.applicationId, opts);
   if (listed.status !== "completed" || listed.exitCode !== 0) {
     rec.fail("retire", `cannot list the application's containers: ${outputOf(listed) || listed.error}`);
-    return;
+    return false;
   }
-  const old = listed.stdout
-    .split("\n")
-    .map((s) => s.trim())
-    .filter((n) => n && n !== keep);
-  if (old.length === 0) {
-    rec.succeed("retire", "no old container to retire");
-    return;
-  }
+  const present = new Set(lines(listed.stdout));
+  const old = plan.old.filter((n) => n !== plan.keep && present.has(n));
   const failures: string[] = [];
   for (const name of old) {
     await engine.stop(name, STOP_GRACE_SECONDS, opts);
     const rm = await engine.remove(name, opts);
-    if (rm.status === "completed" && rm.exitCode === 0) rec.log("retire", `removed ${name}`);
+    if (rm.status === "completed" && rm.exitCode === 0) rec.log("retire", `${stamp()} removed ${name}`);
     else failures.push(`${name}: ${outputOf(rm).trim() || rm.error}`);
   }
   if (failures.length > 0) {
     rec.fail("retire", `could not remove ${failures.join("; ")}`);
-    return;
+    return false;
   }
-  rec.log("retire", `retired ${old.join(", ")}`);
-  await pruneImages(engine, rec, applicationId, keepImage, opts);
-  rec.succeed("retire");
+  rec.log("retire", old.length > 0 ? `retired ${old.join(", ")}` : "the old containers were already gone");
+  return true;
 }
 
 /** "localhost/relayctl/x:1" (podman) and "relayctl/x:1" name one image. */
 const bare = (ref: string) => ref.replace(/^(localhost|docker\.io)\//, "");
 
-/** Removes the application's built images but the new one and the newest other (the rollback). */
-async function pruneImages(
+/**
+ * Removes the application's built images but the new one and the newest other
+ * (the rollback). Runs inside the application's deploy turn: between a build
+ * and its start an image is used by no container yet, and only the turn keeps
+ * a prune away from it. An image a container uses is refused by the engine.
+ */
+export async function pruneImages(
   engine: ContainerEngine,
   rec: StepRecorder,
-  applicationId: string,
-  keepImage: string,
-  opts: CallOptions,
+  plan: RetirePlan,
 ): Promise<void> {
-  const listed = await engine.imagesByLabel(APPLICATION_LABEL, applicationId, opts);
+  const opts = { ...CALL, secrets: plan.secrets };
+  const listed = await engine.imagesByLabel(APPLICATION_LABEL, plan.applicationId, opts);
   if (listed.status !== "completed" || listed.exitCode !== 0) return;
-  const others = listed.stdout
-    .split("\n")
-    .map((s) => s.trim())
-    .filter((ref) => ref && !ref.includes("<none>") && bare(ref) !== bare(keepImage));
+  const others = lines(listed.stdout).filter(
+    (ref) => !ref.includes("<none>") && bare(ref) !== bare(plan.keepImage),
+  );
   for (const ref of others.slice(1)) {
     const o = await engine.removeImage(ref, opts);
     // An image still used by a container the engine keeps (stopped by hand...) stays: best effort.
@@ -80,17 +104,18 @@ async function pruneImages(
   }
 }
 
-/** The running containers of the application before this deployment (the first is reported). */
+/** The containers of the application before this deployment (the first is reported). */
 export async function currentContainers(
   engine: ContainerEngine,
   applicationId: string,
   opts: CallOptions,
 ): Promise<string[]> {
   const o = await engine.containersByLabel(APPLICATION_LABEL, applicationId, opts);
-  return o.status === "completed" && o.exitCode === 0
-    ? o.stdout
-        .split("\n")
-        .map((s) => s.trim())
-        .filter(Boolean)
-    : [];
+  return o.status === "completed" && o.exitCode === 0 ? lines(o.stdout) : [];
 }
+
+const lines = (text: string) =>
+  text
+    .split("\n")
+    .map((s) => s.trim())
+    .filter(Boolean);
