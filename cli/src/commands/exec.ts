@@ -2,7 +2,7 @@
 // stdout and stderr to the matching streams and exits with its exit code, like
 // ssh; a command still running at --timeout exits 124 naming its operation.
 import type { Command } from "commander";
-import { collect, ctxOf, serverId } from "../context.js";
+import { application, collect, ctxOf, serverId } from "../context.js";
 import { CliError, EXIT, usageError } from "../errors.js";
 import { emit, printFields } from "../output.js";
 
@@ -79,15 +79,24 @@ export function registerExec(program: Command): void {
     });
 
   program
-    .command("restart <server> <container>")
-    .description("restart a container on a server (docker/podman restart)")
+    .command("restart <app-or-server> [container]")
+    .description(
+      "restart an application's live container (by application name or id), or a container on a server",
+    )
     .option("--run-id <id>", "group this operation with others of one run")
-    .addHelpText("after", "\nExample:\n  relayctl restart web-1 shop-web")
-    .action(async (server: string, container: string, o: { runId?: string }, cmd: Command) => {
+    .addHelpText("after", "\nExamples:\n  relayctl restart shop\n  relayctl restart web-1 shop-web")
+    .action(async (first: string, container: string | undefined, o: { runId?: string }, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
+      // One argument is an application: the API resolves its linked_container_name to its live container.
+      const target =
+        container === undefined
+          ? await application(api, first).then((a) => ({
+              server_id: String(a.server_id),
+              container_name: String(a.linked_container_name),
+            }))
+          : { server_id: await serverId(api, first), container_name: container };
       const r = await api.call<ExecAnswer>("POST", "/api/automation/v1/restart", "automation", {
-        server_id: await serverId(api, server),
-        container_name: container,
+        ...target,
         ...(o.runId ? { run_id: o.runId } : {}),
       });
       emit(json, r, () =>

@@ -33,9 +33,12 @@ interface Live {
   image: string | null;
 }
 
-async function liveContainer(ctx: ApiContext, app: LiveApp): Promise<Live | undefined> {
-  return ctx
-    .db("deployments as d")
+/** The application's live container on its server (also what a restart by application name means). */
+export async function liveContainer(
+  db: ApiContext["db"],
+  app: { id: string; server_id: string },
+): Promise<Live | undefined> {
+  return db("deployments as d")
     .join("operations as o", "o.id", "d.operation_id")
     .where({ "d.application_id": app.id, "d.server_id": app.server_id, "o.status": "completed" })
     .whereNotNull("d.container_name")
@@ -45,7 +48,7 @@ async function liveContainer(ctx: ApiContext, app: LiveApp): Promise<Live | unde
 
 export async function applyRoute(ctx: ApiContext, app: LiveApp, ip: string): Promise<RouteChange> {
   const fqdns = await routeFqdns(ctx.db, ctx.config.appsUrl, app);
-  const live = await liveContainer(ctx, app);
+  const live = await liveContainer(ctx.db, app);
   if (!live) {
     const detail = "the application has no live container: its next deployment routes these hostnames";
     return { status: "not_live", detail, operation_id: null, fqdns };
