@@ -61,9 +61,13 @@ export async function runCleanupJob(
     stderr: errors.length > 0 ? `${errors.join("\n")}\n` : "",
     durationMs: Date.now() - started,
     error: errors.length > 0 ? "some containers or images could not be removed" : "",
-    detail: {
-      $case: "cleanup",
-      cleanup: { applicationId: job.applicationId, removedContainers, removedImages },
-    },
+    // The report only when nothing is left: it is what ends the control plane's pending cleanup.
+    detail:
+      errors.length === 0
+        ? {
+            $case: "cleanup",
+            cleanup: { applicationId: job.applicationId, removedContainers, removedImages },
+          }
+        : undefined,
   };
 }

@@ -17,6 +17,8 @@ import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { urlsOf, urlsOfMany } from "./hosts.js";
 import { type RouteChange, applyRoute } from "./live-route.js";
 import { removeRoute } from "./route-removal.js";
+import { requestCleanup } from "./cleanup.js";
+import { containerOf, containersOf } from "./container-state.js";
 import {
   type ApplicationRow,
   createApplication,
@@ -66,6 +68,37 @@ async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Paramet
     log.warn(
       { err, application_id: a.applicationId },
       "route removal not sent; the agent prunes it on its next sync",
+    );
+  }
+}
+
+/** How long DELETE waits for the agent's cleanup before answering (it goes on either way). */
+const CLEANUP_WAIT_MS = 30_000;
+
+/**
+ * Best effort too: the cleanup is pending (cleanup.ts) until the agent reports it
+ * done, and an agent that is away is asked again at its next Hello.
+ */
+async function cleanUpQuietly(
+  ctx: ApiContext,
+  log: FastifyBaseLogger,
+  d: { tenantId: string; row: ApplicationRow; actor: ReturnType<typeof actorOf> },
+) {
+  try {
+    const server = await ctx.db("servers").where({ id: d.row.server_id }).first<{ name: string }>("name");
+    const target = {
+      tenantId: d.tenantId,
+      server: { id: d.row.server_id, name: server?.name ?? "" },
+      applicationId: d.row.id,
+      applicationName: d.row.name,
+    };
+    const audit = { reason: "application deleted", requested_by: d.actor };
+    const outcome = await requestCleanup(ctx.ops, target, audit, CLEANUP_WAIT_MS);
+    log.info({ application_id: d.row.id, outcome: outcome.state }, "application cleanup");
+  } catch (err) {
+    log.warn(
+      { err, application_id: d.row.id },
+      "application cleanup not sent; the agent gets it at its next Hello",
     );
   }
 }
@@ -122,7 +155,8 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         ctx.config.appsUrl,
       );
       const row = await getApplication(ctx.db, tenantId, created.id);
-      return reply.status(201).send({ ...created, ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) });
+      const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
+      return reply.status(201).send({ ...created, ...urls, container: null });
     },
   }),
   route({
@@ -136,7 +170,17 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
       const listed = await listApplications(ctx.db, tenantId);
       const rows = await ctx.db("applications").where({ tenant_id: tenantId }).select<ApplicationRow[]>();
       const urls = await urlsOfMany(ctx.db, ctx.config.appsUrl, rows);
-      return { applications: listed.map((a) => ({ ...a, ...(urls.get(a.id) ?? { url: null, urls: [] }) })) };
+      const containers = await containersOf(
+        ctx.db,
+        listed.map((a) => a.id),
+      );
+      return {
+        applications: listed.map((a) => ({
+          ...a,
+          ...(urls.get(a.id) ?? { url: null, urls: [] }),
+          container: containers.get(a.id) ?? null,
+        })),
+      };
     },
   }),
   route({
@@ -148,7 +192,8 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     responses: { 200: application },
     handler: async (req) => {
       const row = await getApplication(ctx.db, req.principal.tenantId, req.params.id);
-      return { ...presentApplication(row), ...(await urlsOf(ctx.db, ctx.config.appsUrl, row)) };
+      const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
+      return { ...presentApplication(row), ...urls, ...(await containerOf(ctx.db, row.id)) };
     },
   }),
   route({
@@ -178,7 +223,10 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
           ip: req.ip,
         });
       }
-      const urls = await urlsOf(ctx.db, ctx.config.appsUrl, after);
+      const urls = {
+        ...(await urlsOf(ctx.db, ctx.config.appsUrl, after)),
+        ...(await containerOf(ctx.db, after.id)),
+      };
       // On another server nothing runs yet: its first deployment there routes it.
       if (resource.server_id !== before.server_id || !hostsChanged(ctx, before, after))
         return { ...resource, ...urls };
@@ -201,6 +249,7 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         applicationId: row.id,
         ip: req.ip,
       });
+      await cleanUpQuietly(ctx, req.log, { tenantId, row, actor: actorOf(req) });
       return reply.status(204).send();
     },
   }),

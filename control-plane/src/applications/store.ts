@@ -2,6 +2,7 @@
 // server's reverse proxy at its bound domain names. A domain is bound to at most
 // one application per server (application_fqdns' primary key), so a proxy never
 // gets two competing routes for it. Every change is audited with its actor.
+import { pendingCleanupRow } from "./cleanup.js";
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
@@ -330,6 +331,16 @@ export async function deleteApplication(db: Knex, tenantId: string, id: string, 
     await trx("application_fqdns").where({ application_id: row.id }).delete();
     await trx("application_route_state").where({ application_id: row.id }).delete();
     await trx("application_env").where({ application_id: row.id }).delete();
+    await trx("application_containers").where({ application_id: row.id }).delete();
+    // Its containers and images are removed by its agent: pending until it reports them gone (cleanup.ts).
+    const server = await trx("servers").where({ id: row.server_id }).first<{ name: string }>("name");
+    const cleanup = pendingCleanupRow({
+      tenantId,
+      server: { id: row.server_id, name: server?.name ?? "" },
+      applicationId: row.id,
+      applicationName: row.name,
+    });
+    await trx("application_cleanups").insert(cleanup).onConflict("application_id").merge();
     await trx("applications").where({ id: row.id }).delete();
   });
   return row;

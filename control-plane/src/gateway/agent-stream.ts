@@ -17,6 +17,8 @@ import { Coalescer } from "../lib/coalescer.js";
 import { finalResult } from "./convert.js";
 import { engineColumns, storeEngineStatus } from "./engine-status.js";
 import { proxyColumns, storeProxyStatus } from "./proxy-status.js";
+import { storeContainerReport } from "./container-report.js";
+import { pendingCleanups, requestCleanup } from "../applications/cleanup.js";
 import type { StreamRegistry } from "./registry.js";
 
 export interface GatewayDeps {
@@ -198,7 +200,9 @@ class AgentStream {
                 ? storeEngineStatus(this.deps.db, this.serverId, msg.engineStatus)
                 : msg.$case === "proxyStatus"
                   ? storeProxyStatus(this.deps.db, this.serverId, msg.proxyStatus)
-                  : this.onResult(msg.jobResult);
+                  : msg.$case === "containerReport"
+                    ? storeContainerReport(this.deps.db, this.serverId, msg.containerReport)
+                    : this.onResult(msg.jobResult);
     work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 
@@ -235,6 +239,17 @@ class AgentStream {
     });
     this.deps.registry.attach(this);
     this.log.info({ boot_id: h.bootId, running: h.runningOperationIds.length }, "agent connected");
+    await this.sendPendingCleanups();
+  }
+
+  /** Deletions made while the agent was away: their containers and images go now (applications/cleanup.ts). */
+  private async sendPendingCleanups(): Promise<void> {
+    const audit = { reason: "application deleted while its server's agent was away; sent at its Hello" };
+    for (const target of await pendingCleanups(this.deps.db, this.serverId)) {
+      if (this.closed) return;
+      const outcome = await requestCleanup(this.deps.ops, target, audit, 0);
+      this.log.info({ application_id: target.applicationId, outcome: outcome.state }, "pending cleanup sent");
+    }
   }
 
   private async onAck(operationId: string): Promise<void> {

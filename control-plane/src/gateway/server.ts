@@ -8,6 +8,7 @@ import { loadSync } from "@grpc/proto-loader";
 import { ReflectionService } from "@grpc/reflection";
 import { AgentGatewayService } from "@relayctl/proto";
 import { HealthImplementation } from "grpc-health-check";
+import { cleanupDone } from "../applications/cleanup.js";
 import { type GatewayDeps, handleConnect } from "./agent-stream.js";
 
 export interface GatewayServer {
@@ -22,6 +23,8 @@ export async function startGateway(
   /** Serve gRPC server reflection (RELAYCTL_GRPC_REFLECTION, off by default). */
   reflection = false,
 ): Promise<GatewayServer> {
+  // The agents' results are completed here: a cleanup's report ends its pending row.
+  deps.ops.onCompletion("cleanup", cleanupDone);
   // Whether plaintext is allowed on this address is decided by config (config.ts).
   const server = new Server({
     "grpc.keepalive_time_ms": 20_000,

@@ -129,6 +129,23 @@ export const application = o({
   urls: z
     .array(z.string())
     .describe("every URL of its route: the default hostname's, then its domains' (wildcards left out)"),
+  container: o({
+    name: z.string().describe("the container the state is of (the live release's, or the newest)"),
+    state: z
+      .enum(["running", "restarting", "crashed", "stopped", "crash_loop"])
+      .describe(
+        "running; restarting: the engine is bringing it back after an exit; crashed: it exited on its own and was not brought back; stopped: exit 0 or a stop (SIGTERM/SIGKILL); crash_loop: 3 crashes or more within 5 minutes",
+      ),
+    exit_code: z.int().nullable().describe("its last exit's code while it is not running; null otherwise"),
+    restart_count: z.int().describe("restarts by the engine since this container was created"),
+    last_crash_at: iso.nullable().describe("when it last crashed (the agent's clock); null: never"),
+    since: iso.nullable().describe("when the current state began (start or exit)"),
+    reported_at: iso.describe("when the agent last reported a change"),
+  })
+    .nullable()
+    .describe(
+      "the application's container on its server as the agent reports it (polled every 5 s); null until one is reported (not deployed, or an older agent)",
+    ),
   created_at: iso,
   updated_at: iso,
 }).meta({ id: "Application" });

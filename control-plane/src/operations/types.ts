@@ -80,6 +80,13 @@ export const OPERATION_TYPES = {
       return `route sync: ${routes} route${routes === 1 ? "" : "s"}${removed ? `, ${removed} removed` : ""}`;
     },
   },
+  // A deleted application's containers and images removed from its server (issue 29).
+  app_cleanup: {
+    scope: "deploy",
+    answers: "result",
+    agentTimed: true,
+    describe: (p) => `clean up ${str(p.application_name)}`,
+  },
 } as const satisfies Record<string, OperationTypeInfo>;
 
 export type OperationType = keyof typeof OPERATION_TYPES;

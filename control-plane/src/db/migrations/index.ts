@@ -16,6 +16,7 @@ import * as m012 from "./012_github.js";
 import * as m013 from "./013_oauth_authorization_code.js";
 import * as m014 from "./014_server_engine.js";
 import * as m015 from "./015_server_proxy.js";
+import * as m016 from "./016_application_runtime.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -38,6 +39,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "013_oauth_authorization_code": m013,
   "014_server_engine": m014,
   "015_server_proxy": m015,
+  "016_application_runtime": m016,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

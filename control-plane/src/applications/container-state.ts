@@ -1,0 +1,58 @@
+// An application's container as its agent last reported it (application_containers,
+// written by gateway/container-report.ts): the `container` of its JSON.
+import type { Knex } from "knex";
+import { iso } from "../lib/time.js";
+
+export type ContainerStateName = "running" | "restarting" | "crashed" | "stopped" | "crash_loop";
+
+export interface ContainerJson {
+  name: string;
+  state: ContainerStateName;
+  exit_code: number | null;
+  restart_count: number;
+  last_crash_at: string | null;
+  since: string | null;
+  reported_at: string;
+}
+
+interface Row {
+  application_id: string;
+  container_name: string;
+  state: ContainerStateName;
+  exit_code: number | null;
+  restart_count: number;
+  last_crash_at: number | string | null;
+  since: number | string | null;
+  reported_at: number | string;
+}
+
+const when = (v: number | string | null) => (v === null ? null : iso(Number(v)));
+const at = (v: number | string) => iso(Number(v)) ?? new Date(0).toISOString();
+
+/** The reported container of each application; an application with none is absent. */
+export async function containersOf(db: Knex, applicationIds: string[]): Promise<Map<string, ContainerJson>> {
+  if (applicationIds.length === 0) return new Map();
+  const rows = await db("application_containers").whereIn("application_id", applicationIds).select<Row[]>();
+  return new Map(
+    rows.map((r) => [
+      r.application_id,
+      {
+        name: r.container_name,
+        state: r.state,
+        exit_code: r.exit_code === null ? null : Number(r.exit_code),
+        restart_count: Number(r.restart_count),
+        last_crash_at: when(r.last_crash_at),
+        since: when(r.since),
+        reported_at: at(r.reported_at),
+      },
+    ]),
+  );
+}
+
+/** `{ container }` of one application's JSON (null: nothing reported). */
+export async function containerOf(
+  db: Knex,
+  applicationId: string,
+): Promise<{ container: ContainerJson | null }> {
+  return { container: (await containersOf(db, [applicationId])).get(applicationId) ?? null };
+}
