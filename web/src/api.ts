@@ -133,8 +133,20 @@ export interface Application {
   /** Where it is served (its default hostname, else its first domain); null when none. */
   url: string | null;
   urls: string[];
+  /** Its container as the agent reports it; null until reported. */
+  container?: AppContainer | null;
   created_at: string;
   updated_at: string;
+}
+
+export interface AppContainer {
+  name: string;
+  state: "running" | "restarting" | "crashed" | "stopped" | "crash_loop";
+  exit_code: number | null;
+  restart_count: number;
+  last_crash_at: string | null;
+  since: string | null;
+  reported_at: string;
 }
 
 export interface Deployment {

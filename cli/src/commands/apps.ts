@@ -9,6 +9,28 @@ import { emit, printFields, printTable } from "../output.js";
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+interface ContainerState {
+  name: string;
+  state: string;
+  exit_code: number | null;
+  restart_count: number;
+  last_crash_at: string | null;
+  since: string | null;
+}
+
+/** "crashed (exit 1) since …, 4 restarts, last crash …" — the agent's report, on one line. */
+export function containerLine(v: unknown): string {
+  if (v === null || typeof v !== "object") return "not reported";
+  const c = v as ContainerState;
+  const parts = [
+    c.exit_code !== null && c.state !== "running" ? `${c.state} (exit ${c.exit_code})` : c.state,
+  ];
+  if (c.since) parts[0] += ` since ${c.since}`;
+  parts.push(`${c.restart_count} restart${c.restart_count === 1 ? "" : "s"}`);
+  if (c.last_crash_at) parts.push(`last crash ${c.last_crash_at}`);
+  return `${c.name}: ${parts.join(", ")}`;
+}
+
 export function registerApps(program: Command): void {
   const apps = program
     .command("apps")
@@ -49,8 +71,8 @@ export function registerApps(program: Command): void {
     .action(async (name: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, name);
-      const full = await api.call("GET", `/api/applications/${a.id}`, "dashboard");
-      emit(json, full, () => printFields(full));
+      const full = await api.call<Record<string, unknown>>("GET", `/api/applications/${a.id}`, "dashboard");
+      emit(json, full, () => printFields({ ...full, container: containerLine(full.container) }));
     });
 
   apps

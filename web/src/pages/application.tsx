@@ -1,7 +1,16 @@
 // One application: deploy (optional ref), the deployment history, environment
 // variables (write-only: names and when they were set), its settings, deletion.
 import { useState } from "preact/hooks";
-import { type Application, type Deployment, type Server, del, get, patch, post } from "../api";
+import {
+  type AppContainer,
+  type Application,
+  type Deployment,
+  type Server,
+  del,
+  get,
+  patch,
+  post,
+} from "../api";
 import { navigate } from "../router";
 import { useWho } from "../session";
 import { Table } from "../table";
@@ -210,6 +219,39 @@ function Settings({ app, onSaved }: { app: Application; onSaved: () => void }) {
   );
 }
 
+/** The badge colours of the operation statuses that mean the same (a running app is good news). */
+const STATE_BADGE: Record<AppContainer["state"], string> = {
+  running: "badge-succeeded",
+  restarting: "badge-queued",
+  stopped: "badge-off",
+  crashed: "badge-failed",
+  crash_loop: "badge-failed",
+};
+
+/** The agent's report of the app's container: state, last exit, restarts, last crash. */
+function ContainerState({ c }: { c: AppContainer | null }) {
+  if (c === null) return <>not reported (not deployed yet)</>;
+  return (
+    <>
+      <span class={`badge ${STATE_BADGE[c.state]}`}>{c.state.replace("_", " ")}</span>
+      {c.exit_code !== null && c.state !== "running" ? ` exit code ${c.exit_code}` : ""}
+      {c.since ? (
+        <>
+          {" "}
+          since <Time iso={c.since} />
+        </>
+      ) : null}
+      {`, ${c.restart_count} restart${c.restart_count === 1 ? "" : "s"}`}
+      {c.last_crash_at ? (
+        <>
+          , last crash <Time iso={c.last_crash_at} />
+        </>
+      ) : null}
+      <span class="hint mono"> {c.name}</span>
+    </>
+  );
+}
+
 export function ApplicationPage({ id }: { id: string }) {
   const app = useLoad(() => get<Application>(`/api/applications/${encodeURIComponent(id)}`), [id]);
   return (
@@ -247,6 +289,10 @@ export function ApplicationPage({ id }: { id: string }) {
               <dd class="mono">
                 {a.linked_container_name}:{a.container_port}
               </dd>
+              <dt>Running</dt>
+              <dd data-testid="application-container">
+                <ContainerState c={a.container ?? null} />
+              </dd>
             </dl>
             <section aria-labelledby="deploy-h" class="card">
               <h2 id="deploy-h">Deploy</h2>
@@ -276,7 +322,7 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="danger-h">Delete</h2>
               <ConfirmButton
                 label="Delete application"
-                question={`Delete ${a.name}? Its route is removed from the server's proxy at once.`}
+                question={`Delete ${a.name}? Its route is removed from the server's proxy, and its containers and images from the server, at once (or when its agent next connects).`}
                 confirm="Delete application"
                 action={async () => {
                   await del(`/api/applications/${a.id}`);
