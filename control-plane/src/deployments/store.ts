@@ -8,6 +8,7 @@
 import type { DeployProgress, DeployReport } from "@relayctl/proto";
 import { DeployStepStatus } from "@relayctl/proto";
 import type { Knex } from "knex";
+import { isSqlite } from "../db/knex.js";
 
 export type Trigger = "api" | "dashboard" | "cli" | "webhook";
 
@@ -144,6 +145,18 @@ export async function recordReport(
       log: s.log,
     })),
   );
+  // A step that ends after the report (retire, in the background on the agent) may have
+  // had its end stored first: progress is not held for the result. A locking read sees
+  // what committed after this transaction's snapshot.
+  const q = trx("deployment_progress")
+    .where({ deployment_id: d.id })
+    .whereNot({ status: "running" })
+    .orderBy("seq")
+    .select<{ step: string; status: string; at: number }[]>("step", "status", "at");
+  for (const p of await (isSqlite(trx) ? q : q.forShare()))
+    await trx("deployment_steps")
+      .where({ deployment_id: d.id, name: p.step, status: "running" })
+      .update({ status: p.status, ended_at: p.at });
 }
 
 /** Live log text kept per deployment; past it, only step states are recorded. */
