@@ -5,8 +5,9 @@
 // application's turn, so the next deployment does not wait for it. Any
 // failure, or the job's deadline, stops the pipeline: the CLI child running
 // is killed, the new container is removed, the old one keeps serving (the
-// route only moves at the switch, and nothing can fail after it). Results: FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1,
-// "deadline passed during <step>"), with failed_step in the DeployReport.
+// route only moves at the switch, and nothing can fail after it). Results:
+// FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1, "deadline passed
+// during <step>"), with failed_step in the DeployReport.
 import type { CommitInfo, DeployJob, DeployReport, JobProgress, JobResult } from "@relayctl/proto";
 import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
