@@ -5,10 +5,12 @@
 // the application removes its containers and images, at once when the agent is
 // connected and at its next connection when it was away. Serial: one test stops
 // the stack's only agent.
-import { readFileSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
-import { cleanupAll } from "./harness/cleanup";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { podman } from "./harness/containers";
 import { type App, DEPLOY_WAIT_MS, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { createAppRepo } from "./harness/git-repo";
@@ -27,9 +29,13 @@ interface Container {
   since: string | null;
 }
 
+/** The machine's boot id, in a file of the test's: a "reboot" writes a new one. */
+const bootFile = join(makeTempDir("app-runtime"), "boot_id");
+writeFileSync(bootFile, `${randomUUID()}\n`);
+
 let s: DeployStack;
 test.before(async () => {
-  s = await startDeployStack();
+  s = await startDeployStack({ agentEnv: { RELAYCTL_AGENT_BOOT_ID_FILE: bootFile } });
 });
 test.after.always(cleanupAll);
 
@@ -180,3 +186,39 @@ test.serial("delete - with the agent offline, the cleanup is done when it reconn
   // Both are audited: the one the deletion could not hand over, the one sent at Hello.
   t.is((await cleanupEvents(app.id)).length, 2);
 });
+
+test.serial(
+  "reboot - the live container stopped by a reboot is started by the agent when it comes back",
+  async (t) => {
+    const app = await deployed();
+    const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
+    const agent = s.c.agent;
+    // The agent has recorded this boot (its first look at its containers).
+    const recorded = join(agent.stateDir, "containers-boot-id");
+    const boot = readFileSync(bootFile, "utf8").trim();
+    await pollUntil(
+      () => (existsSync(recorded) && readFileSync(recorded, "utf8").trim() === boot ? true : undefined),
+      { timeoutMs: REPORT_MS, what: "the agent's record of this boot" },
+    );
+    // What a reboot does here: the agent and the container go down, the boot id changes.
+    await agent.stop();
+    await podman(["stop", "-t", "0", name]);
+    t.is((await inspect(name)).status, "exited");
+    writeFileSync(bootFile, `${randomUUID()}\n`);
+    await agent.start();
+    await pollUntil(async () => ((await inspect(name)).status === "running" ? true : undefined), {
+      timeoutMs: REPORT_MS,
+      what: `${name} started by the agent after the reboot`,
+    });
+    await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "the live release serving through Caddy again",
+    });
+    const back = await reported(
+      app.id,
+      "running reported again",
+      (c) => c.state === "running" && c.name === name,
+    );
+    t.is(back.name, name);
+  },
+);
