@@ -79,11 +79,12 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
 async function failIfExited(ctx: DeployContext, name: string): Promise<void> {
   const o = await ctx.engine.inspect([name], callOptions(ctx).deadlineSeconds);
   const facts = parseInspect(o.stdout).get(name);
-  if (facts === undefined || facts.running) return;
+  // The engine brings a crashed app back at once (--restart unless-stopped, start-step.ts):
+  // a restart before the first answer is the app exiting, as much as an exited state is.
+  const restarts = facts?.restartCount ?? 0;
+  if (facts === undefined || (facts.running && restarts === 0)) return;
+  const how = restarts > 0 ? `exited; restarted ${restarts}x by the engine` : facts.status;
   const logs = await ctx.engine.logsTail(name, LOG_TAIL_LINES, callOptions(ctx));
-  ctx.rec.log(
-    "health_check",
-    `the container stopped (${facts.status}); the end of its log:\n${outputOf(logs)}`,
-  );
-  throw new StepError(`the container stopped (${facts.status}) before it answered`);
+  ctx.rec.log("health_check", `the container stopped (${how}); the end of its log:\n${outputOf(logs)}`);
+  throw new StepError(`the container stopped (${how}) before it answered`);
 }

@@ -16,6 +16,8 @@ export interface ContainerFacts {
   running: boolean;
   /** The engine's state word (running, exited, created...). */
   status: string;
+  /** Restarts by the engine's restart policy since the container was created (inspect only; lists lack it). */
+  restartCount?: number;
   /** "host" when the container shares the host's network stack. */
   networkMode: string;
   /** TCP container port → its host bindings (empty: exposed, not published). */
@@ -74,6 +76,7 @@ function containerFacts(c: Json): ContainerFacts | undefined {
     name: c.Name.replace(/^\//, ""),
     running: state.Running === true,
     status: typeof state.Status === "string" ? state.Status : "unknown",
+    restartCount: Number(c.RestartCount ?? 0) || 0,
     networkMode: String(obj(c.HostConfig).NetworkMode ?? ""),
     ports,
   };
