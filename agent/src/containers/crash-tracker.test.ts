@@ -107,3 +107,23 @@ test("runtime - inspect output read for docker and podman; the running container
   t.is(all[1]!.restartCount, 2);
   t.is(liveContainers(all).get(APP)!.name, "shop-new");
 });
+
+test("crash tracker - an exit seen before the engine restarted from it is one crash, not two", (t) => {
+  const tracker = new CrashTracker();
+  look(tracker, c({}), 0);
+  // podman 4 shows a crashed container as "stopped" until its restart.
+  t.like(look(tracker, c({ status: "stopped", exitCode: 3, finishedAt: 500 }), 1000), {
+    state: ContainerState.CONTAINER_STATE_CRASHED,
+  });
+  look(tracker, c({ restartCount: 1, finishedAt: 500, startedAt: 1100 }), 2000);
+  look(tracker, c({ restartCount: 2, finishedAt: 2500, startedAt: 2600 }), 3000);
+  t.is(
+    look(tracker, c({ restartCount: 2, finishedAt: 2500, startedAt: 2600 }), 4000).state,
+    ContainerState.CONTAINER_STATE_RUNNING,
+    "2 crashes: no loop yet",
+  );
+  t.is(
+    look(tracker, c({ restartCount: 3, finishedAt: 4500, startedAt: 4600 }), 5000).state,
+    ContainerState.CONTAINER_STATE_CRASH_LOOP,
+  );
+});

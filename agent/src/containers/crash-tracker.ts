@@ -20,6 +20,11 @@ interface Track {
   restartCount: number;
   /** The exit (finishedAt) already counted, so one exit is one crash. */
   countedExitAt: number;
+  /**
+   * An exit counted while the engine had not restarted from it yet: the restart that
+   * follows is that same crash, not another.
+   */
+  exitAwaitingRestart: boolean;
   crashes: number[];
   lastCrashAt: number;
 }
@@ -44,6 +49,7 @@ export class CrashTracker {
         containerName: c.name,
         restartCount: c.restartCount,
         countedExitAt: c.finishedAt,
+        exitAwaitingRestart: false,
         crashes: [],
         lastCrashAt: c.restartCount > 0 ? c.finishedAt : 0,
       };
@@ -51,7 +57,9 @@ export class CrashTracker {
     }
     const restarts = c.restartCount - t.restartCount;
     if (restarts > 0) {
-      for (let i = 0; i < restarts; i++) t.crashes.push(now);
+      const fresh = restarts - (t.exitAwaitingRestart ? 1 : 0);
+      t.exitAwaitingRestart = false;
+      for (let i = 0; i < fresh; i++) t.crashes.push(now);
       t.lastCrashAt = c.finishedAt || now;
       t.countedExitAt = c.finishedAt;
     }
@@ -62,6 +70,7 @@ export class CrashTracker {
       t.crashes.push(now);
       t.lastCrashAt = c.finishedAt;
       t.countedExitAt = c.finishedAt;
+      t.exitAwaitingRestart = true;
     }
     t.crashes = t.crashes.filter((at) => now - at < CRASH_LOOP_WINDOW_MS);
     return {
