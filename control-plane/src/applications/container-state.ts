@@ -32,7 +32,13 @@ const at = (v: number | string) => iso(Number(v)) ?? new Date(0).toISOString();
 /** The reported container of each application; an application with none is absent. */
 export async function containersOf(db: Knex, applicationIds: string[]): Promise<Map<string, ContainerJson>> {
   if (applicationIds.length === 0) return new Map();
-  const rows = await db("application_containers").whereIn("application_id", applicationIds).select<Row[]>();
+  // Only its current server's report: after a move, the old server's row is no longer it.
+  const rows = await db("application_containers as c")
+    .join("applications as a", function () {
+      this.on("a.id", "=", "c.application_id").andOn("a.server_id", "=", "c.server_id");
+    })
+    .whereIn("c.application_id", applicationIds)
+    .select<Row[]>("c.*");
   return new Map(
     rows.map((r) => [
       r.application_id,
