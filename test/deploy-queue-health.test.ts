@@ -63,9 +63,9 @@ async function makeApp(first: string): Promise<App> {
   onCleanup(async () => {
     await deployer.idle();
     await removeAppContainers(id);
-    const images = await podman(["images", "-q", "--filter", `label=relayctl.application=${id}`]);
-    const ids = [...new Set(images.stdout.split("\n").filter(Boolean))];
-    if (ids.length > 0) await podman(["rmi", "-f", ...ids]).catch(() => undefined);
+    // By the tags the deployments reported: listing images races other users of the machine's podman.
+    for (const image of builtImages)
+      if (image.includes(id)) await podman(["image", "rm", "-f", image]).catch(() => undefined);
   });
   const suffix = id.slice(0, 6);
   return {
@@ -94,8 +94,11 @@ function job(app: App, over: Partial<DeployJob> = {}): DeployJob {
   };
 }
 
+const builtImages = new Set<string>();
+
 const report = (r: Awaited<ReturnType<Deployer["run"]>>) => {
   if (r.detail?.$case !== "deploy") throw new Error(`no DeployReport: ${JSON.stringify(r)}`);
+  if (r.detail.deploy.image) builtImages.add(r.detail.deploy.image);
   return r.detail.deploy;
 };
 

@@ -123,10 +123,17 @@ export class Deployer {
     return run;
   }
 
-  /** Drain, removal (in order with the application's other retires), then the image prune in a turn. */
+  /**
+   * Drain; then, once no deployment of the application is before its switch, the removal (in
+   * order with the application's other retires); then the image prune in a turn.
+   */
   async #retire(engine: ContainerEngine, rec: StepRecorder, plan: RetirePlan): Promise<void> {
     try {
       await drain(rec, plan);
+      // A deployment that began during the drain goes first: stop and rm contend with its build
+      // and start for podman's locks and the CPU. The removal itself holds no turn: a deployment
+      // that comes while it runs does not wait for it.
+      await this.#turns.run(plan.applicationId, async () => {});
       const removed = await this.#removals.run(plan.applicationId, () => removeOld(engine, rec, plan));
       if (!removed) return;
       const where = { rec, step: "retire" as const, begin: false };
