@@ -182,7 +182,8 @@ export const TOOLS: ToolSpec[] = [
   {
     name: "restart_container",
     title: "Restart a container",
-    description: "Restarts a container on a server (by its name).",
+    description:
+      "Restarts a container on a server: an exact container name, or an application's linked_container_name for its live container.",
     needs: "restart",
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
     input: restartBody,
