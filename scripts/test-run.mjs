@@ -131,7 +131,12 @@ function readTimes() {
   for (const name of readdirSync(timesDir)) {
     try {
       const t = JSON.parse(readFileSync(join(timesDir, name), "utf8"));
-      times.push({ file: t.file ? relative(ROOT, t.file) : "(unknown file)", ms: t.ms, code: t.code });
+      times.push({
+        file: t.file ? relative(ROOT, t.file) : "(unknown file)",
+        ms: t.ms,
+        cpuMs: t.cpuMs,
+        code: t.code,
+      });
     } catch {
       // A worker killed while writing: its file is missing from the table.
     }
@@ -142,16 +147,18 @@ function readTimes() {
 function printTimes(times, wallMs) {
   if (TOP <= 0 || times.length === 0) return;
   const total = times.reduce((s, t) => s + t.ms, 0);
+  const cpu = times.reduce((s, t) => s + (t.cpuMs ?? 0), 0);
   const rows = times.slice(0, TOP);
   const width = Math.max(...rows.map((t) => t.file.length));
+  const seconds = (ms) => (ms === undefined ? "-" : (ms / 1000).toFixed(1)).padStart(6);
   const lines = rows.map(
     (t) =>
-      `  ${t.file.padEnd(width)}  ${(t.ms / 1000).toFixed(1).padStart(6)} s${t.code ? `  (exit ${t.code})` : ""}`,
+      `  ${t.file.padEnd(width)}  ${seconds(t.ms)} s  ${seconds(t.cpuMs)} s CPU${t.code ? `  (exit ${t.code})` : ""}`,
   );
   process.stdout.write(
-    `\nslowest test files (each file's worker process, spawn to exit; ${rows.length} of ${times.length}):\n` +
+    `\nslowest test files (each file's worker process, spawn to exit, and the CPU it and its children used; ${rows.length} of ${times.length}):\n` +
       `${lines.join("\n")}\n` +
-      `  all ${times.length} files: ${(total / 1000).toFixed(0)} s of worker time in ${(wallMs / 1000).toFixed(0)} s of wall time\n`,
+      `  all ${times.length} files: ${(total / 1000).toFixed(0)} s of worker time (${(cpu / 1000).toFixed(0)} s CPU) in ${(wallMs / 1000).toFixed(0)} s of wall time\n`,
   );
 }
 
