@@ -35,7 +35,9 @@ writeFileSync(bootFile, `${randomUUID()}\n`);
 
 let s: DeployStack;
 test.before(async () => {
-  s = await startDeployStack({ agentEnv: { RELAYCTL_AGENT_BOOT_ID_FILE: bootFile } });
+  s = await startDeployStack({
+    agentEnv: { RELAYCTL_AGENT_BOOT_ID_FILE: bootFile, RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: "1" },
+  });
 });
 test.after.always(cleanupAll);
 

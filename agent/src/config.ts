@@ -128,6 +128,12 @@ const schema = z
      */
     RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: int(0, 3600).default(5),
     /**
+     * Seconds between looks at the deployed containers (state, restarts, crash
+     * loops: containers/watcher.ts). `0`: one look at start only (the start of
+     * live containers after a reboot still happens), no crash reports. @default 5
+     */
+    RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: int(0, 3600).default(5),
+    /**
      * Container network deployed containers join (needed with
      * RELAYCTL_AGENT_PROXY_UPSTREAM=container-network, where the proxy reaches
      * them by name). @default none (the engine's default network)
@@ -176,6 +182,7 @@ export interface AgentConfig {
   tracing: "off" | "otlp";
   proxy: ProxyConfig;
   deploy: DeployConfig;
+  containerWatchSeconds: number;
 }
 
 export interface DeployConfig {
@@ -276,6 +283,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     logLevel: c.RELAYCTL_AGENT_LOG_LEVEL,
     tracing: c.RELAYCTL_AGENT_TRACING,
     proxy: proxyConfig(c),
+    containerWatchSeconds: c.RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS,
     deploy: {
       drainSeconds: c.RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS,
       network: c.RELAYCTL_AGENT_DEPLOY_NETWORK,

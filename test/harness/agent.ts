@@ -20,6 +20,9 @@ function agentEnv(stateDir: string, extra: Record<string, string> = {}): NodeJS.
     RELAYCTL_AGENT_BACKOFF_MIN_MS: "50",
     RELAYCTL_AGENT_BACKOFF_MAX_MS: "500",
     RELAYCTL_AGENT_LOG_LEVEL: "debug",
+    // Every test agent shares this machine's podman, so each would list and inspect every
+    // test's containers every 5 s: the tests that look at crash reports turn it on.
+    RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: "0",
     ...extra,
   });
 }

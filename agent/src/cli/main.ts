@@ -91,6 +91,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
       return working ? engines.engine(working) : undefined;
     },
     log,
+    intervalMs: cfg.containerWatchSeconds * 1000,
     onFirstLook: bootStart({ stateDir, bootId: bootId(cfg.bootIdFile), log }),
   });
   containers.start();

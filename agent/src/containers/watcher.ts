@@ -24,7 +24,7 @@ export interface ContainerWatcherOptions {
   /** The engine to ask, or undefined while the agent has no working one (nothing is polled). */
   engine: () => ContainerEngine | undefined;
   log: Logger;
-  /** Poll period (ms). @default 5000 */
+  /** Poll period (ms); 0: the first look only. @default 5000 */
   intervalMs?: number;
   /** Runs once, on the first successful look (containers/boot-start.ts). */
   onFirstLook?: (engine: ContainerEngine, containers: ContainerRuntime[]) => Promise<boolean>;
@@ -46,7 +46,9 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   start(): void {
     if (this.#timer !== undefined) return;
     void this.poll();
-    this.#timer = setInterval(() => void this.poll(), this.options.intervalMs ?? 5000);
+    const every = this.options.intervalMs ?? 5000;
+    if (every === 0) return;
+    this.#timer = setInterval(() => void this.poll(), every);
     this.#timer.unref(); // never what keeps the agent alive
   }
 
