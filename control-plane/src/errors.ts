@@ -31,6 +31,15 @@ export const ERRORS = {
     detail: "the stored registry credential cannot be decrypted with the current master key: store it again",
   },
   RC_ERR_APPLICATION_NOT_FOUND: { status: 404, detail: "application not found" },
+  RC_ERR_RELEASE_NOT_FOUND: { status: 404, detail: "release not found" },
+  RC_ERR_RELEASE_IMAGE_GONE: {
+    status: 409,
+    detail: "the release's image is no longer kept on the server: deploy that commit again",
+  },
+  RC_ERR_NO_PREVIOUS_RELEASE: {
+    status: 409,
+    detail: "the application has no release before the live one to roll back to",
+  },
   RC_ERR_APPLICATION_NAME_TAKEN: { status: 409, detail: "an application with this name already exists" },
   RC_ERR_FQDN_TAKEN: {
     status: 409,

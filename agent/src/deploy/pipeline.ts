@@ -14,7 +14,7 @@ import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
 import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
 import { healthCheck } from "./health-check.js";
-import { buildImage } from "./image-step.js";
+import { buildImage, imageIdOfRef } from "./image-step.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
 import { completed, ended, summary } from "./result.js";
@@ -42,6 +42,8 @@ export interface PipelineDeps {
 export interface State {
   commit?: CommitInfo;
   image: string;
+  /** The image's engine id (`sha256:...`), known after the build step. */
+  imageId: string;
   name: string;
   hostPort: number;
   upstream: string;
@@ -81,6 +83,7 @@ export async function runDeployment(
   };
   const state: State = {
     image: "",
+    imageId: "",
     name: "",
     hostPort: 0,
     upstream: "",
@@ -99,6 +102,7 @@ export async function runDeployment(
     steps: rec.snapshot(),
     failedStep,
     previousContainerName: state.previous[0] ?? "",
+    imageId: state.imageId,
   });
   try {
     await steps(ctx, deps, state);
@@ -110,7 +114,8 @@ export async function runDeployment(
     // The step cut by the deadline ends first (its child is being killed), so nothing it logs follows the failure.
     await state.inflight;
     const removal = state.started ? await removeNew(ctx, state.name) : "";
-    rec.fail(step, [timedOut ? "deadline passed" : message(err), removal].filter(Boolean).join("\n"));
+    const image = await removeFailedImage(ctx, state);
+    rec.fail(step, [timedOut ? "deadline passed" : message(err), removal, image].filter(Boolean).join("\n"));
     onResult(ended(operationId, timedOut, rec.scrub(reason), report(step), startedAt));
     return undefined;
   }
@@ -128,6 +133,8 @@ export async function runDeployment(
     deploymentId: job.deploymentId,
     keep: state.name,
     keepImage: state.image,
+    keepImageId: state.imageId,
+    keepImages: job.keepImages,
     old,
     drainSeconds: deps.settings.drainSeconds,
     secrets,
@@ -147,7 +154,9 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
   try {
     let source: FetchedSource | undefined;
     const src = job.source;
-    if (src === undefined) rec.skip("fetch", "no git repository: the image is pulled as it is");
+    if (job.build?.$case === "release")
+      rec.skip("fetch", `rollback to release ${job.build.release.deploymentId}: nothing to fetch`);
+    else if (src === undefined) rec.skip("fetch", "no git repository: the image is pulled as it is");
     else {
       const fetched = await step(ctx, state, "fetch", () =>
         preflight(job).then(() => fetchSource(ctx, src, work)),
@@ -158,9 +167,11 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
     }
     state.image = await step(ctx, state, "build", async () => {
       if (src === undefined) await preflight(job);
-      return buildImage(ctx, source);
+      const image = await buildImage(ctx, source);
+      state.imageId = await imageIdOfRef(ctx, image);
+      return image;
     });
-    rec.succeed("build", `image ${state.image}`);
+    rec.succeed("build", `image ${state.image} (${state.imageId.slice(0, 19)})`);
   } finally {
     await removeWorkDir(work);
   }
@@ -203,6 +214,22 @@ async function preflight(job: DeployJob): Promise<void> {
   if (!validApplicationId(job.applicationId)) throw new StepError("invalid application id");
   const problem = namingProblem(job.containerBaseName, job.deploymentId);
   if (problem !== undefined) throw new StepError(problem);
+}
+
+/**
+ * A failed deployment's built image goes with its container, unless a release
+ * still needs it (the same commit built before gives the same image) or it is
+ * not one the pipeline built (a pulled image, a rollback's). A line for the log.
+ */
+async function removeFailedImage(ctx: DeployContext, state: State): Promise<string> {
+  if (ctx.job.build?.$case !== "dockerfile" || state.imageId === "") return "";
+  if (ctx.job.keepImages.includes(state.imageId) || ctx.job.keepImages.includes(state.image)) return "";
+  const o = await ctx.engine.removeImage(state.imageId, {
+    deadlineSeconds: CLEANUP_SECONDS,
+    secrets: ctx.secrets,
+  });
+  // Refused when a container still uses it (a release the control plane did not list): it stays.
+  return o.status === "completed" && o.exitCode === 0 ? `removed the new image ${state.image}` : "";
 }
 
 /** Removes the new container; returns a line for the failed step's log. */

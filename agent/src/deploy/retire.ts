@@ -2,11 +2,13 @@
 // deploy turn (deployer.ts): the old containers keep serving requests that were
 // in flight for the drain period, then the containers the deployment found
 // before its start step (never "every container but mine": a later deployment
-// may have started its own since) are stopped and removed. The previous image
-// stays (a rollback needs no rebuild); older images the pipeline built for the
-// application are removed, best effort.
+// may have started its own since) are stopped and removed. Then retention: the
+// application's built images are removed but the new one and those the job
+// listed to keep (the images of its last releases, chosen by the control plane:
+// a rollback needs no rebuild), best effort. A job that lists none (a control
+// plane from before retention) keeps the newest other image, as before.
 import { setTimeout as delay } from "node:timers/promises";
-import type { CallOptions, ContainerEngine } from "../engine/engine.js";
+import { type CallOptions, type ContainerEngine, imageIdOf } from "../engine/engine.js";
 import { outputOf } from "./context.js";
 import { APPLICATION_LABEL } from "./naming.js";
 import type { StepRecorder } from "./recorder.js";
@@ -22,6 +24,10 @@ export interface RetirePlan {
   /** The new container and its image: never touched. */
   keep: string;
   keepImage: string;
+  /** The new image's engine id (`sha256:...`). */
+  keepImageId: string;
+  /** The job's keep_images: ids or references of the releases' images to keep. */
+  keepImages: string[];
   /** The application's containers listed before the start step (the new one excluded). */
   old: string[];
   drainSeconds: number;
@@ -77,14 +83,40 @@ export async function removeOld(
   return true;
 }
 
-/** "localhost/relayctl/x:1" (podman) and "relayctl/x:1" name one image. */
-const bare = (ref: string) => ref.replace(/^(localhost|docker\.io)\//, "");
+/** "localhost/relayctl/x:1" (podman) and "relayctl/x:1" name one image; ids stay as they are. */
+const bareRef = (ref: string) => ref.replace(/^(localhost|docker\.io)\//, "");
+
+interface ListedImage {
+  id: string;
+  /** Its tags as bare references; none when untagged. */
+  refs: string[];
+}
+
+/** The application's images by id, newest first; undefined when the engine could not list them. */
+async function labelledImages(
+  engine: ContainerEngine,
+  applicationId: string,
+  opts: CallOptions,
+): Promise<ListedImage[] | undefined> {
+  const o = await engine.imageIdsByLabel(APPLICATION_LABEL, applicationId, opts);
+  if (o.status !== "completed" || o.exitCode !== 0) return undefined;
+  const byId = new Map<string, ListedImage>();
+  for (const line of lines(o.stdout)) {
+    const [rawId = "", ref = ""] = line.split(/\s+/);
+    const id = imageIdOf(rawId);
+    if (id === undefined) continue;
+    const image = byId.get(id) ?? { id, refs: [] };
+    if (ref !== "" && !ref.includes("<none>")) image.refs.push(bareRef(ref));
+    byId.set(id, image);
+  }
+  return [...byId.values()];
+}
 
 /**
- * Removes the application's built images but the new one and the newest other
- * (the rollback). Runs inside the application's deploy turn: between a build
- * and its start an image is used by no container yet, and only the turn keeps
- * a prune away from it. An image a container uses is refused by the engine.
+ * Removes the application's built images but the new one and the kept ones.
+ * Runs inside the application's deploy turn: between a build and its start an
+ * image is used by no container yet, and only the turn keeps a prune away from
+ * it. An image a container uses is refused by the engine.
  */
 export async function pruneImages(
   engine: ContainerEngine,
@@ -92,15 +124,24 @@ export async function pruneImages(
   plan: RetirePlan,
 ): Promise<void> {
   const opts = { ...CALL, secrets: plan.secrets };
-  const listed = await engine.imagesByLabel(APPLICATION_LABEL, plan.applicationId, opts);
-  if (listed.status !== "completed" || listed.exitCode !== 0) return;
-  const others = lines(listed.stdout).filter(
-    (ref) => !ref.includes("<none>") && bare(ref) !== bare(plan.keepImage),
-  );
-  for (const ref of others.slice(1)) {
-    const o = await engine.removeImage(ref, opts);
-    // An image still used by a container the engine keeps (stopped by hand...) stays: best effort.
-    if (o.status === "completed" && o.exitCode === 0) rec.log("retire", `removed old image ${ref}`);
+  const listed = await labelledImages(engine, plan.applicationId, opts);
+  if (listed === undefined) return;
+  const keep = new Set([...plan.keepImages.map(bareRef), bareRef(plan.keepImage), plan.keepImageId]);
+  // Without a list from the control plane, the newest other image is the one a rollback needs.
+  const newestOther =
+    plan.keepImages.length === 0
+      ? listed.find((i) => !i.refs.some((r) => keep.has(r)) && !keep.has(i.id))
+      : undefined;
+  if (newestOther) keep.add(newestOther.id);
+  for (const image of listed) {
+    if (keep.has(image.id) || image.refs.some((r) => keep.has(r))) continue;
+    // Tagged: each tag goes (the last one removes the image); untagged: by id.
+    const targets = image.refs.length > 0 ? image.refs : [image.id];
+    for (const ref of targets) {
+      const o = await engine.removeImage(ref, opts);
+      // An image still used by a container the engine keeps (stopped by hand...) stays: best effort.
+      if (o.status === "completed" && o.exitCode === 0) rec.log("retire", `removed old image ${ref}`);
+    }
   }
 }
 

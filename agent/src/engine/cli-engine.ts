@@ -166,6 +166,15 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(args, opts);
   }
 
+  imageIdsByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
+    const format = "{{.ID}} {{.Repository}}:{{.Tag}}";
+    return this.#cli(["images", "--no-trunc", "--filter", `label=${key}=${value}`, "--format", format], opts);
+  }
+
+  imageId(image: string, opts: CallOptions): Promise<EngineOutcome> {
+    return this.#cli(["image", "inspect", "--format", "{{.Id}}", image], opts);
+  }
+
   #login(login: RegistryLogin, opts: CallOptions, use: AuthUse): Promise<EngineOutcome> {
     const args = this.#split(["login", login.registry, "-u", login.username, "--password-stdin"], use);
     return runCli({

@@ -109,6 +109,20 @@ export interface ContainerEngine {
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
   /** `repository:tag` of the images carrying label `key=value`, newest first, one per line. */
   imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
+  /**
+   * `<full id> <repository:tag>` of the images carrying label `key=value`, newest
+   * first, one per line (an image tagged twice is listed twice; `<none>:<none>`
+   * when untagged). Ids as the CLI prints them: normalize with imageIdOf().
+   */
+  imageIdsByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
+  /** `image inspect`: the image's id on stdout (docker `sha256:<hex>`, podman bare hex). */
+  imageId(image: string, opts: CallOptions): Promise<EngineOutcome>;
+}
+
+/** An image id as both CLIs may print it, as `sha256:<hex>`; undefined when it is not one. */
+export function imageIdOf(text: string): string | undefined {
+  const m = /^(?:sha256:)?([0-9a-f]{64})$/.exec(text.trim());
+  return m ? `sha256:${m[1]}` : undefined;
 }
 
 /** What can be put in `--env NAME`: a name with "=" in it would carry a value on argv. */

@@ -31,6 +31,24 @@ export function containerLine(v: unknown): string {
   return `${c.name}: ${parts.join(", ")}`;
 }
 
+/** "3f1c2a4e… (commit abc123def456, image …) since …": the live release, on one line. */
+export function releaseLine(v: unknown): string {
+  if (v === null || typeof v !== "object") return "none (not deployed yet)";
+  const r = v as {
+    deployment_id: string;
+    commit_sha: string | null;
+    image: string | null;
+    since: string;
+    rollback_of: string | null;
+  };
+  const what = [
+    r.commit_sha ? `commit ${r.commit_sha.slice(0, 12)}` : "",
+    r.image ? `image ${r.image}` : "",
+  ].filter(Boolean);
+  const rollback = r.rollback_of ? `, a rollback to ${r.rollback_of}` : "";
+  return `${r.deployment_id} (${what.join(", ")}${rollback}) since ${r.since}`;
+}
+
 export function registerApps(program: Command): void {
   const apps = program
     .command("apps")
@@ -72,7 +90,13 @@ export function registerApps(program: Command): void {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, name);
       const full = await api.call<Record<string, unknown>>("GET", `/api/applications/${a.id}`, "dashboard");
-      emit(json, full, () => printFields({ ...full, container: containerLine(full.container) }));
+      emit(json, full, () =>
+        printFields({
+          ...full,
+          live_release: releaseLine(full.live_release),
+          container: containerLine(full.container),
+        }),
+      );
     });
 
   apps

@@ -1,11 +1,12 @@
 // deploy: schedules a deployment (dashboard API) and, with --wait, follows its
 // live log (text/event-stream: `progress` events, then `end` with the final
-// view) and exits non-zero when it failed or timed out.
+// view) and exits non-zero when it failed or timed out. rollback: the same for
+// a rollback to a kept release (no build); releases: what can be rolled back to.
 import type { Command } from "commander";
 import type { Api } from "../client.js";
 import { application, ctxOf, tenantId } from "../context.js";
 import { CliError, EXIT } from "../errors.js";
-import { emit, printFields } from "../output.js";
+import { emit, printFields, printTable } from "../output.js";
 
 interface SseEvent {
   event: string;
@@ -73,45 +74,123 @@ export function registerDeploy(program: Command): void {
       const a = await application(api, app);
       const tid = await tenantId(api);
       const base = `/api/tenants/${tid}/applications/${a.id}`;
-      const started = await api.call<{ operation_id: string; deployment_id: string; status: string }>(
-        "POST",
-        `${base}/deploy`,
-        "dashboard",
-        { ...(o.ref ? { commit_ref: o.ref } : {}), ...(o.timeout ? { timeout_seconds: o.timeout } : {}) },
-      );
-      if (!o.wait) {
-        emit(json, started, () =>
-          process.stdout.write(
-            `Deployment ${started.deployment_id} of ${a.name} started (operation ${started.operation_id}).\n`,
-          ),
-        );
-        return;
-      }
-      if (!json) process.stderr.write(`Deployment ${started.deployment_id} of ${a.name} started.\n`);
-      const view = await followDeployment(api, `${base}/deployments/${started.deployment_id}`, json);
-      emit(json, view, () =>
-        printFields(view, [
-          "deployment_id",
-          "status",
-          "trigger",
-          "commit_sha",
-          "image",
-          "container_name",
-          "host_port",
-          "upstream",
-          "url",
-          "failed_step",
-          "error",
-          "duration_ms",
-        ]),
-      );
-      if (view.status !== "completed") {
-        throw new CliError(
-          `deployment ${view.status}${view.failed_step ? ` at ${view.failed_step}` : ""}${view.error ? `: ${view.error}` : ""}`,
-          EXIT.failed,
-        );
-      }
-      // The line a person looks for (--json has the view's url instead).
-      if (!json && typeof view.url === "string") process.stdout.write(`live at ${view.url}\n`);
+      const started = await api.call<Started>("POST", `${base}/deploy`, "dashboard", {
+        ...(o.ref ? { commit_ref: o.ref } : {}),
+        ...(o.timeout ? { timeout_seconds: o.timeout } : {}),
+      });
+      await report(api, json, base, started, `Deployment ${started.deployment_id} of ${a.name}`, o.wait);
     });
+
+  program
+    .command("rollback <app> [release]")
+    .description(
+      "start a kept release of an application again, with no build (default: the release before the live one)",
+    )
+    .option("--wait", "follow the rollback's progress; exit non-zero unless it succeeds")
+    .option("--timeout <seconds>", "the rollback's deadline (1-3600, server default 60)", Number)
+    .addHelpText(
+      "after",
+      "\nA release is a deployment that went live; `relayctl releases <app>` lists them and which are kept.\nExamples:\n  relayctl rollback shop --wait\n  relayctl rollback shop 3f1c2a4e-... --wait",
+    )
+    .action(
+      async (
+        app: string,
+        release: string | undefined,
+        o: { wait?: boolean; timeout?: number },
+        cmd: Command,
+      ) => {
+        const { api, json } = ctxOf(cmd);
+        const a = await application(api, app);
+        const tid = await tenantId(api);
+        const base = `/api/tenants/${tid}/applications/${a.id}`;
+        const started = await api.call<Started>("POST", `${base}/rollback`, "dashboard", {
+          ...(release ? { release } : {}),
+          ...(o.timeout ? { timeout_seconds: o.timeout } : {}),
+        });
+        await report(api, json, base, started, `Rollback ${started.deployment_id} of ${a.name}`, o.wait);
+      },
+    );
+
+  program
+    .command("releases <app>")
+    .description(
+      "an application's releases, newest (live) first: which one serves, and which can be rolled back to",
+    )
+    .action(async (app: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const a = await application(api, app);
+      const tid = await tenantId(api);
+      const r = await api.call<{ releases: Record<string, unknown>[] }>(
+        "GET",
+        `/api/tenants/${tid}/applications/${a.id}/releases`,
+        "dashboard",
+      );
+      emit(json, r, () =>
+        printTable(
+          r.releases.map((x) => ({
+            ...x,
+            live: x.live ? "live" : "",
+            kept: x.image_kept ? "yes" : "no (pruned)",
+            commit: typeof x.commit_sha === "string" ? x.commit_sha.slice(0, 12) : "",
+            rollback_of: x.rollback_of ?? "",
+          })),
+          [
+            ["DEPLOYMENT", "deployment_id"],
+            ["LIVE", "live"],
+            ["SINCE", "since"],
+            ["COMMIT", "commit"],
+            ["IMAGE", "image"],
+            ["KEPT", "kept"],
+            ["ROLLBACK OF", "rollback_of"],
+          ],
+        ),
+      );
+    });
+}
+
+interface Started {
+  operation_id: string;
+  deployment_id: string;
+  status: string;
+}
+
+/** Prints a started deployment, or with `wait` follows it to its end and fails unless it completed. */
+async function report(
+  api: Api,
+  json: boolean | undefined,
+  base: string,
+  started: Started,
+  what: string,
+  wait?: boolean,
+) {
+  if (!wait) {
+    emit(json, started, () => process.stdout.write(`${what} started (operation ${started.operation_id}).\n`));
+    return;
+  }
+  if (!json) process.stderr.write(`${what} started.\n`);
+  const view = await followDeployment(api, `${base}/deployments/${started.deployment_id}`, Boolean(json));
+  emit(json, view, () =>
+    printFields(view, [
+      "deployment_id",
+      "status",
+      "trigger",
+      "commit_sha",
+      "image",
+      "container_name",
+      "host_port",
+      "upstream",
+      "url",
+      "failed_step",
+      "error",
+      "duration_ms",
+    ]),
+  );
+  if (view.status !== "completed") {
+    throw new CliError(
+      `deployment ${view.status}${view.failed_step ? ` at ${view.failed_step}` : ""}${view.error ? `: ${view.error}` : ""}`,
+      EXIT.failed,
+    );
+  }
+  // The line a person looks for (--json has the view's url instead).
+  if (!json && typeof view.url === "string") process.stdout.write(`live at ${view.url}\n`);
 }

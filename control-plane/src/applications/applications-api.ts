@@ -6,6 +6,8 @@
 // A change of its hostnames (fqdns, or a name that gives a new default hostname)
 // goes to its live container's route at once (live-route.ts): the PATCH answer
 // carries `route` with the outcome. Every answer carries `url` and `urls` (hosts.ts).
+import { type ReleaseRow, liveReleasesOf, presentRelease } from "../deployments/releases.js";
+import { KEEP_RELEASES } from "../deployments/releases.js";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { uuid as uuidSchema } from "../http/validation.js";
@@ -49,6 +51,8 @@ const fields = {
   health_check_path: healthPathSchema.optional(),
   health_check_timeout_seconds: z.int().min(1).max(600).optional(),
   auto_deploy: z.boolean().optional(),
+  /** Retention: how many newest releases keep their image on the server for a rollback. */
+  keep_releases: z.int().min(KEEP_RELEASES.min).max(KEEP_RELEASES.max).optional(),
 };
 const createSchema = z.strictObject(fields);
 const patchSchema = z
@@ -56,6 +60,10 @@ const patchSchema = z
   .partial()
   .refine((o) => Object.keys(o).length > 0, { error: "must name at least one field to change" });
 const params = z.object({ id: z.string() });
+
+/** The live release in an application's JSON: its image is kept by definition. */
+const liveRelease = (r: ReleaseRow | undefined, urls: string[]) =>
+  r ? presentRelease(r, urls, true, true) : null;
 
 const actorOf = (req: FastifyRequest) => auditActor(req.principal, req.ip);
 
@@ -156,7 +164,7 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
       );
       const row = await getApplication(ctx.db, tenantId, created.id);
       const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
-      return reply.status(201).send({ ...created, ...urls, container: null });
+      return reply.status(201).send({ ...created, ...urls, container: null, live_release: null });
     },
   }),
   route({
@@ -174,11 +182,13 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         ctx.db,
         listed.map((a) => a.id),
       );
+      const live = await liveReleasesOf(ctx.db, rows);
       return {
         applications: listed.map((a) => ({
           ...a,
           ...(urls.get(a.id) ?? { url: null, urls: [] }),
           container: containers.get(a.id) ?? null,
+          live_release: liveRelease(live.get(a.id), urls.get(a.id)?.urls ?? []),
         })),
       };
     },
@@ -193,7 +203,12 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     handler: async (req) => {
       const row = await getApplication(ctx.db, req.principal.tenantId, req.params.id);
       const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
-      return { ...presentApplication(row), ...urls, ...(await containerOf(ctx.db, row.id)) };
+      return {
+        ...presentApplication(row),
+        ...urls,
+        ...(await containerOf(ctx.db, row.id)),
+        live_release: liveRelease((await liveReleasesOf(ctx.db, [row])).get(row.id), urls.urls),
+      };
     },
   }),
   route({
@@ -223,9 +238,11 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
           ip: req.ip,
         });
       }
+      const hosts = await urlsOf(ctx.db, ctx.config.appsUrl, after);
       const urls = {
-        ...(await urlsOf(ctx.db, ctx.config.appsUrl, after)),
+        ...hosts,
         ...(await containerOf(ctx.db, after.id)),
+        live_release: liveRelease((await liveReleasesOf(ctx.db, [after])).get(after.id), hosts.urls),
       };
       // On another server nothing runs yet: its first deployment there routes it.
       if (resource.server_id !== before.server_id || !hostsChanged(ctx, before, after))

@@ -2,6 +2,7 @@
 // server's reverse proxy at its bound domain names. A domain is bound to at most
 // one application per server (application_fqdns' primary key), so a proxy never
 // gets two competing routes for it. Every change is audited with its actor.
+import { KEEP_RELEASES } from "../deployments/releases.js";
 import { pendingCleanupRow } from "./cleanup.js";
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
@@ -44,6 +45,8 @@ export interface ApplicationRow {
   health_check_path: string;
   health_check_timeout_seconds: number;
   auto_deploy: number | boolean;
+  /** Retention: the images of this many newest releases stay on the server (deployments/releases.ts). */
+  keep_releases: number;
   /** GitHub's repository id when linked through the GitHub App (migration 012). */
   github_repository_id?: number | null;
   created_at: number;
@@ -65,6 +68,7 @@ export interface ApplicationInput {
   health_check_path?: string;
   health_check_timeout_seconds?: number;
   auto_deploy?: boolean;
+  keep_releases?: number;
 }
 
 /** Who made a change, for the audit event (key ids and names, the caller's IP). */
@@ -90,6 +94,7 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     health_check_path: row.health_check_path ?? DEFAULT_HEALTH_PATH,
     health_check_timeout_seconds: Number(row.health_check_timeout_seconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS),
     auto_deploy: Boolean(Number(row.auto_deploy ?? 0)),
+    keep_releases: Number(row.keep_releases ?? KEEP_RELEASES.default),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -232,6 +237,7 @@ async function sourceColumns(
   if (input.health_check_timeout_seconds !== undefined)
     out.health_check_timeout_seconds = input.health_check_timeout_seconds;
   if (input.auto_deploy !== undefined) out.auto_deploy = input.auto_deploy;
+  if (input.keep_releases !== undefined) out.keep_releases = input.keep_releases;
   return out;
 }
 
@@ -267,6 +273,7 @@ export async function createApplication(
     health_check_path: DEFAULT_HEALTH_PATH,
     health_check_timeout_seconds: DEFAULT_HEALTH_TIMEOUT_SECONDS,
     auto_deploy: false,
+    keep_releases: KEEP_RELEASES.default,
     ...source,
     created_at: now,
     updated_at: now,

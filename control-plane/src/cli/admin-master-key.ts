@@ -31,6 +31,7 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = [
   { table: "server_providers", keys: ["server_id"], column: "token_ciphertext" },
   { table: "applications", keys: ["id"], column: "git_password_sealed" },
   { table: "application_env", keys: ["application_id", "name"], column: "value_sealed" },
+  { table: "deployments", keys: ["id"], column: "env_sealed" },
 ];
 
 interface SealedColumn {

@@ -11,9 +11,25 @@ import { openEnv } from "../applications/env.js";
 import { type Build, parseBuild } from "../applications/source.js";
 import { RcError } from "../errors.js";
 import { open } from "../registry/crypto.js";
+import {
+  type ReleaseRecord,
+  type RollbackTarget,
+  keepImagesFor,
+  releaseEnv,
+  releaseImage,
+  releaseRecord,
+} from "./releases.js";
 import { openCredential, requireMasterKey } from "../registry/credentials.js";
 
 export type JobWithoutDeadline = Omit<DeployJob, "deadlineUnixMs">;
+
+/** A deployment's job and the release record its row gets (releases.ts). */
+export interface PreparedJob {
+  job: JobWithoutDeadline;
+  record: ReleaseRecord;
+  /** The release a rollback starts again. */
+  rollbackOf?: string;
+}
 
 /** The registry host of an image reference (docker's rule: a first part with '.', ':' or localhost). */
 export function imageRegistry(image: string): string {
@@ -34,7 +50,7 @@ export async function buildDeployJob(
   minted?: { username: string; password: string },
   /** RELAYCTL_APPS_URL: the default hostname joins the route's fqdns (hosts.ts). */
   appsUrl?: AppsUrl,
-): Promise<JobWithoutDeadline> {
+): Promise<PreparedJob> {
   const build = parseBuild(app.build);
   if (!build) throw new RcError("RC_ERR_NOT_DEPLOYABLE");
   const needsKey =
@@ -42,7 +58,7 @@ export async function buildDeployJob(
   const hasEnv = await db("application_env").where({ application_id: app.id }).first("name");
   const key = needsKey || hasEnv ? requireMasterKey(masterKey) : undefined;
   const env = key && hasEnv ? await openEnv(db, key, app.id) : {};
-  return {
+  const job: JobWithoutDeadline = {
     deploymentId,
     applicationId: app.id,
     applicationName: app.name,
@@ -64,7 +80,43 @@ export async function buildDeployJob(
     env: { ...env, ...overrides },
     fqdns: await routeFqdns(db, appsUrl, app),
     containerBaseName: app.linked_container_name,
+    keepImages: await keepImagesFor(db, app),
   };
+  return { job, record: releaseRecord(masterKey, job, env, Object.keys(overrides)) };
+}
+
+/**
+ * A rollback's job: the kept image of `target`'s release, started with that
+ * release's port, health check and stored env (its request overrides were
+ * never stored), on the application's current hostnames and container name.
+ * Nothing is fetched or built.
+ */
+export async function buildRollbackJob(
+  db: Knex,
+  masterKey: Buffer | undefined,
+  app: ApplicationRow,
+  target: RollbackTarget,
+  deploymentId: string,
+  appsUrl?: AppsUrl,
+): Promise<PreparedJob> {
+  const { release, config } = target;
+  const env = releaseEnv(masterKey, release);
+  const job: JobWithoutDeadline = {
+    deploymentId,
+    applicationId: app.id,
+    applicationName: app.name,
+    source: undefined,
+    build: { $case: "release", release: { image: releaseImage(release), deploymentId: release.id } },
+    containerPort: config?.container_port ?? Number(app.container_port),
+    healthCheckPath: config?.health_check_path ?? app.health_check_path,
+    healthCheckTimeoutSeconds:
+      config?.health_check_timeout_seconds ?? Number(app.health_check_timeout_seconds),
+    env,
+    fqdns: await routeFqdns(db, appsUrl, app),
+    containerBaseName: app.linked_container_name,
+    keepImages: await keepImagesFor(db, app),
+  };
+  return { job, record: releaseRecord(masterKey, job, env, []), rollbackOf: release.id };
 }
 
 function openSealed(key: Buffer, sealed: string): string {

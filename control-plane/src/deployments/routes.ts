@@ -1,6 +1,8 @@
 // The dashboard API of deployments (management API, the caller's tenant):
 //   GET    /api/tenant                                       the key's tenant
 //   POST   /api/tenants/{t}/applications/{a}/deploy          202, returns at once
+//   POST   /api/tenants/{t}/applications/{a}/rollback        202, a kept release again
+//   GET    /api/tenants/{t}/applications/{a}/releases        newest (live) first
 //   GET    /api/tenants/{t}/applications/{a}/deployments     history, newest first
 //   GET    .../deployments/{d}                               one, with its steps
 //   GET    .../deployments/{d}/log                           live log (SSE)
@@ -10,7 +12,7 @@
 // A tenant id other than the key's own, or another tenant's application, is 404.
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import { envSchema, runIdSchema } from "../http/schemas.js";
+import { envSchema, runIdSchema, uuidSchema } from "../http/schemas.js";
 import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../http/operation-bodies.js";
 import {
   deployStarted,
@@ -18,6 +20,7 @@ import {
   deploymentWithSteps,
   envNames,
   nothing,
+  releaseList,
   tenant,
 } from "../http/answers.js";
 import type { ApiContext } from "../http/context.js";
@@ -30,6 +33,7 @@ import { type ApplicationRow, getApplication } from "../applications/store.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { streamDeploymentLog } from "./live-log.js";
+import { type RollbackTarget, listReleases, rollbackTarget } from "./releases.js";
 import { getDeployment, listDeployments } from "./view.js";
 
 const appParams = z.object({ tenant_id: z.string(), application_id: z.string() });
@@ -40,6 +44,15 @@ const deployBody = z
   .strictObject({
     commit_ref: refSchema.optional(),
     env_overrides: envSchema.optional(),
+    timeout_seconds: deployTimeoutSchema.optional(),
+    run_id: runIdSchema.optional(),
+  })
+  .optional();
+const rollbackBody = z
+  .strictObject({
+    release: uuidSchema
+      .optional()
+      .describe("the deployment id of the release to start again; default: the release before the live one"),
     timeout_seconds: deployTimeoutSchema.optional(),
     run_id: runIdSchema.optional(),
   })
@@ -68,6 +81,41 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
     return getApplication(ctx.db, tenantId, p.application_id);
   };
 
+  /** A deployment or rollback started from the dashboard API: who, how, and its audit. */
+  const start = async (
+    req: FastifyRequest,
+    application: ApplicationRow,
+    o: {
+      commitRef?: string;
+      envOverrides: Record<string, string>;
+      timeoutSeconds?: number;
+      runId?: string;
+      rollback?: RollbackTarget;
+    },
+  ) => {
+    const server = await ctx.db("servers").where({ id: application.server_id }).first("id", "name");
+    const p = req.principal;
+    const d = await ctx.deploys.request({
+      tenantId: application.tenant_id,
+      app: application,
+      server: { id: server.id, name: server.name },
+      commitRef: o.commitRef,
+      envOverrides: o.envOverrides,
+      timeoutSeconds: o.timeoutSeconds ?? DEPLOY_TIMEOUT.default,
+      runId: o.runId ?? null,
+      // The dashboard's pages (session cookie) or the dashboard API with a key; a
+      // person's OAuth token is the relayctl CLI's.
+      trigger: p.user && !p.session ? "cli" : "dashboard",
+      actor: p.user
+        ? { type: "user", id: p.user.id, name: p.user.email }
+        : { type: "api_key", id: p.keyId, name: p.keyName },
+      keyId: null,
+      audit: { ...actorOf(req), run_id: o.runId ?? null },
+      rollback: o.rollback,
+    });
+    return { operation_id: d.operationId, status: "running" as const, deployment_id: d.deploymentId };
+  };
+
   const base = "/api/tenants/:tenant_id/applications/:application_id";
   /** The application's URL, each deployment's `url` once it serves (view.ts). */
   const urlOf = async (a: ApplicationRow) => (await urlsOf(ctx.db, ctx.config.appsUrl, a)).url;
@@ -93,29 +141,49 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
       responses: { 202: deployStarted },
       handler: async (req, reply) => {
         const application = await scoped(req, req.params);
-        const server = await ctx.db("servers").where({ id: application.server_id }).first("id", "name");
         const body = req.body ?? {};
-        const actor = actorOf(req);
-        const d = await ctx.deploys.request({
-          tenantId: application.tenant_id,
-          app: application,
-          server: { id: server.id, name: server.name },
+        const d = await start(req, application, {
           commitRef: body.commit_ref,
           envOverrides: body.env_overrides ?? {},
-          timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
-          runId: body.run_id ?? null,
-          // The dashboard's pages (session cookie) or the dashboard API with a key; a
-          // person's OAuth token is the relayctl CLI's.
-          trigger: req.principal.user && !req.principal.session ? "cli" : "dashboard",
-          actor: req.principal.user
-            ? { type: "user", id: req.principal.user.id, name: req.principal.user.email }
-            : { type: "api_key", id: req.principal.keyId, name: req.principal.keyName },
-          keyId: null,
-          audit: { ...actor, run_id: body.run_id ?? null },
+          timeoutSeconds: body.timeout_seconds,
+          runId: body.run_id,
         });
-        return reply
-          .status(202)
-          .send({ operation_id: d.operationId, status: "running", deployment_id: d.deploymentId });
+        return reply.status(202).send(d);
+      },
+    }),
+    route({
+      method: "POST",
+      url: `${base}/rollback`,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      summary: "Roll the application back to a kept release (no build)",
+      schema: { params: appParams, body: rollbackBody },
+      responses: { 202: deployStarted },
+      handler: async (req, reply) => {
+        const application = await scoped(req, req.params);
+        const body = req.body ?? {};
+        const rollback = await rollbackTarget(ctx.db, application, body.release);
+        const d = await start(req, application, {
+          envOverrides: {},
+          timeoutSeconds: body.timeout_seconds,
+          runId: body.run_id,
+          rollback,
+        });
+        return reply.status(202).send(d);
+      },
+    }),
+    route({
+      method: "GET",
+      url: `${base}/releases`,
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      summary: "The application's releases, newest (live) first, and which can be rolled back to",
+      schema: { params: appParams },
+      responses: { 200: releaseList },
+      handler: async (req) => {
+        const application = await scoped(req, req.params);
+        const urls = (await urlsOf(ctx.db, ctx.config.appsUrl, application)).urls;
+        return { releases: await listReleases(ctx.db, application, urls) };
       },
     }),
     route({

@@ -20,7 +20,8 @@ import type { ApplicationRow } from "../applications/store.js";
 import type { JobBus } from "../bus/job-bus.js";
 import type { OperationService, ServerRef, StartSpec, StartedOperation } from "../operations/service.js";
 import { startLease } from "../operations/store.js";
-import { buildDeployJob, type JobWithoutDeadline } from "./job.js";
+import { buildDeployJob, buildRollbackJob, type JobWithoutDeadline } from "./job.js";
+import type { RollbackTarget } from "./releases.js";
 import {
   type DeploymentActor,
   type Trigger,
@@ -43,6 +44,8 @@ export interface DeployRequest {
   keyId: string | null;
   /** Caller fields of the audit event (key, ip, run_context...). */
   audit: Record<string, unknown>;
+  /** A rollback: the release to start again (releases.ts rollbackTarget); nothing is built. */
+  rollback?: RollbackTarget;
 }
 
 /**
@@ -95,19 +98,23 @@ export class DeployService {
 
   async request(r: DeployRequest): Promise<Deployment> {
     const deploymentId = randomUUID();
-    const commitRef = r.commitRef ?? r.app.deploy_branch;
-    const minted = await this.#sourceCredential?.(r.app);
+    const release = r.rollback?.release;
+    const commitRef = release
+      ? (release.commit_sha ?? release.commit_ref)
+      : (r.commitRef ?? r.app.deploy_branch);
     // Opened before anything is recorded: a secret that cannot be read is the caller's error now.
-    const job = await buildDeployJob(
-      this.db,
-      this.masterKey,
-      r.app,
-      deploymentId,
-      commitRef,
-      r.envOverrides,
-      minted,
-      this.appsUrl,
-    );
+    const { job, record, rollbackOf } = r.rollback
+      ? await buildRollbackJob(this.db, this.masterKey, r.app, r.rollback, deploymentId, this.appsUrl)
+      : await buildDeployJob(
+          this.db,
+          this.masterKey,
+          r.app,
+          deploymentId,
+          commitRef,
+          r.envOverrides,
+          await this.#sourceCredential?.(r.app),
+          this.appsUrl,
+        );
     const deadlineAt = Date.now() + r.timeoutSeconds * 1000;
     const spec: StartSpec = {
       tenantId: r.tenantId,
@@ -127,6 +134,13 @@ export class DeployService {
         env_override_keys: Object.keys(r.envOverrides).sort(),
         timeout_seconds: r.timeoutSeconds,
         trigger: r.trigger,
+        ...(rollbackOf
+          ? {
+              rollback_of: rollbackOf,
+              image: job.build?.$case === "release" ? job.build.release.image : null,
+            }
+          : {}),
+        config_hash: record.config_hash,
       },
       together: (trx, operationId, now) => [
         insertDeployment(
@@ -139,6 +153,8 @@ export class DeployService {
             trigger: r.trigger,
             actor: r.actor,
             commitRef,
+            record,
+            rollbackOf: release,
           },
           operationId,
           now,

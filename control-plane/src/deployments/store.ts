@@ -9,6 +9,7 @@ import type { DeployProgress, DeployReport } from "@relayctl/proto";
 import { DeployStepStatus } from "@relayctl/proto";
 import type { Knex } from "knex";
 import { isSqlite } from "../db/knex.js";
+import type { ReleaseRecord } from "./releases.js";
 
 export type Trigger = "api" | "dashboard" | "cli" | "webhook";
 
@@ -27,6 +28,15 @@ export interface NewDeployment {
   trigger: Trigger;
   actor: DeploymentActor;
   commitRef: string;
+  /** The release record (releases.ts): configuration, its hash, sealed env. */
+  record?: ReleaseRecord;
+  /** A rollback: the release it starts again, whose commit it runs. */
+  rollbackOf?: {
+    id: string;
+    commit_sha: string | null;
+    commit_message: string | null;
+    commit_author: string | null;
+  };
 }
 
 export interface DeploymentRow {
@@ -79,6 +89,14 @@ export function insertDeployment(trx: Knex.Transaction, d: NewDeployment, operat
     actor_name: d.actor.name?.slice(0, 255) ?? null,
     commit_ref: d.commitRef,
     created_at: now,
+    config: d.record?.config ?? null,
+    env_sealed: d.record?.env_sealed ?? null,
+    config_hash: d.record?.config_hash ?? null,
+    rollback_of: d.rollbackOf?.id ?? null,
+    // A rollback fetches nothing: its commit is its release's.
+    commit_sha: d.rollbackOf?.commit_sha ?? null,
+    commit_message: d.rollbackOf?.commit_message ?? null,
+    commit_author: d.rollbackOf?.commit_author ?? null,
   });
 }
 
@@ -122,10 +140,16 @@ export async function recordReport(
   await trx("deployments")
     .where({ id: d.id })
     .update({
-      commit_sha: r.commit?.sha ? clip(r.commit.sha, 64) : null,
-      commit_message: r.commit?.message || null,
-      commit_author: r.commit?.author ? clip(r.commit.author, 512) : null,
+      // No commit reported (an image build, a rollback): what the row knew stays.
+      ...(r.commit?.sha
+        ? {
+            commit_sha: clip(r.commit.sha, 64),
+            commit_message: r.commit.message || null,
+            commit_author: r.commit.author ? clip(r.commit.author, 512) : null,
+          }
+        : {}),
       image: r.image ? clip(r.image, 1024) : null,
+      image_id: r.imageId ? clip(r.imageId, 80) : null,
       container_name: r.containerName ? clip(r.containerName, 255) : null,
       host_port: r.hostPort || null,
       upstream: r.upstream ? clip(r.upstream, 512) : null,

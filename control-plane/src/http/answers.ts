@@ -104,6 +104,33 @@ const build = z
   ])
   .nullable();
 
+export const release = o({
+  deployment_id: uuid.describe("the deployment that made it (a rollback's own deployment for a rollback)"),
+  live: z.boolean().describe("it serves now"),
+  image: z.string().nullable().describe("the image reference it ran"),
+  image_id: z.string().nullable().describe("the image by the engine's id (sha256:...)"),
+  image_kept: z
+    .boolean()
+    .describe(
+      "its image is still on the server (one of the newest keep_releases releases): it can be rolled back to",
+    ),
+  config_hash: z
+    .string()
+    .nullable()
+    .describe(
+      "HMAC-SHA256 of what it ran with (env names and values, overrides included; port; health check): equal hashes, equal configuration",
+    ),
+  commit_sha: z.string().nullable(),
+  commit_message: z.string().nullable(),
+  rollback_of: uuid.nullable().describe("for a rollback: the release it started again"),
+  triggered_by: o({ type: z.string(), id: z.string().nullable(), name: z.string().nullable() }),
+  since: iso.describe("when it began serving (its switch)"),
+  urls: z.array(z.string()).describe("the URLs it serves (the live release only; empty for others)"),
+  fqdns: z.array(z.string()).describe("the route's hostnames when it was deployed"),
+}).meta({ id: "Release" });
+
+export const releaseList = o({ releases: z.array(release) }).meta({ id: "ReleaseList" });
+
 export const application = o({
   id: uuid,
   name: z.string(),
@@ -146,6 +173,14 @@ export const application = o({
     .describe(
       "the application's container on its server as the agent reports it (polled every 5 s); null until one is reported (not deployed, or an older agent)",
     ),
+  keep_releases: z
+    .int()
+    .describe(
+      "retention: the images of this many newest releases stay on the server for a rollback (default 5)",
+    ),
+  live_release: release
+    .nullable()
+    .describe("the release serving now (the newest deployment that switched traffic); null before the first"),
   created_at: iso,
   updated_at: iso,
 }).meta({ id: "Application" });

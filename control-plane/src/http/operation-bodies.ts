@@ -1,5 +1,5 @@
 // The bodies of the operations that both the Automation API and the MCP tools
-// take (one rule, two doors): exec, restart, and a deployment's deadline.
+// take (one rule, two doors): exec, restart, rollback, and a deployment's deadline.
 import { z } from "zod";
 import {
   LIMITS,
@@ -35,3 +35,14 @@ export const restartBody = z.strictObject({
 /** The contract's default; the bound is ours (an hour covers any real build). */
 export const DEPLOY_TIMEOUT = { min: 1, max: 3600, default: 60 } as const;
 export const deployTimeoutSchema = z.int().min(DEPLOY_TIMEOUT.min).max(DEPLOY_TIMEOUT.max);
+
+/** The body's rules; the MCP tool rollback_application takes the same. */
+export const rollbackBody = z.strictObject({
+  application_id: uuidSchema,
+  release: uuidSchema
+    .optional()
+    .describe("the deployment id of the release to start again; default: the release before the live one"),
+  timeout_seconds: deployTimeoutSchema.optional(),
+  run_id: runIdSchema.optional(),
+  run_context: runContextSchema.optional(),
+});

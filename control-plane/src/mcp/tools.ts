@@ -6,7 +6,13 @@
 // are: the API already scrubs secrets and never returns env values.
 import type { ToolAnnotations } from "@modelcontextprotocol/server";
 import { z } from "zod";
-import { DEPLOY_TIMEOUT, deployTimeoutSchema, execBody, restartBody } from "../http/operation-bodies.js";
+import {
+  DEPLOY_TIMEOUT,
+  deployTimeoutSchema,
+  execBody,
+  restartBody,
+  rollbackBody,
+} from "../http/operation-bodies.js";
 import { LIMITS, envSchema, runIdSchema, timeoutSecondsSchema, uuidSchema } from "../http/schemas.js";
 import { dateTime } from "../http/validation.js";
 import { refSchema } from "../applications/source.js";
@@ -137,6 +143,38 @@ export const TOOLS: ToolSpec[] = [
       const base = await tenantPath(api, a.application_id);
       return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
     },
+  },
+  {
+    name: "rollback_application",
+    title: "Roll an application back",
+    description:
+      "Starts a kept release of an application again, with that release's image and configuration and no build (start, health check, switch, retire); default the release before the live one. list_releases says which releases are kept. Answers with the deployment when it serves or fails.",
+    needs: "deploy",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    input: rollbackBody.omit({ run_context: true }),
+    output: loose({ status: z.string() }),
+    run: async (a: { application_id: string }, { api, person, progress, readProgress, signal }) => {
+      const started = await api.json<{ operation_id: string; deployment_id: string }>(
+        "POST",
+        "/api/automation/v1/rollback",
+        a,
+      );
+      if (!person) return followOperation(api, started, readProgress, progress, signal);
+      const base = await tenantPath(api, a.application_id);
+      return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
+    },
+  },
+  {
+    name: "list_releases",
+    title: "List an application's releases",
+    description:
+      "An application's releases (deployments that went live), newest first: which one is live, its commit, image and since when, and whether its image is kept for a rollback.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({ application_id: uuidSchema }),
+    output: list("releases"),
+    run: async (a: { application_id: string }, { api }) =>
+      api.json("GET", `${await tenantPath(api, a.application_id)}/releases`),
   },
   {
     name: "get_deployment",

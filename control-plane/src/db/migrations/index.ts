@@ -17,6 +17,7 @@ import * as m013 from "./013_oauth_authorization_code.js";
 import * as m014 from "./014_server_engine.js";
 import * as m015 from "./015_server_proxy.js";
 import * as m016 from "./016_application_runtime.js";
+import * as m017 from "./017_releases.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -40,6 +41,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "014_server_engine": m014,
   "015_server_proxy": m015,
   "016_application_runtime": m016,
+  "017_releases": m017,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -480,6 +480,11 @@ export interface DeployReport {
   failedStep: string;
   /** The container that served before (retired after the drain), if any. */
   previousContainerName: string;
+  /**
+   * The image's id as the engine reports it (`sha256:...`): a release is
+   * recorded by it, since a tag can move.
+   */
+  imageId: string;
 }
 
 export interface DeployStep {
@@ -632,7 +637,13 @@ export interface DeployJob {
   source: GitSource | undefined;
   build:
     | { $case: "dockerfile"; dockerfile: DockerfileBuild }
-    | { $case: "image"; image: ImageBuild }
+    | { $case: "image"; image: ImageBuild } //
+    /**
+     * A rollback: start an image a release already ran (kept on the server by
+     * retention). Nothing is fetched, pulled or built; the build step fails when
+     * the image is no longer on the server.
+     */
+    | { $case: "release"; release: ReleaseBuild }
     | undefined;
   /** The port the application listens on inside its container. */
   containerPort: number;
@@ -648,11 +659,30 @@ export interface DeployJob {
   containerBaseName: string;
   /** Hard deadline, Unix epoch milliseconds (the control plane's clock). */
   deadlineUnixMs: number;
+  /**
+   * Retention: the images (ids `sha256:...`, or references) of the
+   * application's releases to keep on the server. After the switch, the retire
+   * removes the application's other built images; the new image is always kept.
+   */
+  keepImages: string[];
 }
 
 export interface DeployJob_EnvEntry {
   key: string;
   value: string;
+}
+
+export interface ReleaseBuild {
+  /**
+   * The image id (`sha256:...`) the release ran, or its reference when no id
+   * was recorded.
+   */
+  image: string;
+  /**
+   * The release's deployment, named in the log and in the failure when the
+   * image is gone.
+   */
+  deploymentId: string;
 }
 
 /**
@@ -2807,6 +2837,7 @@ function createBaseDeployReport(): DeployReport {
     steps: [],
     failedStep: "",
     previousContainerName: "",
+    imageId: "",
   };
 }
 
@@ -2841,6 +2872,9 @@ export const DeployReport: MessageFns<DeployReport> = {
     }
     if (message.previousContainerName !== "") {
       writer.uint32(82).string(message.previousContainerName);
+    }
+    if (message.imageId !== "") {
+      writer.uint32(90).string(message.imageId);
     }
     return writer;
   },
@@ -2938,6 +2972,14 @@ export const DeployReport: MessageFns<DeployReport> = {
             message.previousContainerName = reader.string();
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.imageId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2984,6 +3026,11 @@ export const DeployReport: MessageFns<DeployReport> = {
         : isSet(object.previous_container_name)
           ? globalThis.String(object.previous_container_name)
           : "",
+      imageId: isSet(object.imageId)
+        ? globalThis.String(object.imageId)
+        : isSet(object.image_id)
+          ? globalThis.String(object.image_id)
+          : "",
     };
   },
 
@@ -3019,6 +3066,9 @@ export const DeployReport: MessageFns<DeployReport> = {
     if (message.previousContainerName !== "") {
       obj.previousContainerName = message.previousContainerName;
     }
+    if (message.imageId !== "") {
+      obj.imageId = message.imageId;
+    }
     return obj;
   },
 
@@ -3040,6 +3090,7 @@ export const DeployReport: MessageFns<DeployReport> = {
     message.steps = object.steps?.map((e) => DeployStep.fromPartial(e)) || [];
     message.failedStep = object.failedStep ?? "";
     message.previousContainerName = object.previousContainerName ?? "";
+    message.imageId = object.imageId ?? "";
     return message;
   },
 };
@@ -4762,6 +4813,7 @@ function createBaseDeployJob(): DeployJob {
     fqdns: [],
     containerBaseName: "",
     deadlineUnixMs: 0,
+    keepImages: [],
   };
 }
 
@@ -4786,6 +4838,9 @@ export const DeployJob: MessageFns<DeployJob> = {
       case "image":
         ImageBuild.encode(message.build.image, writer.uint32(50).fork()).join();
         break;
+      case "release":
+        ReleaseBuild.encode(message.build.release, writer.uint32(122).fork()).join();
+        break;
     }
     if (message.containerPort !== 0) {
       writer.uint32(56).uint32(message.containerPort);
@@ -4807,6 +4862,9 @@ export const DeployJob: MessageFns<DeployJob> = {
     }
     if (message.deadlineUnixMs !== 0) {
       writer.uint32(104).uint64(message.deadlineUnixMs);
+    }
+    for (const v of message.keepImages) {
+      writer.uint32(114).string(v!);
     }
     return writer;
   },
@@ -4875,6 +4933,14 @@ export const DeployJob: MessageFns<DeployJob> = {
             message.build = { $case: "image", image: ImageBuild.decode(reader, reader.uint32()) };
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.build = { $case: "release", release: ReleaseBuild.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 7: {
             if (tag !== 56) {
               break;
@@ -4934,6 +5000,14 @@ export const DeployJob: MessageFns<DeployJob> = {
             message.deadlineUnixMs = longToNumber(reader.uint64());
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.keepImages.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4968,7 +5042,9 @@ export const DeployJob: MessageFns<DeployJob> = {
         ? { $case: "dockerfile", dockerfile: DockerfileBuild.fromJSON(object.dockerfile) }
         : isSet(object.image)
           ? { $case: "image", image: ImageBuild.fromJSON(object.image) }
-          : undefined,
+          : isSet(object.release)
+            ? { $case: "release", release: ReleaseBuild.fromJSON(object.release) }
+            : undefined,
       containerPort: isSet(object.containerPort)
         ? globalThis.Number(object.containerPort)
         : isSet(object.container_port)
@@ -5011,6 +5087,11 @@ export const DeployJob: MessageFns<DeployJob> = {
         : isSet(object.deadline_unix_ms)
           ? globalThis.Number(object.deadline_unix_ms)
           : 0,
+      keepImages: globalThis.Array.isArray(object?.keepImages)
+        ? object.keepImages.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.keep_images)
+          ? object.keep_images.map((e: any) => globalThis.String(e))
+          : [],
     };
   },
 
@@ -5032,6 +5113,8 @@ export const DeployJob: MessageFns<DeployJob> = {
       obj.dockerfile = DockerfileBuild.toJSON(message.build.dockerfile);
     } else if (message.build?.$case === "image") {
       obj.image = ImageBuild.toJSON(message.build.image);
+    } else if (message.build?.$case === "release") {
+      obj.release = ReleaseBuild.toJSON(message.build.release);
     }
     if (message.containerPort !== 0) {
       obj.containerPort = Math.round(message.containerPort);
@@ -5059,6 +5142,9 @@ export const DeployJob: MessageFns<DeployJob> = {
     }
     if (message.deadlineUnixMs !== 0) {
       obj.deadlineUnixMs = Math.round(message.deadlineUnixMs);
+    }
+    if (message.keepImages?.length) {
+      obj.keepImages = message.keepImages;
     }
     return obj;
   },
@@ -5091,6 +5177,12 @@ export const DeployJob: MessageFns<DeployJob> = {
         }
         break;
       }
+      case "release": {
+        if (object.build?.release !== undefined && object.build?.release !== null) {
+          message.build = { $case: "release", release: ReleaseBuild.fromPartial(object.build.release) };
+        }
+        break;
+      }
     }
     message.containerPort = object.containerPort ?? 0;
     message.healthCheckPath = object.healthCheckPath ?? "";
@@ -5107,6 +5199,7 @@ export const DeployJob: MessageFns<DeployJob> = {
     message.fqdns = object.fqdns?.map((e) => e) || [];
     message.containerBaseName = object.containerBaseName ?? "";
     message.deadlineUnixMs = object.deadlineUnixMs ?? 0;
+    message.keepImages = object.keepImages?.map((e) => e) || [];
     return message;
   },
 };
@@ -5192,6 +5285,95 @@ export const DeployJob_EnvEntry: MessageFns<DeployJob_EnvEntry> = {
     const message = createBaseDeployJob_EnvEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseReleaseBuild(): ReleaseBuild {
+  return { image: "", deploymentId: "" };
+}
+
+export const ReleaseBuild: MessageFns<ReleaseBuild> = {
+  encode(message: ReleaseBuild, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.image !== "") {
+      writer.uint32(10).string(message.image);
+    }
+    if (message.deploymentId !== "") {
+      writer.uint32(18).string(message.deploymentId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReleaseBuild {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReleaseBuild();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.image = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.deploymentId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ReleaseBuild {
+    return {
+      image: isSet(object.image) ? globalThis.String(object.image) : "",
+      deploymentId: isSet(object.deploymentId)
+        ? globalThis.String(object.deploymentId)
+        : isSet(object.deployment_id)
+          ? globalThis.String(object.deployment_id)
+          : "",
+    };
+  },
+
+  toJSON(message: ReleaseBuild): unknown {
+    const obj: any = {};
+    if (message.image !== "") {
+      obj.image = message.image;
+    }
+    if (message.deploymentId !== "") {
+      obj.deploymentId = message.deploymentId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ReleaseBuild>, I>>(base?: I): ReleaseBuild {
+    return ReleaseBuild.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReleaseBuild>, I>>(object: I): ReleaseBuild {
+    const message = createBaseReleaseBuild();
+    message.image = object.image ?? "";
+    message.deploymentId = object.deploymentId ?? "";
     return message;
   },
 };
