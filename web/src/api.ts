@@ -135,8 +135,30 @@ export interface Application {
   urls: string[];
   /** Its container as the agent reports it; null until reported. */
   container?: AppContainer | null;
+  /** Retention: this many newest releases keep their image for a rollback. */
+  keep_releases?: number;
+  /** The release serving now; null before the first deployment. */
+  live_release?: Release | null;
   created_at: string;
   updated_at: string;
+}
+
+/** A deployment that went live (GET .../releases, an application's live_release). */
+export interface Release {
+  deployment_id: string;
+  live: boolean;
+  image: string | null;
+  image_id: string | null;
+  /** Its image is still on the server: it can be rolled back to. */
+  image_kept: boolean;
+  config_hash: string | null;
+  commit_sha: string | null;
+  commit_message: string | null;
+  rollback_of: string | null;
+  triggered_by: { type: string; id: string | null; name: string | null };
+  since: string;
+  urls: string[];
+  fqdns: string[];
 }
 
 export interface AppContainer {

@@ -1,10 +1,12 @@
-// One application: deploy (optional ref), the deployment history, environment
+// One application: its live release, deploy (optional ref), its releases with a
+// rollback button on each kept one, the deployment history, environment
 // variables (write-only: names and when they were set), its settings, deletion.
 import { useState } from "preact/hooks";
 import {
   type AppContainer,
   type Application,
   type Deployment,
+  type Release,
   type Server,
   del,
   get,
@@ -115,6 +117,75 @@ function History({ app }: { app: Application }) {
         onMore={() => size.grow(list.reload)}
       />
     </>
+  );
+}
+
+/** The releases, newest (live) first; each kept one but the live one can be rolled back to. */
+function Releases({ app }: { app: Application }) {
+  const who = useWho();
+  const base = appBase(who.tenantId, app.id);
+  const list = useLoad(() => get<{ releases: Release[] }>(`${base}/releases`), [app.id], 5000);
+  return (
+    <Resource r={list} what="releases">
+      {({ releases }) =>
+        releases.length === 0 ? (
+          <Empty>
+            <p>No release yet: a deployment that goes live is a release.</p>
+          </Empty>
+        ) : (
+          <Table
+            label="Releases"
+            rows={releases}
+            rowKey={(r) => r.deployment_id}
+            columns={[
+              {
+                head: "Since",
+                cell: (r) => (
+                  <a href={`/app/applications/${app.id}/deployments/${r.deployment_id}`}>
+                    <Time iso={r.since} />
+                  </a>
+                ),
+              },
+              {
+                head: "Commit",
+                class: "mono",
+                cell: (r) => (
+                  <>
+                    {r.commit_sha?.slice(0, 10) ?? "—"} {r.commit_message ?? ""}
+                    {r.rollback_of ? <span class="hint"> (rollback)</span> : null}
+                  </>
+                ),
+              },
+              { head: "Image", class: "mono", cell: (r) => r.image ?? "—" },
+              { head: "By", cell: (r) => r.triggered_by.name ?? r.triggered_by.type },
+              {
+                head: "",
+                cell: (r) =>
+                  r.live ? (
+                    <Badge status="live" />
+                  ) : r.image_kept ? (
+                    <ConfirmButton
+                      label="Roll back"
+                      title={`Roll back to ${r.deployment_id}`}
+                      question={`Start release ${r.deployment_id} (commit ${r.commit_sha?.slice(0, 10) ?? "?"}) again? Its image and configuration are started beside the live one, health-checked, and traffic switches to it; nothing is built.`}
+                      confirm="Roll back"
+                      danger={false}
+                      action={async () => {
+                        const started = await post<{ deployment_id: string }>(`${base}/rollback`, {
+                          release: r.deployment_id,
+                        });
+                        navigate(`/app/applications/${app.id}/deployments/${started.deployment_id}`);
+                      }}
+                    />
+                  ) : (
+                    <span class="hint">image pruned</span>
+                  ),
+              },
+            ]}
+          />
+        )
+      }
+    </Resource>
   );
 }
 
@@ -293,10 +364,28 @@ export function ApplicationPage({ id }: { id: string }) {
               <dd data-testid="application-container">
                 <ContainerState c={a.container ?? null} />
               </dd>
+              <dt>Live release</dt>
+              <dd data-testid="application-live-release">
+                {a.live_release ? (
+                  <>
+                    <span class="mono">
+                      {a.live_release.commit_sha?.slice(0, 10) ?? a.live_release.image}
+                    </span>{" "}
+                    {a.live_release.commit_message ?? ""} since <Time iso={a.live_release.since} />
+                    {a.live_release.rollback_of ? <span class="hint"> (a rollback)</span> : null}
+                  </>
+                ) : (
+                  "none yet"
+                )}
+              </dd>
             </dl>
             <section aria-labelledby="deploy-h" class="card">
               <h2 id="deploy-h">Deploy</h2>
               <DeployForm app={a} />
+            </section>
+            <section aria-labelledby="releases-h">
+              <h2 id="releases-h">Releases</h2>
+              <Releases app={a} />
             </section>
             <section aria-labelledby="history-h">
               <h2 id="history-h">Deployments</h2>
