@@ -100,3 +100,27 @@ test.serial(
     t.is(report.stale, 0);
   },
 );
+
+test.serial(
+  "deploy back to back - two deploys POSTed together: the second's log says what it waits for, with times",
+  async (t) => {
+    await repo.commitVersion("4");
+    const [a, b] = await Promise.all([s.deploy(app.id), s.deploy(app.id)]);
+    t.is(a.status, 202, describe(a));
+    t.is(b.status, 202, describe(b));
+    // Request order decides which one waits: the one the control plane recorded second.
+    const ops = await Promise.all([a, b].map((r) => s.waitOperation(String(r.json.operation_id))));
+    for (const op of ops) t.like(op.json, { status: "completed" }, describe(op));
+    const views = await Promise.all([a, b].map((r) => view(String(r.json.deployment_id))));
+    const waiting = views.filter((v) => step(v, "queue")?.log.includes("waiting for deployment"));
+    t.is(waiting.length, 1, "exactly one of the two waited for the other");
+    const [second] = waiting;
+    const first = views.find((v) => v !== second)!;
+    const log = step(second!, "queue")!.log;
+    const time = "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\d\\.\\d{3}Z";
+    t.regex(log, new RegExp(`^${time} waiting for deployment ${first.deployment_id} to finish\\n`));
+    t.regex(log, new RegExp(`\\n${time} deployment ${first.deployment_id} finished; waited \\d+\\.\\d s\\n`));
+    t.is(step(second!, "queue")!.status, "succeeded");
+    t.is(second!.steps[0]!.name, "queue", "the wait comes first");
+  },
+);

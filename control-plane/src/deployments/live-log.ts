@@ -6,6 +6,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyReply } from "fastify";
 import type { Knex } from "knex";
+import { QUEUE_SEQ } from "./store.js";
 import { deploymentState, progressSince } from "./view.js";
 
 const POLL_MS = 250;
@@ -41,7 +42,8 @@ export async function streamDeploymentLog(
   res.on("close", () => {
     gone = true;
   });
-  let seq = 0;
+  // The control plane's queue lines come first, with negative seqs (store.ts QUEUE_SEQ).
+  let seq = QUEUE_SEQ.waiting - 1;
   let quietSince = Date.now();
   try {
     for (;;) {

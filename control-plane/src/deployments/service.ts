@@ -25,8 +25,10 @@ import type { RollbackTarget } from "./releases.js";
 import {
   type DeploymentActor,
   type Trigger,
+  QUEUE_SEQ,
   insertDeployment,
   markDispatched,
+  recordQueueLine,
   recordReport,
 } from "./store.js";
 
@@ -253,19 +255,56 @@ export class DeployService {
     return Boolean(await this.db("operations").where({ id: operationId, status: "running" }).first("id"));
   }
 
-  /** True once no earlier deployment of the application is running; false at the deadline. */
+  /**
+   * True once no earlier deployment of the application is running; false at the
+   * deadline. A wait shows in the deployment's log as a `queue` step, with times:
+   * which deployment it waits for, then how long it waited.
+   */
   async #waitTurn(deploymentId: string, applicationId: string, deadlineAt: number): Promise<boolean> {
     const mine = await this.db("deployments").where({ id: deploymentId }).first<{ seq: number }>("seq");
+    const since = Date.now();
+    let waitedFor: string | undefined;
     for (;;) {
       const earlier = await this.db("deployments as d")
         .join("operations as o", "o.id", "d.operation_id")
         .where({ "d.application_id": applicationId, "o.status": "running" })
         .andWhere("d.seq", "<", Number(mine!.seq))
         .orderBy("d.seq", "desc")
-        .first<{ operation_id: string } | undefined>("d.operation_id");
-      if (!earlier) return true;
+        .first<{ operation_id: string; id: string } | undefined>("d.operation_id", "d.id");
+      if (!earlier) {
+        if (waitedFor !== undefined) {
+          const waited = ((Date.now() - since) / 1000).toFixed(1);
+          await recordQueueLine(
+            this.db,
+            deploymentId,
+            QUEUE_SEQ.ended,
+            "succeeded",
+            `deployment ${waitedFor} finished; waited ${waited} s`,
+          );
+        }
+        return true;
+      }
+      if (waitedFor === undefined) {
+        waitedFor = earlier.id;
+        await recordQueueLine(
+          this.db,
+          deploymentId,
+          QUEUE_SEQ.waiting,
+          "running",
+          `waiting for deployment ${earlier.id} to finish`,
+        );
+      }
       const left = deadlineAt - Date.now();
-      if (left <= 0) return false;
+      if (left <= 0) {
+        await recordQueueLine(
+          this.db,
+          deploymentId,
+          QUEUE_SEQ.ended,
+          "failed",
+          `deadline passed while waiting for deployment ${earlier.id}`,
+        );
+        return false;
+      }
       await this.#awaitFinish(earlier.operation_id, Math.min(left, TURN_RECHECK_MS));
     }
   }

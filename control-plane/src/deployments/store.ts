@@ -157,9 +157,17 @@ export async function recordReport(
       failed_step: r.failedStep ? clip(r.failedStep, 32) : null,
     });
   await trx("deployment_steps").where({ deployment_id: d.id }).delete();
-  if (r.steps.length === 0) return;
+  const steps = withQueueLines(
+    r.steps,
+    await trx("deployment_progress")
+      .where({ deployment_id: d.id })
+      .andWhere("seq", "<", 0)
+      .orderBy("seq")
+      .select<{ status: string; log: string; at: number }[]>("status", "log", "at"),
+  );
+  if (steps.length === 0) return;
   await trx("deployment_steps").insert(
-    r.steps.map((s, position) => ({
+    steps.map((s, position) => ({
       deployment_id: d.id,
       position,
       name: clip(s.name, 32),
@@ -181,6 +189,54 @@ export async function recordReport(
     await trx("deployment_steps")
       .where({ deployment_id: d.id, name: p.step, status: "running" })
       .update({ status: p.status, ended_at: p.at });
+}
+
+/**
+ * The control plane's own progress rows of a deployment: its wait for an
+ * earlier deployment of the application (service.ts), as a `queue` step before
+ * anything the agent sends (the agent's seqs start at 1). recordReport keeps
+ * them in the final steps.
+ */
+export const QUEUE_SEQ = { waiting: -2, ended: -1 } as const;
+
+/** A line of the control plane's queue step (`<time> waiting for deployment <id> to finish`...). */
+export async function recordQueueLine(
+  db: Knex,
+  deploymentId: string,
+  seq: (typeof QUEUE_SEQ)[keyof typeof QUEUE_SEQ],
+  status: "running" | "succeeded" | "failed",
+  line: string,
+): Promise<void> {
+  const at = Date.now();
+  await db("deployment_progress")
+    .insert({
+      deployment_id: deploymentId,
+      seq,
+      step: "queue",
+      status,
+      log: `${new Date(at).toISOString()} ${line}\n`,
+      at,
+    })
+    .onConflict(["deployment_id", "seq"])
+    .ignore();
+}
+
+/** The agent's steps with the control plane's queue lines first (joined to the agent's own queue step). */
+function withQueueLines(steps: DeployReport["steps"], lines: { status: string; log: string; at: number }[]) {
+  if (lines.length === 0) return steps;
+  const log = lines.map((l) => l.log).join("");
+  const started = Number(lines[0]!.at);
+  const last = lines.at(-1)!;
+  const agentQueue = steps.find((s) => s.name === "queue");
+  if (agentQueue) {
+    return steps.map((s) => (s === agentQueue ? { ...s, startedAtUnixMs: started, log: log + s.log } : s));
+  }
+  const status =
+    last.status === "running"
+      ? DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING
+      : DeployStepStatus.DEPLOY_STEP_STATUS_SUCCEEDED;
+  const queue = { name: "queue", status, startedAtUnixMs: started, endedAtUnixMs: Number(last.at), log };
+  return [queue, ...steps];
 }
 
 /** Live log text kept per deployment; past it, only step states are recorded. */

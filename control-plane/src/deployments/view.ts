@@ -6,7 +6,7 @@
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
 import { iso } from "../lib/time.js";
-import type { DeploymentRow } from "./store.js";
+import { type DeploymentRow, QUEUE_SEQ } from "./store.js";
 
 type Joined = DeploymentRow & {
   op_status: string;
@@ -137,7 +137,7 @@ async function stepsOf(db: Knex, deploymentId: string): Promise<StepView[]> {
     );
   }
   const steps = new Map<string, { status: string; started: number; ended: number | null; log: string }>();
-  for (const p of await progressSince(db, deploymentId, 0)) {
+  for (const p of await progressSince(db, deploymentId, QUEUE_SEQ.waiting - 1)) {
     const at = Date.parse(p.at ?? "") || 0;
     const s = steps.get(p.step) ?? { status: p.status, started: at, ended: null, log: "" };
     s.status = p.status;
