@@ -32,6 +32,9 @@ const ITERATIONS = intEnv(BENCH, "BENCH_ITERATIONS", 5);
 const WARMUP = intEnv(BENCH, "BENCH_WARMUP", 1);
 const IN_A_ROW = intEnv(BENCH, "BENCH_DEPLOYS_IN_A_ROW", 10);
 const PAIRS = intEnv(BENCH, "BENCH_BACK_TO_BACK_PAIRS", 3);
+const ROLLBACKS = intEnv(BENCH, "BENCH_ROLLBACKS", 4);
+/** Issue 29: from POST /rollback to the old version serving through the proxy. */
+const ROLLBACK_GOAL_MS = 3000;
 /** The agent's default (RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS): untimed everywhere but back to back. */
 const DRAIN_SECONDS = 5;
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
@@ -146,25 +149,28 @@ async function postAndServe(ctx, label) {
   const ms = await waitForAnswer(caddy.httpPort, app.fqdn, body, t0);
   const op = await waitOperation(stack, started.operation_id);
   if (op.status !== "completed") throw new Error(`deploy ${label}: ${JSON.stringify(op)}`);
-  return { ms, sha, started };
+  return { ms, sha, body, started };
 }
 
 async function deployWithRelayctl(ctx, label) {
-  const { stack, app } = ctx;
   const { ms, sha, started } = await postAndServe(ctx, label);
-  const path = `/api/tenants/${stack.tenantId}/applications/${app.id}/deployments/${started.deployment_id}`;
   // Untimed: the view with each step's duration, once the old container is retired.
+  const view = await retired(ctx, started.deployment_id);
+  if (view.commit_sha !== sha) throw new Error(`deployed ${view.commit_sha}, committed ${sha}`);
+  return { ms, steps: Object.fromEntries(view.steps.map((s) => [s.name, s.duration_ms])) };
+}
+
+/** The deployment's view once its retire step succeeded (its old container is gone). */
+async function retired(ctx, deploymentId) {
+  const { stack, app } = ctx;
+  const path = `/api/tenants/${stack.tenantId}/applications/${app.id}/deployments/${deploymentId}`;
   for (;;) {
     const view = expect(
       await call(stack.baseUrl, "GET", path, { apiKey: ctx.nextApiKey() }),
       200,
       "GET deployment",
     );
-    if (view.commit_sha !== sha) throw new Error(`deployed ${view.commit_sha}, committed ${sha}`);
-    const retire = view.steps.find((s) => s.name === "retire");
-    if (retire?.status === "succeeded") {
-      return { ms, steps: Object.fromEntries(view.steps.map((s) => [s.name, s.duration_ms])) };
-    }
+    if (view.steps.find((s) => s.name === "retire")?.status === "succeeded") return view;
     await sleep(300);
   }
 }
@@ -276,6 +282,52 @@ async function backToBack(ctx) {
   return { pairs: PAIRS, drain_seconds: DRAIN_SECONDS, first: summarize(first), second: summarize(second) };
 }
 
+/**
+ * Rollbacks under a steady request stream: two releases A and B, then each
+ * rollback to the previous release (A, then B again, ...), timed from POST
+ * /rollback to the old version answering through Caddy; the next one starts
+ * once the previous operation completed (its retire goes on in the background).
+ */
+async function rollbacks(ctx) {
+  log(`${ROLLBACKS} rollbacks to the previous release under a steady request stream`);
+  const { stack, app, caddy } = ctx;
+  const a = await postAndServe(ctx, "rollback-a");
+  const b = await postAndServe(ctx, "rollback-b");
+  const bodies = [a.body, b.body];
+  const traffic = startTraffic(caddy.httpPort, app.fqdn);
+  const times = [];
+  let last;
+  for (let i = 0; i < ROLLBACKS; i++) {
+    const want = bodies[i % 2];
+    const t0 = performance.now();
+    const started = expect(
+      await call(stack.baseUrl, "POST", "/api/automation/v1/rollback", {
+        bearer: stack.keys[0],
+        body: { application_id: app.id, timeout_seconds: DEPLOY_TIMEOUT_S },
+      }),
+      202,
+      "POST /rollback",
+    );
+    const ms = await waitForAnswer(caddy.httpPort, app.fqdn, want, t0);
+    const op = await waitOperation(stack, started.operation_id);
+    if (op.status !== "completed") throw new Error(`rollback #${i}: ${JSON.stringify(op)}`);
+    log(`rollback #${i}: ${ms.toFixed(0)} ms to serve ${want}`);
+    times.push(ms);
+    last = started.deployment_id;
+  }
+  const report = await traffic.stop();
+  // The last retire ends before the clean-up removes what is left (it would race its removal).
+  if (last) await retired(ctx, last);
+  log(`${report.total} requests, ${report.failed} failed during the rollbacks`);
+  return {
+    rollbacks: ROLLBACKS,
+    releases: [a.sha, b.sha],
+    ...summarize(times),
+    requests: report.total,
+    failed: report.failed,
+  };
+}
+
 // --- report --------------------------------------------------------------------------------------
 
 function tcpMigrateReq() {
@@ -284,7 +336,7 @@ function tcpMigrateReq() {
 }
 
 function report(result) {
-  const { compare: c, in_a_row: row, back_to_back: b2b } = result;
+  const { compare: c, in_a_row: row, back_to_back: b2b, rollback: rb } = result;
   const rows = [["measure", "n", "p50 ms", "p99 ms", "mean ms", "p50 / script p50"]];
   for (const [key, label] of [
     ["relayctl", "POST /deploy → new version through Caddy"],
@@ -319,6 +371,10 @@ function report(result) {
     `back to back (${b2b.pairs} pairs, drain ${b2b.drain_seconds} s): first p50 ${b2b.first.p50_ms.toFixed(0)} ms, ` +
       `second p50 ${b2b.second.p50_ms.toFixed(0)} ms (max ${b2b.second.max_ms.toFixed(0)} ms)`,
   );
+  console.log(
+    `rollback (${rb.rollbacks}, POST → old version serving): p50 ${rb.p50_ms.toFixed(0)} ms, max ${rb.max_ms.toFixed(0)} ms; ` +
+      `${rb.requests} requests, ${rb.failed} failed`,
+  );
   const value = ratio(c.relayctl.p50_ms, c.script.p50_ms);
   const b2bRatio = ratio(b2b.second.p50_ms, b2b.first.p50_ms);
   const goals = [
@@ -333,6 +389,18 @@ function report(result) {
       value: b2bRatio,
       limit: GOAL_MAX_RATIO,
       met: b2bRatio <= GOAL_MAX_RATIO,
+    },
+    {
+      name: `rollback: POST → old version serving ≤ ${ROLLBACK_GOAL_MS} ms (max of ${rb.rollbacks})`,
+      value: Math.round(rb.max_ms),
+      limit: ROLLBACK_GOAL_MS,
+      met: rb.max_ms <= ROLLBACK_GOAL_MS,
+    },
+    {
+      name: `failed requests during ${rb.rollbacks} rollbacks = 0`,
+      value: rb.failed,
+      limit: 0,
+      met: rb.failed === 0,
     },
     {
       name: `failed requests during ${row.deploys} deploys in a row = 0`,
@@ -411,6 +479,7 @@ async function run(group, tmp) {
     const result = { compare: await compare(ctx) };
     result.in_a_row = await inARow(ctx);
     result.back_to_back = await backToBack(ctx);
+    result.rollback = await rollbacks(ctx);
     return result;
   } finally {
     await removeContainers(app.id);
@@ -444,6 +513,7 @@ async function main() {
       warmup: WARMUP,
       deploys_in_a_row: IN_A_ROW,
       back_to_back_pairs: PAIRS,
+      rollbacks: ROLLBACKS,
       drain_seconds: DRAIN_SECONDS,
       answer_poll_ms: ANSWER_POLL_MS,
       log_level: LOG_LEVEL,
