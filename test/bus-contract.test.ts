@@ -2,7 +2,15 @@
 // connections to a real nats-server) and the in-process bus of `make dev`. What
 // the api sends is exactly what the gateway's handler receives, and the answers
 // (on stream, not connected, completions, takeovers) mean the same on both.
-import { JobStatus, type Job, type OperationDone, RouteOutcomeStatus } from "@relayctl/proto";
+import {
+  JobStatus,
+  type Job,
+  LogStream,
+  LogsEnd,
+  type LogsOutput,
+  type OperationDone,
+  RouteOutcomeStatus,
+} from "@relayctl/proto";
 import type { JobBus } from "../control-plane/src/bus/job-bus";
 import { MemoryBus } from "../control-plane/src/bus/memory-bus";
 import { connectNatsBus } from "../control-plane/src/bus/nats-bus";
@@ -109,6 +117,52 @@ for (const [name, open] of Object.entries(adapters)) {
     t.is(await bus.api.dispatch(serverId, routeSync), "on_stream");
     t.deepEqual(received.at(-2), exec);
     t.deepEqual(received.at(-1), routeSync);
+  });
+
+  test(`bus contract (${name}) - live output reaches its one subscriber in order, and a cancel reaches the server's gateway`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const [serverId, readId, otherId] = [uuid(), uuid(), uuid()];
+    const heard: LogsOutput[] = [];
+    const unsubscribe = await bus.api.subscribeLive(readId, (o) => heard.push(o));
+    const line = (seq: number, end = LogsEnd.LOGS_END_UNSPECIFIED): LogsOutput => ({
+      operationId: readId,
+      seq,
+      lines: [{ stream: LogStream.LOG_STREAM_STDERR, text: `line ${seq} é` }],
+      end,
+      endDetail: end === LogsEnd.LOGS_END_UNSPECIFIED ? "" : "the container's log ended",
+    });
+    // Subscribed before the first line goes out: nothing is missed, nothing of another read is heard.
+    bus.gateway.publishLive({ ...line(1), operationId: otherId });
+    for (let seq = 1; seq <= 20; seq++) bus.gateway.publishLive(line(seq));
+    bus.gateway.publishLive(line(21, LogsEnd.LOGS_END_CONTAINER_GONE));
+    await pollUntil(async () => (heard.length === 21 ? true : undefined), {
+      what: "21 outputs",
+      timeoutMs: 5000,
+    });
+    t.deepEqual(heard, [
+      ...Array.from({ length: 20 }, (_, i) => line(i + 1)),
+      line(21, LogsEnd.LOGS_END_CONTAINER_GONE),
+    ]);
+    unsubscribe();
+
+    const cancelled: string[] = [];
+    const stop = bus.gateway.onCancel(serverId, (id) => cancelled.push(id));
+    t.teardown(stop);
+    // A subscription reaches the NATS server a moment after onCancel: cancel until one is heard.
+    await pollUntil(
+      async () => {
+        bus.api.cancelJob(serverId, readId);
+        return cancelled.length > 0 ? true : undefined;
+      },
+      { what: "the cancel at the gateway", timeoutMs: 5000 },
+    );
+    t.true(cancelled.every((id) => id === readId));
+    bus.api.cancelJob(uuid(), otherId);
+    bus.gateway.publishLive(line(22));
+    await bus.api.ping(2000);
+    t.false(cancelled.includes(otherId), "another server's cancel is not heard");
+    t.is(heard.length, 21, "nothing is heard after unsubscribing");
   });
 
   test(`bus contract (${name}) - a handler that refuses or throws is not connected; unsubscribed is not connected`, async (t) => {

@@ -190,6 +190,12 @@ const schema = z
      * @default off
      */
     RELAYCTL_TRACING: z.enum(["off", "otlp"]).default("off"),
+    /** Application log follows (GET /api/applications/{id}/logs?follow=true) open at once per credential (429 beyond). @default 5 */
+    RELAYCTL_LOGS_FOLLOWS_PER_KEY: int(1, 1000).default(5),
+    /** Application log follows open at once per tenant (429 beyond). @default 20 */
+    RELAYCTL_LOGS_FOLLOWS_PER_TENANT: int(1, 100_000).default(20),
+    /** A log follow ends (`event: end`, reason max_time) after this many seconds. @default 3600 */
+    RELAYCTL_LOGS_FOLLOW_MAX_SECONDS: int(10, 24 * 3600).default(3600),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -284,6 +290,8 @@ export interface Config {
   /** RELAYCTL_APPS_URL parsed (applications/app-url.ts); undefined when unset. */
   appsUrl: AppsUrl | undefined;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
+  /** Application logs: bounds of the follows each api instance serves (applications/logs-limits.ts). */
+  logs: { followsPerKey: number; followsPerTenant: number; followMaxSeconds: number };
   /** Prometheus metrics: the gateway role's HTTP listener (undefined: off) and the optional scrape token. */
   metrics: { gatewayListen: { host: string; port: number } | undefined; token: string | undefined };
   tracing: Raw["RELAYCTL_TRACING"];
@@ -410,6 +418,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     appsUrl,
     logLevel: c.RELAYCTL_LOG_LEVEL,
+    logs: {
+      followsPerKey: c.RELAYCTL_LOGS_FOLLOWS_PER_KEY,
+      followsPerTenant: c.RELAYCTL_LOGS_FOLLOWS_PER_TENANT,
+      followMaxSeconds: c.RELAYCTL_LOGS_FOLLOW_MAX_SECONDS,
+    },
     metrics: {
       gatewayListen:
         c.RELAYCTL_GATEWAY_METRICS_LISTEN === "off"

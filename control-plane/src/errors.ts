@@ -130,6 +130,10 @@ export const ERRORS = {
     status: 503,
     detail: "the dashboard is not built on this control plane: run `make build` (web/dist is missing)",
   },
+  RC_ERR_APPLICATION_NOT_LIVE: {
+    status: 409,
+    detail: "the application has no live container: deploy it first",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

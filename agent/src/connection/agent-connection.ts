@@ -191,6 +191,9 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
           case "job":
             dispatcher.handleJob(msg.job).catch((err) => log.error({ err }, "job dispatch failed"));
             break;
+          case "cancelJob":
+            dispatcher.cancelJob(msg.cancelJob.operationId);
+            break;
           case "resultAck":
             dispatcher
               .handleResultAck(msg.resultAck.operationId)

@@ -13,6 +13,8 @@ import type {
   CallOptions,
   ContainerEngine,
   EngineOutcome,
+  LogsCallOptions,
+  LogsRead,
   RegistryLogin,
   RunSpec,
 } from "./engine.js";
@@ -154,6 +156,22 @@ export abstract class CliEngine implements ContainerEngine {
 
   logsTail(containerName: string, lines: number, opts: CallOptions): Promise<EngineOutcome> {
     return this.#cli(["logs", "--tail", String(lines), containerName], opts);
+  }
+
+  logs(containerName: string, read: LogsRead, opts: LogsCallOptions): Promise<EngineOutcome> {
+    const args = ["logs", "--tail", String(read.tail)];
+    if (read.since !== undefined) args.push("--since", read.since);
+    if (read.follow) args.push("--follow");
+    return runCli({
+      binary: this.binary,
+      args: [...args, containerName],
+      deadlineSeconds: opts.deadlineSeconds,
+      signal: opts.signal,
+      secrets: opts.secrets,
+      onOutput: opts.onOutput,
+      flushAfterMs: opts.flushAfterMs,
+      keepOutput: false,
+    });
   }
 
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome> {

@@ -33,19 +33,34 @@ export interface CliRun {
   /**
    * Output as it comes (stdout and stderr interleaved), already scrubbed: a
    * secret split across chunks is still caught (the runner's streaming
-   * Scrubber). The outcome still carries the whole output.
+   * Scrubber). The outcome still carries the whole output. `stream` says which
+   * of the two it came from.
    */
-  onOutput?: (text: string) => void;
+  onOutput?: (text: string, stream: OutputStream) => void;
+  /**
+   * Releases text the scrubber holds back (the last secret-length characters,
+   * in case a secret continues) after this much quiet on its stream, so output
+   * that stops is seen at once (a followed log). A value printed in two pieces
+   * further apart than this is not caught (secret-forms.ts: "a value printed in
+   * pieces"). @default never: held until more output or the end
+   */
+  flushAfterMs?: number;
+  /** Keep the output for the outcome (capped); false for a long stream read through onOutput. @default true */
+  keepOutput?: boolean;
 }
+
+export type OutputStream = "stdout" | "stderr";
 
 /** One stream's text for onOutput: UTF-8 decoded across chunks, then scrubbed. */
 class LiveText {
   readonly #decoder = new StringDecoder("utf8");
   readonly #scrubber: Scrubber;
+  #quiet: NodeJS.Timeout | undefined;
 
   constructor(
     matcher: SecretMatcher,
     readonly out: (text: string) => void,
+    readonly flushAfterMs?: number,
   ) {
     this.#scrubber = new Scrubber(matcher);
   }
@@ -53,10 +68,20 @@ class LiveText {
   push(chunk: Buffer): void {
     const text = this.#scrubber.write(this.#decoder.write(chunk));
     if (text) this.out(text);
+    if (this.flushAfterMs === undefined) return;
+    clearTimeout(this.#quiet);
+    this.#quiet = setTimeout(() => this.#release(), this.flushAfterMs);
   }
 
   end(): void {
+    clearTimeout(this.#quiet);
     const text = this.#scrubber.write(this.#decoder.end()) + this.#scrubber.end();
+    if (text) this.out(text);
+  }
+
+  /** The held-back tail, scrubbed as if the stream ended there; the scrubber starts afresh. */
+  #release(): void {
+    const text = this.#scrubber.end();
     if (text) this.out(text);
   }
 }
@@ -114,7 +139,13 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     const onOutput = run.onOutput;
     const matcher = onOutput ? new SecretMatcher(secrets) : undefined;
     const live =
-      matcher && onOutput ? [new LiveText(matcher, onOutput), new LiveText(matcher, onOutput)] : [];
+      matcher && onOutput
+        ? [
+            new LiveText(matcher, (text) => onOutput(text, "stdout"), run.flushAfterMs),
+            new LiveText(matcher, (text) => onOutput(text, "stderr"), run.flushAfterMs),
+          ]
+        : [];
+    const keep = run.keepOutput !== false;
     let timedOut = false;
     let settled = false;
     const child = spawn(resolveBinary(run.binary), run.args, {
@@ -145,11 +176,11 @@ export function runCli(run: CliRun): Promise<EngineOutcome> {
     if (run.signal?.aborted) kill();
     else run.signal?.addEventListener("abort", kill, { once: true });
     child.stdout.on("data", (c: Buffer) => {
-      stdout.push(c);
+      if (keep) stdout.push(c);
       live[0]?.push(c);
     });
     child.stderr.on("data", (c: Buffer) => {
-      stderr.push(c);
+      if (keep) stderr.push(c);
       live[1]?.push(c);
     });
     // A CLI that exits without reading stdin makes the write fail with EPIPE: harmless.

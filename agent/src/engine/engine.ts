@@ -34,6 +34,23 @@ export interface CallOptions {
   onOutput?: (text: string) => void;
 }
 
+/** What `<engine> logs` reads (jobs/logs.ts). */
+export interface LogsRead {
+  /** `--tail`: lines from the end. */
+  tail: number;
+  /** `--since`: an RFC 3339 time or a duration (10m); undefined for the whole log. */
+  since?: string;
+  /** `-f`: go on until opts.signal or the deadline. */
+  follow: boolean;
+}
+
+/** A logs call's options: its output goes to onOutput by stream, scrubbed, and is not kept. */
+export interface LogsCallOptions extends Omit<CallOptions, "onOutput"> {
+  onOutput: (text: string, stream: "stdout" | "stderr") => void;
+  /** Text the scrubber holds back is released after this much quiet (cli-process.ts). */
+  flushAfterMs: number;
+}
+
 export interface BuildSpec {
   /** Build context directory (absolute). */
   contextDir: string;
@@ -106,6 +123,12 @@ export interface ContainerEngine {
   containersByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
   /** The last `lines` lines of a container's output (stdout and stderr of the CLI). */
   logsTail(containerName: string, lines: number, opts: CallOptions): Promise<EngineOutcome>;
+  /**
+   * `logs --tail <n> [--since <t>] [-f] <name>`: the container's stdout and
+   * stderr as the CLI prints them, each to opts.onOutput with its stream; the
+   * outcome keeps none of it. The caller validates the name and `since`.
+   */
+  logs(containerName: string, read: LogsRead, opts: LogsCallOptions): Promise<EngineOutcome>;
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
   /** `repository:tag` of the images carrying label `key=value`, newest first, one per line. */
   imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;

@@ -10,6 +10,8 @@
 //   (result-store.ts); all unacked results are re-sent after every Welcome;
 // - a command keeps running while the stream is down; its result goes out on
 //   the next stream.
+// A LogsJob is a read, not an operation (logs.ts): none of the above applies to
+// it, and it ends when the stream does.
 import { performance } from "node:perf_hooks";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -27,6 +29,7 @@ import { traceJob } from "../tracing/index.js";
 import { runRegistryLoginJob, runRegistryLogoutJob, runRestartJob } from "./container.js";
 import { failedResult, runExecJob } from "./exec.js";
 import { Journal } from "./journal.js";
+import { LogReaders } from "./logs.js";
 import { runRebootCommand } from "./reboot.js";
 import { RouteSyncRunner } from "./route-sync.js";
 import { ResultStore } from "./result-store.js";
@@ -86,6 +89,10 @@ export class Dispatcher {
     outputCapBytes: number | undefined,
     readonly ackAfterMs: number,
   ) {
+    this.logs = new LogReaders(async () => {
+      const d = await this.engines.forJob();
+      return d.working === undefined ? unusableReason(d) : this.engines.engine(d.working);
+    }, log);
     this.deployer = new Deployer({
       settings: { stateDir, ...deploy },
       target: { proxy: routes.proxy, syncer: () => routes.syncer() },
@@ -99,6 +106,8 @@ export class Dispatcher {
   }
 
   readonly deployer: Deployer;
+  /** Container log reads (LogsJob): outside the journal, the running list and the deploy queue. */
+  readonly logs: LogReaders;
 
   static async open(options: DispatcherOptions): Promise<Dispatcher> {
     await mkdir(options.stateDir, { recursive: true, mode: 0o700 });
@@ -133,9 +142,15 @@ export class Dispatcher {
     this.#send = send;
   }
 
-  /** The stream is gone: results wait on disk until the next attach + resendUnacked. */
+  /** The stream is gone: results wait on disk until the next attach + resendUnacked; log reads end. */
   detach(): void {
     this.#send = undefined;
+    this.logs.cancelAll();
+  }
+
+  /** CancelJob: only a log read can be stopped (an operation runs to its end). */
+  cancelJob(operationId: string): void {
+    this.logs.cancel(operationId);
   }
 
   runningOperationIds(): string[] {
@@ -148,6 +163,10 @@ export class Dispatcher {
       this.log.warn({ operation_id: id }, "job with an invalid operation id ignored");
       return;
     }
+    if (job.kind?.$case === "logs")
+      return this.logs.run(id, job.kind.logs, (logsOutput) =>
+        this.#emit({ $case: "logsOutput", logsOutput }),
+      );
     if (this.journal.has(id)) return this.#duplicate(id);
     const run = traceJob(job, () => this.#run(job)).finally(() => this.#running.delete(id));
     this.#running.set(id, run);

@@ -6,7 +6,8 @@
 //   Bearer rds_                      → session_token (external deploy)
 //   Bearer rco_ (X-API-Key rco_ too where api_key is taken) → access_token
 //   no credential header + cookie    → web_session (GET only beside automation_key)
-//   otherwise                        → api_key (X-API-Key) or automation_key (Bearer rca_)
+//   otherwise                        → api_key (X-API-Key) or automation_key (Bearer rca_);
+//                                      a route taking both (application logs) goes by the header
 import { timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
@@ -66,6 +67,8 @@ export function admissionFor(deps: AdmissionDeps, credentials: readonly Credenti
     if (token) return admitAccessToken(db, req, reply, token, personWindows);
     if (takes("web_session") && sessionOnly(req) && (management || req.method === "GET"))
       return admitWebSession(db, req, reply);
+    if (management && takes("automation_key") && /^Bearer rca_/.test(req.headers.authorization ?? ""))
+      return admitAutomationKey(db, req, reply);
     if (management) return admitApiKey(db, req, reply);
     return admitAutomationKey(db, req, reply);
   };

@@ -52,6 +52,11 @@ test("routes - under /api only agent enrollment is public; the Automation API ta
       t.deepEqual(creds, [], "enrollment's credential is the join token in its body");
       continue;
     }
+    if (k === "GET /api/applications/:id/logs") {
+      // A read of the application: an automation key too, within its server scope (logs-api.ts).
+      t.deepEqual([...creds].sort(), ["access_token", "api_key", "automation_key", "web_session"], k);
+      continue;
+    }
     if (r.url.startsWith("/api/automation/v1/")) {
       t.true(creds.includes("automation_key") && creds.includes("access_token"), k);
       t.false(creds.includes("api_key"), k);

@@ -7,6 +7,7 @@ import type { FastifyInstance } from "fastify";
 import { usersRoutes } from "../accounts/users-api.js";
 import { webRoutes } from "../accounts/web-routes.js";
 import { applicationsRoutes } from "../applications/applications-api.js";
+import { logsRoutes } from "../applications/logs-api.js";
 import { dashboardRoutes } from "../dashboard/static.js";
 import { deploymentsRoutes } from "../deployments/routes.js";
 import { externalDeployRoutes } from "../external-deploy/routes.js";
@@ -54,6 +55,7 @@ export function apiRoutes(
     ...auditVerifyRoutes(ctx),
     ...providerBindingRoutes(ctx),
     ...applicationsRoutes(ctx),
+    ...logsRoutes(ctx, closing),
     ...registryCredentialsRoutes(ctx),
     ...deploymentsRoutes(ctx, closing),
     ...githubRoutes(ctx),

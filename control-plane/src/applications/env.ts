@@ -1,6 +1,7 @@
 // An application's environment variables: write-only. Each value is sealed with
 // the master key (AES-256-GCM, registry/crypto.ts) and opened only to build a
-// deployment's job; reads show names and when each was set, never a value.
+// deployment's job, or a log read's (the agent scrubs them from its output);
+// reads show names and when each was set, never a value.
 // The same bound as a request's env holds for the stored set (200 names, 64 KB
 // of names and values), so a deployment's env always fits what an agent takes.
 // Changes are audited by name only.
@@ -31,7 +32,7 @@ export async function listEnv(db: Knex, applicationId: string): Promise<EnvListi
   return { variables: rows.map((r) => ({ name: r.name, updated_at: iso(Number(r.updated_at)) })) };
 }
 
-/** The values, for a deployment's job only. */
+/** The values, for a deployment's job, and for a log read to scrub (logs-api.ts). */
 export async function openEnv(db: Knex, masterKey: Buffer, applicationId: string) {
   const rows = await db("application_env")
     .where({ application_id: applicationId })

@@ -8,10 +8,13 @@
 //               caller that waits anyway send()s instead: only a refusal is answered.
 // gateway side: serveServer() while it holds an agent's stream; publishDone() after
 //               a result is stored; takeovers close older streams of a server.
-import type { Job, OperationDone } from "@relayctl/proto";
+// Live output relayed, never stored (a LogsJob's lines): the gateway publishLive()s
+// each LogsOutput of such a job, the api that started it listens with
+// subscribeLive() (before dispatch) and stops it with cancelJob().
+import type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 import { RcError } from "../errors.js";
 
-export type { Job, OperationDone } from "@relayctl/proto";
+export type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 
 /** What a job carries besides its operation id (exec, restart, route sync...). */
 export type JobKind = NonNullable<Job["kind"]>;
@@ -79,6 +82,17 @@ export interface JobBus {
   /** After the final state is stored, never before. */
   publishDone(event: OperationDone): void;
   publishTakeover(serverId: string, connectionId: string): void;
+  /** Gateway: a job's live output, in the order the agent sent it (subjects.live). */
+  publishLive(output: LogsOutput): void;
+  /**
+   * Api: the live output of one job, in order; resolves once the subscription is
+   * in place (call it before dispatch). Throws BusUnavailableError when the bus is down.
+   */
+  subscribeLive(operationId: string, handler: (output: LogsOutput) => void): Promise<Unsubscribe>;
+  /** Api: asks the gateway holding the server's agent to stop the job (a CancelJob); unanswered. */
+  cancelJob(serverId: string, operationId: string): void;
+  /** Gateway: the cancellations of the server's jobs, while it holds the agent's stream. */
+  onCancel(serverId: string, handler: (operationId: string) => void): Unsubscribe;
   onTakeover(serverId: string, handler: (connectionId: string) => void): Unsubscribe;
   close(): Promise<void>;
 }
@@ -98,4 +112,8 @@ export const subjects = {
   refusals: (instance: string, operationId: string) => `${REFUSALS_PREFIX}${instance}.${operationId}`,
   /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
   presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,
+  /** A job's live output (LogsOutput), relayed by the gateway, never stored. */
+  live: (operationId: string) => `relayctl.v1.live.${operationId}`,
+  /** CancelJob for the gateway holding the server's agent. */
+  cancel: (serverId: string) => `relayctl.v1.agent.${serverId}.cancel`,
 };

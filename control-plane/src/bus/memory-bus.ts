@@ -4,7 +4,16 @@
 // exactly what it would get from the wire (and never shares memory with the caller).
 import { EventEmitter } from "node:events";
 import { codec } from "./codec.js";
-import type { DispatchOutcome, DoneWaiter, Job, JobBus, JobHandler, OperationDone } from "./job-bus.js";
+import type {
+  DispatchOutcome,
+  DoneWaiter,
+  Job,
+  JobBus,
+  JobHandler,
+  LogsOutput,
+  OperationDone,
+  Unsubscribe,
+} from "./job-bus.js";
 
 export class MemoryBus implements JobBus {
   private readonly handlers = new Map<string, JobHandler>();
@@ -73,6 +82,26 @@ export class MemoryBus implements JobBus {
   onTakeover(serverId: string, handler: (connectionId: string) => void): () => void {
     this.events.on(`takeover:${serverId}`, handler);
     return () => this.events.off(`takeover:${serverId}`, handler);
+  }
+
+  publishLive(output: LogsOutput): void {
+    this.events.emit(`live:${output.operationId}`, codec.live.encode(output));
+  }
+
+  async subscribeLive(operationId: string, handler: (o: LogsOutput) => void): Promise<Unsubscribe> {
+    const listener = (bytes: Uint8Array) => handler(codec.live.decode(bytes));
+    this.events.on(`live:${operationId}`, listener);
+    return () => this.events.off(`live:${operationId}`, listener);
+  }
+
+  cancelJob(serverId: string, operationId: string): void {
+    this.events.emit(`cancel:${serverId}`, codec.cancel.encode(operationId));
+  }
+
+  onCancel(serverId: string, handler: (operationId: string) => void): Unsubscribe {
+    const listener = (bytes: Uint8Array) => handler(codec.cancel.decode(bytes));
+    this.events.on(`cancel:${serverId}`, listener);
+    return () => this.events.off(`cancel:${serverId}`, listener);
   }
 
   async close(): Promise<void> {

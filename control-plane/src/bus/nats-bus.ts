@@ -25,7 +25,9 @@ import {
   type Job,
   type JobBus,
   type JobHandler,
+  type LogsOutput,
   type OperationDone,
+  type Unsubscribe,
   REFUSALS_PREFIX,
   subjects,
 } from "./job-bus.js";
@@ -298,6 +300,48 @@ class NatsBus implements JobBus {
     const sub = this.nc.subscribe(subjects.takeover(serverId), {
       callback: (err, msg) => {
         if (!err) handler(codec.takeover.decode(msg.data));
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  publishLive(output: LogsOutput): void {
+    this.publish(subjects.live(output.operationId), codec.live.encode(output));
+  }
+
+  /**
+   * One SUB per reader (a follow is long, unlike an operation's completion): the
+   * flush puts it on the server before the job goes out, so no line is missed.
+   */
+  async subscribeLive(operationId: string, handler: (o: LogsOutput) => void): Promise<Unsubscribe> {
+    this.ensureConnected();
+    const sub = this.nc.subscribe(subjects.live(operationId), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          handler(codec.live.decode(msg.data));
+        } catch (e) {
+          this.log.warn({ err: e, operation_id: operationId }, "undecodable live output on the bus");
+        }
+      },
+    });
+    try {
+      await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
+    } catch (err) {
+      sub.unsubscribe();
+      throw new BusUnavailableError(err);
+    }
+    return () => sub.unsubscribe();
+  }
+
+  cancelJob(serverId: string, operationId: string): void {
+    this.publish(subjects.cancel(serverId), codec.cancel.encode(operationId));
+  }
+
+  onCancel(serverId: string, handler: (operationId: string) => void): Unsubscribe {
+    const sub = this.nc.subscribe(subjects.cancel(serverId), {
+      callback: (err, msg) => {
+        if (!err) handler(codec.cancel.decode(msg.data));
       },
     });
     return () => sub.unsubscribe();

@@ -20,6 +20,7 @@ import { proxyColumns, storeProxyStatus } from "./proxy-status.js";
 import { storeContainerReport } from "./container-report.js";
 import { pendingCleanups, requestCleanup } from "../applications/cleanup.js";
 import type { StreamRegistry } from "./registry.js";
+import { LiveReads } from "./live-reads.js";
 
 export interface GatewayDeps {
   db: Knex;
@@ -143,6 +144,8 @@ class AgentStream {
    * after a later one would be skipped for good.
    */
   private progressTail: Promise<unknown> = Promise.resolve();
+  /** Log reads on this stream: relayed, not stored. */
+  private readonly live: LiveReads;
 
   constructor(
     private readonly deps: GatewayDeps,
@@ -152,6 +155,7 @@ class AgentStream {
     this.serverId = server.id;
     this.credentialHash = server.agent_credential_hash;
     this.log = deps.log.child({ server_id: server.id, connection_id: this.connectionId });
+    this.live = new LiveReads(deps.bus);
   }
 
   start(): void {
@@ -170,12 +174,18 @@ class AgentStream {
   sendJob(job: Job): boolean {
     if (this.closed) return false;
     this.call.write({ msg: { $case: "job", job } });
+    this.live.sent(job);
     return true;
+  }
+
+  cancelJob(operationId: string): void {
+    if (!this.closed) this.call.write({ msg: { $case: "cancelJob", cancelJob: { operationId } } });
   }
 
   close(reason: string): void {
     if (this.closed) return;
     this.closed = true;
+    this.live.closed();
     this.log.info({ reason }, "agent stream closed");
     try {
       this.call.end();
@@ -202,7 +212,9 @@ class AgentStream {
                   ? storeProxyStatus(this.deps.db, this.serverId, msg.proxyStatus)
                   : msg.$case === "containerReport"
                     ? storeContainerReport(this.deps.db, this.serverId, msg.containerReport)
-                    : this.onResult(msg.jobResult);
+                    : msg.$case === "logsOutput"
+                      ? Promise.resolve(this.live.relay(msg.logsOutput))
+                      : this.onResult(msg.jobResult);
     work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 

@@ -13,6 +13,8 @@ export interface StreamHandle {
   readonly credentialHash: string;
   /** Puts the job on the stream; false when the stream is gone. */
   sendJob(job: Job): boolean;
+  /** Asks the agent to stop a job (a log read's follow). */
+  cancelJob(operationId: string): void;
   close(reason: string): void;
 }
 
@@ -44,6 +46,7 @@ export class StreamRegistry {
       this.bus.onTakeover(stream.serverId, (connectionId) => {
         if (connectionId !== stream.connectionId) this.detach(stream, "agent connected to another gateway");
       }),
+      this.bus.onCancel(stream.serverId, (operationId) => stream.cancelJob(operationId)),
     ];
     this.held.set(stream.serverId, { stream, unsubscribe });
     this.bus.publishTakeover(stream.serverId, stream.connectionId);
@@ -78,6 +81,8 @@ export class StreamRegistry {
     if (!current) return false;
     // The agent's spans are children of this gateway's (kept for a re-send too).
     if (tracingOn()) job.traceContext = activeTraceContext();
+    // A log read is never sent again: it ended with the stream it was on (gateway/live-reads.ts).
+    if (job.kind?.$case === "logs") return current.stream.sendJob(job);
     const pending = this.unacked.get(serverId) ?? new Map();
     this.unacked.set(serverId, pending);
     pending.set(job.operationId, { job, at: Date.now() });

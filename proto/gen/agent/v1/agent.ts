@@ -195,6 +195,114 @@ export function containerStateToJSON(object: ContainerState): string {
   }
 }
 
+export enum LogStream {
+  LOG_STREAM_UNSPECIFIED = 0,
+  LOG_STREAM_STDOUT = 1,
+  LOG_STREAM_STDERR = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function logStreamFromJSON(object: any): LogStream {
+  switch (object) {
+    case 0:
+    case "LOG_STREAM_UNSPECIFIED":
+      return LogStream.LOG_STREAM_UNSPECIFIED;
+    case 1:
+    case "LOG_STREAM_STDOUT":
+      return LogStream.LOG_STREAM_STDOUT;
+    case 2:
+    case "LOG_STREAM_STDERR":
+      return LogStream.LOG_STREAM_STDERR;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return LogStream.UNRECOGNIZED;
+  }
+}
+
+export function logStreamToJSON(object: LogStream): string {
+  switch (object) {
+    case LogStream.LOG_STREAM_UNSPECIFIED:
+      return "LOG_STREAM_UNSPECIFIED";
+    case LogStream.LOG_STREAM_STDOUT:
+      return "LOG_STREAM_STDOUT";
+    case LogStream.LOG_STREAM_STDERR:
+      return "LOG_STREAM_STDERR";
+    case LogStream.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
+export enum LogsEnd {
+  LOGS_END_UNSPECIFIED = 0,
+  /** LOGS_END_COMPLETE - Every line asked for was sent (no follow). */
+  LOGS_END_COMPLETE = 1,
+  /** LOGS_END_CONTAINER_GONE - The engine's log ended while following: the container stopped or was removed. */
+  LOGS_END_CONTAINER_GONE = 2,
+  /** LOGS_END_MAX_TIME - The follow reached its max_seconds. */
+  LOGS_END_MAX_TIME = 3,
+  /** LOGS_END_CANCELLED - CancelJob, or the agent's stream to the gateway dropped. */
+  LOGS_END_CANCELLED = 4,
+  /** LOGS_END_FAILED - The engine could not read the log (no such container, engine down): end_detail says why. */
+  LOGS_END_FAILED = 5,
+  /** LOGS_END_AGENT_DISCONNECTED - Set by the gateway, not the agent: the agent's stream closed while following. */
+  LOGS_END_AGENT_DISCONNECTED = 6,
+  UNRECOGNIZED = -1,
+}
+
+export function logsEndFromJSON(object: any): LogsEnd {
+  switch (object) {
+    case 0:
+    case "LOGS_END_UNSPECIFIED":
+      return LogsEnd.LOGS_END_UNSPECIFIED;
+    case 1:
+    case "LOGS_END_COMPLETE":
+      return LogsEnd.LOGS_END_COMPLETE;
+    case 2:
+    case "LOGS_END_CONTAINER_GONE":
+      return LogsEnd.LOGS_END_CONTAINER_GONE;
+    case 3:
+    case "LOGS_END_MAX_TIME":
+      return LogsEnd.LOGS_END_MAX_TIME;
+    case 4:
+    case "LOGS_END_CANCELLED":
+      return LogsEnd.LOGS_END_CANCELLED;
+    case 5:
+    case "LOGS_END_FAILED":
+      return LogsEnd.LOGS_END_FAILED;
+    case 6:
+    case "LOGS_END_AGENT_DISCONNECTED":
+      return LogsEnd.LOGS_END_AGENT_DISCONNECTED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return LogsEnd.UNRECOGNIZED;
+  }
+}
+
+export function logsEndToJSON(object: LogsEnd): string {
+  switch (object) {
+    case LogsEnd.LOGS_END_UNSPECIFIED:
+      return "LOGS_END_UNSPECIFIED";
+    case LogsEnd.LOGS_END_COMPLETE:
+      return "LOGS_END_COMPLETE";
+    case LogsEnd.LOGS_END_CONTAINER_GONE:
+      return "LOGS_END_CONTAINER_GONE";
+    case LogsEnd.LOGS_END_MAX_TIME:
+      return "LOGS_END_MAX_TIME";
+    case LogsEnd.LOGS_END_CANCELLED:
+      return "LOGS_END_CANCELLED";
+    case LogsEnd.LOGS_END_FAILED:
+      return "LOGS_END_FAILED";
+    case LogsEnd.LOGS_END_AGENT_DISCONNECTED:
+      return "LOGS_END_AGENT_DISCONNECTED";
+    case LogsEnd.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 export enum DeployStepStatus {
   DEPLOY_STEP_STATUS_UNSPECIFIED = 0,
   DEPLOY_STEP_STATUS_RUNNING = 1,
@@ -268,7 +376,9 @@ export interface AgentMessage {
      * The state of the deployed applications' containers: the whole picture,
      * sent after Welcome and whenever any of it changes.
      */
-    | { $case: "containerReport"; containerReport: ContainerReport }
+    | { $case: "containerReport"; containerReport: ContainerReport } //
+    /** A LogsJob's lines. */
+    | { $case: "logsOutput"; logsOutput: LogsOutput }
     | undefined;
 }
 
@@ -433,6 +543,32 @@ export interface JobProgress {
   progress: { $case: "deploy"; deploy: DeployProgress } | undefined;
 }
 
+/**
+ * Output of a LogsJob: lines as the engine prints them, scrubbed, in order. The
+ * gateway relays it to the reader and stores none of it (unlike JobProgress). A
+ * follow also sends one with no lines after every 15 s of quiet, so a reader
+ * can tell a quiet container from a lost stream. The last one has `end` set.
+ */
+export interface LogsOutput {
+  operationId: string;
+  /** 1, 2, 3... per read. */
+  seq: number;
+  lines: LogLine[];
+  /** Why the output ended; LOGS_END_UNSPECIFIED while it goes on. */
+  end: LogsEnd;
+  /** One line for a person: what ended it (the engine's exit code on FAILED). */
+  endDetail: string;
+}
+
+export interface LogLine {
+  stream: LogStream;
+  /**
+   * One line of output without its line break, scrubbed (a line longer than
+   * 16 KiB comes in pieces).
+   */
+  text: string;
+}
+
 /** One step's change of state and/or new log text. */
 export interface DeployProgress {
   /** fetch, build, start, health_check, switch, retire. */
@@ -503,8 +639,15 @@ export interface GatewayMessage {
     | {
         $case: "resultAck";
         resultAck: ResultAck;
-      }
+      } //
+    /** Stop a job that streams until stopped (a LogsJob's follow). */
+    | { $case: "cancelJob"; cancelJob: CancelJob }
     | undefined;
+}
+
+/** The agent kills the job's child at once; an unknown or finished id is ignored. */
+export interface CancelJob {
+  operationId: string;
 }
 
 export interface Welcome {
@@ -524,6 +667,7 @@ export interface Job {
     | { $case: "routeSync"; routeSync: RouteSyncJob }
     | { $case: "deploy"; deploy: DeployJob }
     | { $case: "cleanup"; cleanup: CleanupJob }
+    | { $case: "logs"; logs: LogsJob }
     | undefined;
   /**
    * W3C trace context (`traceparent`, `tracestate`) of the gateway's span for
@@ -686,6 +830,31 @@ export interface ReleaseBuild {
 }
 
 /**
+ * Read a container's output: `<engine> logs --tail <tail> [--since <since>]
+ * [-f] <container_name>`, both streams, sent back as LogsOutput messages, the
+ * last with its `end` set. A read, not an operation: operation_id is
+ * the reader's own id (no operation row), and the agent sends no JobAck and no
+ * JobResult, keeps no journal entry, reports it in no Heartbeat and never queues
+ * it behind a deployment. A follow's child is killed on CancelJob, when the
+ * agent's stream drops, or after max_seconds.
+ */
+export interface LogsJob {
+  containerName: string;
+  /** Lines from the end of the log, 1 to 10000. */
+  tail: number;
+  /** Only lines since then: an RFC 3339 time or a duration (10m, 1h30m); empty: all. */
+  since: string;
+  follow: boolean;
+  /** A follow ends after this many seconds (0: the agent's own bound, 1 h). */
+  maxSeconds: number;
+  /**
+   * Values scrubbed from the output (the application's env values). Never
+   * logged, never written, never sent back.
+   */
+  secrets: string[];
+}
+
+/**
  * An application was deleted (or moved off this server): remove (rm -f) every
  * container and image labelled relayctl.application=<application_id>. COMPLETED
  * with a CleanupReport when nothing is left; FAILED when something could not be
@@ -763,6 +932,9 @@ export const AgentMessage: MessageFns<AgentMessage> = {
         break;
       case "containerReport":
         ContainerReport.encode(message.msg.containerReport, writer.uint32(66).fork()).join();
+        break;
+      case "logsOutput":
+        LogsOutput.encode(message.msg.logsOutput, writer.uint32(74).fork()).join();
         break;
     }
     return writer;
@@ -851,6 +1023,14 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             };
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.msg = { $case: "logsOutput", logsOutput: LogsOutput.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -905,7 +1085,17 @@ export const AgentMessage: MessageFns<AgentMessage> = {
                                       $case: "containerReport",
                                       containerReport: ContainerReport.fromJSON(object.container_report),
                                     }
-                                  : undefined,
+                                  : isSet(object.logsOutput)
+                                    ? {
+                                        $case: "logsOutput",
+                                        logsOutput: LogsOutput.fromJSON(object.logsOutput),
+                                      }
+                                    : isSet(object.logs_output)
+                                      ? {
+                                          $case: "logsOutput",
+                                          logsOutput: LogsOutput.fromJSON(object.logs_output),
+                                        }
+                                      : undefined,
     };
   },
 
@@ -927,6 +1117,8 @@ export const AgentMessage: MessageFns<AgentMessage> = {
       obj.proxyStatus = ProxyStatus.toJSON(message.msg.proxyStatus);
     } else if (message.msg?.$case === "containerReport") {
       obj.containerReport = ContainerReport.toJSON(message.msg.containerReport);
+    } else if (message.msg?.$case === "logsOutput") {
+      obj.logsOutput = LogsOutput.toJSON(message.msg.logsOutput);
     }
     return obj;
   },
@@ -994,6 +1186,12 @@ export const AgentMessage: MessageFns<AgentMessage> = {
             $case: "containerReport",
             containerReport: ContainerReport.fromPartial(object.msg.containerReport),
           };
+        }
+        break;
+      }
+      case "logsOutput": {
+        if (object.msg?.logsOutput !== undefined && object.msg?.logsOutput !== null) {
+          message.msg = { $case: "logsOutput", logsOutput: LogsOutput.fromPartial(object.msg.logsOutput) };
         }
         break;
       }
@@ -2584,6 +2782,232 @@ export const JobProgress: MessageFns<JobProgress> = {
   },
 };
 
+function createBaseLogsOutput(): LogsOutput {
+  return { operationId: "", seq: 0, lines: [], end: 0, endDetail: "" };
+}
+
+export const LogsOutput: MessageFns<LogsOutput> = {
+  encode(message: LogsOutput, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operationId !== "") {
+      writer.uint32(10).string(message.operationId);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint32(message.seq);
+    }
+    for (const v of message.lines) {
+      LogLine.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.end !== 0) {
+      writer.uint32(32).int32(message.end);
+    }
+    if (message.endDetail !== "") {
+      writer.uint32(42).string(message.endDetail);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LogsOutput {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLogsOutput();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.lines.push(LogLine.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.end = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.endDetail = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LogsOutput {
+    return {
+      operationId: isSet(object.operationId)
+        ? globalThis.String(object.operationId)
+        : isSet(object.operation_id)
+          ? globalThis.String(object.operation_id)
+          : "",
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      lines: globalThis.Array.isArray(object?.lines) ? object.lines.map((e: any) => LogLine.fromJSON(e)) : [],
+      end: isSet(object.end) ? logsEndFromJSON(object.end) : 0,
+      endDetail: isSet(object.endDetail)
+        ? globalThis.String(object.endDetail)
+        : isSet(object.end_detail)
+          ? globalThis.String(object.end_detail)
+          : "",
+    };
+  },
+
+  toJSON(message: LogsOutput): unknown {
+    const obj: any = {};
+    if (message.operationId !== "") {
+      obj.operationId = message.operationId;
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.lines?.length) {
+      obj.lines = message.lines.map((e) => LogLine.toJSON(e));
+    }
+    if (message.end !== 0) {
+      obj.end = logsEndToJSON(message.end);
+    }
+    if (message.endDetail !== "") {
+      obj.endDetail = message.endDetail;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LogsOutput>, I>>(base?: I): LogsOutput {
+    return LogsOutput.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LogsOutput>, I>>(object: I): LogsOutput {
+    const message = createBaseLogsOutput();
+    message.operationId = object.operationId ?? "";
+    message.seq = object.seq ?? 0;
+    message.lines = object.lines?.map((e) => LogLine.fromPartial(e)) || [];
+    message.end = object.end ?? 0;
+    message.endDetail = object.endDetail ?? "";
+    return message;
+  },
+};
+
+function createBaseLogLine(): LogLine {
+  return { stream: 0, text: "" };
+}
+
+export const LogLine: MessageFns<LogLine> = {
+  encode(message: LogLine, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.stream !== 0) {
+      writer.uint32(8).int32(message.stream);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LogLine {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLogLine();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.stream = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LogLine {
+    return {
+      stream: isSet(object.stream) ? logStreamFromJSON(object.stream) : 0,
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+    };
+  },
+
+  toJSON(message: LogLine): unknown {
+    const obj: any = {};
+    if (message.stream !== 0) {
+      obj.stream = logStreamToJSON(message.stream);
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LogLine>, I>>(base?: I): LogLine {
+    return LogLine.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LogLine>, I>>(object: I): LogLine {
+    const message = createBaseLogLine();
+    message.stream = object.stream ?? 0;
+    message.text = object.text ?? "";
+    return message;
+  },
+};
+
 function createBaseDeployProgress(): DeployProgress {
   return { step: "", status: 0, log: "", atUnixMs: 0, commit: undefined };
 }
@@ -3252,6 +3676,9 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       case "resultAck":
         ResultAck.encode(message.msg.resultAck, writer.uint32(26).fork()).join();
         break;
+      case "cancelJob":
+        CancelJob.encode(message.msg.cancelJob, writer.uint32(34).fork()).join();
+        break;
     }
     return writer;
   },
@@ -3293,6 +3720,14 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             message.msg = { $case: "resultAck", resultAck: ResultAck.decode(reader, reader.uint32()) };
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.msg = { $case: "cancelJob", cancelJob: CancelJob.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3315,7 +3750,11 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
             ? { $case: "resultAck", resultAck: ResultAck.fromJSON(object.resultAck) }
             : isSet(object.result_ack)
               ? { $case: "resultAck", resultAck: ResultAck.fromJSON(object.result_ack) }
-              : undefined,
+              : isSet(object.cancelJob)
+                ? { $case: "cancelJob", cancelJob: CancelJob.fromJSON(object.cancelJob) }
+                : isSet(object.cancel_job)
+                  ? { $case: "cancelJob", cancelJob: CancelJob.fromJSON(object.cancel_job) }
+                  : undefined,
     };
   },
 
@@ -3327,6 +3766,8 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
       obj.job = Job.toJSON(message.msg.job);
     } else if (message.msg?.$case === "resultAck") {
       obj.resultAck = ResultAck.toJSON(message.msg.resultAck);
+    } else if (message.msg?.$case === "cancelJob") {
+      obj.cancelJob = CancelJob.toJSON(message.msg.cancelJob);
     }
     return obj;
   },
@@ -3355,7 +3796,86 @@ export const GatewayMessage: MessageFns<GatewayMessage> = {
         }
         break;
       }
+      case "cancelJob": {
+        if (object.msg?.cancelJob !== undefined && object.msg?.cancelJob !== null) {
+          message.msg = { $case: "cancelJob", cancelJob: CancelJob.fromPartial(object.msg.cancelJob) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseCancelJob(): CancelJob {
+  return { operationId: "" };
+}
+
+export const CancelJob: MessageFns<CancelJob> = {
+  encode(message: CancelJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.operationId !== "") {
+      writer.uint32(10).string(message.operationId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.operationId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelJob {
+    return {
+      operationId: isSet(object.operationId)
+        ? globalThis.String(object.operationId)
+        : isSet(object.operation_id)
+          ? globalThis.String(object.operation_id)
+          : "",
+    };
+  },
+
+  toJSON(message: CancelJob): unknown {
+    const obj: any = {};
+    if (message.operationId !== "") {
+      obj.operationId = message.operationId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CancelJob>, I>>(base?: I): CancelJob {
+    return CancelJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelJob>, I>>(object: I): CancelJob {
+    const message = createBaseCancelJob();
+    message.operationId = object.operationId ?? "";
     return message;
   },
 };
@@ -3507,6 +4027,9 @@ export const Job: MessageFns<Job> = {
       case "cleanup":
         CleanupJob.encode(message.kind.cleanup, writer.uint32(90).fork()).join();
         break;
+      case "logs":
+        LogsJob.encode(message.kind.logs, writer.uint32(98).fork()).join();
+        break;
     }
     globalThis.Object.entries(message.traceContext).forEach(([key, value]: [string, string]) => {
       Job_TraceContextEntry.encode({ key: key as any, value }, writer.uint32(74).fork()).join();
@@ -3608,6 +4131,14 @@ export const Job: MessageFns<Job> = {
             message.kind = { $case: "cleanup", cleanup: CleanupJob.decode(reader, reader.uint32()) };
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = { $case: "logs", logs: LogsJob.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 9: {
             if (tag !== 74) {
               break;
@@ -3674,7 +4205,9 @@ export const Job: MessageFns<Job> = {
                           ? { $case: "deploy", deploy: DeployJob.fromJSON(object.deploy) }
                           : isSet(object.cleanup)
                             ? { $case: "cleanup", cleanup: CleanupJob.fromJSON(object.cleanup) }
-                            : undefined,
+                            : isSet(object.logs)
+                              ? { $case: "logs", logs: LogsJob.fromJSON(object.logs) }
+                              : undefined,
       traceContext: isObject(object.traceContext)
         ? (globalThis.Object.entries(object.traceContext) as [string, any][]).reduce(
             (acc: { [key: string]: string }, [key, value]: [string, any]) => {
@@ -3731,6 +4264,8 @@ export const Job: MessageFns<Job> = {
       obj.deploy = DeployJob.toJSON(message.kind.deploy);
     } else if (message.kind?.$case === "cleanup") {
       obj.cleanup = CleanupJob.toJSON(message.kind.cleanup);
+    } else if (message.kind?.$case === "logs") {
+      obj.logs = LogsJob.toJSON(message.kind.logs);
     }
     if (message.traceContext) {
       const entries = globalThis.Object.entries(message.traceContext) as [string, string][];
@@ -3805,6 +4340,12 @@ export const Job: MessageFns<Job> = {
       case "cleanup": {
         if (object.kind?.cleanup !== undefined && object.kind?.cleanup !== null) {
           message.kind = { $case: "cleanup", cleanup: CleanupJob.fromPartial(object.kind.cleanup) };
+        }
+        break;
+      }
+      case "logs": {
+        if (object.kind?.logs !== undefined && object.kind?.logs !== null) {
+          message.kind = { $case: "logs", logs: LogsJob.fromPartial(object.kind.logs) };
         }
         break;
       }
@@ -5374,6 +5915,165 @@ export const ReleaseBuild: MessageFns<ReleaseBuild> = {
     const message = createBaseReleaseBuild();
     message.image = object.image ?? "";
     message.deploymentId = object.deploymentId ?? "";
+    return message;
+  },
+};
+
+function createBaseLogsJob(): LogsJob {
+  return { containerName: "", tail: 0, since: "", follow: false, maxSeconds: 0, secrets: [] };
+}
+
+export const LogsJob: MessageFns<LogsJob> = {
+  encode(message: LogsJob, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.containerName !== "") {
+      writer.uint32(10).string(message.containerName);
+    }
+    if (message.tail !== 0) {
+      writer.uint32(16).uint32(message.tail);
+    }
+    if (message.since !== "") {
+      writer.uint32(26).string(message.since);
+    }
+    if (message.follow !== false) {
+      writer.uint32(32).bool(message.follow);
+    }
+    if (message.maxSeconds !== 0) {
+      writer.uint32(40).uint32(message.maxSeconds);
+    }
+    for (const v of message.secrets) {
+      writer.uint32(50).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LogsJob {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLogsJob();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.containerName = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.tail = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.since = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.follow = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxSeconds = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.secrets.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): LogsJob {
+    return {
+      containerName: isSet(object.containerName)
+        ? globalThis.String(object.containerName)
+        : isSet(object.container_name)
+          ? globalThis.String(object.container_name)
+          : "",
+      tail: isSet(object.tail) ? globalThis.Number(object.tail) : 0,
+      since: isSet(object.since) ? globalThis.String(object.since) : "",
+      follow: isSet(object.follow) ? globalThis.Boolean(object.follow) : false,
+      maxSeconds: isSet(object.maxSeconds)
+        ? globalThis.Number(object.maxSeconds)
+        : isSet(object.max_seconds)
+          ? globalThis.Number(object.max_seconds)
+          : 0,
+      secrets: globalThis.Array.isArray(object?.secrets)
+        ? object.secrets.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: LogsJob): unknown {
+    const obj: any = {};
+    if (message.containerName !== "") {
+      obj.containerName = message.containerName;
+    }
+    if (message.tail !== 0) {
+      obj.tail = Math.round(message.tail);
+    }
+    if (message.since !== "") {
+      obj.since = message.since;
+    }
+    if (message.follow !== false) {
+      obj.follow = message.follow;
+    }
+    if (message.maxSeconds !== 0) {
+      obj.maxSeconds = Math.round(message.maxSeconds);
+    }
+    if (message.secrets?.length) {
+      obj.secrets = message.secrets;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<LogsJob>, I>>(base?: I): LogsJob {
+    return LogsJob.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LogsJob>, I>>(object: I): LogsJob {
+    const message = createBaseLogsJob();
+    message.containerName = object.containerName ?? "";
+    message.tail = object.tail ?? 0;
+    message.since = object.since ?? "";
+    message.follow = object.follow ?? false;
+    message.maxSeconds = object.maxSeconds ?? 0;
+    message.secrets = object.secrets?.map((e) => e) || [];
     return message;
   },
 };

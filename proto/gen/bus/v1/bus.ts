@@ -19,6 +19,14 @@ export const protobufFileName = "bus/v1/bus.proto";
  *
  * A job is dispatched as the bytes of relayctl.agent.v1.Job, the very message
  * the gateway writes on the agent's stream: there is one encoding of a job.
+ *
+ * Live output that is relayed, never stored (a LogsJob's lines): the gateway
+ * publishes each relayctl.agent.v1.LogsOutput, as the agent sent it, on
+ * relayctl.v1.live.<operation_id>; the api that started the job listens there.
+ * To stop it, the api publishes relayctl.agent.v1.CancelJob on
+ * relayctl.v1.agent.<server_id>.cancel, which the gateway holding the agent's
+ * stream passes on. When the agent's stream closes, that gateway publishes an
+ * ending LogsOutput (LOGS_END_AGENT_DISCONNECTED) for each read still going.
  */
 
 /** The gateway's reply to a job request. */
