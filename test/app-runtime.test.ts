@@ -3,7 +3,8 @@
 // comes back on its own and serves through the proxy again; the agent reports
 // its container (state, restart count, last crash) and a crash loop; deleting
 // the application removes its containers and images, at once when the agent is
-// connected and at its next connection when it was away. Serial: one test stops
+// connected and at its next connection when it was away, and moving it to
+// another server removes them from the old one. Serial: one test stops
 // the stack's only agent.
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -187,6 +188,35 @@ test.serial("delete - with the agent offline, the cleanup is done when it reconn
   });
   // Both are audited: the one the deletion could not hand over, the one sent at Hello.
   t.is((await cleanupEvents(app.id)).length, 2);
+});
+
+test.serial("move - an application moved to another server leaves nothing on the old one", async (t) => {
+  const app = await deployed();
+  t.true((await labelled("ps", app.id)).length > 0);
+  // The new server's agent is not connected: nothing runs there until a deployment.
+  const other = await s.c.addServer({ start: false });
+  const moved = await s.manage(`/applications/${app.id}`, {
+    method: "PATCH",
+    body: { server_id: other.serverId },
+  });
+  t.is(moved.status, 200, describe(moved));
+  await pollUntil(
+    async () =>
+      (await labelled("ps", app.id)).length === 0 && (await labelled("images", app.id)).length === 0
+        ? true
+        : undefined,
+    { timeoutMs: DEPLOY_WAIT_MS, what: "the old server's containers and images of the application removed" },
+  );
+  const events = await cleanupEvents(app.id);
+  t.is(events.length, 1, "audited");
+  t.is(events[0]!.payload.reason, "application moved to another server");
+  await pollUntil(async () => ((await pendingRows(app.id)).length === 0 ? true : undefined), {
+    timeoutMs: 30_000,
+    what: "the old server's cleanup no longer pending",
+  });
+  // The application lives on, on its new server.
+  const after = await s.manage(`/applications/${app.id}`);
+  t.like(after.json, { server_id: other.serverId, live_release: null });
 });
 
 test.serial(

@@ -91,6 +91,7 @@ async function cleanUpQuietly(
   ctx: ApiContext,
   log: FastifyBaseLogger,
   d: { tenantId: string; row: ApplicationRow; actor: ReturnType<typeof actorOf> },
+  why: { reason: string; waitMs: number } = { reason: "application deleted", waitMs: CLEANUP_WAIT_MS },
 ) {
   try {
     const server = await ctx.db("servers").where({ id: d.row.server_id }).first<{ name: string }>("name");
@@ -100,8 +101,8 @@ async function cleanUpQuietly(
       applicationId: d.row.id,
       applicationName: d.row.name,
     };
-    const audit = { reason: "application deleted", requested_by: d.actor };
-    const outcome = await requestCleanup(ctx.ops, target, audit, CLEANUP_WAIT_MS);
+    const audit = { reason: why.reason, requested_by: d.actor };
+    const outcome = await requestCleanup(ctx.ops, target, audit, why.waitMs);
     log.info({ application_id: d.row.id, outcome: outcome.state }, "application cleanup");
   } catch (err) {
     log.warn(
@@ -237,6 +238,9 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
           applicationId: before.id,
           ip: req.ip,
         });
+        // Its containers and images on the old server go too (pending until done: store.ts).
+        const reason = { reason: "application moved to another server", waitMs: 0 };
+        await cleanUpQuietly(ctx, req.log, { tenantId, row: before, actor: actorOf(req) }, reason);
       }
       const hosts = await urlsOf(ctx.db, ctx.config.appsUrl, after);
       const urls = {

@@ -327,6 +327,21 @@ export async function updateApplication(
       });
       await trx("applications").where({ id: before.id }).update(changes);
       await bindFqdns(trx, after, fqdns);
+      if (moved) {
+        // What ran on the old server goes (cleanup.ts), even while its agent is away; a
+        // cleanup still pending on the new one would remove what deploys there next.
+        const server = await trx("servers").where({ id: before.server_id }).first<{ name: string }>("name");
+        const cleanup = pendingCleanupRow({
+          tenantId,
+          server: { id: before.server_id, name: server?.name ?? "" },
+          applicationId: before.id,
+          applicationName: after.name,
+        });
+        await trx("application_cleanups").insert(cleanup).onConflict(["application_id", "server_id"]).merge();
+        await trx("application_cleanups")
+          .where({ application_id: before.id, server_id: after.server_id })
+          .delete();
+      }
     },
   );
   return { resource, before };
@@ -347,7 +362,7 @@ export async function deleteApplication(db: Knex, tenantId: string, id: string, 
       applicationId: row.id,
       applicationName: row.name,
     });
-    await trx("application_cleanups").insert(cleanup).onConflict("application_id").merge();
+    await trx("application_cleanups").insert(cleanup).onConflict(["application_id", "server_id"]).merge();
     await trx("applications").where({ id: row.id }).delete();
   });
   return row;

@@ -10,6 +10,9 @@
 // - rollback_of: the release a rollback started again.
 // applications.keep_releases: retention, how many releases' images stay on the
 // server for a rollback.
+// application_cleanups is keyed by application and server: an application moved
+// to another server leaves a cleanup of the old one (its containers and images)
+// while it lives on, and one moved twice leaves one per server it left.
 import type { Knex } from "knex";
 
 export async function up(knex: Knex): Promise<void> {
@@ -23,9 +26,17 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable("applications", (t) => {
     t.integer("keep_releases").notNullable().defaultTo(5);
   });
+  await knex.schema.alterTable("application_cleanups", (t) => {
+    t.dropPrimary();
+    t.primary(["application_id", "server_id"]);
+  });
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.schema.alterTable("application_cleanups", (t) => {
+    t.dropPrimary();
+    t.primary(["application_id"]);
+  });
   await knex.schema.alterTable("applications", (t) => t.dropColumn("keep_releases"));
   await knex.schema.alterTable("deployments", (t) => {
     t.dropColumn("rollback_of");
