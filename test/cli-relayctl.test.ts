@@ -1,190 +1,24 @@
-// The built relayctl CLI run as a process against a running control plane and
-// agent: login through the device flow (the approval done on /login and /device
-// over HTTP, as a browser would), whoami, exec passthrough, --json, exit codes for
-// usage, auth and server errors, refresh after the access token expires, a revoked
-// login, and the key/registry/app commands.
-import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
-import { join } from "node:path";
+// The built relayctl CLI run as a process against a running control plane and agent
+// (cli-stack.ts): exec passthrough, --json, exit codes for usage, auth and server errors, exec's
+// --timeout, an automation key in RELAYCTL_TOKEN, and the key/registry/app/server/audit/restart/ops
+// commands. Login and refresh: cli-relayctl-login.test.ts; --help and completion:
+// cli-relayctl-help.test.ts.
 import test from "ava";
-import { run } from "@relayctl/devkit";
-import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { CliUser, collect, waitForStderr } from "./harness/cli";
-import { type Cluster, startCluster } from "./harness/cluster";
-import { request } from "./harness/http";
-import { Browser, type Person, createOwner, postForm } from "./harness/people";
-import { pollUntil } from "./harness/wait";
+import { cleanupAll } from "./harness/cleanup";
+import { CliUser } from "./harness/cli";
+import { type CliStack, startCliStack } from "./harness/cli-stack";
+import type { Cluster } from "./harness/cluster";
+import { request, waitForOperationEnd } from "./harness/http";
+import type { Person } from "./harness/people";
 
-/** Access tokens live 3 s here, so a test can outlive one. */
-const ACCESS_TTL_S = 3;
 let c: Cluster;
 let owner: Person;
-let browser: Browser;
+let login: CliStack["login"];
 
 test.before(async () => {
-  c = await startCluster({
-    serverEnv: {
-      RELAYCTL_OAUTH_DEVICE_INTERVAL_SECONDS: "1",
-      RELAYCTL_OAUTH_ACCESS_TOKEN_TTL_SECONDS: String(ACCESS_TTL_S),
-    },
-  });
-  owner = await createOwner(c.db.url, c.tenantId);
-  browser = new Browser(c.baseUrl);
-  await browser.signIn(owner);
+  ({ c, owner, login } = await startCliStack());
 });
 test.after.always(cleanupAll);
-
-interface Stored {
-  url: string;
-  access_token: string;
-  refresh_token: string;
-  expires_at: number;
-}
-const stored = (u: CliUser): Stored =>
-  JSON.parse(readFileSync(join(u.configDir, "credentials.json"), "utf8"));
-
-/** `relayctl login` with the approval done in the browser when the code appears. */
-async function login(u: CliUser) {
-  const child = u.spawn(["login", "--url", c.baseUrl]);
-  const done = collect(child);
-  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
-  await browser.answerDevice(uri, "approve");
-  return done;
-}
-
-test.serial(
-  "cli - login runs the device flow; the login is saved 0600; whoami shows the person",
-  async (t) => {
-    const u = new CliUser();
-    const r = await login(u);
-    t.is(r.code, 0, r.stderr);
-    t.regex(r.stderr, /enter the code [BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}/);
-    t.regex(r.stdout, new RegExp(`Logged in to .* as ${owner.email.replace(/\./g, "\\.")} \\(owner`));
-    t.is(statSync(join(u.configDir, "credentials.json")).mode & 0o777, 0o600);
-    t.regex(stored(u).access_token, /^rco_/);
-    const who = await u.run(["whoami"]);
-    t.is(who.code, 0, who.stderr);
-    t.regex(who.stdout, /^user\s+owner-.*@example\.test$/m);
-    t.regex(who.stdout, /^role\s+owner$/m);
-    const json = await u.run(["whoami", "--json"]);
-    t.is(json.code, 0);
-    t.like(JSON.parse(json.stdout), {
-      type: "user",
-      tenant_id: c.tenantId,
-      user: { id: owner.id, email: owner.email },
-    });
-  },
-);
-
-test.serial(
-  "cli - login opens the browser at the verification address when there is a display",
-  async (t) => {
-    // The desktop's opener (xdg-open) stands in as a script that records what it was asked to open.
-    const bin = makeTempDir("xdg-open");
-    const opened = join(bin, "opened");
-    writeFileSync(join(bin, "xdg-open"), `#!/bin/sh\nprintf '%s\\n' "$1" >> '${opened}'\n`, { mode: 0o755 });
-    const desktop = { DISPLAY: ":99", RELAYCTL_NO_BROWSER: "", PATH: `${bin}:${process.env.PATH}` };
-    const u = new CliUser(desktop);
-    const child = u.spawn(["login", "--url", c.baseUrl]);
-    const done = collect(child);
-    const [, uri] = await waitForStderr(child, /\(or open (\S+)\)\nA browser window was opened\.\n/);
-    const seen = await pollUntil(
-      async () => (existsSync(opened) ? readFileSync(opened, "utf8") : undefined),
-      {
-        what: "xdg-open to be run",
-        timeoutMs: 10_000,
-        intervalMs: 100,
-      },
-    );
-    t.is(seen, `${uri}\n`);
-    await browser.answerDevice(uri, "approve");
-    t.is((await done).code, 0);
-    // --no-browser: the address is printed, nothing is opened.
-    const v = new CliUser(desktop);
-    const quiet = v.spawn(["login", "--url", c.baseUrl, "--no-browser", "--json"]);
-    const quietDone = collect(quiet);
-    const [, uri2] = await waitForStderr(quiet, /\(or open (\S+)\)/);
-    await browser.answerDevice(uri2, "approve");
-    const r = await quietDone;
-    t.is(r.code, 0, r.stderr);
-    t.false(r.stderr.includes("A browser window was opened"));
-    // With --json the prompts stay on stderr and stdout is the one JSON answer: who is logged in.
-    t.like(JSON.parse(r.stdout), { type: "user", user: { email: owner.email } });
-    t.is(readFileSync(opened, "utf8"), `${uri}\n`);
-  },
-);
-
-/**
- * A pass-through HTTP proxy in front of the api that records each request to
- * /oauth/token (arrival time, answer) and sends the first device-code poll twice,
- * as a network that duplicates a request would: the copy is answered
- * authorization_pending, the original — now too soon after it — slow_down.
- */
-async function duplicatingProxy() {
-  const polls: { at: number; error: string }[] = [];
-  let duplicated = false;
-  const forward = async (path: string, method: string, headers: Headers, body: Buffer | undefined) =>
-    fetch(`${c.baseUrl}${path}`, { method, headers, body, redirect: "manual" });
-  const server = createServer(async (req, res) => {
-    const at = Date.now();
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const body = chunks.length ? Buffer.concat(chunks) : undefined;
-    const headers = new Headers();
-    for (const [k, v] of Object.entries(req.headers))
-      if (typeof v === "string" && !["host", "connection", "content-length"].includes(k)) headers.set(k, v);
-    const isPoll = req.url === "/oauth/token" && String(body).includes("device_code");
-    if (isPoll && !duplicated) {
-      duplicated = true;
-      await (await forward(req.url!, req.method!, headers, body)).arrayBuffer();
-    }
-    const answer = await forward(req.url!, req.method!, headers, body);
-    const text = Buffer.from(await answer.arrayBuffer());
-    if (isPoll) polls.push({ at, error: answer.ok ? "" : String(JSON.parse(String(text)).error) });
-    res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "text/plain" });
-    res.end(text);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, polls };
-}
-
-test.serial("cli - login honours slow_down: its polls are 5 s further apart from then on", async (t) => {
-  const proxy = await duplicatingProxy();
-  const u = new CliUser();
-  const child = u.spawn(["login", "--url", proxy.url]);
-  const done = collect(child, { timeoutMs: 60_000 });
-  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
-  await pollUntil(async () => (proxy.polls.length >= 1 ? true : undefined), {
-    what: "the CLI's first poll",
-    timeoutMs: 15_000,
-    intervalMs: 100,
-  });
-  t.is(proxy.polls[0].error, "slow_down");
-  await browser.answerDevice(uri, "approve");
-  const r = await done;
-  t.is(r.code, 0, r.stderr);
-  // interval 1 s + 5 s: every poll after the slow_down came at least 6 s after the one before.
-  t.true(proxy.polls.length >= 2, JSON.stringify(proxy.polls));
-  for (let i = 1; i < proxy.polls.length; i++) {
-    const gap = proxy.polls[i].at - proxy.polls[i - 1].at;
-    t.true(gap >= 6000, `poll ${i} came ${gap} ms after the one before`);
-    t.not(proxy.polls[i].error, "slow_down");
-  }
-  t.is(proxy.polls.at(-1)!.error, "");
-});
-
-test.serial("cli - a denied login exits with the auth code", async (t) => {
-  const u = new CliUser();
-  const child = u.spawn(["login", "--url", c.baseUrl]);
-  const done = collect(child);
-  const [, uri] = await waitForStderr(child, /\(or open (\S+)\)/);
-  await browser.answerDevice(uri, "deny");
-  const r = await done;
-  t.is(r.code, 77);
-  t.is(r.stderr.trim().split("\n").at(-1), "relayctl: the sign-in request was denied");
-});
 
 test.serial(
   "cli - exec passes stdout, stderr and the exit code through; --json prints the answer",
@@ -259,97 +93,6 @@ test.serial("cli - exit codes: usage 64, auth 77, refused 65, server unreachable
   t.is((await u.run(["--help"])).code, 0);
 });
 
-test.serial("cli - an expired access token is refreshed transparently and the new pair saved", async (t) => {
-  const u = new CliUser();
-  t.is((await login(u)).code, 0);
-  const before = stored(u);
-  // Wait until the server itself refuses the stored access token as expired.
-  await pollUntil(
-    async () => {
-      const r = await request(c, "/api/me", { key: before.access_token });
-      return r.status === 401 && /expired/.test(String(r.json.detail)) ? true : undefined;
-    },
-    { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
-  );
-  // A credentials file someone widened is replaced, not rewritten in place: 0600 again.
-  chmodSync(join(u.configDir, "credentials.json"), 0o644);
-  const r = await u.run(["whoami", "--json"]);
-  t.is(r.code, 0, r.stderr);
-  t.is(statSync(join(u.configDir, "credentials.json")).mode & 0o777, 0o600);
-  const after = stored(u);
-  t.not(after.access_token, before.access_token);
-  t.not(after.refresh_token, before.refresh_token);
-  t.true(after.expires_at > before.expires_at);
-  // The old refresh token is spent: the server treats its reuse as theft.
-  const reuse = await postForm(c.baseUrl, "/oauth/token", {
-    grant_type: "refresh_token",
-    refresh_token: before.refresh_token,
-    client_id: "relayctl-cli",
-  });
-  t.is(reuse.json.error, "invalid_grant");
-  // ...which revoked the family, so this login has ended: auth exit code.
-  const ended = await u.run(["whoami"]);
-  t.is(ended.code, 77);
-  t.regex(ended.stderr, /^relayctl: (OAuth access token has been revoked|your login has ended)/);
-});
-
-test.serial(
-  "cli - commands started at once after expiry share one refresh; the login survives",
-  async (t) => {
-    const u = new CliUser();
-    t.is((await login(u)).code, 0);
-    const before = stored(u);
-    await pollUntil(
-      async () => {
-        const r = await request(c, "/api/me", { key: before.access_token });
-        return r.status === 401 && /expired/.test(String(r.json.detail)) ? true : undefined;
-      },
-      { what: "the access token to expire", timeoutMs: (ACCESS_TTL_S + 5) * 1000, intervalMs: 250 },
-    );
-    const reuses = async () =>
-      Number(
-        (
-          await c.db.query(
-            "SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'oauth.refresh_token_reused' AND key_id = ?",
-            [owner.id],
-          )
-        )[0].n,
-      );
-    const reusedBefore = await reuses();
-    // Four commands in four terminals, one login: each finds the token expired.
-    const runs = await Promise.all(Array.from({ length: 4 }, () => u.run(["whoami", "--json"])));
-    for (const r of runs) t.is(r.code, 0, r.stderr);
-    t.not(stored(u).refresh_token, before.refresh_token);
-    t.false(existsSync(join(u.configDir, "credentials.lock")));
-    // No refresh token was presented twice, so the server never ended the login.
-    t.is(await reuses(), reusedBefore);
-    const again = await u.run(["whoami"]);
-    t.is(again.code, 0, again.stderr);
-  },
-);
-
-test.serial("cli - logout revokes the login on the server; a copy of its tokens is refused", async (t) => {
-  const u = new CliUser();
-  t.is((await login(u)).code, 0);
-  const tokens = stored(u);
-  const out = await u.run(["logout", "--json"]);
-  t.is(out.code, 0);
-  t.deepEqual(JSON.parse(out.stdout), { logged_out: true });
-  t.false(existsSync(join(u.configDir, "credentials.json")));
-  const me = await request(c, "/api/me", { key: tokens.access_token });
-  t.is(me.status, 401);
-  t.regex(String(me.json.detail), /revoked/);
-  const again = await u.run(["whoami"]);
-  t.is(again.code, 77);
-  // A token revoked behind the CLI's back: its next command exits 77 with the server's detail.
-  const v = new CliUser();
-  t.is((await login(v)).code, 0);
-  await postForm(c.baseUrl, "/oauth/revoke", { token: stored(v).refresh_token, client_id: "relayctl-cli" });
-  const revoked = await v.run(["servers", "list"]);
-  t.is(revoked.code, 77);
-  t.is(revoked.stderr, "relayctl: OAuth access token has been revoked: log in again\n");
-});
-
 test.serial(
   "cli - exec still running at --timeout exits 124 naming the operation; ops get reads it",
   async (t) => {
@@ -358,15 +101,11 @@ test.serial(
     t.is(r.code, 124, r.stderr);
     const id = /relayctl ops get ([0-9a-f-]{36})/.exec(r.stderr)?.[1];
     t.truthy(id, r.stderr);
-    const done = await pollUntil(
-      async () => {
-        const op = await u.run(["ops", "get", id!, "--json"]);
-        const body = JSON.parse(op.stdout);
-        return body.status === "running" ? undefined : body;
-      },
-      { what: "the operation to finish", timeoutMs: 30_000, intervalMs: 300 },
-    );
-    t.like(done, { status: "completed", result: { exit_code: 0, stdout: "late\n" } });
+    // Waited for over HTTP (a CLI process per poll costs ~0.3 s of CPU), then read with the CLI.
+    await waitForOperationEnd(c, id!, 30_000);
+    const op = await u.run(["ops", "get", id!, "--json"]);
+    t.is(op.code, 0, op.stderr);
+    t.like(JSON.parse(op.stdout), { status: "completed", result: { exit_code: 0, stdout: "late\n" } });
   },
 );
 
@@ -547,88 +286,3 @@ test.serial(
     t.regex(viaKey.stdout, /show-cli/);
   },
 );
-
-test("cli - the bash completion script completes commands, subcommands and options in bash", async (t) => {
-  const r = await new CliUser().run(["completion", "bash"]);
-  t.is(r.code, 0);
-  const script = join(makeTempDir("completion"), "relayctl.bash");
-  writeFileSync(script, r.stdout);
-  // bash's completion protocol, as readline drives it: COMP_WORDS and COMP_CWORD in, COMPREPLY out.
-  const complete = async (...words: string[]) => {
-    const { stdout } = await run(
-      "bash",
-      [
-        "-c",
-        'source "$0"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _relayctl; printf "%s\\n" "${COMPREPLY[@]}"',
-        script,
-        "relayctl",
-        ...words,
-      ],
-      { timeoutMs: 10_000 },
-    );
-    return stdout.split("\n").filter(Boolean).sort();
-  };
-  t.true((await complete("")).includes("deploy"));
-  t.deepEqual(await complete("apps", "env", ""), ["--help", "list", "set", "unset"]);
-  t.deepEqual(await complete("o"), ["ops"]);
-  // A global option's value is not a command; an application's name is not either.
-  t.deepEqual(await complete("--url", "http://x", "ops", ""), ["--help", "get", "list"]);
-  t.deepEqual(await complete("deploy", "shop", "--w"), ["--wait"]);
-  t.deepEqual(await complete("exec", "--timeout", ""), []);
-  const zsh = await new CliUser().run(["completion", "zsh"]);
-  t.is(zsh.code, 0);
-  t.regex(zsh.stdout, /^autoload -U \+X bashcompinit && bashcompinit$/m);
-  t.false(/\blocal\b.*\bpath\b/.test(zsh.stdout), "zsh ties `path` to PATH");
-  const bad = await new CliUser().run(["completion", "fish"]);
-  t.is(bad.code, 64);
-});
-
-/** The commands listed in a --help page (its "Commands:" section), without `help`. */
-function subcommands(help: string): string[] {
-  const section = /\nCommands:\n([\s\S]*?)(\n\n|$)/.exec(help)?.[1] ?? "";
-  return section
-    .split("\n")
-    .map((l) => /^ {2}([a-z][a-z-]*)/.exec(l)?.[1])
-    .filter((n): n is string => n !== undefined && n !== "help");
-}
-
-test("cli - --help on every command exits 0 with examples and lists --json", async (t) => {
-  const u = new CliUser();
-  const seen: string[] = [];
-  const walk = async (path: string[]) => {
-    const r = await u.run([...path, "--help"]);
-    const name = ["relayctl", ...path].join(" ");
-    t.is(r.code, 0, name);
-    t.regex(r.stdout, /\nExamples?( \([^)]*\))?:\n {2}\S/, `${name}: examples`);
-    t.regex(r.stdout, /^ {2}--json +print the answer as JSON/m, `${name}: --json`);
-    seen.push(name);
-    for (const sub of subcommands(r.stdout)) await walk([...path, sub]);
-  };
-  await walk([]);
-  // The walk reached every command the issue names.
-  for (const cmd of [
-    "login",
-    "logout",
-    "whoami",
-    "servers list",
-    "apps list",
-    "apps show",
-    "apps create",
-    "apps env set",
-    "apps env unset",
-    "deploy",
-    "exec",
-    "restart",
-    "ops get",
-    "ops list",
-    "keys create",
-    "keys list",
-    "keys revoke",
-    "audit",
-    "registry add",
-    "registry list",
-    "registry remove",
-    "completion",
-  ])
-    t.true(seen.includes(`relayctl ${cmd}`), cmd);
-});
