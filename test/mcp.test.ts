@@ -30,15 +30,18 @@ let apiKey: string;
 let personToken: string;
 let browser: Browser;
 
-const READ_TOOLS = ["get_operation", "list_operations"];
+const READ_TOOLS = ["application_logs", "get_operation", "list_operations"];
 const KEY_TOOLS = [
+  "application_logs",
   "deploy_application",
   "exec_command",
   "get_operation",
   "list_operations",
   "restart_container",
+  "rollback_application",
 ];
 const ALL_TOOLS = [
+  "application_logs",
   "deploy_application",
   "exec_command",
   "get_application",
@@ -47,8 +50,10 @@ const ALL_TOOLS = [
   "list_applications",
   "list_audit_events",
   "list_operations",
+  "list_releases",
   "list_servers",
   "restart_container",
+  "rollback_application",
 ];
 
 test.before(async () => {
@@ -148,6 +153,9 @@ const HINTS: Record<string, [boolean, boolean, boolean]> = {
   get_operation: [true, false, true],
   list_operations: [true, false, true],
   list_audit_events: [true, false, true],
+  application_logs: [true, false, true],
+  list_releases: [true, false, true],
+  rollback_application: [false, true, false],
   exec_command: [false, true, false],
   deploy_application: [false, true, false],
   restart_container: [false, true, true],
@@ -429,6 +437,13 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
   const [event] = await auditPayload(String(d.operation_id), "operation.deploy");
   t.like(event, { via: { client: "mcp", tool: "deploy_application" } });
 
+  const logs = await client.callTool({
+    name: "application_logs",
+    arguments: { application_id: appId, tail: 5 },
+  });
+  t.falsy(logs.isError, textOf(logs));
+  t.like(logs.structuredContent, { container: d.container_name, end: "complete" });
+
   const audit = await client.callTool({
     name: "list_audit_events",
     arguments: { operation_id: d.operation_id },
@@ -463,6 +478,10 @@ test.serial("mcp - a key deploys over stdio, each step of its deployment reporte
   );
   const [event] = await auditPayload(String(op.operation_id), "operation.deploy");
   t.like(event, { via: { client: "mcp", tool: "deploy_application" }, key_id: c.keyId });
+  // An automation key reads the logs of an application on a server in its scope.
+  const logs = await client.callTool({ name: "application_logs", arguments: { application_id: appId } });
+  t.falsy(logs.isError, textOf(logs));
+  t.like(logs.structuredContent, { end: "complete" });
 });
 
 test.serial("mcp - restart_container restarts the container and is audited as MCP's", async (t) => {

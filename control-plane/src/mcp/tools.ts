@@ -1,4 +1,4 @@
-// The ten MCP tools: small and task-shaped (not one per route). Each names the
+// The MCP tools: small and task-shaped (not one per route). Each names the
 // API it calls and what the credential needs for it, reuses the API's own zod
 // schemas as its input schema (the API validates again and its 422 detail is the
 // answer), declares the shape of its structured result, and says how it acts
@@ -175,6 +175,31 @@ export const TOOLS: ToolSpec[] = [
     output: list("releases"),
     run: async (a: { application_id: string }, { api }) =>
       api.json("GET", `${await tenantPath(api, a.application_id)}/releases`),
+  },
+  {
+    name: "application_logs",
+    title: "Read an application's logs",
+    description:
+      "The last lines (tail, default 200, at most 10000) of what the application's live container printed, stdout and stderr, each line with its stream; since limits them to a time (RFC 3339) or a recent duration (10m, 1h). Every env value of the application is masked as ***. Start here to see why an application fails or what it is doing. 409 when it has no live container (deploy it first).",
+    // A read of the application: an automation key within its server scope may call it too.
+    needs: null,
+    annotations: read,
+    input: z.strictObject({
+      application_id: uuidSchema,
+      tail: z.int().min(1).max(10_000).optional().describe("lines from the end, 1-10000, default 200"),
+      since: z
+        .string()
+        .regex(/^[0-9][0-9A-Za-z:.+-]{0,63}$/, "must be an RFC 3339 time or a duration such as 10m")
+        .optional()
+        .describe("only lines since then: an RFC 3339 time or a duration such as 10m or 1h30m"),
+    }),
+    output: loose({ container: z.string(), lines: z.array(loose({})), end: z.string() }),
+    run: async (a: { application_id: string; tail?: number; since?: string }, { api }) => {
+      const q = new URLSearchParams();
+      if (a.tail !== undefined) q.set("tail", String(a.tail));
+      if (a.since !== undefined) q.set("since", a.since);
+      return api.json("GET", `/api/applications/${path(a.application_id)}/logs${q.size ? `?${q}` : ""}`);
+    },
   },
   {
     name: "get_deployment",
