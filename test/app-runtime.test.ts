@@ -190,6 +190,44 @@ test.serial("delete - with the agent offline, the cleanup is done when it reconn
   t.is((await cleanupEvents(app.id)).length, 2);
 });
 
+test.serial("delete - during a deployment: the cleanup follows it, nothing is left", async (t) => {
+  const repo = await createAppRepo();
+  const app = await s.createApp({}, repo);
+  const first = await s.deployAndWait(app.id);
+  t.like(first.op.json, { status: "completed" }, describe(first.op));
+  await repo.commitVersion("2");
+  const second = await s.deploy(app.id);
+  t.is(second.status, 202, describe(second));
+  // Deleted while the second deployment runs on the agent.
+  await pollUntil(
+    async () => {
+      const v = await s.deployment(app.id, String(second.json.deployment_id));
+      return v.json.status === "running" ? true : undefined;
+    },
+    { timeoutMs: DEPLOY_WAIT_MS, intervalMs: 50, what: "the second deployment running on the agent" },
+  );
+  const del = await s.manage(`/applications/${app.id}`, { method: "DELETE" });
+  t.is(del.status, 204, describe(del));
+  const op = await s.waitOperation(String(second.json.operation_id));
+  t.not(op.json.status, "running");
+  await pollUntil(
+    async () =>
+      (await labelled("ps", app.id)).length === 0 && (await labelled("images", app.id)).length === 0
+        ? true
+        : undefined,
+    { timeoutMs: DEPLOY_WAIT_MS, what: "no container or image of the application left" },
+  );
+  await pollUntil(async () => ((await pendingRows(app.id)).length === 0 ? true : undefined), {
+    timeoutMs: 30_000,
+    what: "no cleanup left pending",
+  });
+  const answer = await proxyGet(s.proxyPort, app.fqdn);
+  t.false(
+    answer.status === 200 && answer.body.startsWith("version"),
+    `still routed: ${answer.status} ${answer.body}`,
+  );
+});
+
 test.serial("move - an application moved to another server leaves nothing on the old one", async (t) => {
   const app = await deployed();
   t.true((await labelled("ps", app.id)).length > 0);

@@ -1,7 +1,8 @@
-// The CleanupJob: a deleted application leaves nothing on the machine. Every
-// container labelled relayctl.application=<id> is removed (rm -f: stopped and
-// removed at once, as nothing serves through it any more), then every image with
-// the label. Done twice it finds nothing and completes: the control plane sends
+// The CleanupJob: a deleted application leaves nothing on the machine. It runs
+// in the application's deploy turn (dispatcher.ts), after any deployment
+// received before it. Its route comes off the proxy, then every container
+// labelled relayctl.application=<id> is removed (rm -f: stopped and removed at
+// once, as nothing serves through it any more), then every image with the label. Done twice it finds nothing and completes: the control plane sends
 // it again when it cannot know the first one ran (a pending cleanup, re-sent at
 // the agent's next Hello).
 import { type CleanupJob, type JobResult, JobStatus } from "@relayctl/proto";
@@ -22,6 +23,8 @@ export async function runCleanupJob(
   engine: ContainerEngine,
   operationId: string,
   job: CleanupJob,
+  /** Takes the application's route off the proxy; a line for the output, or an error. */
+  removeRoute?: (applicationId: string) => Promise<string>,
 ): Promise<JobResult> {
   // The control plane sends a UUID; the agent does not trust the wire (it ends up in a filter).
   if (!/^[0-9a-f-]{8,64}$/i.test(job.applicationId))
@@ -32,6 +35,15 @@ export async function runCleanupJob(
   const errors: string[] = [];
   const removedContainers: string[] = [];
   const removedImages: string[] = [];
+  const done: string[] = [];
+  if (removeRoute) {
+    try {
+      const line = await removeRoute(job.applicationId);
+      if (line) done.push(line);
+    } catch (err) {
+      errors.push(`remove the route: ${(err as Error).message}`);
+    }
+  }
 
   const ps = await engine.containersByLabel(APPLICATION_LABEL, job.applicationId, opts());
   if (!ok(ps)) errors.push(`list containers: ${ps.error ?? ps.stderr.trim()}`);
@@ -50,6 +62,7 @@ export async function runCleanupJob(
   }
 
   const summary = [
+    ...done,
     ...removedContainers.map((n) => `removed container ${n}`),
     ...removedImages.map((r) => `removed image ${r}`),
   ];

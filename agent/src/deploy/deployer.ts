@@ -83,6 +83,21 @@ export class Deployer {
     });
   }
 
+  /**
+   * Runs `task` in the application's turn, after every deployment received before
+   * it (an application's cleanup: a deployment that ends after it would leave a
+   * container and a route behind).
+   */
+  exclusive<T>(applicationId: string, label: string, task: () => Promise<T>): Promise<T> {
+    this.#holder.set(applicationId, label);
+    const run = this.#turns.run(applicationId, task);
+    const release = () => {
+      if (this.#holder.get(applicationId) === label) this.#holder.delete(applicationId);
+    };
+    void run.then(release, release);
+    return run;
+  }
+
   /** Resolves when every deployment taken so far has ended, retire included. */
   async idle(): Promise<void> {
     while (this.#retiring.size > 0) await Promise.all([...this.#retiring]);

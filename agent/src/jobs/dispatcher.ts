@@ -300,7 +300,11 @@ export class Dispatcher {
           const d = await this.engines.forJob();
           if (d.working === undefined) return failedResult(job.operationId, unusableReason(d));
           const engine = this.engines.engine(d.working);
-          return this.#watched(await runCleanupJob(engine, job.operationId, job.kind.cleanup));
+          const cleanup = job.kind.cleanup;
+          // After the deployments received before it: one ending later would leave a container and a route.
+          const run = () => runCleanupJob(engine, job.operationId, cleanup, (id) => this.#removeRoute(id));
+          const label = `the cleanup of the application (operation ${job.operationId})`;
+          return this.#watched(await this.deployer.exclusive(cleanup.applicationId, label, run));
         }
         default:
           return failedResult(job.operationId, "unsupported job kind (agent too old?)");
@@ -365,6 +369,16 @@ export class Dispatcher {
    * is probed again in the background. A restart that exited non-zero is the
    * container's answer (no such container), not the engine's failure.
    */
+  /** A cleanup's route removal: a line for its output; "" when there was none or no proxy. */
+  async #removeRoute(applicationId: string): Promise<string> {
+    const pending = this.routes.syncer();
+    if (this.routes.proxy.kind === "none" || pending === undefined) return "";
+    const report = await (await pending).sync({ routes: [], remove: [applicationId] });
+    return report.removed.length > 0
+      ? `removed the application's route from the ${this.routes.proxy.kind} proxy`
+      : "";
+  }
+
   #watched(result: JobResult): JobResult {
     const step = result.detail?.$case === "deploy" ? result.detail.deploy.failedStep : undefined;
     const engineStep = step === "build" || step === "start";

@@ -264,6 +264,15 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     handler: async (req, reply) => {
       const tenantId = req.principal.tenantId;
       const row = await deleteApplication(ctx.db, tenantId, req.params.id, actorOf(req));
+      // Deployments still waiting for their turn or their agent never start; one on its
+      // agent ends before the cleanup there (the agent runs the cleanup in the app's turn).
+      const queued = await ctx
+        .db("deployments as d")
+        .join("operations as o", "o.id", "d.operation_id")
+        .where({ "d.application_id": row.id, "o.status": "running" })
+        .whereNull("d.dispatched_at")
+        .select<{ id: string }[]>("d.id");
+      for (const d of queued) await ctx.deploys.cancelQueued(d.id, "the application was deleted");
       await removeQuietly(ctx, req.log, {
         tenantId,
         serverId: row.server_id,
