@@ -116,6 +116,7 @@ export function registerDeploy(program: Command): void {
     .description(
       "an application's releases, newest (live) first: which one serves, and which can be rolled back to",
     )
+    .addHelpText("after", "\nExamples:\n  relayctl releases shop\n  relayctl releases shop --json")
     .action(async (app: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);
