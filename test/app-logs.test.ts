@@ -10,10 +10,12 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import test from "ava";
 import { describe } from "./harness/assertions";
+import { axeViolations, describeViolations, launchBrowser } from "./harness/browser";
 import { cleanupAll } from "./harness/cleanup";
 import { CliUser } from "./harness/cli";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { createOwner } from "./harness/people";
 import { type ApiResponse, request } from "./harness/http";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
@@ -280,3 +282,40 @@ test.serial("cli logs - relayctl logs <app> --tail prints the lines on their str
   t.regex(all.stderr, /^err-first$/m);
   t.notRegex(all.stdout, /err-first|request/);
 });
+
+test.serial(
+  "dashboard logs - the Logs section follows the live container, marks stderr, and closing it ends the read",
+  async (t) => {
+    const owner = await createOwner(s.c.db.url, s.c.tenantId);
+    const { page } = await launchBrowser(s.c.baseUrl);
+    await page.goto("/login?next=/app/");
+    await page.getByLabel("E-mail").fill(owner.email);
+    await page.getByLabel("Password").fill(owner.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL(/\/app\/$/);
+    await page.goto(`/app/applications/${app.id}`);
+    await page.getByRole("heading", { level: 1, name: app.name }).waitFor();
+
+    await page.locator("summary", { hasText: "Logs" }).click();
+    const log = page.getByTestId("app-logs");
+    await log.getByText("the secret is ***", { exact: true }).waitFor();
+    await page
+      .getByTestId("logs-state")
+      .getByText(/^Following/)
+      .waitFor();
+    await printOnDemand("dashboard-marker");
+    const line = log.getByText("request dashboard-marker", { exact: true });
+    await line.waitFor();
+    t.is(await line.getAttribute("class"), "stderr");
+    t.false((await log.innerText()).includes(SECRET));
+    const violations = await axeViolations(page);
+    t.deepEqual(violations, [], describeViolations(violations));
+
+    t.true((await followChildren()).length > 0);
+    await page.locator("summary", { hasText: "Logs" }).click();
+    await pollUntil(async () => ((await followChildren()).length === 0 ? true : undefined), {
+      what: "the read to end once the Logs section is closed",
+      timeoutMs: 15_000,
+    });
+  },
+);

@@ -32,6 +32,7 @@ import {
   usePageSize,
 } from "../ui";
 import { AppForm } from "./app-form";
+import { Logs } from "./app-logs";
 import { GitHubRepository } from "./github";
 
 export const appBase = (tenantId: string, appId: string) =>
@@ -391,6 +392,7 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="history-h">Deployments</h2>
               <History app={a} />
             </section>
+            <Logs appId={a.id} />
             <section aria-labelledby="env-h" class="card">
               <h2 id="env-h">Environment variables</h2>
               <Env app={a} />
