@@ -37,7 +37,7 @@ test.before(async () => {
 test.after.always(cleanupAll);
 
 /** An application of the repository, its containers and images removed at the end. */
-async function createApp(): Promise<{ name: string; id: string }> {
+async function createApp(repoPath = repo): Promise<{ name: string; id: string }> {
   const name = `cli-shop-${randomBytes(3).toString("hex")}`;
   const r = await u.run([
     "apps",
@@ -50,7 +50,7 @@ async function createApp(): Promise<{ name: string; id: string }> {
     "--port",
     "8080",
     "--git",
-    repo,
+    repoPath,
     "--branch",
     "main",
     "--json",
@@ -111,6 +111,56 @@ test.serial("cli deploy - --wait follows the live log and exits 0 when the new v
   t.like(JSON.parse(restarted.stdout), { status: "completed", exit_code: 0 });
   t.not(await startedAt(), before, "the container was started again");
 });
+
+test.serial(
+  "cli rollback - releases lists them; rollback --wait serves the previous release; apps show says so",
+  async (t) => {
+    const appRepo = await createAppRepo({ first: "one" });
+    const app = await createApp(appRepo.path);
+    const first = await u.run(["deploy", app.name, "--wait", "--json"], { timeoutMs: 320_000 });
+    t.is(first.code, 0, first.stderr);
+    const firstId = String(JSON.parse(first.stdout).deployment_id);
+    await appRepo.commitVersion("two");
+    const second = await u.run(["deploy", app.name, "--wait", "--json"], { timeoutMs: 320_000 });
+    t.is(second.code, 0, second.stderr);
+
+    const listed = await u.run(["releases", app.name, "--json"]);
+    t.is(listed.code, 0, listed.stderr);
+    const releases = JSON.parse(listed.stdout).releases as {
+      deployment_id: string;
+      live: boolean;
+      image_kept: boolean;
+    }[];
+    t.deepEqual(
+      releases.map((r) => [r.deployment_id, r.live, r.image_kept]),
+      [
+        [String(JSON.parse(second.stdout).deployment_id), true, true],
+        [firstId, false, true],
+      ],
+    );
+    const table = await u.run(["releases", app.name]);
+    t.regex(table.stdout, new RegExp(`^${firstId}\\s+\\s+\\S+\\s+\\S+`, "m"));
+
+    const back = await u.run(["rollback", app.name, "--wait"], { timeoutMs: 320_000 });
+    t.is(back.code, 0, `${back.stdout}\n${back.stderr}`);
+    t.regex(back.stderr, new RegExp(`^Rollback \\S+ of ${app.name} started\\.$`, "m"));
+    t.regex(back.stdout, /^status\s+completed$/m);
+    t.regex(back.stderr, /^\[fetch\] skipped$/m);
+    t.regex(back.stdout, /rollback to release \S+: image \S+ is on the server; nothing to build/);
+    t.notRegex(back.stdout, /building relayctl\//, "nothing was built");
+    const port = /^host_port\s+(\d+)$/m.exec(back.stdout)?.[1];
+    t.is(await (await fetch(`http://127.0.0.1:${port}/`)).text(), "version one");
+
+    const shown = await u.run(["apps", "show", app.name]);
+    t.regex(
+      shown.stdout,
+      new RegExp(
+        `^live_release\\s+\\S+ \\(commit [0-9a-f]{12}, image \\S+, a rollback to ${firstId}\\) since `,
+        "m",
+      ),
+    );
+  },
+);
 
 test.serial("cli deploy - a failing deployment exits 1 naming the failed step", async (t) => {
   const app = await createApp();
