@@ -68,6 +68,7 @@ async function appJob(): Promise<DeployJob> {
     fqdns: [`${base}.example.test`],
     containerBaseName: base,
     deadlineUnixMs: Date.now() + 90_000,
+    keepImages: [],
   };
 }
 

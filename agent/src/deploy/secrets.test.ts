@@ -26,6 +26,7 @@ test("deploy secrets - env values, the git and registry passwords, and a passwor
     fqdns: [],
     containerBaseName: "n",
     deadlineUnixMs: 0,
+    keepImages: [],
   });
   t.deepEqual(secrets.sort(), ["env-secret", "git-secret", "reg-secret", "url-secret"]);
 });

@@ -35,6 +35,7 @@ function deployJob(operationId: string, repository: string): Job {
         fqdns: ["web.example.test"],
         containerBaseName: "web",
         deadlineUnixMs: Date.now() + 30_000,
+        keepImages: [],
       },
     },
   };
