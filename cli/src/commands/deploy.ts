@@ -7,37 +7,7 @@ import type { Api } from "../client.js";
 import { application, ctxOf, tenantId } from "../context.js";
 import { CliError, EXIT } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
-
-interface SseEvent {
-  event: string;
-  data: string;
-}
-
-/** Parses a text/event-stream body into its events (the fields this API sends: event, data). */
-async function* events(body: ReadableStream<Uint8Array>): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-    buffer += decoder.decode(chunk, { stream: true }).replace(/\r\n?/g, "\n");
-    let end = buffer.indexOf("\n\n");
-    while (end >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let event = "message";
-      const data: string[] = [];
-      for (const line of block.split("\n")) {
-        if (line.startsWith(":")) continue;
-        const i = line.indexOf(":");
-        const field = i < 0 ? line : line.slice(0, i);
-        const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
-        if (field === "event") event = value;
-        else if (field === "data") data.push(value);
-      }
-      if (data.length) yield { event, data: data.join("\n") };
-      end = buffer.indexOf("\n\n");
-    }
-  }
-}
+import { sseEvents } from "../sse.js";
 
 /** Follows the log to its end; returns the final deployment view. */
 export async function followDeployment(
@@ -47,7 +17,7 @@ export async function followDeployment(
 ): Promise<Record<string, unknown>> {
   const res = await api.raw("GET", `${path}/log`, "dashboard", undefined, "text/event-stream");
   if (!res.body) throw new CliError("the log stream ended at once", EXIT.server);
-  for await (const e of events(res.body)) {
+  for await (const e of sseEvents(res.body)) {
     if (e.event === "progress") {
       if (quiet) continue;
       const p = JSON.parse(e.data) as { step: string; status: string; log?: string };
