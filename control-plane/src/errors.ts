@@ -80,7 +80,7 @@ export const ERRORS = {
   RC_ERR_CSRF: { status: 403, detail: "missing or invalid CSRF token: reload the page" },
   RC_ERR_USER_NOT_FOUND: { status: 404, detail: "user not found" },
   RC_ERR_INVITE_INVALID: { status: 404, detail: "invite is unknown, already used or expired" },
-  RC_ERR_EMAIL_TAKEN: { status: 409, detail: "a user with this e-mail address already exists" },
+  RC_ERR_EMAIL_TAKEN: { status: 409, detail: "a user of this tenant already has this e-mail address" },
   RC_ERR_SIGNIN_LIMITED: { status: 429, detail: "too many sign-in attempts: wait and try again" },
   RC_ERR_GITHUB_UNCONFIGURED: {
     status: 503,

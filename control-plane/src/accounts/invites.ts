@@ -1,13 +1,15 @@
 // Invites: an owner invites a person by e-mail with a role; the link carries a
 // single-use secret (rin_, stored as SHA-256) that expires. Accepting it with a
-// password creates the account; the invite is claimed by a conditional UPDATE,
-// so two tabs racing on one link make one account.
+// password creates the account in the inviting tenant (accounts are per tenant:
+// an address used in another tenant is neither refused nor revealed); the
+// invite is claimed by a conditional UPDATE, so two tabs racing on one link
+// make one account.
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
-import { type Role, insertUser, normalizeEmail } from "./users.js";
+import { type Role, emailTakenIn, insertUser, normalizeEmail } from "./users.js";
 
 export const INVITE_TTL_MS = 7 * 24 * 3600 * 1000;
 
@@ -27,7 +29,9 @@ export async function createInvite(
   who: Record<string, unknown> & { actor: { user_id?: string; key_id?: string } },
 ) {
   const email = normalizeEmail(input.email);
-  if (await db("users").where({ email }).first()) throw new RcError("RC_ERR_EMAIL_TAKEN");
+  // Only this tenant's people are looked at: an address used in another tenant
+  // is invited like any other (issue 30, finding 6: no probe of other tenants).
+  if (await emailTakenIn(db, tenantId, email)) throw new RcError("RC_ERR_EMAIL_TAKEN");
   const token = mintToken("rin_");
   const id = randomUUID();
   const expiresAt = Date.now() + INVITE_TTL_MS;

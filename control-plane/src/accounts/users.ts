@@ -1,4 +1,4 @@
-// People of a tenant: one account per e-mail address, a role (owner or member),
+// People of a tenant: one account per e-mail address within the tenant, a role (owner or member),
 // a scrypt password. The operator CLI creates a tenant's first owner; owners
 // invite the rest (invites.ts). Every change is audited under the tenant.
 import { randomUUID } from "node:crypto";
@@ -48,8 +48,28 @@ export function presentUser(u: UserRow) {
   };
 }
 
-export async function findUserByEmail(db: Knex, email: string): Promise<UserRow | undefined> {
-  return db("users").where({ email: email.trim().toLowerCase() }).first<UserRow | undefined>();
+/** At most this many accounts of one address are tried at sign-in (each costs a password hash). */
+export const MAX_ACCOUNTS_PER_EMAIL = 16;
+
+/**
+ * The accounts of an address in every tenant (accounts are per tenant: issue 30,
+ * finding 6), with their tenant's name, oldest first: sign-in tries each.
+ */
+export async function findUsersByEmail(
+  db: Knex,
+  email: string,
+): Promise<(UserRow & { tenant_name: string })[]> {
+  return db("users as u")
+    .join("tenants as t", "t.id", "u.tenant_id")
+    .where({ "u.email": email.trim().toLowerCase() })
+    .orderBy("u.created_at", "asc")
+    .limit(MAX_ACCOUNTS_PER_EMAIL)
+    .select("u.*", "t.name as tenant_name");
+}
+
+/** Whether the address has an account in this tenant (never looks at other tenants). */
+export async function emailTakenIn(db: Knex, tenantId: string, email: string): Promise<boolean> {
+  return (await db("users").where({ tenant_id: tenantId, email }).first("id")) !== undefined;
 }
 
 export async function getUser(db: Knex, id: string): Promise<UserRow | undefined> {
@@ -60,7 +80,7 @@ export async function listUsers(db: Knex, tenantId: string): Promise<UserRow[]> 
   return db("users").where({ tenant_id: tenantId }).orderBy("created_at", "asc");
 }
 
-/** Inserts a user inside `trx` (the caller audits); 409 when the e-mail has an account. */
+/** Inserts a user inside `trx` (the caller audits); 409 when the e-mail has an account in this tenant. */
 export async function insertUser(
   trx: Knex.Transaction,
   tenantId: string,
@@ -69,7 +89,7 @@ export async function insertUser(
   const email = normalizeEmail(input.email);
   const problem = passwordProblem(input.password);
   if (problem) throw new RcError("RC_ERR_VALIDATION", problem);
-  if (await trx("users").where({ email }).first()) throw new RcError("RC_ERR_EMAIL_TAKEN");
+  if (await emailTakenIn(trx, tenantId, email)) throw new RcError("RC_ERR_EMAIL_TAKEN");
   const row: UserRow = {
     id: randomUUID(),
     tenant_id: tenantId,

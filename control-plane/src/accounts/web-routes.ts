@@ -26,26 +26,60 @@ import {
   sameSecret,
   setCookie,
 } from "./sessions.js";
-import { findUserByEmail } from "./users.js";
+import { findUsersByEmail } from "./users.js";
 
 /** Only a path of this site: never "//host" or "https://..." (an open redirect). */
 export function safeNext(next: unknown): string {
   return typeof next === "string" && /^\/(?![/\\])[^\s]*$/.test(next) ? next : "/account";
 }
 
-function loginPage(req: FastifyRequest, reply: FastifyReply, status: number, next: string, error?: string) {
+/**
+ * `choose`: the e-mail and password opened accounts in several tenants (accounts
+ * are per tenant); the form asks again with the tenant to sign in to. Only the
+ * tenants whose account that password opened are named.
+ */
+function loginPage(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  status: number,
+  next: string,
+  error?: string,
+  choose?: { email: string; tenants: string[] },
+) {
   const token = randomBytes(24).toString("base64url");
   setCookie(req, reply, LOGIN_CSRF_COOKIE, token, 3600);
+  const tenantField = choose
+    ? html`<label>Tenant <select name="tenant" required>${choose.tenants.map(
+        (t) => html`<option value="${t}">${t}</option>`,
+      )}</select></label>`
+    : "";
   return sendPage(
     reply,
     status,
     "Sign in",
     html`${error ? html`<p class="error">${error}</p>` : ""}
 <form method="post" action="/login">${csrfField(token)}<input type="hidden" name="next" value="${next}">
-<label>E-mail <input name="email" type="email" autocomplete="username" required></label>
-<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
+<label>E-mail <input name="email" type="email" autocomplete="username" required value="${choose?.email ?? ""}"></label>
+${tenantField}<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
 <button type="submit">Sign in</button></form>`,
   );
+}
+
+/**
+ * The accounts of `email` (in every tenant, or the one named) that `password`
+ * opens. Tried in parallel (scrypt runs on libuv's pool), so the answer's time
+ * says little about how many tenants have the address; with none, a dummy hash
+ * costs the same as one wrong password.
+ */
+async function accountsOpened(db: ApiContext["db"], email: string, password: string, tenant: string) {
+  const all = await findUsersByEmail(db, email);
+  const tried = tenant ? all.filter((u) => u.tenant_name === tenant) : all;
+  if (tried.length === 0) {
+    await verifyPassword(password, await dummyHash());
+    return { tried, opened: [] };
+  }
+  const ok = await Promise.all(tried.map((u) => verifyPassword(password, u.password_hash)));
+  return { tried, opened: tried.filter((_, i) => ok[i]) };
 }
 
 const tokenParams = z.object({ token: z.string() });
@@ -90,8 +124,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
           await countAttempt(db, subjects);
         } catch (err) {
           if (!(err instanceof RcError)) throw err;
-          const user = await findUserByEmail(db, email);
-          if (user)
+          for (const user of await findUsersByEmail(db, email))
             await auditUserEvent(db, req.log, user, req.ip, "auth.signin_limited", { detail: err.detail });
           reply.header("retry-after", String(err.extra.retry_after ?? 60));
           return loginPage(
@@ -102,20 +135,35 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             "Too many sign-in attempts. Wait a few minutes and try again.",
           );
         }
-        const user = await findUserByEmail(db, email);
-        const ok = await verifyPassword(
+        const { tried, opened } = await accountsOpened(
+          db,
+          email,
           String(body.password ?? ""),
-          user?.password_hash ?? (await dummyHash()),
+          String(body.tenant ?? ""),
         );
-        if (!user || !ok || user.disabled_at !== null) {
-          if (user)
-            await auditUserEvent(db, req.log, user, req.ip, "auth.signin_failed", {
-              reason: ok ? "disabled" : "password",
+        const usable = opened.filter((u) => u.disabled_at === null);
+        if (usable.length === 0) {
+          for (const u of tried)
+            await auditUserEvent(db, req.log, u, req.ip, "auth.signin_failed", {
+              reason: opened.includes(u) ? "disabled" : "password",
             });
-          else req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
+          if (tried.length === 0) req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
           return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
         }
         await refundAttempt(db, subjects);
+        if (usable.length > 1)
+          return loginPage(
+            req,
+            reply,
+            200,
+            next,
+            "This e-mail and password open accounts in more than one tenant: choose one.",
+            {
+              email,
+              tenants: usable.map((u) => u.tenant_name),
+            },
+          );
+        const user = usable[0]!;
         const token = await createSession(db, user, req.ip, ttl);
         setCookie(req, reply, SESSION_COOKIE, token, ttl);
         setCookie(req, reply, LOGIN_CSRF_COOKIE, "", 0);
