@@ -112,17 +112,16 @@ export abstract class CliEngine implements ContainerEngine {
     try {
       let call = runCall(spec, "");
       if (call.envFile !== undefined) {
-        dir = await memoryDir("relayctl-env-");
-        if (dir === undefined)
-          return failed("no in-memory directory (/dev/shm) for the engine's own variables");
+        // In memory when the machine has a tmpfs; a private temp dir (0700) otherwise, removed all the same.
+        dir = (await memoryDir("relayctl-env-")) ?? (await mkdtemp(join(tmpdir(), "relayctl-env-")));
         const file = join(dir, "env");
         call = runCall(spec, file);
         await writeFile(file, call.envFile ?? "", { mode: 0o600, flag: "wx" });
       }
+      // No `env`: the CLI runs with the agent's environment only (cli-args.ts).
       return await runCli({
         binary: this.binary,
         args: call.args,
-        env: call.env,
         deadlineSeconds: opts.deadlineSeconds,
         signal: opts.signal,
         secrets: [...(opts.secrets ?? []), ...Object.values(spec.env)],
