@@ -13,6 +13,7 @@ import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { request } from "./harness/http";
 import { Browser, type Person, createOwner, deviceTokens, hiddenField } from "./harness/people";
+import { pollUntil } from "./harness/wait";
 
 let a: Cluster;
 let b: Cluster;
@@ -125,4 +126,91 @@ test("finding 6 - one address and password in two tenants: sign-in asks which, n
   });
   t.is(chosen.status, 200);
   t.is(await tenantOf(browser), b.tenantId);
+});
+
+/** One sign-in as it arrives through the trusted proxy from `ip` (X-Forwarded-For). */
+async function signInFrom(ip: string, email: string, password: string) {
+  const browser = new Browser(a.baseUrl);
+  const form = await browser.get("/login");
+  const res = await fetch(`${a.baseUrl}/login`, {
+    method: "POST",
+    redirect: "manual",
+    headers: {
+      "content-type": "application/x-www-form-urlencoded",
+      cookie: `relayctl_login_csrf=${encodeURIComponent(browser.cookies.get("relayctl_login_csrf")!)}`,
+      "x-forwarded-for": ip,
+    },
+    body: new URLSearchParams({
+      csrf_token: hiddenField(form.text, "csrf_token"),
+      next: "/account",
+      email,
+      password,
+    }),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    text,
+    signedIn: res.headers.getSetCookie().some((c) => c.startsWith("relayctl_session=rcs_")),
+  };
+}
+
+/** Waits (polling the clock) until the current fixed window of `windowS` seconds has `needMs` left. */
+const windowRoom = (windowS: number, needMs: number) =>
+  pollUntil(async () => (windowS * 1000 - (Date.now() % (windowS * 1000)) >= needMs ? true : undefined), {
+    what: `${needMs} ms left in the current ${windowS} s window`,
+    timeoutMs: needMs + 1000,
+    intervalMs: 200,
+  });
+
+async function failures(userId: string) {
+  const rows = await a.db.query(
+    "SELECT COUNT(*) AS n FROM audit_events WHERE event_type = 'auth.signin_failed' AND key_id = ?",
+    [userId],
+  );
+  return Number(rows[0].n);
+}
+
+test("finding 7 - a stranger's wrong passwords do not lock the person out from their own address", async (t) => {
+  await windowRoom(900, 90_000);
+  const person = await join(a, ownerTokenA, uniqEmail("locked"), "the-right-password-1");
+  for (let i = 0; i < 10; i++)
+    t.is((await signInFrom("198.51.100.7", person.email, "a-wrong-guess-123")).status, 401);
+  t.is(await failures(person.id), 10);
+  // The stranger's address is limited now, even with the right password...
+  const stranger = await signInFrom("198.51.100.7", person.email, person.password);
+  t.is(stranger.status, 429);
+  t.false(stranger.signedIn);
+  // ...the person's own address is not (before: 429 for everyone).
+  const own = await signInFrom("198.51.100.8", person.email, person.password);
+  t.is(own.status, 303, own.text);
+  t.true(own.signedIn);
+});
+
+test("finding 7 - the global per-account limit stops spread-out guessing but not the person at a known address", async (t) => {
+  // The global limit's window is an hour: 10 addresses x 10 guesses must land in one.
+  await windowRoom(3600, 180_000);
+  const person = await join(a, ownerTokenA, uniqEmail("spread"), "the-right-password-2");
+  const known = "198.51.100.20";
+  t.is((await signInFrom(known, person.email, person.password)).status, 303);
+  for (let ip = 0; ip < 10; ip++) {
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => signInFrom(`192.0.2.${ip + 1}`, person.email, "a-wrong-guess-456")),
+    );
+    t.deepEqual(
+      answers.map((r) => r.status),
+      Array(10).fill(401),
+    );
+  }
+  // Past 100 failures in the hour, a new address is refused even with the right password:
+  // the same answer as a wrong one, so the refusal tells a guesser nothing.
+  const right = await signInFrom("192.0.2.200", person.email, person.password);
+  const wrong = await signInFrom("192.0.2.201", person.email, "a-wrong-guess-789");
+  t.is(right.status, 429);
+  t.false(right.signedIn);
+  t.is(wrong.status, 429);
+  // The person, from the address they signed in from before, gets in.
+  const back = await signInFrom(known, person.email, person.password);
+  t.is(back.status, 303, back.text);
+  t.true(back.signedIn);
 });

@@ -1,4 +1,5 @@
-// Limits on guessing: sign-in attempts per account and per IP, and device-code
+// Limits on guessing: sign-in attempts per (account, IP), per IP and, slower,
+// per account from anywhere (issue 30, finding 7), and device-code
 // entries per user and per IP, counted in the same database windows as key
 // rate limits (auth/rate-limit.ts), so they hold across api instances. The
 // counter table is keyed by a UUID: each subject gets a stable UUID-shaped id
@@ -10,8 +11,18 @@ import { RcError } from "../errors.js";
 
 /** Window and limit of each kind of attempt. */
 export const LIMITS = {
-  /** Sign-ins naming one account: ten per 15 minutes (a guesser gets ~1,000 a day). */
-  signinAccount: { seconds: 900, limit: 10 },
+  /**
+   * Sign-ins naming one account from one IP: ten per 15 minutes. Per (account, IP),
+   * so a stranger's wrong passwords never lock the person out of their own address.
+   */
+  signinAccountIp: { seconds: 900, limit: 10 },
+  /**
+   * Sign-ins naming one account from anywhere: a hundred an hour, the bound on
+   * guessing spread over many addresses (~2,400 a day). Past it, only the right
+   * password from an address the account signed in from before gets in
+   * (KNOWN_ADDRESS_MS), so a spread-out guesser cannot lock its owner out there.
+   */
+  signinAccount: { seconds: 3600, limit: 100 },
   /** Sign-ins from one IP, whatever the account (spraying many accounts). */
   signinIp: { seconds: 900, limit: 50 },
   /** User codes typed on /device by one signed-in user. */
@@ -23,6 +34,9 @@ export const LIMITS = {
   /** OAuth clients registered from one IP (RFC 7591 registration is open to anyone). */
   registerIp: { seconds: 3600, limit: 30 },
 } as const;
+
+/** How long an address an account signed in from stays known to it (the global limit's way through). */
+export const KNOWN_ADDRESS_MS = 30 * 24 * 3600 * 1000;
 
 export function subjectId(label: string): string {
   const h = createHash("sha256").update(`relayctl attempt subject\n${label}`).digest("hex");
@@ -45,6 +59,15 @@ export async function countAttempt(
         extra: { retry_after: r.retryAfterSeconds },
       });
   }
+}
+
+/** Counts one attempt of one subject and says whether it is within the limit (the caller decides). */
+export async function countOneAttempt(
+  db: Knex,
+  s: { label: string; limit: { seconds: number; limit: number } },
+): Promise<{ allowed: boolean; retryAfterSeconds: number }> {
+  const r = await countRequest(db, subjectId(s.label), s.limit.seconds, s.limit.limit);
+  return { allowed: r.allowed, retryAfterSeconds: r.retryAfterSeconds };
 }
 
 /** Gives back the attempt of a guess that was right (a correct code or password is no guessing). */

@@ -1,15 +1,15 @@
 // The sign-in pages: GET/POST /login, POST /logout, GET /account, and the
 // invite link /invite/<token>. Cookie-authenticated posts carry the session's
 // CSRF token; the login form (no session yet) a double-submit token. Attempts
-// are limited per account and per IP; every sign-in, failure and sign-out is
-// audited.
+// are limited per (account, IP), per IP, and per account from anywhere (slower;
+// see attempt-limits.ts); every sign-in, failure and sign-out is audited.
 import { randomBytes } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { RcError } from "../errors.js";
 import type { ApiContext } from "../http/context.js";
 import { type RouteSpec, route } from "../http/route.js";
-import { LIMITS, countAttempt, refundAttempt } from "./attempt-limits.js";
+import { KNOWN_ADDRESS_MS, LIMITS, countAttempt, countOneAttempt, refundAttempt } from "./attempt-limits.js";
 import { auditUserEvent } from "./audit.js";
 import type { FormBody } from "./form-body.js";
 import { csrfField, html, sendPage } from "./html.js";
@@ -82,6 +82,21 @@ async function accountsOpened(db: ApiContext["db"], email: string, password: str
   return { tried, opened: tried.filter((_, i) => ok[i]) };
 }
 
+/** Those of `users` that signed in from `ip` within KNOWN_ADDRESS_MS (their own address, not a guesser's). */
+async function signedInFrom<U extends { id: string }>(db: ApiContext["db"], users: U[], ip: string) {
+  if (users.length === 0) return users;
+  const rows = await db("web_sessions")
+    .whereIn(
+      "user_id",
+      users.map((u) => u.id),
+    )
+    .where({ ip })
+    .where("created_at", ">", Date.now() - KNOWN_ADDRESS_MS)
+    .distinct<{ user_id: string }[]>("user_id");
+  const known = new Set(rows.map((r) => r.user_id));
+  return users.filter((u) => known.has(u.id));
+}
+
 const tokenParams = z.object({ token: z.string() });
 
 /** A page of the people part (browsers post forms). */
@@ -105,7 +120,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
       url: "/login",
       access: {
         public:
-          "the sign-in form: e-mail and password, with its double-submit CSRF token, limited per account and per IP",
+          "the sign-in form: e-mail and password, with its double-submit CSRF token, limited per (account, IP), per IP and per account",
       },
       ...page,
       handler: async (req, reply) => {
@@ -116,17 +131,16 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
         const email = String(body.email ?? "")
           .trim()
           .toLowerCase();
+        // Failures count per (account, IP) and per IP: a stranger's guesses limit the stranger.
         const subjects = [
           { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
-          { label: `signin-account\n${email}`, limit: LIMITS.signinAccount },
+          { label: `signin-account-ip\n${email}\n${req.ip}`, limit: LIMITS.signinAccountIp },
         ];
-        try {
-          await countAttempt(db, subjects);
-        } catch (err) {
-          if (!(err instanceof RcError)) throw err;
+        const anywhere = { label: `signin-account\n${email}`, limit: LIMITS.signinAccount };
+        const limited = async (detail: string, retryAfter: number) => {
           for (const user of await findUsersByEmail(db, email))
-            await auditUserEvent(db, req.log, user, req.ip, "auth.signin_limited", { detail: err.detail });
-          reply.header("retry-after", String(err.extra.retry_after ?? 60));
+            await auditUserEvent(db, req.log, user, req.ip, "auth.signin_limited", { detail });
+          reply.header("retry-after", String(retryAfter));
           return loginPage(
             req,
             reply,
@@ -134,14 +148,32 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             next,
             "Too many sign-in attempts. Wait a few minutes and try again.",
           );
+        };
+        try {
+          await countAttempt(db, subjects);
+        } catch (err) {
+          if (!(err instanceof RcError)) throw err;
+          return limited(err.detail, Number(err.extra.retry_after ?? 60));
         }
+        const overall = await countOneAttempt(db, anywhere);
         const { tried, opened } = await accountsOpened(
           db,
           email,
           String(body.password ?? ""),
           String(body.tenant ?? ""),
         );
-        const usable = opened.filter((u) => u.disabled_at === null);
+        let usable = opened.filter((u) => u.disabled_at === null);
+        if (!overall.allowed) {
+          // Past the account's global limit only the right password from an address
+          // it signed in from before gets through; anything else, right or wrong,
+          // gets the same 429, so the answer tells a spread-out guesser nothing.
+          usable = await signedInFrom(db, usable, req.ip);
+          if (usable.length === 0)
+            return limited(
+              `too many attempts at this account from anywhere: retry in ${overall.retryAfterSeconds} s`,
+              overall.retryAfterSeconds,
+            );
+        }
         if (usable.length === 0) {
           for (const u of tried)
             await auditUserEvent(db, req.log, u, req.ip, "auth.signin_failed", {
@@ -150,7 +182,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
           if (tried.length === 0) req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
           return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
         }
-        await refundAttempt(db, subjects);
+        await refundAttempt(db, [...subjects, anywhere]);
         if (usable.length > 1)
           return loginPage(
             req,
