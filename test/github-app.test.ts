@@ -16,7 +16,9 @@ import { cleanupAll } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { type Dash, signInDash } from "./harness/dashboard-session";
 import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
+import { createOwner } from "./harness/people";
 import { waitForBody } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
 
@@ -224,6 +226,8 @@ test.serial(
       account: { ...created.installation.account, login: "octo-org" },
     };
     created.repositories = [{ id: REPO_ID, name: "app", full_name: FULL_NAME, private: true }];
+    // Who installed: the setup URL binds only for them.
+    created.sender = { ...created.sender, login: "octo-admin", id: gh.userId("octo-admin") };
     const d = await deliver("installation", created);
     t.is(d.status, 202);
     await pollUntil(
@@ -235,8 +239,10 @@ test.serial(
     const mineNow = async () => (await s.manage("/github/installations")).json.installations as Json[];
     t.deepEqual(await mineNow(), [], "unbound: nobody's yet");
 
+    // Install links are made and finished by a signed-in person (issue 30, finding 1).
+    const owner = await signInDash(s.c.baseUrl, await createOwner(s.c.db.url, s.tenantId));
     const newState = async () => {
-      const link = await s.manage("/github/install-link", { method: "POST" });
+      const link = await owner.call("POST", "/api/github/install-link");
       t.is(link.status, 200, describe(link));
       t.true(
         String(link.json.url).startsWith(`${gh.url}/github-apps/relayctl-test/installations/new?state=`),
@@ -244,9 +250,10 @@ test.serial(
       );
       return String(link.json.state);
     };
-    const setup = (st: string, code?: string, installationId = INSTALLATION) =>
+    const setup = (st: string, code?: string, installationId = INSTALLATION, who: Dash = owner) =>
       fetch(
         `${s.c.baseUrl}/github/setup?installation_id=${installationId}&state=${encodeURIComponent(st)}${code === undefined ? "" : `&code=${code}`}&setup_action=install`,
+        { headers: { cookie: `relayctl_session=${who.sessionToken}` }, redirect: "manual" },
       );
     const refusedWith = async (res: Response, status: number, what: string) => {
       const body = (await res.json()) as Json;
@@ -288,15 +295,13 @@ test.serial(
       "--name",
       "other",
     ]);
+    const otherOwner = await signInDash(s.c.baseUrl, await createOwner(s.c.db.url, String(other.tenant_id)));
     const otherLink = async () => {
-      const res = await fetch(`${s.c.baseUrl}/api/github/install-link`, {
-        method: "POST",
-        headers: { "x-api-key": String(otherKey.key) },
-      });
-      return String(((await res.json()) as Json).state);
+      const res = await otherOwner.call("POST", "/api/github/install-link");
+      return String(res.json.state);
     };
     await refusedWith(
-      await setup(await otherLink(), gh.issueCode("octo-admin")),
+      await setup(await otherLink(), gh.issueCode("octo-admin"), INSTALLATION, otherOwner),
       409,
       "bound to the first tenant already",
     );
@@ -310,7 +315,7 @@ test.serial(
     });
     gh.users.set("victim-member", [INSTALLATION + 1]);
     const guessed = await refusedWith(
-      await setup(await otherLink(), gh.issueCode("victim-member"), INSTALLATION + 1),
+      await setup(await otherLink(), gh.issueCode("victim-member"), INSTALLATION + 1, otherOwner),
       400,
       "an installation older than the link",
     );
@@ -326,7 +331,7 @@ test.serial(
     gh.users.set("new-victim-admin", [INSTALLATION + 2]);
     gh.users.set("mallory", []);
     await refusedWith(
-      await setup(await otherLink(), gh.issueCode("mallory"), INSTALLATION + 2),
+      await setup(await otherLink(), gh.issueCode("mallory"), INSTALLATION + 2, otherOwner),
       403,
       "a brand-new installation the attacker cannot access",
     );

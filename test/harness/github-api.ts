@@ -10,6 +10,7 @@
 //                                    with Accept: application/json; a refused code or client is
 //                                    200 {error}, as GitHub does); codes come from issueCode,
 //                                    single use
+//   GET  /user                       user token → {login, id} (ids from userId)
 //   GET  /user/installations         user token → {total_count, installations} (per_page, page):
 //                                    the installations `users` says that user can access
 // The App JWT is checked against the test key's public half, so a client that
@@ -32,7 +33,8 @@ export interface StandInRepository {
 
 export interface StandInInstallation {
   id: number;
-  account: { login: string; type: string };
+  /** A personal account's id is its user's (userId); an organisation's defaults to id × 10. */
+  account: { login: string; type: string; id?: number };
   created_at: string;
   repositories: number[];
 }
@@ -64,6 +66,8 @@ export interface GitHubApiStandIn {
   clientSecret: string;
   /** GitHub users (login) and the installation ids each can access. */
   users: Map<string, number[]>;
+  /** GitHub's numeric id of the user `login` (stable; the `sender.id` of their deliveries). */
+  userId(login: string): number;
   /** A fresh authorization code for `login`, as GitHub hands the setup URL. */
   issueCode(login: string): string;
   /** Every user-to-server token handed out, in order. */
@@ -95,6 +99,11 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const codes = new Map<string, string>();
   const userTokenOwner = new Map<string, string>();
   const userTokens: string[] = [];
+  const userIds = new Map<string, number>();
+  const userId = (login: string) => {
+    if (!userIds.has(login)) userIds.set(login, 583231 + userIds.size);
+    return userIds.get(login)!;
+  };
 
   const appJwtOk = (req: IncomingMessage): boolean => {
     const m = /^Bearer ([\w-]+)\.([\w-]+)\.([\w-]+)$/i.exec(req.headers.authorization ?? "");
@@ -123,7 +132,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const notFound = (res: ServerResponse) => send(res, 404, { message: "Not Found" });
   const installationView = (i: StandInInstallation) => ({
     id: i.id,
-    account: { login: i.account.login, type: i.account.type, id: i.id * 10 },
+    account: { login: i.account.login, type: i.account.type, id: i.account.id ?? i.id * 10 },
     app_id: Number(appId),
     target_type: i.account.type,
     created_at: i.created_at,
@@ -156,6 +165,12 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
         userTokenOwner.set(token, login);
         userTokens.push(token);
         return send(res, 200, { access_token: token, token_type: "bearer", scope: "" });
+      }
+      if (req.method === "GET" && path === "/user") {
+        const t = /^(?:token|Bearer) (ghu_\w+)$/i.exec(req.headers.authorization ?? "");
+        const login = t ? userTokenOwner.get(t[1]!) : undefined;
+        if (!login) return unauthorized(req, res);
+        return send(res, 200, { login, id: userId(login), type: "User" });
       }
       if (req.method === "GET" && path === "/user/installations") {
         const t = /^(?:token|Bearer) (ghu_\w+)$/i.exec(req.headers.authorization ?? "");
@@ -246,6 +261,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     clientId,
     clientSecret,
     users,
+    userId,
     issueCode: (login) => {
       const code = randomBytes(10).toString("hex");
       codes.set(code, login);

@@ -3,7 +3,7 @@
 // @octokit/request against RELAYCTL_GITHUB_API_URL (GitHub Enterprise Server
 // works by changing it), and webhook signatures are checked by @octokit/webhooks
 // (constant-time HMAC-SHA256). The installing user's OAuth code is exchanged
-// with plain fetch (userCanAccess): its token is used for one question and
+// with plain fetch (authorizingUser): its token is used for two questions and
 // dropped, and fetch's errors carry no headers that could leak it into a log.
 // The octokit packages are ESM-only: loaded with
 // `await import()` once (DESIGN.md Facts: static imports fail under ava's tsx).
@@ -21,9 +21,16 @@ export interface GitHubRepository {
 
 export interface GitHubInstallation {
   id: number;
-  account: { login: string; type: string };
+  account: { login: string; type: string; id?: number };
   created_at: string;
   suspended_at: string | null;
+}
+
+/** The GitHub user behind a setup URL's `code`, and whether GitHub lists the installation for them. */
+export interface AuthorizingUser {
+  id: number;
+  login: string;
+  canAccess: boolean;
 }
 
 export type CommitState = "pending" | "success" | "failure" | "error";
@@ -108,14 +115,15 @@ export class GitHubApp {
   }
 
   /**
-   * Whether the GitHub user who came back to the setup URL with `code` can
-   * access the installation: the code is exchanged (POST {web}/login/oauth/access_token,
-   * the App's client id and secret) for a user-to-server token, which lists
-   * that user's installations of this App (GET /user/installations). The token
-   * is used for this one question only: never stored, logged or returned.
-   * False for a code GitHub refuses (unknown, expired or used).
+   * Who the GitHub user who came back to the setup URL with `code` is, and
+   * whether they can access the installation: the code is exchanged (POST
+   * {web}/login/oauth/access_token, the App's client id and secret) for a
+   * user-to-server token, which reads the user (GET /user) and lists that
+   * user's installations of this App (GET /user/installations). The token is
+   * used for these questions only: never stored, logged or returned.
+   * Undefined for a code GitHub refuses (unknown, expired or used).
    */
-  async userCanAccess(code: string, installationId: number): Promise<boolean> {
+  async authorizingUser(code: string, installationId: number): Promise<AuthorizingUser | undefined> {
     const ua = { "user-agent": `relayctl-github-app/${this.config.slug}` };
     const exchanged = await fetch(`${this.config.webUrl}/login/oauth/access_token`, {
       method: "POST",
@@ -133,10 +141,10 @@ export class GitHubApp {
     const grant = (await exchanged.json().catch(() => ({}))) as { access_token?: unknown; error?: unknown };
     if (exchanged.status >= 500)
       throw apiError("exchanging the authorization code", { status: exchanged.status });
-    if (typeof grant.access_token !== "string" || !grant.access_token) return false;
+    if (typeof grant.access_token !== "string" || !grant.access_token) return undefined;
     const token = grant.access_token;
-    for (let page = 1; page <= 50; page++) {
-      const res = await fetch(`${this.config.apiUrl}/user/installations?per_page=100&page=${page}`, {
+    const asUser = async (path: string, what: string) => {
+      const res = await fetch(`${this.config.apiUrl}${path}`, {
         headers: {
           ...ua,
           accept: "application/vnd.github+json",
@@ -145,15 +153,23 @@ export class GitHubApp {
         },
         signal: AbortSignal.timeout(15_000),
       }).catch((err) => {
-        throw apiError("listing the user's installations", err);
+        throw apiError(what, err);
       });
-      if (!res.ok) throw apiError("listing the user's installations", { status: res.status });
-      const body = (await res.json()) as { total_count?: number; installations?: { id: number }[] };
+      if (!res.ok) throw apiError(what, { status: res.status });
+      return res.json() as Promise<Record<string, unknown>>;
+    };
+    const me = await asUser("/user", "reading the authorizing user");
+    const user = { id: Number(me.id), login: String(me.login ?? ""), canAccess: false };
+    for (let page = 1; page <= 50; page++) {
+      const body = (await asUser(
+        `/user/installations?per_page=100&page=${page}`,
+        "listing the user's installations",
+      )) as { total_count?: number; installations?: { id: number }[] };
       const list = body.installations ?? [];
-      if (list.some((i) => Number(i.id) === installationId)) return true;
-      if (list.length < 100 || page * 100 >= Number(body.total_count ?? 0)) return false;
+      if (list.some((i) => Number(i.id) === installationId)) return { ...user, canAccess: true };
+      if (list.length < 100 || page * 100 >= Number(body.total_count ?? 0)) break;
     }
-    return false;
+    return user;
   }
 
   /** A fresh installation access token (one per deployment; GitHub makes it expire in an hour). */

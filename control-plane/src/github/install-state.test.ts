@@ -13,7 +13,7 @@ import { resolveAuditKeys, useAuditKeys } from "../audit/chain-key.js";
 import { createTenant } from "../cli/admin.js";
 import { migrate, openDb } from "../db/knex.js";
 import { GitHubApp } from "./app-client.js";
-import { STATE_TTL_MS, completeSetup, issueInstallLink } from "./install-state.js";
+import { STATE_TTL_MS, checkState, issueInstallLink } from "./install-state.js";
 
 test("github - an install link's state expires after its lifetime and is refused then", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), "relayctl-gh-state-"));
@@ -44,14 +44,15 @@ test("github - an install link's state expires after its lifetime and is refused
     webUrl: "https://github.com",
   });
 
-  const link = await issueInstallLink(db, app, tenant.tenant_id);
+  const link = await issueInstallLink(db, app, tenant.tenant_id, "00000000-0000-4000-8000-000000000001");
   // github.com's install page (GitHub Enterprise Server's /github-apps/ is in test/github-app.test.ts).
   t.true(link.url.startsWith("https://github.com/apps/relayctl/installations/new?state="), link.url);
   t.is(Date.parse(link.expires_at), Number(link.state.split(".")[1]));
   t.true(Date.parse(link.expires_at) - realNow() <= STATE_TTL_MS);
 
+  t.like(await checkState(db, app, link.state), { tenantId: tenant.tenant_id });
   Date.now = () => realNow() + STATE_TTL_MS + 1000;
-  const expired = await t.throwsAsync(completeSetup(db, app, 1, link.state, "somecode", {}));
+  const expired = await t.throwsAsync(checkState(db, app, link.state));
   t.like(expired, { code: "RC_ERR_GITHUB_STATE_INVALID" });
   t.regex(expired!.message, /expired or already used/);
   const row = await db("github_install_states")

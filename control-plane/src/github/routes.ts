@@ -7,6 +7,8 @@
 //   DELETE /api/tenants/{t}/applications/{a}/github-repository
 // and, with no credential, the App's setup URL GET /github/setup (githubSetupRoutes).
 import type { FastifyRequest } from "fastify";
+import { currentSession } from "../accounts/sessions.js";
+import { userActor } from "../accounts/users.js";
 import { z } from "zod";
 import type { ApiContext } from "../http/context.js";
 import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
@@ -16,7 +18,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { listDeliveries } from "./deliveries.js";
-import { completeSetup, issueInstallLink } from "./install-state.js";
+import { checkState, completeSetup, issueInstallLink, spendState } from "./install-state.js";
 import { cannotDeploy, reachableRepository, upsertRepository } from "./installations.js";
 import type { GitHubIntegration } from "./integration.js";
 
@@ -73,7 +75,14 @@ export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
       tag: "management",
       handler: async (req) => {
         const gh = need();
-        return issueInstallLink(ctx.db, gh.app, req.principal.tenantId);
+        // The link binds the installation to the person who finishes it, signed in: a key has no person.
+        const user = req.principal.user;
+        if (!user)
+          throw new RcError(
+            "RC_ERR_PERSON_ONLY",
+            "an install link can only be finished by the person who made it, signed in: make it from the dashboard or with a person's token (relayctl login), not an API key",
+          );
+        return issueInstallLink(ctx.db, gh.app, req.principal.tenantId, user.id);
       },
     }),
     route({
@@ -210,10 +219,12 @@ export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
 
 /**
  * GET /github/setup: where GitHub sends the user after installing (the App's
- * setup URL). No credential: the handler spends the signed single-use `state`
- * of an install link (install-state.ts: it names the tenant that asked for the
- * link) and checks that GitHub's authorization `code` is of a user who can
- * access the installation.
+ * setup URL). No credential header: the handler checks the install link's
+ * signed single-use `state` (install-state.ts: it names the tenant and the
+ * person who asked for the link), then the browser's session: none leads to
+ * sign-in and back here (nothing spent); another person's is refused and spends
+ * the state. Then GitHub's authorization `code` must be of the GitHub user who
+ * installed and can access the installation.
  */
 export const githubSetupRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
@@ -221,25 +232,39 @@ export const githubSetupRoutes = (ctx: ApiContext): RouteSpec[] => [
     url: "/github/setup",
     access: {
       public:
-        "GitHub's redirect after installing the App: the handler spends the install link's signed single-use state and checks that GitHub's authorization code is of a user who can access the installation",
+        "GitHub's redirect after installing the App: the handler checks the install link's signed single-use state, then that the session cookie is of the person who made the link (without one it leads to sign-in), then that GitHub's authorization code is of the user who installed and can access the installation",
     },
     tag: "github",
-    handler: async (req) => {
+    handler: async (req, reply) => {
       if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
       const q = setupQuery.safeParse(req.query);
       if (!q.success)
         throw new RcError("RC_ERR_GITHUB_STATE_INVALID", "installation_id and state are required");
-      return completeSetup(
-        ctx.db,
-        ctx.github.app,
-        Number(q.data.installation_id),
-        q.data.state,
-        q.data.code,
-        {
-          ip: req.ip,
-          setup_action: q.data.setup_action ?? null,
-        },
-      );
+      const st = await checkState(ctx.db, ctx.github.app, q.data.state);
+      const session = await currentSession(ctx.db, req);
+      if (!session) {
+        // Sign in first, then finish: /login returns here with the same parameters.
+        const back = new URLSearchParams(
+          Object.entries(q.data).filter((e): e is [string, string] => e[1] !== undefined),
+        );
+        return reply.redirect(`/login?next=${encodeURIComponent(`/github/setup?${back}`)}`, 303);
+      }
+      const { user } = session;
+      if (user.id !== st.userId || user.tenant_id !== st.tenantId || user.role !== "owner") {
+        await spendState(ctx.db, st.nonce);
+        req.log.warn(
+          { installation_id: Number(q.data.installation_id), user_id: user.id },
+          "github setup refused: signed in as someone other than the install link's maker",
+        );
+        throw new RcError(
+          "RC_ERR_GITHUB_NOT_AUTHORIZED",
+          "install refused: this install link was made by another relayctl person, and only they can finish it, signed in; nothing was bound",
+        );
+      }
+      return completeSetup(ctx.db, ctx.github.app, Number(q.data.installation_id), st, q.data.code, {
+        ...userActor(user, req.ip),
+        setup_action: q.data.setup_action ?? null,
+      });
     },
   }),
 ];
