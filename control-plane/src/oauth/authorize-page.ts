@@ -3,7 +3,9 @@
 // post; the answer goes back to the client's registered redirect URI with a
 // code or error=access_denied. Without a session the person signs in first and
 // comes back here. Errors about the client or its redirect URI are shown, never
-// redirected (RFC 6749 §4.1.2.1).
+// redirected (RFC 6749 §4.1.2.1); so is any other error until the signed-in person
+// posted the consent page, since every client with a redirect URI registered
+// itself (RFC 9700 §4.11.2: no open redirect through a self-registered client).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { FormBody } from "../accounts/form-body.js";
 import { csrfField, html, sendPage } from "../accounts/html.js";
@@ -52,19 +54,40 @@ const page = {
 export function authorizePageRoutes(ctx: ApiContext): RouteSpec[] {
   const { db } = ctx;
 
-  /** The checked request, or the reply already sent (error page or error redirect). */
-  const check = async (req: FastifyRequest, reply: FastifyReply, p: Record<string, string | undefined>) => {
+  const refused = (reply: FastifyReply, message: string) =>
+    sendPage(
+      reply,
+      400,
+      "Sign-in request refused",
+      html`<p class="error">${message}</p>
+<p>Nothing was shared. Start the sign-in again from your application.</p>`,
+    );
+
+  /**
+   * The checked request, or the reply already sent (error page or error redirect).
+   * `consented`: the person, signed in, posted the consent page. Before that an
+   * error is shown, never redirected: anyone can register a client with any https
+   * redirect URI, and an error redirect would make /oauth/authorize an open
+   * redirector to it (RFC 9700 §4.11.2).
+   */
+  const check = async (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    p: Record<string, string | undefined>,
+    consented: boolean,
+  ) => {
     const issuer = issuerOf(ctx, req);
     try {
       return await checkAuthorizationRequest(db, p, [`${issuer}/mcp`, issuer]);
     } catch (err) {
       if (err instanceof UnredirectableError) {
-        await sendPage(
+        await refused(reply, err.message);
+        return undefined;
+      }
+      if (err instanceof RedirectableError && !consented) {
+        await refused(
           reply,
-          400,
-          "Sign-in request refused",
-          html`<p class="error">${err.message}</p>
-<p>Nothing was shared. Start the sign-in again from your application.</p>`,
+          `The application's sign-in request is not valid: ${err.message} (${err.error}).`,
         );
         return undefined;
       }
@@ -117,7 +140,7 @@ ${Object.entries(p).map(([k, v]) => (v === undefined ? "" : html`<input type="hi
       url: AUTHORIZE_PATH,
       handler: async (req, reply) => {
         const p = pick(req.query as Record<string, unknown>);
-        const r = await check(req, reply, p);
+        const r = await check(req, reply, p, false);
         if (!r) return reply;
         const s = await currentSession(db, req);
         if (!s) return toLogin(reply, p);
@@ -135,7 +158,7 @@ ${Object.entries(p).map(([k, v]) => (v === undefined ? "" : html`<input type="hi
         const s = await currentSession(db, req);
         if (!s) return toLogin(reply, p);
         requireCsrf(s, body);
-        const r = await check(req, reply, p);
+        const r = await check(req, reply, p, true);
         if (!r) return reply;
         if (body.decision !== "approve" && body.decision !== "deny")
           return consent(reply, r, p, s.user.email, s.user.role, s.csrf);

@@ -1,0 +1,132 @@
+// Issue 30, the web edge (findings 4, 8, 10, 15), each through the real control
+// plane over HTTP: no open redirect through a self-registered OAuth client, /mcp
+// refused to foreign browser origins, a malformed Host answered 400 everywhere,
+// URLs never taken from a forged Host (and RELAYCTL_PUBLIC_URL required off
+// loopback), and the headers and cookies every answer owes a browser.
+import { request as httpRequest } from "node:http";
+import { run } from "@relayctl/devkit";
+import test from "ava";
+import { cleanupAll } from "./harness/cleanup";
+import { type Cluster, startCluster } from "./harness/cluster";
+import { type ControlPlane, startControlPlane } from "./harness/control-plane";
+import { type Dash, signInDash } from "./harness/dashboard-session";
+import { AUTOMATION_PREFIX, request } from "./harness/http";
+import { Browser, type Person, createOwner } from "./harness/people";
+import { cleanEnv } from "./harness/process";
+import { SERVER_MAIN } from "./harness/programs";
+
+/** relayctl behind a TLS proxy it was told about only through RELAYCTL_PUBLIC_URL. */
+const PUBLIC_URL = "https://relayctl.example.test";
+/** The dashboard's CSP (dashboard/static.ts): /docs must be held to the same. */
+const DASHBOARD_CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+let c: Cluster;
+let owner: Person;
+let dash: Dash;
+/** A second api process on the same database, with RELAYCTL_PUBLIC_URL=https://…. */
+let httpsApi: ControlPlane;
+
+test.before(async () => {
+  c = await startCluster();
+  owner = await createOwner(c.db.url, c.tenantId);
+  dash = await signInDash(c.baseUrl, owner);
+  httpsApi = await startControlPlane({
+    role: "api",
+    databaseUrl: c.db.url,
+    natsUrl: c.nats.url,
+    dir: c.dir,
+    publicGatewayUrl: c.gateway.gatewayUrl,
+    env: { RELAYCTL_PUBLIC_URL: PUBLIC_URL },
+  });
+});
+test.after.always(async () => {
+  await httpsApi?.stop();
+  await cleanupAll();
+});
+
+interface Raw {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+}
+
+/** A request with a Host header of our choosing (fetch never sends one but the URL's). */
+function rawRequest(
+  baseUrl: string,
+  path: string,
+  headers: Record<string, string>,
+  method = "GET",
+  body?: string,
+): Promise<Raw> {
+  const u = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host: u.hostname, port: u.port, path, method, headers, setHost: false, timeout: 30_000 },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => {
+          text += d;
+        });
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      },
+    );
+    req.on("error", reject);
+    req.on("timeout", () => req.destroy(new Error(`${path}: no answer`)));
+    req.end(body);
+  });
+}
+
+async function registerClient(redirect: string): Promise<string> {
+  const res = await request(c, "/oauth/register", {
+    key: null,
+    body: { client_name: "Totally relayctl", redirect_uris: [redirect] },
+  });
+  if (res.status !== 201) throw new Error(`register: ${res.status} ${res.text}`);
+  return String(res.json.client_id);
+}
+
+async function codesOf(clientId: string): Promise<number> {
+  const rows = await c.db.query<{ n: number }>(
+    "SELECT COUNT(*) AS n FROM oauth_authorization_codes WHERE client_id = ?",
+    [clientId],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+// Finding 4 (RFC 9700 §4.11.2).
+test("oauth authorize - a self-registered client's request errors are shown, never redirected to it, before consent", async (t) => {
+  const evil = "https://evil.example/landing";
+  const clientId = await registerClient(evil);
+  const bad = [
+    `client_id=${clientId}&response_type=x`,
+    `client_id=${clientId}&response_type=code`,
+    `client_id=${clientId}&response_type=code&code_challenge=${"a".repeat(43)}&code_challenge_method=plain`,
+    `client_id=${clientId}&response_type=code&code_challenge=${"a".repeat(43)}&code_challenge_method=S256&resource=https://elsewhere.example`,
+  ];
+  const signedIn = new Browser(c.baseUrl);
+  await signedIn.signIn(owner);
+  for (const [who, b] of [
+    ["no session", new Browser(c.baseUrl)],
+    ["signed in", signedIn],
+  ] as const) {
+    for (const q of bad) {
+      const page = await b.request("GET", `/oauth/authorize?${q}`, undefined, false);
+      t.is(page.status, 400, `${who}: ${q}`);
+      t.is(page.headers.get("location"), null, `${who}: ${q}`);
+      t.regex(page.text, /Sign-in request refused/);
+      t.false(page.text.includes("evil.example"), `${who}: ${q}`);
+    }
+  }
+  t.is(await codesOf(clientId), 0);
+
+  // A valid request still leads to sign-in, and a denial after consent still goes back to the client.
+  const good = `client_id=${clientId}&response_type=code&code_challenge=${"a".repeat(43)}&code_challenge_method=S256&state=s1`;
+  const anon = await new Browser(c.baseUrl).request("GET", `/oauth/authorize?${good}`, undefined, false);
+  t.is(anon.status, 303);
+  t.regex(anon.headers.get("location") ?? "", /^\/login\?next=/);
+  const consent = await signedIn.request("GET", `/oauth/authorize?${good}`, undefined, false);
+  t.is(consent.status, 200);
+  t.regex(consent.text, /Allow access\?/);
+});
