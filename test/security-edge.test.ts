@@ -130,3 +130,72 @@ test("oauth authorize - a self-registered client's request errors are shown, nev
   t.is(consent.status, 200);
   t.regex(consent.text, /Allow access\?/);
 });
+
+// Finding 8: the MCP transport's Origin rule (DNS rebinding).
+test("mcp - a browser page of a foreign origin is refused 403 before anything runs; loopback and no Origin pass", async (t) => {
+  const init = {
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } },
+  };
+  const headers = { accept: "application/json, text/event-stream" };
+  for (const origin of ["https://evil.example", "null", "http://127.0.0.1.evil.example", "file://"]) {
+    const res = await request(c, "/mcp", { body: init, headers: { ...headers, origin } });
+    t.is(res.status, 403, origin);
+    t.deepEqual(Object.keys(res.json), ["detail"], origin);
+    t.regex(String(res.json.detail), /may not call \/mcp/, origin);
+  }
+  // Refused before the credential is even looked at: no key, still 403 rather than 401.
+  const anon = await request(c, "/mcp", {
+    key: null,
+    body: init,
+    headers: { ...headers, origin: "https://evil.example" },
+  });
+  t.is(anon.status, 403);
+  for (const origin of [new URL(c.baseUrl).origin, "http://localhost:5173", undefined]) {
+    const res = await request(c, "/mcp", { body: init, headers: origin ? { ...headers, origin } : headers });
+    t.is(res.status, 200, `${origin}: ${res.text.slice(0, 300)}`);
+  }
+  // With RELAYCTL_PUBLIC_URL, its origin is the page that may call.
+  const viaPublic = await request({ baseUrl: httpsApi.apiUrl, key: c.key }, "/mcp", {
+    body: init,
+    headers: { ...headers, origin: PUBLIC_URL },
+  });
+  t.is(viaPublic.status, 200, viaPublic.text.slice(0, 300));
+});
+
+test("host - a malformed Host header is answered 400 on every kind of route, never 500", async (t) => {
+  const paths: [string, string, Record<string, string>?][] = [
+    ["GET", "/healthz"],
+    ["GET", "/api/me"],
+    ["POST", "/mcp", { authorization: `Bearer ${c.key}`, "content-type": "application/json" }],
+    ["GET", "/oauth/authorize?client_id=x"],
+    ["GET", "/.well-known/oauth-authorization-server"],
+    ["GET", "/install.sh"],
+    ["GET", "/login"],
+    ["GET", "/docs"],
+    ["GET", `${AUTOMATION_PREFIX}/operations`, { authorization: `Bearer ${c.key}` }],
+    ["GET", "/no-such-route"],
+  ];
+  for (const host of ["[::1", "a b", "a/b", "[zz]", "a@b", "[1.2.3.4]"]) {
+    for (const [method, path, extra] of paths) {
+      const res = await rawRequest(
+        c.baseUrl,
+        path,
+        { host, ...extra },
+        method,
+        method === "POST" ? "{}" : undefined,
+      );
+      t.is(res.status, 400, `${host} ${method} ${path}: ${res.text.slice(0, 200)}`);
+      // The OAuth server's endpoints answer in OAuth's own error shape (RFC 6749 §5.2).
+      const body = JSON.parse(res.text);
+      const detail = path.startsWith("/.well-known/oauth-authorization-server")
+        ? { error: "invalid_request", error_description: body.error_description }
+        : { detail: body.detail };
+      t.deepEqual(body, detail, `${host} ${path}`);
+      t.is(body.detail ?? body.error_description, "Host header is not a host name", `${host} ${path}`);
+    }
+  }
+  t.false(/RC_ERR_INTERNAL|"internal error"/.test(c.api.logText()));
+});

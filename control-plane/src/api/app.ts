@@ -13,6 +13,8 @@ import { installOpenApi } from "../observability/openapi.js";
 import { requestTracing } from "../tracing/http.js";
 import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
 import { installErrorHandling } from "../http/errors.js";
+import { installEdge } from "../http/edge.js";
+import { MCP_PATH } from "../mcp/routes.js";
 import { registerRoutes } from "./register-routes.js";
 import { apiRoutes } from "./routes.js";
 
@@ -55,6 +57,9 @@ export async function buildApi(
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   installErrorHandling(app);
+  // Host, Origin and the security headers of every answer (http/edge.ts): before any route
+  // or plugin that registers routes (/docs), which only see the hooks added before them.
+  installEdge(app, ctx.config, MCP_PATH);
   // Observability first: the OpenAPI hook and the request timer must see every route.
   await installOpenApi(app);
   await app.register(httpMetrics);

@@ -1,0 +1,66 @@
+// What every request to the api must meet before any route runs: a Host header
+// that is a host (400 otherwise, never a 500 further in), and /mcp refused to a
+// browser page of a foreign origin (the MCP transport's DNS-rebinding rule).
+import type { FastifyInstance } from "fastify";
+import type { Config } from "../config.js";
+import { RcError } from "../errors.js";
+
+/**
+ * RFC 3986 §3.2.2 host (reg-name without percent-encoding, or IP literal) with an
+ * optional port, that a URL can be made of: what a Host header may hold.
+ * Anything else ("[::1", a slash, a space) is refused.
+ */
+const HOST_SYNTAX = /^[A-Za-z0-9._~!$&'()*+,;=-]+(:\d{0,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{0,5})?$/;
+const isHost = (h: string) => HOST_SYNTAX.test(h) && URL.canParse(`http://${h}/`);
+
+/** A host name (with its port) that only ever names this machine (RFC 6761 for .localhost). */
+export function isLoopbackHost(hostWithPort: string): boolean {
+  const name = hostWithPort
+    .replace(/:\d*$/, "")
+    .replace(/^\[(.*)\]$/, "$1")
+    .toLowerCase();
+  return (
+    name === "localhost" ||
+    name.endsWith(".localhost") ||
+    name === "::1" ||
+    /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name)
+  );
+}
+
+const LOOPBACK_LISTEN = new Set(["127.0.0.1", "::1", "localhost"]);
+
+/** True when the api listens on this machine's loopback only (dev, or behind a proxy on the host). */
+export const listensOnLoopback = (config: Config): boolean => LOOPBACK_LISTEN.has(config.apiListen.host);
+
+/** The origins a browser page may call /mcp from, besides any loopback one on a loopback listener. */
+function mcpOriginAllowed(config: Config, origin: string): boolean {
+  const configured = config.publicUrl ?? config.accounts.publicUrl;
+  if (configured && origin === new URL(configured).origin) return true;
+  if (!listensOnLoopback(config)) return false;
+  try {
+    const u = new URL(origin);
+    return (u.protocol === "http:" || u.protocol === "https:") && isLoopbackHost(u.host);
+  } catch {
+    return false; // "null" (sandboxed frames, file:) and anything else unparseable
+  }
+}
+
+/** Installs the edge's hooks on the root app (before any route, so they apply to all). */
+export function installEdge(app: FastifyInstance, config: Config, mcpPath: string): void {
+  app.addHook("onRequest", async (req) => {
+    // The raw header and what Fastify made of it (X-Forwarded-Host from a trusted proxy).
+    // None at all (HTTP/1.0) is let through: no URL is ever made from it.
+    const raw = req.headers.host;
+    if ((raw !== undefined && !isHost(raw)) || (req.host !== "" && !isHost(req.host)))
+      throw new RcError("RC_ERR_BAD_REQUEST", "Host header is not a host name");
+    if (req.routeOptions.url === mcpPath) {
+      // Clients that are not browsers send no Origin; a browser page always does.
+      const origin = req.headers.origin;
+      if (origin !== undefined && !mcpOriginAllowed(config, origin))
+        throw new RcError(
+          "RC_ERR_FORBIDDEN",
+          `a page of origin '${origin.slice(0, 200)}' may not call ${mcpPath}`,
+        );
+    }
+  });
+}
