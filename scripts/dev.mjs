@@ -333,6 +333,8 @@ async function main() {
     RELAYCTL_API_LISTEN: `127.0.0.1:${API_PORT}`,
     RELAYCTL_GATEWAY_LISTEN: `127.0.0.1:${GATEWAY_PORT}`,
     RELAYCTL_PUBLIC_GATEWAY_URLS: gatewayUrl,
+    // Dev deploys from repositories on this machine (a local path, a git server on localhost).
+    RELAYCTL_ALLOW_LOCAL_GIT_SOURCES: process.env.RELAYCTL_ALLOW_LOCAL_GIT_SOURCES ?? "true",
   };
   let firstRun = null;
   if (!state) {

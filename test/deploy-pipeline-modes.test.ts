@@ -59,7 +59,7 @@ async function appJob(): Promise<DeployJob> {
     deploymentId: randomUUID(),
     applicationId,
     applicationName: base,
-    source: { repository: repo.path, ref: "main", credential: undefined },
+    source: { repository: repo.path, ref: "main", credential: undefined, allowLocalSources: true },
     build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
     containerPort: 8080,
     healthCheckPath: "/index.html",

@@ -103,7 +103,7 @@ function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
     deploymentId: randomUUID(),
     applicationId: app.id,
     applicationName: app.base,
-    source: { repository: app.repo.path, ref, credential: undefined },
+    source: { repository: app.repo.path, ref, credential: undefined, allowLocalSources: true },
     build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
     containerPort: 8080,
     healthCheckPath: "/",
@@ -384,6 +384,7 @@ test.serial(
       repository: server.url("app.git"),
       ref: "main",
       credential: { username: "deployer", password: pw },
+      allowLocalSources: true,
     });
 
     const wrong = await deploy(job(app, "main", { source: source(`${password}-wrong`) }));

@@ -81,7 +81,7 @@ function job(app: App, over: Partial<DeployJob> = {}): DeployJob {
     deploymentId: randomUUID(),
     applicationId: app.id,
     applicationName: app.base,
-    source: { repository: app.repo.path, ref: "main", credential: undefined },
+    source: { repository: app.repo.path, ref: "main", credential: undefined, allowLocalSources: true },
     build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
     containerPort: 8080,
     healthCheckPath: "/",

@@ -173,6 +173,14 @@ const schema = z
      */
     RELAYCTL_APPS_URL: z.string().optional(),
     /**
+     * Git sources on the agent's own disk or network: local paths, file://, and
+     * hosts that are (or resolve to) loopback, link-local or private addresses.
+     * Refused by default: they let a deploy read another application's cache on
+     * the server or reach its local services. For tests, `make dev` and mirrors
+     * kept on the server. The agent learns it with each deploy job. @default false
+     */
+    RELAYCTL_ALLOW_LOCAL_GIT_SOURCES: bool.default(false),
+    /**
      * The gateway role's own HTTP listener for /metrics, /healthz and /readyz
      * (the api role serves them on its API port): host:port, or `off`. Role
      * `all` serves them on the api only. @default 127.0.0.1:8444
@@ -289,6 +297,8 @@ export interface Config {
   publicUrl: string | undefined;
   /** RELAYCTL_APPS_URL parsed (applications/app-url.ts); undefined when unset. */
   appsUrl: AppsUrl | undefined;
+  /** RELAYCTL_ALLOW_LOCAL_GIT_SOURCES (applications/source.ts). */
+  allowLocalGitSources: boolean;
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
   /** Application logs: bounds of the follows each api instance serves (applications/logs-limits.ts). */
   logs: { followsPerKey: number; followsPerTenant: number; followMaxSeconds: number };
@@ -417,6 +427,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     appsUrl,
+    allowLocalGitSources: c.RELAYCTL_ALLOW_LOCAL_GIT_SOURCES,
     logLevel: c.RELAYCTL_LOG_LEVEL,
     logs: {
       followsPerKey: c.RELAYCTL_LOGS_FOLLOWS_PER_KEY,

@@ -12,6 +12,7 @@ import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
 import { connectNatsBus } from "./bus/nats-bus.js";
 import { NO_KEY_MESSAGE, resolveAuditKeys, useAuditKeys } from "./audit/chain-key.js";
+import { allowLocalGitSources } from "./applications/source.js";
 import { type Config, ConfigError } from "./config.js";
 import { migrateWithRetry, openDb } from "./db/knex.js";
 import { type GatewayServer, startGateway } from "./gateway/server.js";
@@ -47,6 +48,7 @@ export async function serve(
   const auditKeys = resolveAuditKeys(config);
   if (!auditKeys) throw new ConfigError(NO_KEY_MESSAGE);
   useAuditKeys(auditKeys);
+  allowLocalGitSources(config.allowLocalGitSources);
   log.info({ source: auditKeys.source }, "audit chain keyed");
   const serviceName = SERVICE_NAME[config.role];
   startTracing(config.tracing, serviceName, VERSION);

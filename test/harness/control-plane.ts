@@ -67,6 +67,9 @@ function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.Proce
     RELAYCTL_LOG_LEVEL: "debug",
     // A fixed test-only master key for stored registry credentials (and the audit chain key).
     RELAYCTL_MASTER_KEY: TEST_MASTER_KEY,
+    // Test repositories are local paths and git servers on 127.0.0.1 (issue 30, finding 12);
+    // test/security-git-sources.test.ts turns it off.
+    RELAYCTL_ALLOW_LOCAL_GIT_SOURCES: "true",
     ...TEST_TIMINGS,
     ...opts.env,
   });

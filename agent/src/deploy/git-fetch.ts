@@ -5,11 +5,19 @@
 // into a temp dir that is the build context (removed by the caller).
 // Credentials reach git only through GIT_ASKPASS reading the git child's own
 // environment; credential helpers are switched off and prompts fail.
+import { lookup } from "node:dns/promises";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { isIP } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { CommitInfo, GitSource } from "@relayctl/proto";
 import { validApplicationId } from "@relayctl/reverse-proxy-sync";
+import {
+  type GitSourceTarget,
+  gitSourceTarget,
+  localAddress,
+  localHostReason,
+} from "@relayctl/reverse-proxy-sync/git-source";
 import { runCli } from "../engine/cli-process.js";
 import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
 import { refCandidates, validRef } from "./refs.js";
@@ -69,6 +77,9 @@ export async function fetchSource(
   if (source.repository === "" || source.repository.startsWith("-")) {
     throw new StepError("invalid repository");
   }
+  const reach = source.allowLocalSources
+    ? { config: [], repository: source.repository }
+    : await checkedReach(source.repository);
   const gitDir = join(ctx.settings.stateDir, "deploy", appId);
   const askpass = join(work, "askpass.sh");
   await writeFile(askpass, ASKPASS, { mode: 0o700 });
@@ -84,11 +95,12 @@ export async function fetchSource(
   await git.run(["init", "-q", "--bare"], "git init");
   ctx.rec.log("fetch", `fetching ${source.repository}`);
   const refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
-  await git.run(["fetch", "--prune", "--no-tags", "--", source.repository, ...refspecs], "git fetch");
+  const fetch = [...reach.config, "fetch", "--no-tags"];
+  await git.run([...fetch, "--prune", "--", reach.repository, ...refspecs], "git fetch");
   let sha = await resolve(git, source.ref);
   if (sha === undefined && /^[0-9a-f]{40}$/i.test(source.ref)) {
     // A commit no branch or tag reaches: servers that allow it hand it out by SHA.
-    await git.run(["fetch", "--no-tags", "--", source.repository, source.ref], "git fetch of the commit");
+    await git.run([...fetch, "--", reach.repository, source.ref], "git fetch of the commit");
     sha = await resolve(git, source.ref);
   }
   if (sha === undefined)
@@ -100,6 +112,63 @@ export async function fetchSource(
   await git.run(["--work-tree", root, "read-tree", sha], "git read-tree", index);
   await git.run(["--work-tree", root, "checkout-index", "-a", "-f"], "git checkout-index", index);
   return { commit, dir: work, root };
+}
+
+/** How git reaches a repository the operator did not allow to be local: checked, and pinned. */
+interface Reach {
+  /** `-c` options for the fetch. */
+  config: string[];
+  /** The URL git fetches (git://: the host replaced by the address checked). */
+  repository: string;
+}
+
+/**
+ * Refuses a local path or file:// and a host that resolves to a loopback,
+ * link-local or private address (issue 30, finding 12). The control plane
+ * refused such a source when it was stored, but a name's answer can change
+ * between then and now (DNS rebinding), so the agent asks DNS itself and points
+ * git at the address it checked: curl's resolve list for http(s), the address in
+ * the URL for git://. ssh resolves on its own; its host key check is what
+ * guards that connection. Redirects are not followed: one could lead elsewhere.
+ */
+async function checkedReach(repository: string): Promise<Reach> {
+  const allow = "the operator allows them with RELAYCTL_ALLOW_LOCAL_GIT_SOURCES";
+  let target: GitSourceTarget;
+  try {
+    target = gitSourceTarget(repository);
+  } catch {
+    throw new StepError("invalid repository URL");
+  }
+  if (target.kind === "local") throw new StepError(`local paths and file:// are refused (${allow})`);
+  const named = localHostReason(target.host);
+  if (named) throw new StepError(`${named}: refused (${allow})`);
+  let addresses: { address: string; family: number }[];
+  try {
+    addresses = await lookup(target.host, { all: true, verbatim: true });
+  } catch (err) {
+    throw new StepError(`cannot resolve ${target.host}: ${(err as NodeJS.ErrnoException).code ?? err}`);
+  }
+  const local = addresses.find((a) => localAddress(a.address));
+  if (local)
+    throw new StepError(
+      `${target.host} resolves to ${local.address}, a loopback, link-local or private address: refused (${allow})`,
+    );
+  const first = addresses[0];
+  if (!first) throw new StepError(`cannot resolve ${target.host}`);
+  const config = ["-c", "protocol.file.allow=never", "-c", "http.followRedirects=false"];
+  if (target.scheme === "http" || target.scheme === "https") {
+    const address = first.family === 6 ? `[${first.address}]` : first.address;
+    return {
+      config: [...config, "-c", `http.curloptResolve=${target.host}:${target.port}:${address}`],
+      repository,
+    };
+  }
+  if (target.scheme === "git" && isIP(target.host) === 0) {
+    const url = new URL(repository);
+    url.hostname = first.family === 6 ? `[${first.address}]` : first.address;
+    return { config, repository: url.href };
+  }
+  return { config, repository };
 }
 
 async function resolve(git: Git, ref: string): Promise<string | undefined> {

@@ -14,6 +14,7 @@ test("deploy secrets - env values, the git and registry passwords, and a passwor
       repository: "https://u:url-secret@h.test/r.git",
       ref: "main",
       credential: { username: "u", password: "git-secret" },
+      allowLocalSources: false,
     },
     build: {
       $case: "image",

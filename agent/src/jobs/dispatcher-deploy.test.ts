@@ -26,7 +26,12 @@ function deployJob(operationId: string, repository: string): Job {
         deploymentId: "7d4e2a10-9f8b-4c6d-a1e2-b3c4d5e6f708",
         applicationId: "0b9f7a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b",
         applicationName: "web",
-        source: { repository, ref: "main", credential: { username: "u", password: SECRET } },
+        source: {
+          repository,
+          ref: "main",
+          credential: { username: "u", password: SECRET },
+          allowLocalSources: true,
+        },
         build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
         containerPort: 8080,
         healthCheckPath: "/",

@@ -3,6 +3,7 @@
 // its health check. Checked here, beyond what the route's schema says, because
 // the operator CLI creates applications too; and again on the agent before any
 // of it reaches git or the container engine.
+import { gitSourceTarget, localHostReason } from "@relayctl/reverse-proxy-sync/git-source";
 import { z } from "zod";
 import { RcError } from "../errors.js";
 
@@ -75,11 +76,28 @@ export const gitCredentialSchema = z.strictObject({
 });
 
 /**
- * https/http, ssh:// and scp-like (git@host:org/repo.git), file:// or an
- * absolute local path (tests, mirrors on the server). Credentials never ride in
- * the URL: they would land in logs and in git's config.
+ * RELAYCTL_ALLOW_LOCAL_GIT_SOURCES, set once at boot (serve.ts) like the audit
+ * keys: every path that stores a source or builds a deploy job reads it here.
  */
-export function checkRepository(url: string): string {
+let localSourcesAllowed = false;
+
+export function allowLocalGitSources(allowed: boolean): void {
+  localSourcesAllowed = allowed;
+}
+
+export function localGitSourcesAllowed(): boolean {
+  return localSourcesAllowed;
+}
+
+/**
+ * https/http, ssh:// and scp-like (git@host:org/repo.git); file:// or an
+ * absolute local path (tests, mirrors on the server), and hosts on the loopback,
+ * link-local or private ranges, only when the operator allows local sources
+ * (issue 30, finding 12; the agent checks again what the name resolves to when
+ * it fetches). Credentials never ride in the URL: they would land in logs and in
+ * git's config.
+ */
+export function checkRepository(url: string, allowLocal = localSourcesAllowed): string {
   const fail = (why: string): never => {
     throw new RcError("RC_ERR_VALIDATION", `git_repository: ${why}`);
   };
@@ -93,11 +111,21 @@ export function checkRepository(url: string): string {
     }
     if (parsed.password || (parsed.username && /^https?:$/i.test(parsed.protocol)))
       fail("credentials do not belong in the URL: set git_credential instead");
-    return url;
+  } else if (!url.startsWith("/") && !/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/].*$/.test(url)) {
+    return fail("use an https://, ssh:// or git@host:path URL, or an absolute path");
   }
-  if (url.startsWith("/")) return url;
-  if (/^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/].*$/.test(url)) return url; // scp-like ssh
-  return fail("use an https://, ssh:// or git@host:path URL, or an absolute path");
+  if (!allowLocal) {
+    const target = gitSourceTarget(url);
+    if (target.kind === "local")
+      fail(
+        "local paths and file:// are refused (the operator allows them with RELAYCTL_ALLOW_LOCAL_GIT_SOURCES)",
+      );
+    else {
+      const why = localHostReason(target.host);
+      if (why) fail(`${why}: refused (the operator allows them with RELAYCTL_ALLOW_LOCAL_GIT_SOURCES)`);
+    }
+  }
+  return url;
 }
 
 export function compileBuild(input: BuildInput | null | undefined, hasRepository: boolean): Build | null {

@@ -8,7 +8,7 @@ import type { AppsUrl } from "../applications/app-url.js";
 import { routeFqdns } from "../applications/hosts.js";
 import type { ApplicationRow } from "../applications/store.js";
 import { openEnv } from "../applications/env.js";
-import { type Build, parseBuild } from "../applications/source.js";
+import { type Build, localGitSourcesAllowed, parseBuild } from "../applications/source.js";
 import { RcError } from "../errors.js";
 import { open } from "../registry/crypto.js";
 import {
@@ -71,6 +71,7 @@ export async function buildDeployJob(
             : key && app.git_username && app.git_password_sealed
               ? { username: app.git_username, password: openSealed(key, app.git_password_sealed) }
               : undefined,
+          allowLocalSources: localGitSourcesAllowed(),
         }
       : undefined,
     build: await buildPart(db, key, app.tenant_id, build),

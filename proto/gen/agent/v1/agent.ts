@@ -872,6 +872,13 @@ export interface GitSource {
   ref: string;
   /** For HTTPS; given to git through an askpass helper, never its config or argv. */
   credential: GitCredential | undefined;
+  /**
+   * RELAYCTL_ALLOW_LOCAL_GIT_SOURCES of the control plane: when false the agent
+   * refuses local paths and file://, resolves the host itself and refuses a
+   * loopback, link-local or private address (DNS rebinding), and pins git to the
+   * address it checked.
+   */
+  allowLocalSources: boolean;
 }
 
 export interface GitCredential {
@@ -6172,7 +6179,7 @@ export const CleanupJob: MessageFns<CleanupJob> = {
 };
 
 function createBaseGitSource(): GitSource {
-  return { repository: "", ref: "", credential: undefined };
+  return { repository: "", ref: "", credential: undefined, allowLocalSources: false };
 }
 
 export const GitSource: MessageFns<GitSource> = {
@@ -6185,6 +6192,9 @@ export const GitSource: MessageFns<GitSource> = {
     }
     if (message.credential !== undefined) {
       GitCredential.encode(message.credential, writer.uint32(26).fork()).join();
+    }
+    if (message.allowLocalSources !== false) {
+      writer.uint32(32).bool(message.allowLocalSources);
     }
     return writer;
   },
@@ -6226,6 +6236,14 @@ export const GitSource: MessageFns<GitSource> = {
             message.credential = GitCredential.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.allowLocalSources = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6243,6 +6261,11 @@ export const GitSource: MessageFns<GitSource> = {
       repository: isSet(object.repository) ? globalThis.String(object.repository) : "",
       ref: isSet(object.ref) ? globalThis.String(object.ref) : "",
       credential: isSet(object.credential) ? GitCredential.fromJSON(object.credential) : undefined,
+      allowLocalSources: isSet(object.allowLocalSources)
+        ? globalThis.Boolean(object.allowLocalSources)
+        : isSet(object.allow_local_sources)
+          ? globalThis.Boolean(object.allow_local_sources)
+          : false,
     };
   },
 
@@ -6256,6 +6279,9 @@ export const GitSource: MessageFns<GitSource> = {
     }
     if (message.credential !== undefined) {
       obj.credential = GitCredential.toJSON(message.credential);
+    }
+    if (message.allowLocalSources !== false) {
+      obj.allowLocalSources = message.allowLocalSources;
     }
     return obj;
   },
@@ -6271,6 +6297,7 @@ export const GitSource: MessageFns<GitSource> = {
       object.credential !== undefined && object.credential !== null
         ? GitCredential.fromPartial(object.credential)
         : undefined;
+    message.allowLocalSources = object.allowLocalSources ?? false;
     return message;
   },
 };
