@@ -34,7 +34,7 @@ async function events(type: string, userId: string) {
 }
 
 /** Invites a person with `role` through the API and accepts the invite on its page. */
-async function invite(role: "owner" | "member"): Promise<Person> {
+async function invite(role: "owner" | "deployer" | "viewer" | "member"): Promise<Person> {
   const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.test`;
   const r = await request(c, "/api/users/invites", { key: ownerToken, body: { email, role } });
   if (r.status !== 201) throw new Error(`invite: ${r.status} ${r.text}`);
@@ -132,20 +132,26 @@ test("accounts - the login page never redirects off the site", async (t) => {
   t.is(hiddenField(page.text, "next"), "/account");
 });
 
-test("accounts - an invite is single use; a member may operate but not manage credentials", async (t) => {
+test("accounts - an invite is single use; a member (now a deployer) may read but not exec or manage credentials", async (t) => {
   const member = await invite("member");
   const b = new Browser(c.baseUrl);
   t.is((await b.signIn(member)).status, 200);
   const { access_token } = await deviceTokens(c.baseUrl, b);
   const me = await request(c, "/api/me", { key: access_token });
-  t.like(me.json.user as object, { email: member.email, role: "member" });
+  t.like(me.json.user as object, { email: member.email, role: "deployer" });
   t.is((await request(c, "/api/servers", { key: access_token })).status, 200);
-  t.is((await exec(c, { server_id: c.serverId, command: "true" }, access_token)).status, 200);
+  // exec reads the servers' secrets: an owner's, or a person's with the exec grant (issue 30, finding 9).
+  assertError(
+    t,
+    await exec(c, { server_id: c.serverId, command: "true" }, access_token),
+    403,
+    "POST /api/automation/v1/exec needs the owner role or the exec grant; you are a deployer",
+  );
   assertError(
     t,
     await request(c, "/api/automation-keys", { key: access_token, body: { name: "nope" } }),
     403,
-    "POST /api/automation-keys needs the owner role; you are a member",
+    "POST /api/automation-keys needs the owner role; you are a deployer",
   );
   t.is(
     (await request(c, "/api/users/invites", { key: access_token, body: { email: "x@example.test" } })).status,

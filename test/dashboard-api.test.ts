@@ -122,7 +122,7 @@ test("dashboard - a member's cookie may read but not manage credentials; a signe
     t,
     await m.call("POST", "/api/automation-keys", { name: "nope" }),
     403,
-    "POST /api/automation-keys needs the owner role; you are a member",
+    "POST /api/automation-keys needs the owner role; you are a deployer",
   );
   const out = await m.browser.post("/logout", { csrf_token: m.csrf });
   t.regex(out.url, /\/login$/);
@@ -229,7 +229,7 @@ test("dashboard - join tokens: a name is optional, a bad one is 422, a member ma
     t,
     await m.call("POST", "/api/servers/join-tokens", {}),
     403,
-    "POST /api/servers/join-tokens needs the owner role; you are a member",
+    "POST /api/servers/join-tokens needs the owner role; you are a deployer",
   );
 });
 

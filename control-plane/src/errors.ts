@@ -76,7 +76,14 @@ export const ERRORS = {
   },
   RC_ERR_ACCESS_TOKEN_EXPIRED: { status: 401, detail: "OAuth access token has expired: refresh it" },
   RC_ERR_ACCESS_TOKEN_REVOKED: { status: 401, detail: "OAuth access token has been revoked: log in again" },
-  RC_ERR_ROLE_FORBIDDEN: { status: 403, detail: "this needs the owner role" },
+  RC_ERR_ROLE_FORBIDDEN: {
+    status: 403,
+    detail: "your role (or your token's OAuth scopes) does not allow this",
+  },
+  RC_ERR_LAST_OWNER: {
+    status: 409,
+    detail: "the organization's last owner cannot step down: make another person owner first",
+  },
   RC_ERR_CSRF: { status: 403, detail: "missing or invalid CSRF token: reload the page" },
   RC_ERR_USER_NOT_FOUND: { status: 404, detail: "user not found" },
   RC_ERR_INVITE_INVALID: { status: 404, detail: "invite is unknown, already used or expired" },

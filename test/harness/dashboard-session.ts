@@ -102,7 +102,10 @@ export async function auditEvents(c: Cluster, type: string): Promise<AuditEvent[
 }
 
 /** An invite made on `owner`'s dashboard and accepted on its page: the new person, signed in. */
-export async function inviteMember(owner: Dash, role: "owner" | "member"): Promise<Dash> {
+export async function inviteMember(
+  owner: Dash,
+  role: "owner" | "deployer" | "viewer" | "member",
+): Promise<Dash> {
   const email = `${role}-${Math.random().toString(36).slice(2, 8)}@example.test`;
   const r = await owner.call("POST", "/api/users/invites", { email, role });
   if (r.status !== 201) throw new Error(`invite: ${r.status} ${r.text}`);

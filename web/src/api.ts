@@ -79,7 +79,9 @@ export function query(params: Record<string, string | number | undefined>): stri
 
 export interface Me {
   type: "user" | "api_key";
-  user?: { id: string; email: string; role: "owner" | "member" };
+  user?: { id: string; email: string; role: "owner" | "deployer" | "viewer"; can_exec?: boolean };
+  /** The routes this person may call, "METHOD /url" as the control plane declares them. */
+  may?: string[];
   tenant?: { id: string; name: string };
   tenant_id?: string;
   tenant_name?: string;

@@ -99,7 +99,7 @@ function Shell() {
         </header>
         <nav aria-label="Main" class="nav">
           <ul>
-            {NAV.filter((n) => !n.owner || who.role === "owner").map((n) => (
+            {NAV.filter((n) => !n.owner || who.may("POST /api/users/invites")).map((n) => (
               <li key={n.href}>
                 <a href={n.href} aria-current={current.startsWith(n.href) ? "page" : undefined}>
                   {n.label}

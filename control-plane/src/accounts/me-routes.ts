@@ -45,7 +45,8 @@ async function liveGrants(db: Knex, userId: string) {
   return rows;
 }
 
-const access = { credentials: MANAGEMENT };
+// Every person manages their own logins and grants, whatever their role.
+const access = { credentials: MANAGEMENT, role: "viewer" } as const;
 
 export function meRoutes(ctx: ApiContext): RouteSpec[] {
   const { db } = ctx;

@@ -38,7 +38,7 @@ export async function admitWebSession(
   if (!session)
     throw new RcError("RC_ERR_UNAUTHENTICATED", "not signed in: the session has ended, sign in again");
   const { user } = session;
-  const ref = { id: user.id, email: user.email, role: user.role };
+  const ref = { id: user.id, email: user.email, role: user.role, can_exec: Boolean(user.can_exec) };
   const actor: KeyActor = {
     keyId: session.id,
     keyName: user.email,

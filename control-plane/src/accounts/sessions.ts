@@ -96,6 +96,7 @@ export async function currentSession(db: Knex, req: FastifyRequest): Promise<Web
       "u.tenant_id",
       "u.email",
       "u.role",
+      "u.can_exec",
       "u.password_hash",
       "u.disabled_at",
       "u.created_at",

@@ -1,8 +1,9 @@
 // People over the management API (an rck_ key, a person's rco_ token or their
 // signed-in browser): who am I, the tenant's users, invites and disabling a
-// user. An API key acts as an owner; members may read, owners change (the
-// routes' `role`).
+// user, an owner changing a person's role or `exec` grant. An API key acts as an
+// owner; what each role may do is the routes' `role` (auth/roles.ts).
 import { z } from "zod";
+import { permissionsOf } from "../api/register-routes.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import type { ApiContext } from "../http/context.js";
@@ -11,11 +12,17 @@ import { isUuid } from "../http/validation.js";
 import { issuerOf } from "../oauth/routes.js";
 import { createInvite } from "./invites.js";
 import { meRoutes } from "./me-routes.js";
-import { ROLES, type Role, disableUser, listUsers, presentUser } from "./users.js";
+import { ROLES, type Role, changeUser, disableUser, listUsers, presentUser } from "./users.js";
 
+const roleSchema = z.enum(ROLES);
+// `member`, the role before owner/deployer/viewer, still names what it became: a deployer.
+const inviteRole = z
+  .union([roleSchema, z.literal("member")])
+  .transform((r): Role => (r === "member" ? "deployer" : r));
 const inviteBody = z
-  .object({ email: z.string().min(3).max(254), role: z.enum(ROLES as [Role, ...Role[]]).default("member") })
+  .object({ email: z.string().min(3).max(254), role: inviteRole.default("deployer") })
   .strict();
+const userChange = z.object({ role: roleSchema.optional(), can_exec: z.boolean().optional() }).strict();
 
 const userParams = z.object({ id: z.string() });
 
@@ -37,7 +44,14 @@ export const usersRoutes = (ctx: ApiContext): RouteSpec[] => [
         tenant: { id: p.tenantId, name: tenant.name },
       };
       if (!p.user) return { type: "api_key", ...common, key: { id: p.keyId, name: p.keyName } };
-      return { type: "user", ...common, user: p.user, ...(p.session ? { csrf_token: p.session.csrf } : {}) };
+      return {
+        type: "user",
+        ...common,
+        user: p.user,
+        // What this person may call ("METHOD /url" as declared): the dashboard hides the rest.
+        may: permissionsOf(req.server, p),
+        ...(p.session ? { csrf_token: p.session.csrf } : {}),
+      };
     },
   }),
   route({
@@ -65,6 +79,24 @@ export const usersRoutes = (ctx: ApiContext): RouteSpec[] => [
       const { token, ...rest } = invite;
       // The link is the secret: shown here once, stored as SHA-256.
       return reply.status(201).send({ ...rest, invite_url: `${issuerOf(ctx, req)}/invite/${token}` });
+    },
+  }),
+  route({
+    method: "PATCH",
+    url: "/api/users/:id",
+    access: { credentials: MANAGEMENT, role: "owner" },
+    tag: "management",
+    summary: "Change a person's role or exec grant",
+    schema: { params: userParams, body: userChange },
+    handler: async (req) => {
+      if (!isUuid(req.params.id)) throw new RcError("RC_ERR_USER_NOT_FOUND");
+      return changeUser(
+        ctx.db,
+        req.principal.tenantId,
+        req.params.id.toLowerCase(),
+        req.body,
+        auditActor(req.principal, req.ip),
+      );
     },
   }),
   route({

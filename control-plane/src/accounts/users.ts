@@ -1,5 +1,6 @@
-// People of a tenant: one account per e-mail address within the tenant, a role (owner or member),
-// a scrypt password. The operator CLI creates a tenant's first owner; owners
+// People of a tenant: one account per e-mail address within the tenant, a role
+// (owner, deployer or viewer: auth/roles.ts) with an owner's optional `exec`
+// grant, a scrypt password. The operator CLI creates a tenant's first owner; owners
 // invite the rest (invites.ts). Every change is audited under the tenant.
 import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
@@ -7,14 +8,17 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { hashPassword, passwordProblem } from "./password.js";
 
-export type Role = "owner" | "member";
-export const ROLES: readonly Role[] = ["owner", "member"];
+import type { Role } from "../auth/roles.js";
+
+export { ROLES, type Role } from "../auth/roles.js";
 
 export interface UserRow {
   id: string;
   tenant_id: string;
   email: string;
   role: Role;
+  /** The owner's grant to run commands and registry logins (a boolean; 0/1 in MariaDB and SQLite). */
+  can_exec: boolean | number;
   password_hash: string;
   disabled_at: number | null;
   created_at: number;
@@ -42,6 +46,7 @@ export function presentUser(u: UserRow) {
     id: u.id,
     email: u.email,
     role: u.role,
+    can_exec: Boolean(u.can_exec),
     tenant_id: u.tenant_id,
     disabled: u.disabled_at !== null,
     created_at: new Date(Number(u.created_at)).toISOString(),
@@ -95,6 +100,7 @@ export async function insertUser(
     tenant_id: tenantId,
     email,
     role: input.role,
+    can_exec: false,
     password_hash: await hashPassword(input.password),
     disabled_at: null,
     created_at: Date.now(),
@@ -135,4 +141,48 @@ export async function disableUser(db: Knex, tenantId: string, userId: string, wh
     });
   });
   return presentUser({ ...user, disabled_at: now });
+}
+
+/**
+ * An owner changes a person's role or `exec` grant (audited as user.changed).
+ * The tenant keeps one enabled owner at least: the last one cannot step down
+ * (409), or nobody could manage it again.
+ */
+export async function changeUser(
+  db: Knex,
+  tenantId: string,
+  userId: string,
+  change: { role?: Role; can_exec?: boolean },
+  who: Record<string, unknown>,
+) {
+  return db.transaction(async (trx) => {
+    const user = await trx("users")
+      .where({ id: userId, tenant_id: tenantId })
+      .forUpdate()
+      .first<UserRow | undefined>();
+    if (!user) throw new RcError("RC_ERR_USER_NOT_FOUND");
+    const next = { role: change.role ?? user.role, can_exec: change.can_exec ?? Boolean(user.can_exec) };
+    if (user.role === "owner" && next.role !== "owner") {
+      const owners = await trx("users")
+        .where({ tenant_id: tenantId, role: "owner" })
+        .whereNull("disabled_at")
+        .forUpdate()
+        .select("id");
+      if (owners.length <= 1) throw new RcError("RC_ERR_LAST_OWNER");
+    }
+    await trx("users").where({ id: user.id }).update(next);
+    await appendAuditEvent(trx, {
+      tenantId,
+      eventType: "user.changed",
+      payload: {
+        user_id: user.id,
+        email: user.email,
+        role: next.role,
+        can_exec: next.can_exec,
+        previous: { role: user.role, can_exec: Boolean(user.can_exec) },
+        ...who,
+      },
+    });
+    return presentUser({ ...user, ...next });
+  });
 }

@@ -11,10 +11,12 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
 import type { ZodType } from "zod";
 import { acceptForms } from "../accounts/form-body.js";
 import { requireOperation } from "../auth/automation-key.js";
+import { type Needs, personRefusal } from "../auth/roles.js";
+import type { Principal } from "../auth/principal.js";
 import { auditRefusals } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
 import { errorBody } from "../http/answers.js";
-import { type Credential, type RouteSpec, credentialsOf } from "../http/route.js";
+import { type Credential, type RouteSpec, credentialsOf, needsOf } from "../http/route.js";
 import { type AdmissionDeps, admissionFor } from "./admission.js";
 
 /** The OpenAPI security scheme of each credential (observability/openapi.ts declares them). */
@@ -60,13 +62,12 @@ function check(spec: RouteSpec, credentials: readonly Credential[]): void {
     throw new Error(`route ${where}: beside an automation key, a web session may only read (GET)`);
 }
 
-function requireRole(req: FastifyRequest, role: "owner" | "member" | undefined): void {
+/** 403 when a person's role (or grant) is below what the route needs; keys are checked by their own scope. */
+function requireRole(req: FastifyRequest, needs: Needs | null): void {
   const user = req.principal?.user;
-  if (role !== "owner" || !user || user.role === "owner") return;
-  throw new RcError(
-    "RC_ERR_ROLE_FORBIDDEN",
-    `${req.method} ${req.routeOptions.url} needs the owner role; you are a ${user.role}`,
-  );
+  if (!needs || !user) return;
+  const why = personRefusal(user, needs);
+  if (why) throw new RcError("RC_ERR_ROLE_FORBIDDEN", `${req.method} ${req.routeOptions.url} ${why}`);
 }
 
 /** The Fastify route of a declaration. */
@@ -75,7 +76,7 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
   const credentials = credentialsOf(access);
   check(spec, credentials);
   const admit = admissionFor(deps, credentials);
-  const role = "public" in access ? undefined : access.role;
+  const needs = needsOf(spec);
   const scope = "public" in access ? undefined : access.scope;
   const schema: Record<string, unknown> = { ...spec.schema, tags: [spec.tag] };
   if (spec.summary) schema.summary = spec.summary;
@@ -93,7 +94,7 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
     route.onRequest = async (req, reply) => {
       const principal = await admit(req, reply);
       if (principal) req.principal = principal;
-      requireRole(req, role);
+      requireRole(req, needs);
     };
     route.onError = auditRefusals(deps.db);
   }
@@ -115,12 +116,36 @@ const PARSERS: Record<Exclude<Accepts, "json">, (scope: FastifyInstance, routes:
   },
 };
 
+/** The declarations registered on each app, for what reads the manifest at run time (MCP's tool list). */
+const MANIFESTS = new WeakMap<FastifyInstance, readonly RouteSpec[]>();
+
+/** The route declarations registered on `app` (empty before registerRoutes). */
+export function manifestOf(app: FastifyInstance): readonly RouteSpec[] {
+  return MANIFESTS.get(app) ?? [];
+}
+
+/**
+ * The routes a person may call, as "METHOD /url" (the URL as declared): what the
+ * dashboard shows or hides, read from the same declarations the checks use.
+ */
+export function permissionsOf(app: FastifyInstance, p: Principal): string[] {
+  if (!p.user) return [];
+  const user = p.user;
+  return manifestOf(app).flatMap((spec) => {
+    const needs = needsOf(spec);
+    if (!needs || !credentialsOf(spec.access).includes("access_token")) return [];
+    if (personRefusal(user, needs) !== null) return [];
+    return [spec.method].flat().map((m) => `${m} ${spec.url}`);
+  });
+}
+
 /** Registers the declarations on `app` (its root, or a scope: the gateway's health and metrics). */
 export async function registerRoutes(
   app: FastifyInstance,
   routes: readonly RouteSpec[],
   deps: AdmissionDeps,
 ): Promise<void> {
+  MANIFESTS.set(app, [...(MANIFESTS.get(app) ?? []), ...routes]);
   for (const name of ["principal", "keyActor", "deploySession"])
     if (!app.hasRequestDecorator(name)) app.decorateRequest(name, null);
   const byBody = Map.groupBy(routes, (r) => r.accepts ?? "json");

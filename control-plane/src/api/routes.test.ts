@@ -1,10 +1,10 @@
 // The route list as a whole: who may call what is read from the declarations
 // themselves, so these checks fail when a route loses its credentials, its role
-// or its scope (a refactor that drops `access` would make an /api route public).
+// (auth/roles.ts) or its scope (a refactor that drops `access` would make an /api route public).
 import test from "ava";
 import type { FastifyInstance } from "fastify";
 import type { ApiContext } from "../http/context.js";
-import { type RouteSpec, credentialsOf } from "../http/route.js";
+import { type RouteSpec, credentialsOf, needsOf } from "../http/route.js";
 import { loadConfig } from "../config.js";
 import { fastifyRoute } from "./register-routes.js";
 import { apiRoutes } from "./routes.js";
@@ -18,7 +18,7 @@ const key = (r: RouteSpec) => [r.method].flat().map((m) => `${m} ${r.url}`);
 const all = routes.flatMap((r) => key(r).map((k) => [k, r] as const));
 const find = (k: string) => all.find(([name]) => name === k)?.[1];
 
-/** What members may not do (an API key and an owner may). */
+/** What only owners may do (an API key acts as an owner). */
 const OWNER_ONLY = [
   "POST /api/automation-keys",
   "PATCH /api/automation-keys/:id",
@@ -32,6 +32,7 @@ const OWNER_ONLY = [
   "POST /api/servers/join-tokens",
   "POST /api/users/invites",
   "DELETE /api/users/:id",
+  "PATCH /api/users/:id",
   "POST /api/github/install-link",
 ];
 
@@ -66,14 +67,34 @@ test("routes - under /api only agent enrollment is public; the Automation API ta
   }
 });
 
-test("routes - the changes members may not make declare the owner role, and nothing else does", (t) => {
-  for (const k of OWNER_ONLY) {
-    const r = find(k);
-    t.truthy(r, `${k} exists`);
-    if (r) t.is("role" in r.access ? r.access.role : undefined, "owner", k);
+/** What a deployer may change: deploy, roll back, restart (and read an application's logs). */
+const DEPLOYER = [
+  "POST /api/automation/v1/deploy",
+  "POST /api/automation/v1/rollback",
+  "POST /api/automation/v1/restart",
+  "POST /api/tenants/:tenant_id/applications/:application_id/deploy",
+  "POST /api/tenants/:tenant_id/applications/:application_id/rollback",
+  "GET /api/applications/:id/logs",
+];
+/** What needs the owner role or the person's exec grant: what reads the servers' secrets. */
+const EXEC_GRANT = [
+  "POST /api/automation/v1/exec",
+  "POST /api/automation/v1/registry-auth/login",
+  "POST /api/automation/v1/registry-auth/logout",
+];
+
+test("routes - the roles: the owners' changes, the deployers' few, exec behind its grant, every other read a viewer's", (t) => {
+  const persons = all.filter(([, r]) => credentialsOf(r.access).includes("access_token"));
+  const needs = new Map(persons.map(([k, r]) => [k, needsOf(r)]));
+  for (const k of OWNER_ONLY) t.like(needs.get(k), { role: "owner" }, k);
+  for (const k of DEPLOYER) t.deepEqual(needs.get(k), { role: "deployer" }, k);
+  for (const k of EXEC_GRANT) t.deepEqual(needs.get(k), { role: "owner", grant: "exec" }, k);
+  for (const [k, n] of needs) {
+    if (DEPLOYER.includes(k) || EXEC_GRANT.includes(k)) continue;
+    // A read is a viewer's; a change an owner's, but for each person's own logins and /mcp (whose tools call the API).
+    const own = /^(DELETE \/api\/me\/|POST \/mcp$|DELETE \/mcp$)/.test(k);
+    t.deepEqual(n, { role: k.startsWith("GET ") || own ? "viewer" : "owner" }, k);
   }
-  const owners = all.filter(([, r]) => "role" in r.access && r.access.role === "owner").map(([k]) => k);
-  t.deepEqual(owners.sort(), [...OWNER_ONLY].sort());
 });
 
 test("routes - each Automation API operation declares the scope of its operation type", (t) => {

@@ -61,7 +61,7 @@ export const logsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteSpec[] =
     route({
       method: "GET",
       url: "/api/applications/:id/logs",
-      access: { credentials: READERS },
+      access: { credentials: READERS, role: "deployer" },
       tag: "management",
       summary: "The live container's output (JSON, or server-sent events with follow=true)",
       schema: { params: z.object({ id: z.string() }), querystring: query },

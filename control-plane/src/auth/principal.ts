@@ -13,6 +13,8 @@ export interface UserRef {
   id: string;
   email: string;
   role: Role;
+  /** The owner's `exec` grant (auth/roles.ts). */
+  can_exec: boolean;
 }
 
 export interface Principal {

@@ -135,7 +135,7 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
     route({
       method: "POST",
       url: `${base}/deploy`,
-      access: { credentials: MANAGEMENT },
+      access: { credentials: MANAGEMENT, role: "deployer" },
       tag: "management",
       schema: { params: appParams, body: deployBody },
       responses: { 202: deployStarted },
@@ -154,7 +154,7 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
     route({
       method: "POST",
       url: `${base}/rollback`,
-      access: { credentials: MANAGEMENT },
+      access: { credentials: MANAGEMENT, role: "deployer" },
       tag: "management",
       summary: "Roll the application back to a kept release (no build)",
       schema: { params: appParams, body: rollbackBody },

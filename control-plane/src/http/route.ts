@@ -13,6 +13,7 @@ import type {
   RouteShorthandOptions,
 } from "fastify";
 import type { ZodType, z } from "zod";
+import type { Grant, Needs, Role } from "../auth/roles.js";
 import type { OperationScope } from "../operations/types.js";
 
 /**
@@ -45,8 +46,14 @@ export const MANAGEMENT = ["api_key", "access_token", "web_session"] as const sa
 export type Access =
   | {
       credentials: readonly Credential[];
-      /** The least role a person needs (an API key acts as an owner). @default "member" */
-      role?: "owner" | "member";
+      /**
+       * The least role a person needs (auth/roles.ts; an API key acts as an owner, an
+       * automation key keeps its own scope). @default "viewer" for a GET, "owner" for a change
+       * (a change nobody classified stays an owner's)
+       */
+      role?: Role;
+      /** A per-person grant that admits a person below `role` (exec and registry login: `exec`). */
+      grant?: Grant;
       /** The operation scope an automation key needs (403 outside it, checked before the body). */
       scope?: OperationScope;
     }
@@ -108,4 +115,16 @@ export function route<S extends RouteSchemas = Record<never, never>>(spec: Route
 /** The credentials of a route, empty for a public one. */
 export function credentialsOf(access: Access): readonly Credential[] {
   return "public" in access ? [] : access.credentials;
+}
+
+/**
+ * What a route needs of a person: its declared role and grant; undeclared, a read
+ * needs a viewer and a change an owner. Null for a public route.
+ */
+export function needsOf(spec: Pick<RouteSpec, "method" | "access">): Needs | null {
+  const { access } = spec;
+  if ("public" in access) return null;
+  const reads = [spec.method].flat().every((m) => m === "GET" || m === "HEAD");
+  const role = access.role ?? (reads ? "viewer" : "owner");
+  return access.grant ? { role, grant: access.grant } : { role };
 }

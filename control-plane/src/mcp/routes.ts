@@ -12,11 +12,13 @@ import type { Knex } from "knex";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { progressSince } from "../deployments/view.js";
 import type { ApiContext } from "../http/context.js";
-import { AUTOMATION, type RouteSpec, route } from "../http/route.js";
+import { manifestOf } from "../api/register-routes.js";
+import type { Needs } from "../auth/roles.js";
+import { AUTOMATION, AUTOMATION_API, type RouteSpec, needsOf, route } from "../http/route.js";
 import { issuerOf } from "../oauth/routes.js";
 import { injectCaller } from "./api-client.js";
 import type { ProgressReader } from "./deploy-follow.js";
-import { buildMcpServer } from "./server.js";
+import { type ToolNeeds, buildMcpServer } from "./server.js";
 
 export const MCP_PATH = "/mcp";
 const METADATA_PATH = "/.well-known/oauth-protected-resource";
@@ -49,13 +51,28 @@ function progressReader(db: Knex, tenantId: string): ProgressReader {
   };
 }
 
+/** A tool's needs of a person: those of the Automation API route of its operation scope, else a read's. */
+function toolNeeds(root: FastifyInstance): ToolNeeds {
+  const byScope = new Map<string, Needs>();
+  for (const spec of manifestOf(root)) {
+    const needs = needsOf(spec);
+    if (needs && "scope" in spec.access && spec.access.scope && spec.url.startsWith(AUTOMATION_API))
+      if (!byScope.has(spec.access.scope)) byScope.set(spec.access.scope, needs);
+  }
+  return (tool) => (tool.needs && byScope.get(tool.needs)) || { role: "viewer" };
+}
+
 async function handle(ctx: ApiContext, root: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {
   const body = req.body as { method?: unknown } | undefined;
   const server = buildMcpServer(
     req.principal,
     (tool) => injectCaller(root, String(req.headers.authorization), req.ip, tool),
     // Listing shows what the credential may use; a call reaches the API whatever it is.
-    { listAll: body?.method === "tools/call", readProgress: progressReader(ctx.db, req.principal.tenantId) },
+    {
+      listAll: body?.method === "tools/call",
+      readProgress: progressReader(ctx.db, req.principal.tenantId),
+      needs: toolNeeds(root),
+    },
   );
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
   await server.connect(transport);
@@ -97,7 +114,7 @@ export function mcpRoutes(ctx: ApiContext, root: FastifyInstance): RouteSpec[] {
     route({
       method: "POST",
       url: MCP_PATH,
-      access: { credentials: AUTOMATION },
+      access: { credentials: AUTOMATION, role: "viewer" },
       tag: "mcp",
       options: { onSend },
       handler: (req, reply) => handle(ctx, root, req, reply),
@@ -107,7 +124,7 @@ export function mcpRoutes(ctx: ApiContext, root: FastifyInstance): RouteSpec[] {
     route({
       method: ["GET", "DELETE"],
       url: MCP_PATH,
-      access: { credentials: AUTOMATION },
+      access: { credentials: AUTOMATION, role: "viewer" },
       tag: "mcp",
       options: { onSend },
       handler: async (_req, reply) =>

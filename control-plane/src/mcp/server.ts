@@ -6,6 +6,7 @@ import { McpServer } from "@modelcontextprotocol/server";
 import type { CallToolResult } from "@modelcontextprotocol/server";
 import { z } from "zod";
 import type { Principal } from "../auth/principal.js";
+import { type Needs, personRefusal } from "../auth/roles.js";
 import { ApiRefusal, type ApiCaller } from "./api-client.js";
 import type { ProgressReader } from "./deploy-follow.js";
 import { TOOLS, type ToolSpec } from "./tools.js";
@@ -14,9 +15,15 @@ export const SERVER_INFO = { name: "relayctl", version: "1.0.0" };
 /** How often a running tool call with a progress token reports that it is still running. */
 export const HEARTBEAT_MS = 5000;
 
-/** Whether the credential may use the tool: a person any; a key its operations, never the dashboard API. */
-export function allowed(tool: ToolSpec, p: Principal): boolean {
-  if (p.user) return true;
+/**
+ * What a tool needs of a person: what the Automation API route of its operation
+ * declares (read from the route manifest), else a viewer's read.
+ */
+export type ToolNeeds = (tool: ToolSpec) => Needs;
+
+/** Whether the credential may use the tool: a person by role and grant; a key its operations, never the dashboard API. */
+export function allowed(tool: ToolSpec, p: Principal, needs: ToolNeeds): boolean {
+  if (p.user) return personRefusal(p.user, needs(tool)) === null;
   if (tool.needs === "dashboard") return false;
   return tool.needs === null || p.operations.length === 0 || p.operations.includes(tool.needs);
 }
@@ -31,7 +38,7 @@ function resultOf(structured: Record<string, unknown>): CallToolResult {
 export function buildMcpServer(
   principal: Principal,
   apiFor: (tool: string) => ApiCaller,
-  opts: { listAll: boolean; readProgress: ProgressReader },
+  opts: { listAll: boolean; readProgress: ProgressReader; needs: ToolNeeds },
 ): McpServer {
   const server = new McpServer(SERVER_INFO, {
     capabilities: { tools: { listChanged: false } },
@@ -39,7 +46,7 @@ export function buildMcpServer(
       "relayctl: servers, applications, deployments and operations of one organization. Read with list_*/get_*; act with exec_command, deploy_application, restart_container where the credential allows.",
   });
   for (const tool of TOOLS) {
-    const mayUse = allowed(tool, principal);
+    const mayUse = allowed(tool, principal, opts.needs);
     if (!opts.listAll && !mayUse) continue;
     server.registerTool(
       tool.name,

@@ -3,8 +3,8 @@
 // with every server and operation and the default limit), on the management
 // API also as `X-API-Key: rco_...` (like an rck_ key). So every route, scope
 // check, rate limit and audit line that serves a key serves a person too, with
-// the person as the actor. Which routes a member may call is the routes' own
-// declaration (`access.role`), checked by api/register-routes.ts.
+// the person as the actor. Which routes a person may call is the routes' own
+// declaration (`access.role`, `access.grant`), checked by api/register-routes.ts.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import type { Role } from "../accounts/users.js";
@@ -43,13 +43,14 @@ export async function admitAccessToken(
     throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid OAuth access token");
   const u = await db("users")
     .where({ id: row.user_id })
-    .first<{ id: string; email: string; role: Role; disabled_at: number | null }>(
+    .first<{ id: string; email: string; role: Role; can_exec: boolean | number; disabled_at: number | null }>(
       "id",
       "email",
       "role",
+      "can_exec",
       "disabled_at",
     );
-  const user: UserRef = { id: u.id, email: u.email, role: u.role };
+  const user: UserRef = { id: u.id, email: u.email, role: u.role, can_exec: Boolean(u.can_exec) };
   req.keyActor = { keyId: u.id, keyName: u.email, tenantId: row.tenant_id, keyType: "oauth_token", user };
   await enforceRateLimit(db, req.log, reply, req.keyActor, req.ip, windows);
   if (row.revoked_at !== null || u.disabled_at !== null) throw new RcError("RC_ERR_ACCESS_TOKEN_REVOKED");

@@ -35,6 +35,9 @@ import { AppForm } from "./app-form";
 import { Logs } from "./app-logs";
 import { GitHubRepository } from "./github";
 
+/** The application routes as the control plane declares them (what `who.may` is asked about). */
+const APP_ROUTE = "/api/tenants/:tenant_id/applications/:application_id";
+
 export const appBase = (tenantId: string, appId: string) =>
   `/api/tenants/${encodeURIComponent(tenantId)}/applications/${encodeURIComponent(appId)}`;
 
@@ -164,7 +167,7 @@ function Releases({ app }: { app: Application }) {
                 cell: (r) =>
                   r.live ? (
                     <Badge status="live" />
-                  ) : r.image_kept ? (
+                  ) : r.image_kept && who.may(`POST ${APP_ROUTE}/rollback`) ? (
                     <ConfirmButton
                       label="Roll back"
                       title={`Roll back to ${r.deployment_id}`}
@@ -178,7 +181,7 @@ function Releases({ app }: { app: Application }) {
                         navigate(`/app/applications/${app.id}/deployments/${started.deployment_id}`);
                       }}
                     />
-                  ) : (
+                  ) : r.image_kept ? null : (
                     <span class="hint">image pruned</span>
                   ),
               },
@@ -219,50 +222,54 @@ function Env({ app }: { app: Application }) {
                   <span class="hint">
                     set <Time iso={v.updated_at} />
                   </span>
-                  <ConfirmButton
-                    label="Remove"
-                    title={`Remove ${v.name}`}
-                    question={`Remove the variable ${v.name}? The next deployment runs without it.`}
-                    confirm="Remove variable"
-                    action={async () => {
-                      await del(`${base}/${encodeURIComponent(v.name)}`);
-                      vars.reload();
-                    }}
-                  />
+                  {who.may(`DELETE ${APP_ROUTE}/env/:name`) && (
+                    <ConfirmButton
+                      label="Remove"
+                      title={`Remove ${v.name}`}
+                      question={`Remove the variable ${v.name}? The next deployment runs without it.`}
+                      confirm="Remove variable"
+                      action={async () => {
+                        await del(`${base}/${encodeURIComponent(v.name)}`);
+                        vars.reload();
+                      }}
+                    />
+                  )}
                 </li>
               ))}
             </ul>
           )
         }
       </Resource>
-      <Form
-        label="Set an environment variable"
-        submit="Set variable"
-        onSubmit={async (f) => {
-          const value = (f.elements.namedItem("value") as HTMLInputElement).value;
-          await post(base, { variables: { [field(f, "name")]: value } });
-          // The value leaves the page with the request: nothing keeps it.
-          f.reset();
-          vars.reload();
-        }}
-      >
-        <div class="grid">
-          <label>
-            Name
-            <input
-              name="name"
-              required
-              pattern="[A-Za-z_][A-Za-z0-9_]*"
-              autoComplete="off"
-              spellcheck={false}
-            />
-          </label>
-          <label>
-            Value
-            <input name="value" type="password" required autoComplete="new-password" />
-          </label>
-        </div>
-      </Form>
+      {who.may(`POST ${APP_ROUTE}/env`) && (
+        <Form
+          label="Set an environment variable"
+          submit="Set variable"
+          onSubmit={async (f) => {
+            const value = (f.elements.namedItem("value") as HTMLInputElement).value;
+            await post(base, { variables: { [field(f, "name")]: value } });
+            // The value leaves the page with the request: nothing keeps it.
+            f.reset();
+            vars.reload();
+          }}
+        >
+          <div class="grid">
+            <label>
+              Name
+              <input
+                name="name"
+                required
+                pattern="[A-Za-z_][A-Za-z0-9_]*"
+                autoComplete="off"
+                spellcheck={false}
+              />
+            </label>
+            <label>
+              Value
+              <input name="value" type="password" required autoComplete="new-password" />
+            </label>
+          </div>
+        </Form>
+      )}
     </>
   );
 }
@@ -325,6 +332,7 @@ function ContainerState({ c }: { c: AppContainer | null }) {
 }
 
 export function ApplicationPage({ id }: { id: string }) {
+  const who = useWho();
   const app = useLoad(() => get<Application>(`/api/applications/${encodeURIComponent(id)}`), [id]);
   return (
     <Page title={app.data?.name ?? "Application"}>
@@ -380,10 +388,12 @@ export function ApplicationPage({ id }: { id: string }) {
                 )}
               </dd>
             </dl>
-            <section aria-labelledby="deploy-h" class="card">
-              <h2 id="deploy-h">Deploy</h2>
-              <DeployForm app={a} />
-            </section>
+            {who.may(`POST ${APP_ROUTE}/deploy`) && (
+              <section aria-labelledby="deploy-h" class="card">
+                <h2 id="deploy-h">Deploy</h2>
+                <DeployForm app={a} />
+              </section>
+            )}
             <section aria-labelledby="releases-h">
               <h2 id="releases-h">Releases</h2>
               <Releases app={a} />
@@ -392,35 +402,41 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="history-h">Deployments</h2>
               <History app={a} />
             </section>
-            <Logs appId={a.id} />
+            {who.may("GET /api/applications/:id/logs") && <Logs appId={a.id} />}
             <section aria-labelledby="env-h" class="card">
               <h2 id="env-h">Environment variables</h2>
               <Env app={a} />
             </section>
-            <details class="card">
-              <summary>
-                <h2>GitHub repository</h2>
-              </summary>
-              <GitHubRepository appId={a.id} />
-            </details>
-            <details class="card">
-              <summary>
-                <h2>Settings</h2>
-              </summary>
-              <Settings app={a} onSaved={app.reload} />
-            </details>
-            <section aria-labelledby="danger-h">
-              <h2 id="danger-h">Delete</h2>
-              <ConfirmButton
-                label="Delete application"
-                question={`Delete ${a.name}? Its route is removed from the server's proxy, and its containers and images from the server, at once (or when its agent next connects).`}
-                confirm="Delete application"
-                action={async () => {
-                  await del(`/api/applications/${a.id}`);
-                  navigate("/app/applications");
-                }}
-              />
-            </section>
+            {who.may(`PUT ${APP_ROUTE}/github-repository`) && (
+              <details class="card">
+                <summary>
+                  <h2>GitHub repository</h2>
+                </summary>
+                <GitHubRepository appId={a.id} />
+              </details>
+            )}
+            {who.may("PATCH /api/applications/:id") && (
+              <details class="card">
+                <summary>
+                  <h2>Settings</h2>
+                </summary>
+                <Settings app={a} onSaved={app.reload} />
+              </details>
+            )}
+            {who.may("DELETE /api/applications/:id") && (
+              <section aria-labelledby="danger-h">
+                <h2 id="danger-h">Delete</h2>
+                <ConfirmButton
+                  label="Delete application"
+                  question={`Delete ${a.name}? Its route is removed from the server's proxy, and its containers and images from the server, at once (or when its agent next connects).`}
+                  confirm="Delete application"
+                  action={async () => {
+                    await del(`/api/applications/${a.id}`);
+                    navigate("/app/applications");
+                  }}
+                />
+              </section>
+            )}
           </>
         )}
       </Resource>

@@ -2,19 +2,22 @@
 import { useState } from "preact/hooks";
 import { type Application, type Server, get, post } from "../api";
 import { navigate } from "../router";
+import { useWho } from "../session";
 import { Table } from "../table";
 import { AppUrl, Empty, Page, Resource, useLoad } from "../ui";
 import { AppForm } from "./app-form";
 
 export function ApplicationsPage() {
   const [creating, setCreating] = useState(false);
+  const mayCreate = useWho().may("POST /api/applications");
   const apps = useLoad(() => get<{ applications: Application[] }>("/api/applications"), []);
   const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
   return (
     <Page
       title="Applications"
       actions={
-        !creating && (
+        !creating &&
+        mayCreate && (
           <button type="button" class="primary" onClick={() => setCreating(true)}>
             New application
           </button>

@@ -314,7 +314,7 @@ function AutomationKeys({ owner }: { owner: boolean }) {
 }
 
 export function KeysPage({ tab }: { tab: Tab }) {
-  const owner = useWho().role === "owner";
+  const owner = useWho().may("POST /api/api-keys");
   return (
     <Page title="API Keys">
       <Tabs tab={tab} />

@@ -1,7 +1,8 @@
-// Members (owners): the organization's people, invites (the link shown once) and
+// Members (owners): the organization's people, invites (the link shown once), a
+// person's `exec` grant (commands and registry logins beside their role) and
 // disabling a member.
 import { useState } from "preact/hooks";
-import { del, get, post } from "../api";
+import { del, get, patch, post } from "../api";
 import { useWho } from "../session";
 import { Table } from "../table";
 import { Badge, ConfirmButton, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
@@ -10,6 +11,7 @@ interface Member {
   id: string;
   email: string;
   role: string;
+  can_exec: boolean;
   disabled: boolean;
   created_at: string;
 }
@@ -25,7 +27,7 @@ export function MembersPage() {
   const who = useWho();
   const users = useLoad(() => get<{ users: Member[] }>("/api/users"), []);
   const [invite, setInvite] = useState<Invite>();
-  if (who.role !== "owner")
+  if (!who.may("POST /api/users/invites"))
     return (
       <Page title="Members">
         <p>Only owners of the organization manage its members.</p>
@@ -66,7 +68,8 @@ export function MembersPage() {
               <label>
                 Role
                 <select name="role">
-                  <option value="member">member (reads, deploys)</option>
+                  <option value="deployer">deployer (reads, deploys, restarts, reads logs)</option>
+                  <option value="viewer">viewer (reads)</option>
                   <option value="owner">owner (manages everything)</option>
                 </select>
               </label>
@@ -83,6 +86,35 @@ export function MembersPage() {
             columns={[
               { head: "E-mail", cell: (u) => u.email },
               { head: "Role", cell: (u) => (u.disabled ? <Badge status="disabled" /> : u.role) },
+              {
+                head: "Exec",
+                cell: (u) =>
+                  u.role === "owner" ? (
+                    "as owner"
+                  ) : u.disabled ? (
+                    u.can_exec ? (
+                      "granted"
+                    ) : (
+                      "no"
+                    )
+                  ) : (
+                    <ConfirmButton
+                      label={u.can_exec ? "Revoke exec" : "Grant exec"}
+                      title={`${u.can_exec ? "Revoke" : "Grant"} exec for ${u.email}`}
+                      question={
+                        u.can_exec
+                          ? `Stop ${u.email} running commands on servers and registry logins?`
+                          : `Let ${u.email} run commands on servers and log them in to registries? A command can read what a server holds, such as applications' env values.`
+                      }
+                      confirm={u.can_exec ? "Revoke exec" : "Grant exec"}
+                      danger={!u.can_exec}
+                      action={async () => {
+                        await patch(`/api/users/${u.id}`, { can_exec: !u.can_exec });
+                        users.reload();
+                      }}
+                    />
+                  ),
+              },
               { head: "Since", cell: (u) => <Time iso={u.created_at} /> },
               {
                 head: "Actions",

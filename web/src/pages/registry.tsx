@@ -6,7 +6,7 @@ import { Table } from "../table";
 import { ConfirmButton, Empty, Form, Page, Resource, Time, field, useLoad } from "../ui";
 
 export function RegistryPage() {
-  const owner = useWho().role === "owner";
+  const owner = useWho().may("POST /api/registry-credentials");
   const creds = useLoad(() => get<RegistryCredential[]>("/api/registry-credentials"), []);
   return (
     <Page title="Registry credentials">

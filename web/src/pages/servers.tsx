@@ -110,7 +110,7 @@ export function ServersPage() {
     <Page
       title="Servers"
       actions={
-        who.role === "owner" &&
+        who.may("POST /api/servers/join-tokens") &&
         !adding && (
           <button type="button" class="primary" onClick={() => setAdding(true)}>
             Add server
@@ -125,7 +125,7 @@ export function ServersPage() {
             <Empty>
               <p>No servers yet.</p>
               <p>
-                {who.role === "owner"
+                {who.may("POST /api/servers/join-tokens")
                   ? "Choose Add server: it shows the one command to run on your server."
                   : "Ask an owner of your organization to add one."}
               </p>

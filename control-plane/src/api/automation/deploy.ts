@@ -28,7 +28,7 @@ export const deployRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/deploy`,
-    access: { credentials: AUTOMATION, scope: "deploy" },
+    access: { credentials: AUTOMATION, scope: "deploy", role: "deployer" },
     tag: "automation",
     schema: { body: bodySchema },
     responses: { 202: deployStarted },

@@ -14,7 +14,7 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/exec`,
-    access: { credentials: AUTOMATION, scope: "exec" },
+    access: { credentials: AUTOMATION, scope: "exec", role: "owner", grant: "exec" },
     tag: "automation",
     schema: { body: execBody },
     responses: { 200: finished, 202: running },

@@ -25,7 +25,7 @@ export const rebootRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/reboot`,
-    access: { credentials: AUTOMATION, scope: "reboot" },
+    access: { credentials: AUTOMATION, scope: "reboot", role: "owner" },
     tag: "automation",
     schema: { body: bodySchema },
     responses: { 202: running },

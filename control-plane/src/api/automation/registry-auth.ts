@@ -40,7 +40,7 @@ export const registryAuthRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/registry-auth/login`,
-    access: { credentials: AUTOMATION, scope: "registry_login" },
+    access: { credentials: AUTOMATION, scope: "registry_login", role: "owner", grant: "exec" },
     tag: "automation",
     schema: { body: loginSchema },
     responses: { 202: registryLoginStarted },
@@ -91,7 +91,7 @@ export const registryAuthRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/registry-auth/logout`,
-    access: { credentials: AUTOMATION, scope: "registry_logout" },
+    access: { credentials: AUTOMATION, scope: "registry_logout", role: "owner", grant: "exec" },
     tag: "automation",
     schema: { body: logoutSchema },
     responses: { 200: finished, 202: running },

@@ -26,7 +26,7 @@ export const restartRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/restart`,
-    access: { credentials: AUTOMATION, scope: "restart" },
+    access: { credentials: AUTOMATION, scope: "restart", role: "deployer" },
     tag: "automation",
     schema: { body: restartBody },
     responses: { 200: finished, 202: running },

@@ -20,7 +20,7 @@ export const rollbackRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/rollback`,
-    access: { credentials: AUTOMATION, scope: "deploy" },
+    access: { credentials: AUTOMATION, scope: "deploy", role: "deployer" },
     tag: "automation",
     summary: "Roll an application back to a kept release (no build)",
     schema: { body: rollbackBody },

@@ -18,6 +18,7 @@ import * as m014 from "./014_server_engine.js";
 import * as m015 from "./015_server_proxy.js";
 import * as m016 from "./016_application_runtime.js";
 import * as m017 from "./017_releases.js";
+import * as m018 from "./018_roles.js";
 import * as m020gh from "./020_github_install_person.js";
 import * as m019 from "./019_accounts_per_tenant.js";
 
@@ -44,6 +45,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "015_server_proxy": m015,
   "016_application_runtime": m016,
   "017_releases": m017,
+  "018_roles": m018,
   "020_github_install_person": m020gh,
   "019_accounts_per_tenant": m019,
 };
