@@ -199,3 +199,66 @@ test("host - a malformed Host header is answered 400 on every kind of route, nev
   }
   t.false(/RC_ERR_INTERNAL|"internal error"/.test(c.api.logText()));
 });
+
+// Finding 10.
+test("urls - without RELAYCTL_PUBLIC_URL a forged Host never becomes relayctl's address; a localhost Host does", async (t) => {
+  const forged = "evil.example";
+  const probes: [string, string, Record<string, string>, string?][] = [
+    ["GET", "/.well-known/oauth-authorization-server", {}],
+    ["GET", "/.well-known/oauth-protected-resource/mcp", {}],
+    [
+      "POST",
+      "/oauth/device/code",
+      { "content-type": "application/x-www-form-urlencoded" },
+      "client_id=relayctl-cli",
+    ],
+    ["GET", "/install.sh", {}],
+    ["GET", "/agent/latest", {}],
+    ["GET", "/cli/install.sh", {}],
+  ];
+  for (const [method, path, headers, body] of probes) {
+    const res = await rawRequest(c.baseUrl, path, { ...headers, host: forged }, method, body);
+    t.is(res.status, 400, `${path}: ${res.status} ${res.text.slice(0, 200)}`);
+    t.false(res.text.includes(forged), path);
+    t.regex(res.text, /RELAYCTL_PUBLIC_URL/, path);
+  }
+  const port = new URL(c.baseUrl).port;
+  const local = await rawRequest(c.baseUrl, "/.well-known/oauth-authorization-server", {
+    host: `localhost:${port}`,
+  });
+  t.is(local.status, 200);
+  t.is(JSON.parse(local.text).issuer, `http://localhost:${port}`);
+
+  // Told the address, relayctl uses it whatever the Host says.
+  const told = await rawRequest(httpsApi.apiUrl, "/.well-known/oauth-authorization-server", { host: forged });
+  t.is(told.status, 200);
+  t.is(JSON.parse(told.text).issuer, PUBLIC_URL);
+  const invite = await rawRequest(
+    httpsApi.apiUrl,
+    "/api/users/invites",
+    {
+      host: forged,
+      "x-api-key": String((await dash.call("POST", "/api/api-keys", { name: "invites" })).json.key),
+      "content-type": "application/json",
+    },
+    "POST",
+    JSON.stringify({ email: `m-${Date.now()}@example.test`, role: "owner" }),
+  );
+  t.is(invite.status, 201, invite.text);
+  t.true(String(JSON.parse(invite.text).invite_url).startsWith(`${PUBLIC_URL}/invite/`));
+});
+
+test("urls - an api listening off loopback does not start without RELAYCTL_PUBLIC_URL, and says so", async (t) => {
+  const env = cleanEnv({
+    RELAYCTL_ROLE: "api",
+    RELAYCTL_DATABASE_URL: c.db.url,
+    RELAYCTL_NATS_URL: c.nats.url,
+    RELAYCTL_API_LISTEN: "0.0.0.0:0",
+    RELAYCTL_LOG_LEVEL: "warn",
+  });
+  const err = await t.throwsAsync(run(process.execPath, [SERVER_MAIN, "serve"], { env, timeoutMs: 60_000 }));
+  t.regex(
+    String(err?.message),
+    /RELAYCTL_PUBLIC_URL: required when the api listens on 0\.0\.0\.0 \(not loopback\)/,
+  );
+});

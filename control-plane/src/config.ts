@@ -159,7 +159,9 @@ const schema = z
     RELAYCTL_GITHUB_WEB_URL: z.url({ protocol: /^https?$/ }).default("https://github.com"),
     /**
      * relayctl's public base URL, for the setup redirect back and the link to a
-     * deployment in commit statuses. @default unset (statuses carry no link)
+     * deployment in commit statuses, and every URL of relayctl in an answer.
+     * Required when RELAYCTL_API_LISTEN is not loopback. @default unset (statuses
+     * carry no link; on loopback, URLs come from a localhost Host header)
      */
     RELAYCTL_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
     /**
@@ -395,9 +397,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: c.RELAYCTL_DATABASE_URL,
     bus: c.RELAYCTL_BUS,
     natsServers,
+  const apiListen = splitHostPort(c.RELAYCTL_API_LISTEN);
+  // Off loopback, the Host header is anyone's to write: it must never decide relayctl's own
+  // URLs (OAuth issuer, invite links, install commands), so the address is told (http/edge.ts).
+  if (c.RELAYCTL_ROLE !== "gateway" && !LOOPBACK.has(apiListen.host) && !c.RELAYCTL_PUBLIC_URL)
+    throw new ConfigError(
+      `RELAYCTL_PUBLIC_URL: required when the api listens on ${apiListen.host} (not loopback): set it to the address people and agents reach relayctl at, e.g. https://relayctl.example.com`,
+    );
     nats: natsOptions(c, natsServers),
     grpcReflection: c.RELAYCTL_GRPC_REFLECTION,
-    apiListen: splitHostPort(c.RELAYCTL_API_LISTEN),
+    apiListen,
     gatewayListen,
     publicGatewayUrls: list(c.RELAYCTL_PUBLIC_GATEWAY_URLS),
     tls: c.RELAYCTL_TLS_CERT_FILE

@@ -1,7 +1,9 @@
 // What every request to the api must meet before any route runs: a Host header
 // that is a host (400 otherwise, never a 500 further in), and /mcp refused to a
-// browser page of a foreign origin (the MCP transport's DNS-rebinding rule).
-import type { FastifyInstance } from "fastify";
+// browser page of a foreign origin (the MCP transport's DNS-rebinding rule);
+// and the one place URLs of relayctl itself are made: RELAYCTL_PUBLIC_URL, or
+// the Host header only on a loopback listener asked for by a loopback name.
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Config } from "../config.js";
 import { RcError } from "../errors.js";
 
@@ -31,6 +33,24 @@ const LOOPBACK_LISTEN = new Set(["127.0.0.1", "::1", "localhost"]);
 
 /** True when the api listens on this machine's loopback only (dev, or behind a proxy on the host). */
 export const listensOnLoopback = (config: Config): boolean => LOOPBACK_LISTEN.has(config.apiListen.host);
+
+/**
+ * relayctl's own base URL, for everything that writes it into an answer (the
+ * OAuth issuer, verification_uri, invite links, install commands and scripts):
+ * RELAYCTL_PUBLIC_URL; without it (config.ts requires it off loopback) the
+ * scheme and Host of the request, only when that Host is a loopback name, so a
+ * forged Host can never put another site into a link or a script.
+ */
+export function publicBaseUrl(config: Config, req: FastifyRequest): string {
+  const configured = config.publicUrl ?? config.accounts.publicUrl;
+  if (configured) return configured;
+  if (!listensOnLoopback(config) || !isLoopbackHost(req.host))
+    throw new RcError(
+      "RC_ERR_BAD_REQUEST",
+      "relayctl's address is not configured: set RELAYCTL_PUBLIC_URL (the Host header is used only for localhost)",
+    );
+  return `${req.protocol}://${req.host}`;
+}
 
 /** The origins a browser page may call /mcp from, besides any loopback one on a loopback listener. */
 function mcpOriginAllowed(config: Config, origin: string): boolean {

@@ -27,7 +27,7 @@ export function cliInstallRoutes(ctx: ApiContext): RouteSpec[] {
       tag: "cli",
       summary: "the CLI installer (POSIX sh)",
       handler: async (req, reply) => {
-        const base = installBaseUrl(ctx.config.accounts.publicUrl, req);
+        const base = installBaseUrl(ctx.config, req);
         const script = await readFile(cliInstallerFile, "utf8").catch((err: unknown) => {
           throw new RcError(
             "RC_ERR_CLI_BUNDLE_UNAVAILABLE",
@@ -52,7 +52,7 @@ export function cliInstallRoutes(ctx: ApiContext): RouteSpec[] {
       responses: { 200: cliLatest },
       handler: async (req) => {
         const latest = await readLatestCli(cliBundleDir);
-        const base = installBaseUrl(ctx.config.accounts.publicUrl, req);
+        const base = installBaseUrl(ctx.config, req);
         return { ...latest, url: `${base}/cli/${latest.version}/${latest.file}` };
       },
     }),

@@ -20,7 +20,7 @@ const access = { public: "the agent's installer and bundles: nothing here is sec
 
 export function installRoutes(ctx: ApiContext): RouteSpec[] {
   const { bundleDir, installerFile } = ctx.config.install;
-  const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config.accounts.publicUrl, req);
+  const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config, req);
   return [
     route({
       method: "GET",

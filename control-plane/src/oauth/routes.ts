@@ -9,6 +9,7 @@ import type { Knex } from "knex";
 import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
 import { type FormBody, REPEATED } from "../accounts/form-body.js";
 import type { ApiContext } from "../http/context.js";
+import { publicBaseUrl } from "../http/edge.js";
 import { type RouteSpec, route } from "../http/route.js";
 import { redeemCode } from "./authorization-code.js";
 import { type OAuthClient, findClient, registerClient } from "./clients.js";
@@ -18,9 +19,9 @@ import { refreshTokens, revokeToken } from "./tokens.js";
 
 export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
 
-/** The issuer: RELAYCTL_PUBLIC_URL, else the scheme and host the request came to. */
+/** The issuer: RELAYCTL_PUBLIC_URL, else (loopback only) the scheme and host the request came to. */
 export function issuerOf(ctx: ApiContext, req: FastifyRequest): string {
-  return ctx.config.accounts.publicUrl ?? `${req.protocol}://${req.host}`;
+  return publicBaseUrl(ctx.config, req);
 }
 
 function form(req: FastifyRequest): FormBody {
