@@ -262,3 +262,84 @@ test("urls - an api listening off loopback does not start without RELAYCTL_PUBLI
     /RELAYCTL_PUBLIC_URL: required when the api listens on 0\.0\.0\.0 \(not loopback\)/,
   );
 });
+
+// Finding 15.
+test("headers - /api/ answers are no-store: /api/me, operations, deployments and keys", async (t) => {
+  const app = await dash.call("POST", "/api/applications", {
+    name: `edge-${Math.random().toString(36).slice(2, 8)}`,
+    server_id: c.serverId,
+    linked_container_name: "edge-web",
+    container_port: 8080,
+    git_repository: "https://git.example.test/edge.git",
+  });
+  t.is(app.status, 201, app.text);
+  const base = `/api/tenants/${c.tenantId}/applications/${app.json.id}`;
+  const reads = [
+    "/api/me",
+    "/api/operations",
+    `${base}/deployments`,
+    "/api/automation-keys",
+    "/api/api-keys",
+    "/api/me/sessions",
+  ];
+  for (const path of reads) {
+    const res = await dash.call("GET", path);
+    t.is(res.status, 200, `${path}: ${res.text.slice(0, 200)}`);
+    t.is(res.headers.get("cache-control"), "no-store", path);
+  }
+  // An operation of the Automation API, listed and read with the key.
+  const op = await request(c, `${AUTOMATION_PREFIX}/exec`, {
+    body: { server_id: c.serverId, command: "echo edge", run_id: "edge-run" },
+  });
+  t.true(op.status === 200 || op.status === 202, op.text);
+  for (const path of [
+    `${AUTOMATION_PREFIX}/operations?run_id=edge-run`,
+    `${AUTOMATION_PREFIX}/operations/${op.json.operation_id}`,
+  ]) {
+    const res = await request(c, path);
+    t.is(res.status, 200, `${path}: ${res.text.slice(0, 200)}`);
+    t.is(res.headers.get("cache-control"), "no-store", path);
+  }
+});
+
+test("headers - HSTS and Secure cookies when RELAYCTL_PUBLIC_URL is https, not otherwise; the session cookie once", async (t) => {
+  for (const path of ["/healthz", "/login", "/docs/", "/api/me"]) {
+    const res = await fetch(`${httpsApi.apiUrl}${path}`, { redirect: "manual" });
+    t.is(res.headers.get("strict-transport-security"), "max-age=31536000", path);
+    const plain = await fetch(`${c.baseUrl}${path}`, { redirect: "manual" });
+    t.is(plain.headers.get("strict-transport-security"), null, path);
+  }
+  for (const [baseUrl, secure] of [
+    [httpsApi.apiUrl, true],
+    [c.baseUrl, false],
+  ] as const) {
+    const b = new Browser(baseUrl);
+    const login = await b.get("/login");
+    const csrf = login.headers.getSetCookie().filter((x) => x.startsWith("relayctl_login_csrf="));
+    t.is(csrf.length, 1);
+    t.is(/;\s*Secure/i.test(csrf[0]!), secure, baseUrl);
+    const form = /name="csrf_token" value="([^"]*)"/.exec(login.text)?.[1] ?? "";
+    const signed = await b.request(
+      "POST",
+      "/login",
+      { csrf_token: form, next: "/account", email: owner.email, password: owner.password },
+      false,
+    );
+    t.is(signed.status, 303, signed.text.slice(0, 200));
+    const cookies = signed.headers.getSetCookie();
+    const session = cookies.filter((x) => x.startsWith("relayctl_session="));
+    t.is(session.length, 1, cookies.join(" | "));
+    t.is(cookies.filter((x) => x.startsWith("relayctl_login_csrf=")).length, 1, cookies.join(" | "));
+    for (const cookie of cookies) t.is(/;\s*Secure/i.test(cookie), secure, cookie);
+  }
+});
+
+test("headers - /docs has the dashboard's CSP and frame rules", async (t) => {
+  for (const path of ["/docs", "/docs/", "/docs/static/swagger-initializer.js", "/docs/json"]) {
+    const res = await fetch(`${c.baseUrl}${path}`, { redirect: "manual" });
+    t.true(res.status < 400, `${path}: ${res.status}`);
+    t.is(res.headers.get("content-security-policy"), DASHBOARD_CSP, path);
+    t.is(res.headers.get("x-frame-options"), "DENY", path);
+    t.is(res.headers.get("x-content-type-options"), "nosniff", path);
+  }
+});

@@ -48,7 +48,12 @@ export function parseCookies(header: string | undefined): Record<string, string>
   return out;
 }
 
-/** Secure outside dev: whenever the request came over HTTPS (directly or through a trusted proxy). */
+/**
+ * Secure outside dev: whenever the request came over HTTPS (directly or through a
+ * trusted proxy) or RELAYCTL_PUBLIC_URL is https (a TLS proxy relayctl was not
+ * told about). A cookie set again in the same answer replaces the first: each
+ * name is set once per answer, so no browser has to pick which one wins.
+ */
 export function setCookie(
   req: FastifyRequest,
   reply: FastifyReply,
@@ -56,11 +61,13 @@ export function setCookie(
   value: string,
   maxAge: number,
 ) {
-  const secure = req.protocol === "https" ? "; Secure" : "";
+  const secure = req.protocol === "https" || req.server.secureCookies ? "; Secure" : "";
   const cookie = `${name}=${encodeURIComponent(value)}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${maxAge}${secure}`;
   const prev = reply.getHeader("set-cookie");
   const list = Array.isArray(prev) ? prev : prev ? [String(prev)] : [];
-  reply.header("set-cookie", [...list, cookie]);
+  // Fastify appends to a set-cookie already there: the list is written whole, once.
+  reply.removeHeader("set-cookie");
+  reply.header("set-cookie", [...list.filter((c) => !c.startsWith(`${name}=`)), cookie]);
 }
 
 export async function createSession(db: Knex, user: UserRow, ip: string, ttlSeconds: number) {

@@ -16,7 +16,8 @@ import { type RouteSpec, route } from "../http/route.js";
 /** <repo>/web/dist from control-plane/dist/dashboard/static.js (and from src/ under tsx). */
 export const WEB_DIST = resolve(__dirname, "../../../web/dist");
 
-const CSP = [
+/** The dashboard's CSP: no inline script or style; /docs is held to it too (observability/openapi.ts). */
+export const CSP = [
   "default-src 'self'",
   "script-src 'self'",
   "style-src 'self'",
@@ -28,7 +29,7 @@ const CSP = [
   "frame-ancestors 'none'",
 ].join("; ");
 
-function secureHeaders(reply: FastifyReply): void {
+export function secureHeaders(reply: FastifyReply): void {
   reply.header("content-security-policy", CSP);
   reply.header("x-content-type-options", "nosniff");
   reply.header("referrer-policy", "same-origin");

@@ -1,6 +1,8 @@
-// What every request to the api must meet before any route runs: a Host header
-// that is a host (400 otherwise, never a 500 further in), and /mcp refused to a
-// browser page of a foreign origin (the MCP transport's DNS-rebinding rule);
+// What every answer of the api owes the web before any route runs or after it
+// answered: a Host header that is a host (400 otherwise, never a 500 further
+// in), /mcp refused to a browser page of a foreign origin (the MCP transport's
+// DNS-rebinding rule), no caching of /api/ answers (they carry CSRF tokens,
+// keys' metadata, operations' output), HSTS when relayctl is served over https,
 // and the one place URLs of relayctl itself are made: RELAYCTL_PUBLIC_URL, or
 // the Host header only on a loopback listener asked for by a loopback name.
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -65,8 +67,22 @@ function mcpOriginAllowed(config: Config, origin: string): boolean {
   }
 }
 
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Cookies are Secure when the request came over https or RELAYCTL_PUBLIC_URL is https. */
+    secureCookies: boolean;
+  }
+}
+
+// No includeSubDomains: applications served under relayctl's domain may still be plain http.
+const ONE_YEAR = 365 * 24 * 3600;
+
 /** Installs the edge's hooks on the root app (before any route, so they apply to all). */
 export function installEdge(app: FastifyInstance, config: Config, mcpPath: string): void {
+  const publicUrl = config.publicUrl ?? config.accounts.publicUrl;
+  const httpsPublic = publicUrl?.startsWith("https:") ?? false;
+  app.decorate("secureCookies", httpsPublic);
+
   app.addHook("onRequest", async (req) => {
     // The raw header and what Fastify made of it (X-Forwarded-Host from a trusted proxy).
     // None at all (HTTP/1.0) is let through: no URL is ever made from it.
@@ -82,5 +98,14 @@ export function installEdge(app: FastifyInstance, config: Config, mcpPath: strin
           `a page of origin '${origin.slice(0, 200)}' may not call ${mcpPath}`,
         );
     }
+  });
+
+  app.addHook("onSend", async (req, reply, payload) => {
+    if (httpsPublic || req.protocol === "https")
+      reply.header("strict-transport-security", `max-age=${ONE_YEAR}`);
+    // Every /api/ answer is about a person's or a tenant's data: never kept by a cache.
+    if (req.url.startsWith("/api/") && !reply.hasHeader("cache-control"))
+      reply.header("cache-control", "no-store");
+    return payload;
   });
 }

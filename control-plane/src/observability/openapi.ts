@@ -10,6 +10,7 @@ import swaggerUi from "@fastify/swagger-ui";
 import type { FastifyInstance, RouteOptions } from "fastify";
 import { jsonSchemaTransform, jsonSchemaTransformObject } from "fastify-type-provider-zod";
 import { SESSION_COOKIE } from "../accounts/sessions.js";
+import { CSP as DASHBOARD_CSP, secureHeaders } from "../dashboard/static.js";
 import { type RouteSpec, route } from "../http/route.js";
 
 const { version } = require("../../package.json") as { version: string };
@@ -117,7 +118,14 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
     transform: (route) => ({ ...jsonSchemaTransform(route), url: route.url.replace(/(.)\/$/, "$1") }),
     transformObject: (doc) => withoutUnused(jsonSchemaTransformObject(doc)),
   });
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX });
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PREFIX,
+    // The dashboard's rules: its CSP (set by the plugin on every answer of /docs), no framing.
+    staticCSP: DASHBOARD_CSP,
+    uiHooks: { onRequest: async (_req, reply) => secureHeaders(reply) },
+    // No badge from validator.swagger.io: the CSP loads nothing from elsewhere.
+    uiConfig: { validatorUrl: null },
+  });
 }
 
 /** GET /openapi.json: the document (hidden from itself). */
