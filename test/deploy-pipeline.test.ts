@@ -17,14 +17,11 @@ import {
   JobStatus,
 } from "@relayctl/proto";
 import test from "ava";
-import { Deployer } from "../agent/src/deploy/deployer";
-import { PodmanEngine } from "../agent/src/engine/podman-engine";
-import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
-import { type CaddyServer, startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { startGitHttp } from "./harness/git-http";
 import { AUTHOR, type AppRepo, createAppRepo } from "./harness/git-repo";
+import { type PipelineStack, startPipelineStack } from "./harness/pipeline-stack";
 import { startRegistry } from "./harness/registry";
 import { proxyGet } from "./harness/proxy-client";
 import { startTraffic } from "./harness/traffic";
@@ -38,38 +35,11 @@ process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
 
 test.after.always(cleanupAll);
 
-interface Stack {
-  stateDir: string;
-  caddy: CaddyServer;
-  deployer: Deployer;
-  progress: JobProgress[];
-}
-
-let stack: Promise<Stack> | undefined;
+let stack: Promise<PipelineStack> | undefined;
 const builtImages = new Set<string>();
 
-function startStack(): Promise<Stack> {
-  stack ??= (async () => {
-    const caddy = await startCaddy();
-    const stateDir = makeTempDir("agent-state");
-    const proxy = {
-      kind: "caddy" as const,
-      upstream: "host" as const,
-      adminUrl: caddy.adminUrl,
-      serverName: "relayctl",
-      listen: [`127.0.0.1:${caddy.httpPort}`],
-      automaticHttps: false,
-    };
-    const routes = new RouteSyncRunner(proxy, stateDir, "podman");
-    const progress: JobProgress[] = [];
-    const deployer = new Deployer({
-      settings: { stateDir, drainSeconds: DRAIN_SECONDS, network: undefined, init: true },
-      target: { proxy, syncer: () => routes.syncer() },
-      engine: () => new PodmanEngine(),
-      emit: (p) => progress.push(p),
-    });
-    return { stateDir, caddy, deployer, progress };
-  })();
+function startStack(): Promise<PipelineStack> {
+  stack ??= startPipelineStack({ drainSeconds: DRAIN_SECONDS });
   return stack;
 }
 
@@ -112,6 +82,7 @@ function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
     fqdns: [app.fqdn],
     containerBaseName: app.base,
     deadlineUnixMs: Date.now() + 90_000,
+    keepImages: [],
     ...over,
   };
 }

@@ -10,13 +10,12 @@ import { chmodSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type DeployJob, DeployStepStatus, type JobProgress, JobStatus } from "@relayctl/proto";
 import test from "ava";
-import { Deployer } from "../agent/src/deploy/deployer";
-import { PodmanEngine } from "../agent/src/engine/podman-engine";
-import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
-import { type CaddyServer, startCaddy } from "./harness/caddy";
-import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import type { Deployer } from "../agent/src/deploy/deployer";
+import type { CaddyServer } from "./harness/caddy";
+import { cleanupAll, onCleanup } from "./harness/cleanup";
 import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { startPipelineStack } from "./harness/pipeline-stack";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
@@ -29,26 +28,10 @@ test.after.always(cleanupAll);
 
 let caddy: CaddyServer;
 let deployer: Deployer;
-const progress: JobProgress[] = [];
+let progress: JobProgress[];
 
 test.before(async () => {
-  caddy = await startCaddy();
-  const stateDir = makeTempDir("agent-state");
-  const proxy = {
-    kind: "caddy" as const,
-    upstream: "host" as const,
-    adminUrl: caddy.adminUrl,
-    serverName: "relayctl",
-    listen: [`127.0.0.1:${caddy.httpPort}`],
-    automaticHttps: false,
-  };
-  const routes = new RouteSyncRunner(proxy, stateDir, "podman");
-  deployer = new Deployer({
-    settings: { stateDir, drainSeconds: DRAIN_SECONDS, network: undefined, init: true },
-    target: { proxy, syncer: () => routes.syncer() },
-    engine: () => new PodmanEngine(),
-    emit: (p) => progress.push(p),
-  });
+  ({ caddy, deployer, progress } = await startPipelineStack({ drainSeconds: DRAIN_SECONDS }));
 });
 
 interface App {
@@ -90,6 +73,7 @@ function job(app: App, over: Partial<DeployJob> = {}): DeployJob {
     fqdns: [app.fqdn],
     containerBaseName: app.base,
     deadlineUnixMs: Date.now() + 180_000,
+    keepImages: [],
     ...over,
   };
 }
