@@ -4,18 +4,22 @@
 #   curl -fsSL https://<control-plane>/install.sh | sudo sh -s -- --token rjt_...
 #
 # Downloads the agent bundle for this machine's arch from the control plane (GET /agent/latest,
-# then /agent/<version>/<file>), checks its SHA-256, installs it under
+# then /agent/<version>/<file>), checks its SHA-256 and the control plane's Ed25519 signature of it
+# (the public key pinned by --signing-key, which the join token's install command carries, so a
+# tampered mirror or cache is caught before anything of the download runs), installs it under
 # /opt/relayctl-agent/<version> with a `current` symlink switched atomically, enrolls with the
 # join token, writes /etc/systemd/system/relayctl-agent.service (a dedicated system user,
 # hardened) and starts it. Run it again to upgrade (and with a new --token to re-enroll);
 # --uninstall removes everything it installed. A run that fails removes what it added and leaves
 # an earlier install as it was. Needs no Node.js and compiles nothing: each bundle carries its
 # own Node.js 24 and node-pty's prebuilt addon for its arch (x64, arm64). What it runs: sh, curl
-# or wget, tar, gzip, sha256sum (or openssl), uname, id, mktemp, sed, grep, tr, cut, tail,
-# readlink, and mkdir/mv (with -T)/rm/ln/chmod/cat/dirname/basename from coreutils or busybox.
+# or wget, tar, gzip, openssl (3.0 or newer: the signature; also the SHA-256 without sha256sum),
+# sha256sum, uname, id, mktemp, sed, grep, tr, cut, tail, readlink, and mkdir/mv (with
+# -T)/rm/ln/chmod/cat/dirname/basename from coreutils or busybox.
 set -eu
 
 base_url=''  # @control-plane-url: the control plane serving this script writes its URL here
+signing_key=''  # @agent-signing-key: and the public key its bundles are signed with
 
 usage() {
   cat <<'EOF'
@@ -24,8 +28,10 @@ usage: install.sh [--token rjt_...] [options]
                   again, it re-enrolls (the server's credential is rotated)
   --url URL       control plane base URL (default: the control plane that served this script)
   --version V     install agent version V instead of the latest
-  --mirror URL    download the bundle from URL/<file> instead; its checksum still comes from
-                  the control plane
+  --signing-key K the control plane's bundle-signing public key (base64, from the join token's
+                  install command or GET /agent/latest); the download must carry its signature
+  --mirror URL    download the bundle from URL/<file> instead; its checksum and signature
+                  still come from the control plane
   --prefix DIR    install under DIR as a scratch root (tests): the unit's paths point inside
                   DIR, no system user is created and nothing is chowned
   --no-systemd    write the unit but do not call systemctl
@@ -42,7 +48,7 @@ die() {
 token="" version="" mirror="" prefix="" systemd=yes uninstall=no
 while [ $# -gt 0 ]; do
   case "$1" in
-    --token | --url | --version | --mirror | --prefix)
+    --token | --url | --version | --mirror | --prefix | --signing-key)
       [ $# -ge 2 ] || die "$1 needs a value"
       case "$1" in
         --token) token="$2" ;;
@@ -50,6 +56,7 @@ while [ $# -gt 0 ]; do
         --version) version="$2" ;;
         --mirror) mirror="$2" ;;
         --prefix) prefix="$2" ;;
+        --signing-key) signing_key="$2" ;;
       esac
       shift 2
       ;;
@@ -98,6 +105,14 @@ case "$token" in "" | rjt_*) ;; *) die "--token must be a join token (rjt_...)" 
 [ -n "$base_url" ] || die "--url <control plane URL> is required when this script is not served by one"
 base_url="${base_url%/}"
 case "$base_url" in http://* | https://*) ;; *) die "--url must start with https:// or http://" ;; esac
+# An Ed25519 SubjectPublicKeyInfo (44 bytes) in base64: its fixed 12-byte prefix, then the key.
+case "$signing_key" in
+  "") die "no --signing-key: the bundle's signature cannot be checked (the join token's install
+  command carries the key; GET <control plane>/agent/latest names it as signing_key)" ;;
+  MCowBQYDK2VwAyEA*) ;;
+  *) die "--signing-key must be an Ed25519 public key in base64 (MCowBQYDK2VwAyEA...)" ;;
+esac
+[ ${#signing_key} -eq 60 ] || die "--signing-key must be an Ed25519 public key in base64 (60 characters)"
 # The bundle's arch, named as Node.js names it (the bundles carry their own Node.js).
 platform=$(uname -s)
 [ "$platform" = Linux ] || die "relayctl-agent runs on Linux only (this is $platform)"
@@ -122,6 +137,9 @@ elif command -v openssl >/dev/null 2>&1; then
 else
   die "sha256sum (coreutils) or openssl is required to check the download"
 fi
+# Ed25519 verification of a plain message (pkeyutl -rawin) came with OpenSSL 3.0.
+command -v openssl >/dev/null 2>&1 && openssl pkeyutl -help 2>&1 | grep -q -- -rawin ||
+  die "openssl 3.0 or newer is required to check the bundle's signature"
 
 # ---------------------------------------------------------------- rollback
 # Everything this run creates is listed; a run that does not reach the end removes it again
@@ -198,6 +216,18 @@ else
   [ "$actual" = "$expected" ] || die "checksum mismatch for $file: expected sha256 $expected from
   the control plane, the download has $actual. The file is corrupt or was tampered with;
   nothing was installed."
+  # The checksum came from the same place as the file: the signature is what a mirror, a cache
+  # or anyone between cannot make (install/signing.ts has the line it covers).
+  fetch "$base_url/agent/$version/$file.sig" "$tmp/sig.b64" ||
+    die "cannot get the signature of $file ($base_url/agent/$version/$file.sig)"
+  printf -- '-----BEGIN PUBLIC KEY-----\n%s\n-----END PUBLIC KEY-----\n' "$signing_key" >"$tmp/key.pem"
+  printf 'relayctl-agent-bundle v1 %s %s\n' "$file" "$actual" >"$tmp/statement"
+  tr -d '\n\r' <"$tmp/sig.b64" | openssl base64 -d -A -out "$tmp/sig" 2>/dev/null &&
+    openssl pkeyutl -verify -pubin -inkey "$tmp/key.pem" -rawin -in "$tmp/statement" \
+      -sigfile "$tmp/sig" >/dev/null 2>&1 ||
+    die "signature mismatch for $file: it is not signed by the key given with --signing-key
+  ($signing_key). The file or the control plane's answers were tampered with; nothing was
+  installed."
   mkdir "$tmp/unpack"
   tar -xzf "$tmp/$file" -C "$tmp/unpack" || die "cannot unpack $file"
   unpacked="$tmp/unpack/relayctl-agent-$version"

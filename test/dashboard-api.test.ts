@@ -183,7 +183,9 @@ test("dashboard - POST /api/servers/join-tokens: a single-use token and the comm
   t.is(r.json.server_name, name);
   const ttl = Date.parse(String(r.json.expires_at)) - Date.now();
   t.true(ttl > 55 * 60_000 && ttl <= 60 * 60_000, String(r.json.expires_at));
-  t.is(r.json.install_command, `curl -fsSL ${c.baseUrl}/install.sh | sudo sh -s -- --token ${token}`);
+  const pinned = `curl -fsSL ${c.baseUrl}/install.sh | sudo sh -s -- --token ${token} --signing-key `;
+  t.true(String(r.json.install_command).startsWith(pinned), String(r.json.install_command));
+  t.regex(String(r.json.install_command).slice(pinned.length), /^MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=$/);
   t.is(r.json.enroll_command, `relayctl-agent enroll --url ${c.baseUrl} --token ${token}`);
   // Stored as its hash only; audited with the person as the actor, never the token.
   t.deepEqual(

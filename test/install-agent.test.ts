@@ -6,6 +6,7 @@
 // carries its own Node.js: the installer runs on a PATH of the tools it names and nothing else,
 // and the agent on a PATH of this machine's programs less every node.
 import { spawn } from "node:child_process";
+import { createHash, generateKeyPairSync } from "node:crypto";
 import {
   copyFileSync,
   existsSync,
@@ -121,6 +122,7 @@ const INSTALLER_TOOLS = [
   "tar",
   "gzip",
   "sha256sum",
+  "openssl",
   "uname",
   "id",
   "mktemp",
@@ -400,6 +402,70 @@ test.serial(
       rows.map((r) => r.used_at),
       [null],
     );
+  },
+);
+
+test.serial(
+  "install - a tarball and checksum both rewritten on the way fail the signature check; nothing is installed",
+  async (t) => {
+    // Issue 30, finding 11: a cache or proxy between the server and the control plane that
+    // changes the bundle and every checksum it is offered with. Only the signature, made with
+    // the control plane's key, cannot be made again.
+    const file = `relayctl-agent-${VERSION}-linux-${process.arch}.tar.gz`;
+    const real = readFileSync(join(bundleDir, file));
+    const tampered = Buffer.from(real);
+    const at = tampered.length - 100;
+    tampered.writeUInt8(tampered.readUInt8(at) ^ 0xff, at);
+    const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+    const latest = await request(c, "/agent/latest", { key: null });
+    const key = String(latest.json.signing_key);
+    t.regex(key, /^MCowBQYDK2VwAyEA[A-Za-z0-9+/]{43}=$/);
+    t.true(readFileSync(installer, "utf8").includes(`signing_key='${key}'  # @agent-signing-key`));
+    const proxy: Server = createServer(async (req, res) => {
+      const upstream = await fetch(`${c.baseUrl}${req.url}`);
+      let body = Buffer.from(await upstream.arrayBuffer());
+      if (req.url?.endsWith(`/${file}`)) body = tampered;
+      else if (req.url === "/agent/latest" || req.url?.endsWith(".sha256"))
+        body = Buffer.from(body.toString("utf8").replaceAll(sha(real), sha(tampered)));
+      res.writeHead(upstream.status).end(body);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    onCleanup(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+    const via = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
+
+    const root = scratchRoot("resigned");
+    const name = `resigned-${Math.random().toString(36).slice(2, 8)}`;
+    const token = await joinToken(name);
+    const out = await sh([
+      "--token",
+      token,
+      "--url",
+      via,
+      "--signing-key",
+      key,
+      "--prefix",
+      root,
+      "--no-systemd",
+    ]);
+    t.is(out.code, 1, describe(out));
+    t.notRegex(out.stderr, /checksum mismatch/, "the checksum was rewritten to match");
+    t.regex(out.stderr, /signature mismatch for relayctl-agent-.*: it is not signed by the key given/);
+    t.regex(out.stderr, /nothing was\s+installed/);
+    t.deepEqual(tree(root), []);
+    const rows = await c.db.query("SELECT used_at FROM join_tokens WHERE server_name = ?", [name]);
+    t.deepEqual(
+      rows.map((r) => r.used_at),
+      [null],
+    );
+
+    // Another key than the control plane's (a script someone else served, a wrong paste): refused too.
+    const other = generateKeyPairSync("ed25519")
+      .publicKey.export({ format: "der", type: "spki" })
+      .toString("base64");
+    const wrong = await sh(["--token", token, "--signing-key", other, "--prefix", root, "--no-systemd"]);
+    t.is(wrong.code, 1, describe(wrong));
+    t.regex(wrong.stderr, /signature mismatch/);
+    t.deepEqual(tree(root), []);
   },
 );
 

@@ -124,6 +124,11 @@ export const ERRORS = {
     detail: "this is about a signed-in person: use the session or an OAuth token, not an API key",
   },
   RC_ERR_AGENT_BUNDLE_NOT_FOUND: { status: 404, detail: "agent bundle file not found" },
+  RC_ERR_INSECURE_INSTALL_URL: {
+    status: 409,
+    detail:
+      "the install command would fetch the installer over plain http from an address that is not loopback: set RELAYCTL_PUBLIC_URL to an https:// URL",
+  },
   RC_ERR_AGENT_BUNDLE_UNAVAILABLE: {
     status: 503,
     detail: "no agent bundle to serve: the control plane's agent bundles are not built",

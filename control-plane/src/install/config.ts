@@ -26,6 +26,17 @@ const schema = z.object({
     .string()
     .min(1)
     .default(resolve(REPO, "cli", "dist", "bundles")),
+  /**
+   * The Ed25519 key that signs the agent bundles (install/signing.ts): base64 of a
+   * 32-byte seed (openssl rand -base64 32). @default derived from the audit chain's key
+   */
+  RELAYCTL_AGENT_SIGNING_KEY: z
+    .string()
+    .trim()
+    .refine((v) => /^[A-Za-z0-9+/]+={0,2}$/.test(v) && Buffer.from(v, "base64").length === 32, {
+      error: "must be the base64 of exactly 32 bytes (openssl rand -base64 32)",
+    })
+    .optional(),
 });
 
 export interface InstallConfig {
@@ -37,6 +48,8 @@ export interface InstallConfig {
   cliBundleDir: string;
   /** The CLI installer served at /cli/install.sh (cli/install.sh of this checkout). */
   cliInstallerFile: string;
+  /** RELAYCTL_AGENT_SIGNING_KEY's seed; undefined: derived (install/signing.ts). */
+  signingKey: Buffer | undefined;
 }
 
 /** Returns the settings, or the first problem as "VARIABLE: message". */
@@ -51,5 +64,8 @@ export function parseInstallConfig(raw: Record<string, unknown>): InstallConfig 
     installerFile: resolve(REPO, "deploy", "install.sh"),
     cliBundleDir: resolve(r.data.RELAYCTL_CLI_BUNDLE_DIR),
     cliInstallerFile: resolve(REPO, "cli", "install.sh"),
+    signingKey: r.data.RELAYCTL_AGENT_SIGNING_KEY
+      ? Buffer.from(r.data.RELAYCTL_AGENT_SIGNING_KEY, "base64")
+      : undefined,
   };
 }

@@ -4,6 +4,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createPublicKey, verify } from "node:crypto";
 import test from "ava";
 import type { FastifyInstance } from "fastify";
 import { buildApi } from "../api/app.js";
@@ -14,6 +15,7 @@ import { migrate, openDb } from "../db/knex.js";
 import { DeployService } from "../deployments/service.js";
 import { createLogger } from "../lib/logger.js";
 import { OperationService } from "../operations/service.js";
+import { bundleStatement } from "./signing.js";
 
 const SHA = "ab".repeat(32);
 const FILE = "relayctl-agent-1.2.3-linux-x64.tar.gz";
@@ -86,10 +88,27 @@ test("install - /agent/latest and the bundle files are served, nothing else from
   });
   const latest = await app.inject({ url: "/agent/latest" });
   t.is(latest.statusCode, 200);
-  t.deepEqual(latest.json(), {
-    version: "1.2.3",
-    bundles: [{ arch: "x64", url: `https://relay.example.com/agent/1.2.3/${FILE}`, sha256: SHA }],
-  });
+  const { signing_key, bundles } = latest.json();
+  t.like(latest.json(), { version: "1.2.3" });
+  t.like(bundles, [{ arch: "x64", url: `https://relay.example.com/agent/1.2.3/${FILE}`, sha256: SHA }]);
+  // The signature is the control plane's Ed25519 one over the bundle's statement (finding 11).
+  const publicKey = createPublicKey({ key: Buffer.from(signing_key, "base64"), format: "der", type: "spki" });
+  t.is(publicKey.asymmetricKeyType, "ed25519");
+  const statement = Buffer.from(bundleStatement(FILE, SHA));
+  t.true(verify(null, statement, publicKey, Buffer.from(bundles[0].signature, "base64")));
+  t.false(
+    verify(
+      null,
+      Buffer.from(bundleStatement(FILE, "cd".repeat(32))),
+      publicKey,
+      Buffer.from(bundles[0].signature, "base64"),
+    ),
+  );
+  const sig = await app.inject({ url: `/agent/1.2.3/${FILE}.sig` });
+  t.is(sig.statusCode, 200);
+  t.true(verify(null, statement, publicKey, Buffer.from(sig.body.trim(), "base64")));
+  const script = await app.inject({ url: "/install.sh" });
+  t.true(script.body.includes(`signing_key='${signing_key}'  # @agent-signing-key`));
   const file = await app.inject({ url: `/agent/1.2.3/${FILE}` });
   t.is(file.statusCode, 200);
   t.is(file.headers["content-type"], "application/gzip");
@@ -103,6 +122,8 @@ test("install - /agent/latest and the bundle files are served, nothing else from
     "/agent/1.2.3/latest.json",
     "/agent/9.9.9/relayctl-agent-9.9.9-linux-x64.tar.gz",
     "/agent/1.2.3/relayctl-agent-1.2.3-linux-x64.tar.gz.sha256.bak",
+    "/agent/1.2.3/relayctl-agent-1.2.3-linux-x64.tar.gz.sha256.sig",
+    "/agent/9.9.9/relayctl-agent-9.9.9-linux-x64.tar.gz.sig",
     "/agent/..%2F..%2Fetc/passwd",
     "/agent/1.2.3/relayctl-agent-1.2.3-linux-x64.tar.gz%00",
   ]) {

@@ -2,7 +2,8 @@
 //   GET /install.sh                    deploy/install.sh with this control plane's base URL filled in
 //   GET /agent/latest                  {version, bundles: [{arch, url, sha256}]}
 //   GET /agent/{version}/{file}        a bundle tarball (the agent with its own Node.js and node-pty,
-//                                      ~45 MB), or its `.sha256` (sha256sum format)
+//                                      ~45 MB), its `.sha256` (sha256sum format), or its `.sig`
+//                                      (base64 Ed25519 signature, install/signing.ts)
 // The bundles are built ahead by scripts/agent-bundle.mjs (make build); this only serves them.
 import { createReadStream } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -13,6 +14,7 @@ import type { ApiContext } from "../http/context.js";
 import { type RouteSpec, route } from "../http/route.js";
 import { fillBaseUrl, installBaseUrl } from "./base-url.js";
 import { locateBundleFile, readLatest } from "./bundles.js";
+import { bundleSigner, fillSigningKey } from "./signing.js";
 
 const fileParams = z.object({ version: z.string().max(100), file: z.string().max(300) });
 
@@ -21,6 +23,7 @@ const access = { public: "the agent's installer and bundles: nothing here is sec
 export function installRoutes(ctx: ApiContext): RouteSpec[] {
   const { bundleDir, installerFile } = ctx.config.install;
   const baseUrl = (req: FastifyRequest): string => installBaseUrl(ctx.config, req);
+  const signer = bundleSigner(ctx.config);
   return [
     route({
       method: "GET",
@@ -38,7 +41,7 @@ export function installRoutes(ctx: ApiContext): RouteSpec[] {
             },
           );
         });
-        const filled = fillBaseUrl(script, baseUrl(req));
+        const filled = fillSigningKey(fillBaseUrl(script, baseUrl(req)), signer.publicKey);
         return reply
           .type("text/x-shellscript; charset=utf-8")
           .header("cache-control", "no-cache")
@@ -56,10 +59,12 @@ export function installRoutes(ctx: ApiContext): RouteSpec[] {
         const base = baseUrl(req);
         return {
           version: latest.version,
+          signing_key: signer.publicKey,
           bundles: latest.bundles.map((b) => ({
             arch: b.arch,
             url: `${base}/agent/${latest.version}/${b.file}`,
             sha256: b.sha256,
+            signature: signer.sign(b.file, b.sha256),
           })),
         };
       },
@@ -69,10 +74,20 @@ export function installRoutes(ctx: ApiContext): RouteSpec[] {
       url: "/agent/:version/:file",
       access,
       tag: "agents",
-      summary: "an agent bundle (.tar.gz) or its .sha256",
+      summary: "an agent bundle (.tar.gz), its .sha256, or its .sig (install/signing.ts)",
       schema: { params: fileParams },
       handler: async (req, reply) => {
         const { version, file } = req.params;
+        if (file.endsWith(".sig")) {
+          // Signs what the .sha256 beside the bundle says (it is what latest.json says too).
+          const bundle = file.slice(0, -".sig".length);
+          const sum = await locateBundleFile(bundleDir, version, `${bundle}.sha256`);
+          const sha256 = (await readFile(sum.path, "utf8")).split(/\s/)[0] ?? "";
+          return reply
+            .type("text/plain; charset=utf-8")
+            .header("cache-control", "no-cache")
+            .send(`${signer.sign(bundle, sha256)}\n`);
+        }
         const found = await locateBundleFile(bundleDir, version, file);
         const type = file.endsWith(".sha256") ? "text/plain; charset=utf-8" : "application/gzip";
         return reply
