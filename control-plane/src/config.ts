@@ -385,6 +385,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       `RELAYCTL_GATEWAY_LISTEN: plaintext on ${gatewayListen.host} refused: set RELAYCTL_TLS_CERT_FILE/RELAYCTL_TLS_KEY_FILE or RELAYCTL_ALLOW_PLAINTEXT=true`,
     );
   }
+  const apiListen = splitHostPort(c.RELAYCTL_API_LISTEN);
+  // Off loopback, the Host header is anyone's to write: it must never decide relayctl's own
+  // URLs (OAuth issuer, invite links, install commands), so the address is told (http/edge.ts).
+  if (c.RELAYCTL_ROLE !== "gateway" && !LOOPBACK.has(apiListen.host) && !c.RELAYCTL_PUBLIC_URL)
+    throw new ConfigError(
+      `RELAYCTL_PUBLIC_URL: required when the api listens on ${apiListen.host} (not loopback): set it to the address people and agents reach relayctl at, e.g. https://relayctl.example.com`,
+    );
   const appsUrl = c.RELAYCTL_APPS_URL ? parseAppsUrl(c.RELAYCTL_APPS_URL) : undefined;
   if (typeof appsUrl === "string") throw new ConfigError(`RELAYCTL_APPS_URL: ${appsUrl}`);
   const natsServers = list(c.RELAYCTL_NATS_URL) ?? [];
@@ -397,13 +404,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: c.RELAYCTL_DATABASE_URL,
     bus: c.RELAYCTL_BUS,
     natsServers,
-  const apiListen = splitHostPort(c.RELAYCTL_API_LISTEN);
-  // Off loopback, the Host header is anyone's to write: it must never decide relayctl's own
-  // URLs (OAuth issuer, invite links, install commands), so the address is told (http/edge.ts).
-  if (c.RELAYCTL_ROLE !== "gateway" && !LOOPBACK.has(apiListen.host) && !c.RELAYCTL_PUBLIC_URL)
-    throw new ConfigError(
-      `RELAYCTL_PUBLIC_URL: required when the api listens on ${apiListen.host} (not loopback): set it to the address people and agents reach relayctl at, e.g. https://relayctl.example.com`,
-    );
     nats: natsOptions(c, natsServers),
     grpcReflection: c.RELAYCTL_GRPC_REFLECTION,
     apiListen,
