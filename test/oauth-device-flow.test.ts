@@ -41,7 +41,9 @@ test.after.always(async () => {
   await cleanupAll();
 });
 
-const startDevice = (base = c.baseUrl) => postForm(base, "/oauth/device/code", { client_id: CLIENT });
+// Every scope, as the CLI asks: the tests below run commands and make keys as an owner.
+const startDevice = (base = c.baseUrl) =>
+  postForm(base, "/oauth/device/code", { client_id: CLIENT, scope: "read deploy exec admin" });
 const poll = (deviceCode: string, base = c.baseUrl) =>
   postForm(base, "/oauth/token", { grant_type: DEVICE_GRANT, device_code: deviceCode, client_id: CLIENT });
 
@@ -280,7 +282,8 @@ test("oauth - an access token works on the dashboard API with the user's identit
   const me = await mgmt("/me", access_token);
   t.is(me.status, 200, me.text);
   t.is(me.json.type, "user");
-  t.deepEqual(me.json.user, { id: owner.id, email: owner.email, role: "owner" });
+  t.deepEqual(me.json.user, { id: owner.id, email: owner.email, role: "owner", can_exec: false });
+  t.deepEqual(me.json.scopes, ["read", "deploy", "exec", "admin"], "the token's scopes");
   t.is(me.json.tenant_id, c.tenantId);
   const servers = await mgmt("/servers", access_token);
   t.is(servers.status, 200);

@@ -147,45 +147,50 @@ test("roles - the dashboard's `may` (GET /api/me) is exactly what the manifest l
   t.false(viewer.includes("POST /api/automation/v1/exec"));
 });
 
-test("roles - a deployer (the old member) cannot exec through MCP or HTTP, and nothing runs; a viewer cannot deploy", async (t) => {
-  const deployer = members.find((m) => m.label === "deployer")!;
-  const viewer = members.find((m) => m.label === "viewer")!;
-  const ops = async () =>
-    Number((await c.db.query("SELECT COUNT(*) AS n FROM operations WHERE tenant_id = ?", [c.tenantId]))[0].n);
-  const before = await ops();
-  const exec = await request(c, "/api/automation/v1/exec", {
-    key: deployer.token,
-    body: { server_id: c.serverId, command: "podman inspect --all" },
-  });
-  t.is(exec.status, 403);
-  t.regex(String(exec.json.detail), /needs the owner role or the exec grant; you are a deployer/);
-  // MCP: the tool is not listed, and a call of it is refused by the same API.
-  const mcp = async (token: string) => {
-    const client = new Client({ name: "relayctl-test", version: "1.0.0" });
-    await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${c.baseUrl}/mcp`), {
-        requestInit: { headers: { authorization: `Bearer ${token}` } },
-      }),
-    );
-    onCleanup(() => client.close());
-    return client;
-  };
-  const asDeployer = await mcp(deployer.token);
-  const names = (await asDeployer.listTools()).tools.map((x) => x.name);
-  t.true(names.includes("deploy_application"), names.join(","));
-  t.false(names.includes("exec_command"), names.join(","));
-  const call = await asDeployer.callTool({
-    name: "exec_command",
-    arguments: { server_id: c.serverId, command: "podman inspect --all" },
-  });
-  t.true(call.isError);
-  t.regex(JSON.stringify(call.content), /HTTP 403: .*needs the owner role or the exec grant/);
-  const viewerTools = (await (await mcp(viewer.token)).listTools()).tools.map((x) => x.name);
-  t.false(viewerTools.includes("deploy_application"), viewerTools.join(","));
-  t.false(viewerTools.includes("restart_container"), viewerTools.join(","));
-  t.true(viewerTools.includes("list_applications"), viewerTools.join(","));
-  t.is(await ops(), before, "no operation was created");
-});
+test.serial(
+  "roles - a deployer (the old member) cannot exec through MCP or HTTP, and nothing runs; a viewer cannot deploy",
+  async (t) => {
+    const deployer = members.find((m) => m.label === "deployer")!;
+    const viewer = members.find((m) => m.label === "viewer")!;
+    const ops = async () =>
+      Number(
+        (await c.db.query("SELECT COUNT(*) AS n FROM operations WHERE tenant_id = ?", [c.tenantId]))[0].n,
+      );
+    const before = await ops();
+    const exec = await request(c, "/api/automation/v1/exec", {
+      key: deployer.token,
+      body: { server_id: c.serverId, command: "podman inspect --all" },
+    });
+    t.is(exec.status, 403);
+    t.regex(String(exec.json.detail), /needs the owner role or the exec grant; you are a deployer/);
+    // MCP: the tool is not listed, and a call of it is refused by the same API.
+    const mcp = async (token: string) => {
+      const client = new Client({ name: "relayctl-test", version: "1.0.0" });
+      await client.connect(
+        new StreamableHTTPClientTransport(new URL(`${c.baseUrl}/mcp`), {
+          requestInit: { headers: { authorization: `Bearer ${token}` } },
+        }),
+      );
+      onCleanup(() => client.close());
+      return client;
+    };
+    const asDeployer = await mcp(deployer.token);
+    const names = (await asDeployer.listTools()).tools.map((x) => x.name);
+    t.true(names.includes("deploy_application"), names.join(","));
+    t.false(names.includes("exec_command"), names.join(","));
+    const call = await asDeployer.callTool({
+      name: "exec_command",
+      arguments: { server_id: c.serverId, command: "podman inspect --all" },
+    });
+    t.true(call.isError);
+    t.regex(JSON.stringify(call.content), /HTTP 403: .*needs the owner role or the exec grant/);
+    const viewerTools = (await (await mcp(viewer.token)).listTools()).tools.map((x) => x.name);
+    t.false(viewerTools.includes("deploy_application"), viewerTools.join(","));
+    t.false(viewerTools.includes("restart_container"), viewerTools.join(","));
+    t.true(viewerTools.includes("list_applications"), viewerTools.join(","));
+    t.is(await ops(), before, "no operation was created");
+  },
+);
 
 test("roles - only an owner changes roles and grants; the last owner cannot step down; each change is audited", async (t) => {
   const deployer = members.find((m) => m.label === "deployer")!;

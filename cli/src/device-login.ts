@@ -52,8 +52,21 @@ function openBrowser(url: string): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function deviceLogin(baseUrl: string, opts: { browser: boolean }): Promise<Credentials> {
-  const start = await postForm(`${baseUrl}/oauth/device/code`, { client_id: CLIENT_ID });
+/**
+ * The OAuth scopes the CLI asks for: its commands read, deploy, run commands and
+ * manage (applications, keys, people), so all of them; the person's role still
+ * decides what the login may do. `relayctl login --scope read` asks for less.
+ */
+export const CLI_SCOPES = "read deploy exec admin";
+
+export async function deviceLogin(
+  baseUrl: string,
+  opts: { browser: boolean; scope?: string },
+): Promise<Credentials> {
+  const start = await postForm(`${baseUrl}/oauth/device/code`, {
+    client_id: CLIENT_ID,
+    scope: opts.scope ?? CLI_SCOPES,
+  });
   if (!start.res.ok)
     throw new CliError(
       errorLine(start.res.status, start.text),

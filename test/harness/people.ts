@@ -162,9 +162,12 @@ export async function postForm(baseUrl: string, path: string, params: Record<str
   return { status: res.status, json, text, headers: res.headers };
 }
 
-/** A whole device flow for `browser`'s signed-in person: the token answer. */
-export async function deviceTokens(baseUrl: string, browser: Browser) {
-  const d = await postForm(baseUrl, "/oauth/device/code", { client_id: "relayctl-cli" });
+/**
+ * A whole device flow for `browser`'s signed-in person: the token answer. `scope`: what the
+ * CLI asks for by default (every scope: the person's role decides), or less.
+ */
+export async function deviceTokens(baseUrl: string, browser: Browser, scope = "read deploy exec admin") {
+  const d = await postForm(baseUrl, "/oauth/device/code", { client_id: "relayctl-cli", scope });
   await browser.answerDevice(String(d.json.verification_uri_complete), "approve");
   const r = await postForm(baseUrl, "/oauth/token", {
     grant_type: "urn:ietf:params:oauth:grant-type:device_code",

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { CLIENT_ID, baseUrlOf, fetchOrFail } from "../client.js";
 import { loadCredentials, removeCredentials } from "../credentials.js";
 import { ctxOf } from "../context.js";
-import { deviceLogin } from "../device-login.js";
+import { CLI_SCOPES, deviceLogin } from "../device-login.js";
 import { emit, printFields } from "../output.js";
 
 export function registerAuth(program: Command): void {
@@ -11,14 +11,19 @@ export function registerAuth(program: Command): void {
     .command("login")
     .description("sign in with your browser (OAuth device flow); saves the login in your config dir (0600)")
     .option("--no-browser", "do not try to open a browser; just print the address and code")
+    .option(
+      "--scope <scopes>",
+      "OAuth scopes to ask for, space-separated: read, deploy, exec, admin (your role still limits them)",
+      CLI_SCOPES,
+    )
     .addHelpText(
       "after",
-      "\nExamples:\n  relayctl login --url https://relayctl.example.com\n  relayctl login --no-browser",
+      '\nExamples:\n  relayctl login --url https://relayctl.example.com\n  relayctl login --no-browser\n  relayctl login --scope "read deploy"   # a login that cannot run commands or change settings',
     )
-    .action(async (o: { browser: boolean }, cmd: Command) => {
+    .action(async (o: { browser: boolean; scope: string }, cmd: Command) => {
       const g = cmd.optsWithGlobals() as { url?: string; json?: boolean };
       const url = baseUrlOf(g, loadCredentials());
-      await deviceLogin(url, { browser: o.browser });
+      await deviceLogin(url, { browser: o.browser, scope: o.scope });
       const { api, json } = ctxOf(cmd);
       const me = await api.call("GET", "/api/me", "dashboard");
       emit(json, me, () => {

@@ -50,6 +50,8 @@ export const usersRoutes = (ctx: ApiContext): RouteSpec[] => [
         user: p.user,
         // What this person may call ("METHOD /url" as declared): the dashboard hides the rest.
         may: permissionsOf(req.server, p),
+        // An OAuth token's scopes (its power within the role); a session has the whole role.
+        ...(p.scopes ? { scopes: p.scopes } : {}),
         ...(p.session ? { csrf_token: p.session.csrf } : {}),
       };
     },

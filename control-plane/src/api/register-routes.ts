@@ -62,11 +62,14 @@ function check(spec: RouteSpec, credentials: readonly Credential[]): void {
     throw new Error(`route ${where}: beside an automation key, a web session may only read (GET)`);
 }
 
-/** 403 when a person's role (or grant) is below what the route needs; keys are checked by their own scope. */
+/**
+ * 403 when a person's role (or grant) is below what the route needs, or their OAuth
+ * token lacks the route's scope; keys are checked by their own scope.
+ */
 function requireRole(req: FastifyRequest, needs: Needs | null): void {
   const user = req.principal?.user;
   if (!needs || !user) return;
-  const why = personRefusal(user, needs);
+  const why = personRefusal(user, needs, req.principal.scopes);
   if (why) throw new RcError("RC_ERR_ROLE_FORBIDDEN", `${req.method} ${req.routeOptions.url} ${why}`);
 }
 
@@ -134,7 +137,7 @@ export function permissionsOf(app: FastifyInstance, p: Principal): string[] {
   return manifestOf(app).flatMap((spec) => {
     const needs = needsOf(spec);
     if (!needs || !credentialsOf(spec.access).includes("access_token")) return [];
-    if (personRefusal(user, needs) !== null) return [];
+    if (personRefusal(user, needs, p.scopes) !== null) return [];
     return [spec.method].flat().map((m) => `${m} ${spec.url}`);
   });
 }

@@ -35,6 +35,11 @@ export interface Principal {
   rateLimit: number;
   /** A person (an access token or a web session): the actor of what they do. */
   user?: UserRef;
+  /**
+   * An OAuth access token's scopes (auth/roles.ts): what the token may do within its
+   * person's role. Unset for every other credential (a web session has the whole role).
+   */
+  scopes?: string[];
   /** A web session's id and CSRF token (the dashboard reads the token from GET /api/me). */
   session?: { id: string; csrf: string };
 }
@@ -56,6 +61,7 @@ export function personPrincipal(
   tenantId: string,
   rateLimit: number,
   session?: { id: string; csrf: string },
+  scopes?: string[],
 ): Principal {
   return {
     kind,
@@ -66,6 +72,7 @@ export function personPrincipal(
     rateLimit,
     user,
     ...(session ? { session } : {}),
+    ...(scopes ? { scopes } : {}),
   };
 }
 

@@ -30,6 +30,8 @@ function resourceMetadata(issuer: string) {
     authorization_servers: [issuer],
     bearer_methods_supported: ["header"],
     resource_name: "relayctl",
+    // What the tools need (docs/people-and-cli.md#oauth-scopes): no admin, which no tool uses.
+    scopes_supported: ["read", "deploy", "exec"],
     resource_documentation: `${issuer}/device`,
   };
 }

@@ -23,7 +23,7 @@ export type ToolNeeds = (tool: ToolSpec) => Needs;
 
 /** Whether the credential may use the tool: a person by role and grant; a key its operations, never the dashboard API. */
 export function allowed(tool: ToolSpec, p: Principal, needs: ToolNeeds): boolean {
-  if (p.user) return personRefusal(p.user, needs(tool)) === null;
+  if (p.user) return personRefusal(p.user, needs(tool), p.scopes) === null;
   if (tool.needs === "dashboard") return false;
   return tool.needs === null || p.operations.length === 0 || p.operations.includes(tool.needs);
 }

@@ -13,6 +13,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import { type OAuthClient, findClient } from "./clients.js";
 import { OAuthError, type OAuthErrorCode } from "./errors.js";
+import { grantedScope } from "./scopes.js";
 import { pruneRows } from "../db/prune.js";
 import { type TokenResponse, clearExpiredTokens, revokeFamily, startFamily } from "./tokens.js";
 import { transactionRetrying } from "../db/retry.js";
@@ -86,7 +87,12 @@ export async function checkAuthorizationRequest(
     throw fail("invalid_request", "code_challenge is not a base64url SHA-256 (43 characters)");
   if (p.resource !== undefined && !resources.includes(p.resource.replace(/\/$/, "")))
     throw fail("invalid_target", `resource must be one of ${resources.join(", ")}`);
-  const scope = p.scope?.trim() ? p.scope.trim().slice(0, 255) : null;
+  let scope: string;
+  try {
+    scope = grantedScope(p.scope);
+  } catch (err) {
+    throw err instanceof OAuthError ? fail(err.error, err.description) : err;
+  }
   return { client, redirectUri, state: p.state, codeChallenge: p.code_challenge, scope };
 }
 

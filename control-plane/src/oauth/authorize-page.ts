@@ -21,6 +21,7 @@ import {
   clientRedirect,
 } from "./authorization-code.js";
 import { issuerOf } from "./routes.js";
+import { scopeList } from "./scopes.js";
 
 export const AUTHORIZE_PATH = "/oauth/authorize";
 /** The request's parameters, carried from the query into the consent form. */
@@ -117,8 +118,9 @@ export function authorizePageRoutes(ctx: ApiContext): RouteSpec[] {
       reply,
       200,
       "Allow access?",
-      html`<p><strong>${r.client.name}</strong> asks to act as <strong>${email}</strong> (${role}) with
-everything your account can do.</p>
+      html`<p><strong>${r.client.name}</strong> asks to act as <strong>${email}</strong> (${role}) with the
+scopes <code>${r.scope ?? ""}</code>:</p>
+${scopeList(r.scope ?? "")}
 <p>It will be sent back to <code>${new URL(r.redirectUri).origin}</code>. The application chose its own name
 when it registered: approve only if you just started this sign-in yourself.</p>
 <form method="post" action="${AUTHORIZE_PATH}">${csrfField(csrf)}

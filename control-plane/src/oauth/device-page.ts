@@ -12,6 +12,7 @@ import { RcError } from "../errors.js";
 import type { ApiContext } from "../http/context.js";
 import { type RouteSpec, route } from "../http/route.js";
 import { findClient } from "./clients.js";
+import { scopeList } from "./scopes.js";
 import { decide, displayUserCode, findPendingByUserCode, normalizeUserCode } from "./device.js";
 
 function codeForm(reply: FastifyReply, s: WebSession, status: number, code: string, error?: string) {
@@ -100,7 +101,8 @@ export function devicePageRoutes(ctx: ApiContext): RouteSpec[] {
           200,
           "Approve this device?",
           html`<p><strong>${client?.name ?? row.client_id}</strong> (<code>${row.client_id}</code>) asks to act as
-<strong>${s.user.email}</strong> (${s.user.role}) with everything your account can do.</p>
+<strong>${s.user.email}</strong> (${s.user.role}) with the scopes <code>${row.scope ?? ""}</code>:</p>
+${scopeList(row.scope ?? "")}
 <p>Code: <code>${displayUserCode(code)}</code>. Approve only if your device shows this same code.</p>
 <form method="post" action="/device/decision">${csrfField(s.csrf)}<input type="hidden" name="user_code" value="${code}">
 <button type="submit" name="decision" value="approve">Approve</button>

@@ -11,6 +11,7 @@ import type { Role } from "../accounts/users.js";
 import { type Principal, type UserRef, personPrincipal } from "../auth/principal.js";
 import { type RateWindow, enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
+import { tokenScopes } from "./scopes.js";
 import { findToken } from "./tokens.js";
 
 export type { UserRef } from "../auth/principal.js";
@@ -55,5 +56,12 @@ export async function admitAccessToken(
   await enforceRateLimit(db, req.log, reply, req.keyActor, req.ip, windows);
   if (row.revoked_at !== null || u.disabled_at !== null) throw new RcError("RC_ERR_ACCESS_TOKEN_REVOKED");
   if (Number(row.expires_at) <= Date.now()) throw new RcError("RC_ERR_ACCESS_TOKEN_EXPIRED");
-  return personPrincipal("access_token", user, row.tenant_id, windows[0].limit);
+  return personPrincipal(
+    "access_token",
+    user,
+    row.tenant_id,
+    windows[0].limit,
+    undefined,
+    tokenScopes(row.scope),
+  );
 }

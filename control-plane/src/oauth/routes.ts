@@ -8,6 +8,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { LIMITS, countAttempt } from "../accounts/attempt-limits.js";
 import { type FormBody, REPEATED } from "../accounts/form-body.js";
+import { OAUTH_SCOPES } from "../auth/roles.js";
 import type { ApiContext } from "../http/context.js";
 import { publicBaseUrl } from "../http/edge.js";
 import { type RouteSpec, route } from "../http/route.js";
@@ -15,6 +16,7 @@ import { redeemCode } from "./authorization-code.js";
 import { type OAuthClient, findClient, registerClient } from "./clients.js";
 import { createDeviceAuthorization, pollDeviceCode } from "./device.js";
 import { OAuthError, oauthErrorHandler } from "./errors.js";
+import { grantedScope } from "./scopes.js";
 import { refreshTokens, revokeToken } from "./tokens.js";
 
 export const DEVICE_GRANT = "urn:ietf:params:oauth:grant-type:device_code";
@@ -77,7 +79,7 @@ export function oauthRoutes(ctx: ApiContext): RouteSpec[] {
           );
         // Each request holds a user code for minutes: one address cannot take them by the thousand.
         await countAttempt(ctx.db, [{ label: `device-start-ip\n${req.ip}`, limit: LIMITS.deviceStartIp }]);
-        const scope = body.scope ? body.scope.trim() : null;
+        const scope = grantedScope(body.scope);
         return createDeviceAuthorization(ctx.db, cfg, c.id, scope, `${issuerOf(ctx, req)}/device`);
       },
     }),
@@ -166,6 +168,8 @@ export function oauthRoutes(ctx: ApiContext): RouteSpec[] {
           code_challenge_methods_supported: ["S256"],
           authorization_response_iss_parameter_supported: true,
           token_endpoint_auth_methods_supported: ["none"],
+          // What each grants: docs/people-and-cli.md#oauth-scopes (a token never exceeds its person's role).
+          scopes_supported: [...OAUTH_SCOPES],
           revocation_endpoint_auth_methods_supported: ["none"],
           service_documentation: `${issuer}/device`,
         };
