@@ -74,8 +74,8 @@ export interface RunSpec {
   /** Network the container joins (container-network upstream mode). */
   network?: string;
   /**
-   * The container's variables. Only the names reach argv (`--env NAME`); the
-   * values travel in the CLI's environment, which the CLI copies from.
+   * The container's variables, handed to the container only: an env file
+   * (`--env-file`, cli-args.ts), never argv or the CLI's own environment.
    */
   env: Record<string, string>;
   /**
@@ -148,7 +148,7 @@ export function imageIdOf(text: string): string | undefined {
   return m ? `sha256:${m[1]}` : undefined;
 }
 
-/** What can be put in `--env NAME`: a name with "=" in it would carry a value on argv. */
+/** A variable's name as the env file takes it: a name with "=" in it would shift its value. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Docker's rule for container names (daemon/names.RestrictedNamePattern), at most 255 long. */
