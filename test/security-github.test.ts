@@ -7,6 +7,7 @@
 //   and refused before being read when they cannot be signed;
 // - 14: a captured signed body replayed under a new X-GitHub-Delivery does nothing.
 import { createHmac, randomBytes, randomUUID } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import test from "ava";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
@@ -83,6 +84,8 @@ test.before(async () => {
       RELAYCTL_GITHUB_API_URL: gh.url,
       RELAYCTL_GITHUB_WEB_URL: gh.url,
       RELAYCTL_PUBLIC_URL: "https://relayctl.example",
+      // Low enough for the last test to reach; the tests before it send far fewer.
+      RELAYCTL_GITHUB_WEBHOOK_PER_IP_PER_MINUTE: "100",
     },
   });
   alice = await createOwner(c.db.url, c.tenantId);
@@ -178,5 +181,133 @@ test.serial(
     t.like(bound, [
       { installation_id: MINE, github_user: "alice-gh", actor: { key_type: "user", user_id: alice.id } },
     ]);
+  },
+);
+
+/** A POST to the webhook whose body is sent only as the test says: the answer, whenever it comes. */
+function openBody(headers: Record<string, string>, length: number) {
+  const url = new URL(`${c.baseUrl}/webhooks/github`);
+  const req = httpRequest({
+    host: url.hostname,
+    port: url.port,
+    path: url.pathname,
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-github-event": "ping",
+      "x-github-delivery": randomUUID(),
+      "content-length": String(length),
+      ...headers,
+    },
+  });
+  const answer = new Promise<{ status: number; retryAfter: string | undefined; body: string }>(
+    (resolve, reject) => {
+      req.once("response", (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => {
+          body += d;
+        });
+        res.once("end", () =>
+          resolve({ status: res.statusCode ?? 0, retryAfter: res.headers["retry-after"], body }),
+        );
+      });
+      req.once("error", reject);
+    },
+  );
+  // A request the test destroys before its answer rejects: that is expected.
+  answer.catch(() => undefined);
+  req.flushHeaders();
+  return { req, answer };
+}
+
+const within = <T>(p: Promise<T>, ms: number, what: string) =>
+  Promise.race([
+    p,
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`no answer in ${ms} ms: ${what}`)), ms),
+    ),
+  ]);
+
+const deliveryCount = async () =>
+  Number((await c.db.query<{ n: number }>("SELECT COUNT(*) AS n FROM github_deliveries"))[0]!.n);
+
+test.serial(
+  "security - webhook bodies are refused unread when unsigned, bounded to 4 unverified at once (503 + Retry-After), and cut off after 10 s",
+  async (t) => {
+    const before = await deliveryCount();
+    const big = 24 * 1024 * 1024;
+    // No signature: it cannot be GitHub's, and is answered before a byte of its body is sent.
+    const unsigned = openBody({}, big);
+    t.is((await within(unsigned.answer, 5000, "an unsigned body")).status, 401);
+    unsigned.req.destroy();
+    // Past GitHub's 25 MB maximum: 413 on its Content-Length (and the api lives on
+    // past the 10 s deadline of the body it never read: checked below).
+    const tooLarge = JSON.stringify({ zen: "x".repeat(25 * 1024 * 1024), hook_id: 4 });
+    t.is((await deliver("ping", tooLarge)).status, 413);
+
+    // Five bodies that look signed, sent slowly: four take the four slots, and
+    // the fifth to arrive is refused before its body is read, with when to retry.
+    const fake = { "x-hub-signature-256": `sha256=${"0".repeat(64)}` };
+    const held = Array.from({ length: 5 }, () => openBody(fake, big));
+    for (const h of held) h.req.write(Buffer.alloc(64 * 1024, 0x20));
+    const first = await within(
+      Promise.race(held.map((h, i) => h.answer.then((a) => ({ i, a })))),
+      8000,
+      "an answer to one of five bodies",
+    );
+    const fifth = first.a;
+    t.is(fifth.status, 503, fifth.body);
+    t.is(fifth.retryAfter, "5");
+    t.regex(JSON.parse(fifth.body).detail, /too many webhook bodies/);
+    held.splice(first.i, 1)[0]!.req.destroy();
+    // Even a genuine delivery waits while the slots are held.
+    const busy = await deliver("ping", JSON.stringify({ zen: "busy", hook_id: 1 }));
+    t.is(busy.status, 503);
+
+    // GitHub's own 10 s: a body still arriving then is cut off (400) and frees its slot.
+    const cut = await Promise.all(held.map((h) => within(h.answer, 20_000, "a held body")));
+    for (const r of cut) {
+      t.is(r.status, 400, r.body);
+      t.regex(JSON.parse(r.body).detail, /did not arrive within 10 s/);
+    }
+    for (const h of held) h.req.destroy();
+    t.is(await deliveryCount(), before, "nothing unverified was recorded");
+
+    // The slots free again: GitHub's 25 MB maximum still holds for a signed body.
+    // Exactly GitHub's maximum.
+    const overhead = JSON.stringify({ zen: "", hook_id: 2 }).length;
+    const large = JSON.stringify({ zen: "x".repeat(25 * 1024 * 1024 - overhead), hook_id: 2 });
+    const ok = await deliver("ping", large);
+    t.is(ok.status, 202, JSON.stringify(ok.json));
+    const tampered = await deliver("ping", large.replace('"hook_id":2', '"hook_id":3'), {
+      signature: sign(large),
+    });
+    t.is(tampered.status, 401, "the streamed HMAC covers every byte");
+    t.is(await deliveryCount(), before + 1);
+  },
+);
+
+// Last: it leaves this source over its limit for up to a minute.
+test.serial(
+  "security - webhook requests past a source IP's limit a minute are 429 before their body is read",
+  async (t) => {
+    const before = await deliveryCount();
+    let limited: { status: number; headers: Headers; json: { detail?: string } } | undefined;
+    // 100 a minute; a fixed window may turn over once meanwhile.
+    for (let i = 0; i < 210 && !limited; i++) {
+      const r = await deliver("ping", JSON.stringify({ zen: "forged", hook_id: i }), {
+        signature: `sha256=${"0".repeat(64)}`,
+      });
+      if (r.status === 429) limited = r;
+      else t.is(r.status, 401);
+    }
+    t.truthy(limited, "no 429 after 210 requests");
+    t.regex(String(limited!.json.detail), /more than 100 webhook requests a minute from this address/);
+    const retryAfter = Number(limited!.headers.get("retry-after"));
+    t.true(retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
+    // Even a genuine delivery from this source waits for the next window; nothing is recorded.
+    t.is((await deliver("ping", JSON.stringify({ zen: "late", hook_id: 5 }))).status, 429);
+    t.is(await deliveryCount(), before);
   },
 );

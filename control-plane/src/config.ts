@@ -155,6 +155,10 @@ const schema = z
     RELAYCTL_GITHUB_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.github.com"),
     /** Deadline of a deployment started by a push (seconds). @default 600 */
     RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS: int(1, 3600).default(600),
+    /** Webhook bodies read at once before their signature is known, per api process; 503 beyond. @default 4 */
+    RELAYCTL_GITHUB_WEBHOOK_CONCURRENT_BODIES: int(1, 64).default(4),
+    /** Webhook requests one source IP may send a minute; 429 beyond. @default 300 */
+    RELAYCTL_GITHUB_WEBHOOK_PER_IP_PER_MINUTE: int(1, 100_000).default(300),
     /** GitHub's web address, for install links and the OAuth code exchange (GHES: https://HOST). @default https://github.com */
     RELAYCTL_GITHUB_WEB_URL: z.url({ protocol: /^https?$/ }).default("https://github.com"),
     /**
@@ -295,6 +299,8 @@ export interface Config {
   /** The GitHub App; undefined when not configured (its endpoints answer 503). */
   github: GitHubAppConfig | undefined;
   githubDeployTimeoutSeconds: number;
+  /** /webhooks/github's bounds before a body is verified. */
+  githubWebhook: { concurrentBodies: number; perIpPerMinute: number };
   /** RELAYCTL_PUBLIC_URL without a trailing slash. */
   publicUrl: string | undefined;
   /** RELAYCTL_APPS_URL parsed (applications/app-url.ts); undefined when unset. */
@@ -434,6 +440,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     auditHmacKey: c.RELAYCTL_AUDIT_HMAC_KEY,
     github: githubApp(c),
     githubDeployTimeoutSeconds: c.RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS,
+    githubWebhook: {
+      concurrentBodies: c.RELAYCTL_GITHUB_WEBHOOK_CONCURRENT_BODIES,
+      perIpPerMinute: c.RELAYCTL_GITHUB_WEBHOOK_PER_IP_PER_MINUTE,
+    },
     publicUrl: c.RELAYCTL_PUBLIC_URL?.replace(/\/+$/, ""),
     appsUrl,
     allowLocalGitSources: c.RELAYCTL_ALLOW_LOCAL_GIT_SOURCES,

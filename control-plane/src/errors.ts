@@ -97,6 +97,10 @@ export const ERRORS = {
     status: 401,
     detail: "missing or wrong X-Hub-Signature-256 for this body and the App's webhook secret",
   },
+  RC_ERR_WEBHOOK_BUSY: {
+    status: 503,
+    detail: "too many webhook bodies are being read before their signature is checked: retry after Retry-After",
+  },
   RC_ERR_GITHUB_STATE_INVALID: {
     status: 400,
     detail: "the install state is invalid, expired or already used: ask relayctl for a new install link",

@@ -1,8 +1,8 @@
 // The one way relayctl talks to GitHub as its App: the App JWT and installation
 // tokens come from @octokit/auth-app (no hand-written JWT), requests go through
 // @octokit/request against RELAYCTL_GITHUB_API_URL (GitHub Enterprise Server
-// works by changing it), and webhook signatures are checked by @octokit/webhooks
-// (constant-time HMAC-SHA256). The installing user's OAuth code is exchanged
+// works by changing it); webhook signatures are checked as the body streams
+// (webhook-route.ts). The installing user's OAuth code is exchanged
 // with plain fetch (authorizingUser): its token is used for two questions and
 // dropped, and fetch's errors carry no headers that could leak it into a log.
 // The octokit packages are ESM-only: loaded with
@@ -61,14 +61,12 @@ export class GitHubApp {
     /** Requests with an installation token the caller puts in `authorization`. */
     private readonly request: RequestFn,
     private readonly auth: AuthFn & { hook: unknown },
-    private readonly verifier: { verify(payload: string, signature: string): Promise<boolean> },
   ) {}
 
   static async create(config: GitHubAppConfig): Promise<GitHubApp> {
-    const [{ request }, { createAppAuth }, { Webhooks }] = await Promise.all([
+    const [{ request }, { createAppAuth }] = await Promise.all([
       import("@octokit/request"),
       import("@octokit/auth-app"),
-      import("@octokit/webhooks"),
     ]);
     const base = request.defaults({
       baseUrl: config.apiUrl,
@@ -87,18 +85,7 @@ export class GitHubApp {
       authed as unknown as RequestFn,
       base as unknown as RequestFn,
       auth as unknown as AuthFn & { hook: unknown },
-      new Webhooks({ secret: config.webhookSecret }),
     );
-  }
-
-  /** Constant-time check of `X-Hub-Signature-256` over the body's exact bytes. */
-  async verify(raw: Buffer, signature: string | undefined): Promise<boolean> {
-    if (!signature || raw.length === 0) return false;
-    const text = raw.toString("utf8");
-    // The library signs a string; a body that is not valid UTF-8 would not
-    // round-trip to the same bytes, so it is refused rather than re-encoded.
-    if (!Buffer.from(text, "utf8").equals(raw)) return false;
-    return this.verifier.verify(text, signature).catch(() => false);
   }
 
   /** GET /app/installations/{id} with the App JWT; undefined when GitHub does not know it. */

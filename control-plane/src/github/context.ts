@@ -11,6 +11,8 @@ export interface GitHubContext {
   log: Logger;
   /** Deadline of a push deployment (RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS). */
   deployTimeoutSeconds: number;
+  /** Bounds of /webhooks/github before a body is verified (RELAYCTL_GITHUB_WEBHOOK_*). */
+  webhook: { concurrentBodies: number; perIpPerMinute: number };
   /** RELAYCTL_PUBLIC_URL: links in commit statuses, the setup URL. */
   publicUrl: string | undefined;
 }

@@ -33,6 +33,7 @@ export async function startGitHub(
     app,
     log,
     deployTimeoutSeconds: config.githubDeployTimeoutSeconds,
+    webhook: config.githubWebhook,
     publicUrl: config.publicUrl,
   };
   // Every deployment of a linked application (push or not) fetches with a token minted for it.
