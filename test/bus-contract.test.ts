@@ -119,6 +119,29 @@ for (const [name, open] of Object.entries(adapters)) {
     t.deepEqual(received.at(-1), routeSync);
   });
 
+  test(`bus contract (${name}) - progress announcements and the done event wake the operation's live log, and only its`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const [id, other] = [uuid(), uuid()];
+    const heard: string[] = [];
+    const unsubscribe = await bus.api.subscribeProgress(id, (what) => heard.push(what));
+    bus.gateway.publishProgress(other);
+    bus.gateway.publishProgress(id);
+    bus.gateway.publishProgress(id);
+    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, result: undefined });
+    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, result: undefined });
+    await pollUntil(async () => (heard.length === 3 ? true : undefined), {
+      what: "3 wake-ups",
+      timeoutMs: 5000,
+    });
+    t.deepEqual(heard, ["progress", "progress", "done"]);
+    unsubscribe();
+    bus.gateway.publishProgress(id);
+    // A round trip after the publish: had the unsubscribed handler been called, it would have been by now.
+    await bus.api.ping(5000);
+    t.is(heard.length, 3);
+  });
+
   test(`bus contract (${name}) - live output reaches its one subscriber in order, and a cancel reaches the server's gateway`, async (t) => {
     const bus = await open();
     t.teardown(() => bus.close());

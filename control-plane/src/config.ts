@@ -210,6 +210,10 @@ const schema = z
     RELAYCTL_LOGS_FOLLOWS_PER_TENANT: int(1, 100_000).default(20),
     /** A log follow ends (`event: end`, reason max_time) after this many seconds. @default 3600 */
     RELAYCTL_LOGS_FOLLOW_MAX_SECONDS: int(10, 24 * 3600).default(3600),
+    /** Deployment live logs (GET .../deployments/{id}/log) open at once per credential (429 beyond). @default 10 */
+    RELAYCTL_LIVE_LOG_STREAMS_PER_KEY: int(1, 1000).default(10),
+    /** Deployment live logs open at once per tenant (429 beyond). @default 50 */
+    RELAYCTL_LIVE_LOG_STREAMS_PER_TENANT: int(1, 100_000).default(50),
     /** pino log level. @default info */
     RELAYCTL_LOG_LEVEL: z
       .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])
@@ -310,6 +314,8 @@ export interface Config {
   logLevel: Raw["RELAYCTL_LOG_LEVEL"];
   /** Application logs: bounds of the follows each api instance serves (applications/logs-limits.ts). */
   logs: { followsPerKey: number; followsPerTenant: number; followMaxSeconds: number };
+  /** Deployment live logs: the same kind of bounds (deployments/live-log.ts). */
+  liveLog: { followsPerKey: number; followsPerTenant: number };
   /** Prometheus metrics: the gateway role's HTTP listener (undefined: off) and the optional scrape token. */
   metrics: { gatewayListen: { host: string; port: number } | undefined; token: string | undefined };
   tracing: Raw["RELAYCTL_TRACING"];
@@ -452,6 +458,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       followsPerKey: c.RELAYCTL_LOGS_FOLLOWS_PER_KEY,
       followsPerTenant: c.RELAYCTL_LOGS_FOLLOWS_PER_TENANT,
       followMaxSeconds: c.RELAYCTL_LOGS_FOLLOW_MAX_SECONDS,
+    },
+    liveLog: {
+      followsPerKey: c.RELAYCTL_LIVE_LOG_STREAMS_PER_KEY,
+      followsPerTenant: c.RELAYCTL_LIVE_LOG_STREAMS_PER_TENANT,
     },
     metrics: {
       gatewayListen:

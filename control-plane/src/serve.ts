@@ -90,8 +90,11 @@ export async function serve(
         heartbeatIntervalMs: config.heartbeatIntervalMs,
         leaseMs: config.leaseMs,
         progress: async (serverId, p) => {
-          if (p.progress?.$case === "deploy")
+          if (p.progress?.$case === "deploy") {
             await recordProgress(db, serverId, p.operationId, p.seq, p.progress.deploy);
+            // Stored, then announced: live logs read it now (deployments/live-log.ts).
+            bus.publishProgress(p.operationId);
+          }
         },
       },
       config.gatewayListen,

@@ -16,19 +16,23 @@ export class FollowLimits {
   readonly #byKey = new Map<string, number>();
   readonly #byTenant = new Map<string, number>();
 
-  constructor(private readonly bounds: FollowBounds) {}
+  /** `what`: the streams counted, as the refusal names them (deployments' live logs reuse this). */
+  constructor(
+    private readonly bounds: FollowBounds,
+    private readonly what = "log follows",
+  ) {}
 
   /** Takes a place for one follow (429 when either bound is reached); call the returned release once. */
   acquire(keyId: string, tenantId: string): () => void {
     const key = this.#byKey.get(keyId) ?? 0;
     if (key >= this.bounds.followsPerKey)
       throw refused(
-        `at most ${this.bounds.followsPerKey} log follows may be open at once per key: close one first`,
+        `at most ${this.bounds.followsPerKey} ${this.what} may be open at once per key: close one first`,
       );
     const tenant = this.#byTenant.get(tenantId) ?? 0;
     if (tenant >= this.bounds.followsPerTenant)
       throw refused(
-        `at most ${this.bounds.followsPerTenant} log follows may be open at once per tenant: close one first`,
+        `at most ${this.bounds.followsPerTenant} ${this.what} may be open at once per tenant: close one first`,
       );
     this.#byKey.set(keyId, key + 1);
     this.#byTenant.set(tenantId, tenant + 1);

@@ -8,6 +8,8 @@
 //               caller that waits anyway send()s instead: only a refusal is answered.
 // gateway side: serveServer() while it holds an agent's stream; publishDone() after
 //               a result is stored; takeovers close older streams of a server.
+// Stored progress announced (publishProgress) so a deployment's live log reads
+// it when it is written, not on a timer (subscribeProgress, also woken by done).
 // Live output relayed, never stored (a LogsJob's lines): the gateway publishLive()s
 // each LogsOutput of such a job, the api that started it listens with
 // subscribeLive() (before dispatch) and stops it with cancelJob().
@@ -89,6 +91,20 @@ export interface JobBus {
    * in place (call it before dispatch). Throws BusUnavailableError when the bus is down.
    */
   subscribeLive(operationId: string, handler: (output: LogsOutput) => void): Promise<Unsubscribe>;
+  /**
+   * Whoever stores a progress message of an operation (the gateway) or a line of
+   * its log (the api's queue lines) announces it after the write; unanswered, no
+   * payload: the database stays the record, this only says "read it now".
+   */
+  publishProgress(operationId: string): void;
+  /**
+   * Api: wakes `handler` when the operation's stored progress changed (`progress`)
+   * or it finished (`done`, publishDone's event): a deployment's live log reads
+   * the database then, not on a timer. Resolves once the subscription is in
+   * place (subscribe, then read, so nothing is missed). Throws
+   * BusUnavailableError when the bus is down.
+   */
+  subscribeProgress(operationId: string, handler: (what: "progress" | "done") => void): Promise<Unsubscribe>;
   /** Api: asks the gateway holding the server's agent to stop the job (a CancelJob); unanswered. */
   cancelJob(serverId: string, operationId: string): void;
   /** Gateway: the cancellations of the server's jobs, while it holds the agent's stream. */
@@ -105,6 +121,10 @@ export const subjects = {
   job: (serverId: string) => `relayctl.v1.agent.${serverId}.job`,
   takeover: (serverId: string) => `relayctl.v1.agent.${serverId}.takeover`,
   done: (operationId: string) => `relayctl.v1.op.${operationId}.done`,
+  /** "The operation's stored progress changed" (empty payload): a live log's wake-up. */
+  progress: (operationId: string) => `relayctl.v1.op.${operationId}.progress`,
+  /** done and progress of one operation, one subscription. */
+  opEvents: (operationId: string) => `relayctl.v1.op.${operationId}.*`,
   /**
    * The reply subject of a send(): a job whose reply is under this prefix is answered only when
    * it is refused (`DispatchReply` with on_stream false, or NATS's no-responders status).

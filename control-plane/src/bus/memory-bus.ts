@@ -94,6 +94,24 @@ export class MemoryBus implements JobBus {
     return () => this.events.off(`live:${operationId}`, listener);
   }
 
+  publishProgress(operationId: string): void {
+    this.events.emit(`progress:${operationId}`);
+  }
+
+  async subscribeProgress(
+    operationId: string,
+    handler: (what: "progress" | "done") => void,
+  ): Promise<Unsubscribe> {
+    const onProgress = () => handler("progress");
+    const onDone = () => handler("done");
+    this.events.on(`progress:${operationId}`, onProgress);
+    this.events.on(`done:${operationId}`, onDone);
+    return () => {
+      this.events.off(`progress:${operationId}`, onProgress);
+      this.events.off(`done:${operationId}`, onDone);
+    };
+  }
+
   cancelJob(serverId: string, operationId: string): void {
     this.events.emit(`cancel:${serverId}`, codec.cancel.encode(operationId));
   }

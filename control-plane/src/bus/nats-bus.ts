@@ -334,6 +334,31 @@ class NatsBus implements JobBus {
     return () => sub.unsubscribe();
   }
 
+  publishProgress(operationId: string): void {
+    this.publish(subjects.progress(operationId), new Uint8Array(0));
+  }
+
+  /** One SUB per followed operation and api instance (live-log.ts shares it between streams). */
+  async subscribeProgress(
+    operationId: string,
+    handler: (what: "progress" | "done") => void,
+  ): Promise<Unsubscribe> {
+    this.ensureConnected();
+    const done = subjects.done(operationId);
+    const sub = this.nc.subscribe(subjects.opEvents(operationId), {
+      callback: (err, msg) => {
+        if (!err) handler(msg.subject === done ? "done" : "progress");
+      },
+    });
+    try {
+      await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
+    } catch (err) {
+      sub.unsubscribe();
+      throw new BusUnavailableError(err);
+    }
+    return () => sub.unsubscribe();
+  }
+
   cancelJob(serverId: string, operationId: string): void {
     this.publish(subjects.cancel(serverId), codec.cancel.encode(operationId));
   }

@@ -32,7 +32,7 @@ import { urlsOf } from "../applications/hosts.js";
 import { type ApplicationRow, getApplication } from "../applications/store.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
-import { streamDeploymentLog } from "./live-log.js";
+import { LiveLogs } from "./live-log.js";
 import { type RollbackTarget, listReleases, rollbackTarget } from "./releases.js";
 import { getDeployment, listDeployments } from "./view.js";
 
@@ -73,6 +73,7 @@ const actorOf = (req: FastifyRequest) => auditActor(req.principal, req.ip);
  * (else closing would wait until every followed deployment finished).
  */
 export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteSpec[] => {
+  const liveLogs = new LiveLogs(ctx.db, ctx.bus, ctx.config.liveLog);
   /** The application of the path, in the key's own tenant; 404 otherwise. */
   const scoped = async (req: FastifyRequest, p: { tenant_id: string; application_id: string }) => {
     const tenantId = req.principal.tenantId;
@@ -232,8 +233,7 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
       schema: { params: deploymentParams },
       handler: async (req, reply) => {
         const application = await scoped(req, req.params);
-        await streamDeploymentLog(
-          ctx.db,
+        await liveLogs.stream(
           reply,
           {
             tenantId: application.tenant_id,
@@ -241,6 +241,7 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
             deploymentId: req.params.deployment_id,
             appUrl: await urlOf(application),
           },
+          { keyId: req.principal.keyId, tenantId: req.principal.tenantId },
           closing,
         );
       },

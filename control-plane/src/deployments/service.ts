@@ -212,7 +212,7 @@ export class DeployService {
     const end = (status: "failed" | "timeout", why: string) =>
       this.ops.fail(op.id, status, why, Date.now() - op.startedAt);
     try {
-      if (!(await this.#waitTurn(deploymentId, applicationId, deadlineAt)))
+      if (!(await this.#waitTurn(op.id, deploymentId, applicationId, deadlineAt)))
         return void (await end(
           "timeout",
           "deadline passed while an earlier deployment of the application was running",
@@ -260,7 +260,21 @@ export class DeployService {
    * deadline. A wait shows in the deployment's log as a `queue` step, with times:
    * which deployment it waits for, then how long it waited.
    */
-  async #waitTurn(deploymentId: string, applicationId: string, deadlineAt: number): Promise<boolean> {
+  async #waitTurn(
+    operationId: string,
+    deploymentId: string,
+    applicationId: string,
+    deadlineAt: number,
+  ): Promise<boolean> {
+    // Stored, then announced: the deployment's live log reads the line now.
+    const line = async (
+      seq: (typeof QUEUE_SEQ)[keyof typeof QUEUE_SEQ],
+      status: "running" | "succeeded" | "failed",
+      text: string,
+    ) => {
+      await recordQueueLine(this.db, deploymentId, seq, status, text);
+      this.bus.publishProgress(operationId);
+    };
     const mine = await this.db("deployments").where({ id: deploymentId }).first<{ seq: number }>("seq");
     const since = Date.now();
     let waitedFor: string | undefined;
@@ -274,35 +288,17 @@ export class DeployService {
       if (!earlier) {
         if (waitedFor !== undefined) {
           const waited = ((Date.now() - since) / 1000).toFixed(1);
-          await recordQueueLine(
-            this.db,
-            deploymentId,
-            QUEUE_SEQ.ended,
-            "succeeded",
-            `deployment ${waitedFor} finished; waited ${waited} s`,
-          );
+          await line(QUEUE_SEQ.ended, "succeeded", `deployment ${waitedFor} finished; waited ${waited} s`);
         }
         return true;
       }
       if (waitedFor === undefined) {
         waitedFor = earlier.id;
-        await recordQueueLine(
-          this.db,
-          deploymentId,
-          QUEUE_SEQ.waiting,
-          "running",
-          `waiting for deployment ${earlier.id} to finish`,
-        );
+        await line(QUEUE_SEQ.waiting, "running", `waiting for deployment ${earlier.id} to finish`);
       }
       const left = deadlineAt - Date.now();
       if (left <= 0) {
-        await recordQueueLine(
-          this.db,
-          deploymentId,
-          QUEUE_SEQ.ended,
-          "failed",
-          `deadline passed while waiting for deployment ${earlier.id}`,
-        );
+        await line(QUEUE_SEQ.ended, "failed", `deadline passed while waiting for deployment ${earlier.id}`);
         return false;
       }
       await this.#awaitFinish(earlier.operation_id, Math.min(left, TURN_RECHECK_MS));
