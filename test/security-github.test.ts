@@ -288,6 +288,47 @@ test.serial(
   },
 );
 
+test.serial(
+  "security - a signed body replayed under a new X-GitHub-Delivery is not recorded or processed, and is logged and audited",
+  async (t) => {
+    // Alice's installation, bound by the first test.
+    const MINE = 7002;
+    t.is(await boundTo(MINE), c.tenantId);
+    const body = JSON.stringify({
+      action: "added",
+      installation: { id: MINE },
+      repository_selection: "selected",
+      repositories_added: [{ id: 9001, name: "r1", full_name: "alice-org/r1", private: true }],
+      repositories_removed: [],
+      sender: { login: "alice-gh", id: gh.userId("alice-gh") },
+    });
+    const first = await deliver("installation_repositories", body);
+    t.like(first, { status: 202, json: { duplicate: false } });
+    const count = await deliveryCount();
+
+    // GitHub's own redelivery keeps the id: nothing twice, and no replay.
+    t.like(await deliver("installation_repositories", body, { id: first.id }), {
+      status: 202,
+      json: { duplicate: true },
+    });
+    // The captured body under new ids (the signature does not cover the id, nor the event header).
+    const replays = [await deliver("installation_repositories", body), await deliver("repository", body)];
+    for (const r of replays) t.like(r, { status: 202, json: { duplicate: true } });
+    t.is(await deliveryCount(), count, "no replay was recorded, so none is processed");
+    const ids = await c.db.query<{ id: string }>("SELECT id FROM github_deliveries WHERE id IN (?, ?)", [
+      replays[0]!.id,
+      replays[1]!.id,
+    ]);
+    t.deepEqual(ids, []);
+    const audited = (await auditEvents(c, "github.delivery_replayed")).map((e) => e.payload);
+    t.like(audited, [
+      { delivery_id: replays[0]!.id, replay_of: first.id, installation_id: MINE },
+      { delivery_id: replays[1]!.id, replay_of: first.id, event: "repository" },
+    ]);
+    t.true(c.logText().includes(replays[0]!.id), "the replay is in the api's log");
+  },
+);
+
 // Last: it leaves this source over its limit for up to a minute.
 test.serial(
   "security - webhook requests past a source IP's limit a minute are 429 before their body is read",

@@ -1,12 +1,16 @@
 // The github_deliveries table: every verified delivery is recorded here before
 // it is answered, and the processor works from here. The delivery id
 // (X-GitHub-Delivery) is unique, so a redelivery records nothing and causes
-// nothing. A delivery is claimed by a conditional UPDATE with a lease, so with
+// nothing. The signature covers the body only, not the id, so the same body
+// under another id within REPLAY_WINDOW_MS is a replay (a captured delivery
+// sent again): not recorded, not processed, logged and audited. A delivery is claimed by a conditional UPDATE with a lease, so with
 // several api instances each delivery is processed by one at a time, and one
 // whose processor died is taken up again when its lease runs out.
+import { createHash } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { pruneRows } from "../db/prune.js";
 import { isDuplicate } from "./sql.js";
 
 export interface NewDelivery {
@@ -52,25 +56,103 @@ export const CLAIM_MS = 60_000;
 /** A delivery that failed this often is left failed (its outcome says why). */
 export const MAX_ATTEMPTS = 5;
 
-/** Records a delivery; false when its id was recorded before (a redelivery). */
-export async function recordDelivery(db: Knex, d: NewDelivery): Promise<boolean> {
-  try {
-    await db("github_deliveries").insert({
-      id: d.id,
-      event: d.event,
-      action: d.action,
-      installation_id: d.installationId,
-      repository_id: d.repositoryId,
-      payload_gz: gzipSync(d.payload),
-      status: "pending",
-      attempts: 0,
-      received_at: Date.now(),
-    });
-    return true;
-  } catch (err) {
-    if (isDuplicate(err)) return false;
-    throw err;
+/**
+ * How long a body's digest is kept to recognise a replay: GitHub lets an App's
+ * owner redeliver deliveries of the past 3 days (with their original id, so a
+ * redelivery is never taken for a replay); a captured body is most useful
+ * to an attacker while it is fresh, and the digests of older ones are pruned.
+ */
+export const REPLAY_WINDOW_MS = 3 * 24 * 3600 * 1000;
+
+/** What recording a delivery did. */
+export type Recorded =
+  | { result: "recorded" }
+  /** Its id was recorded before: GitHub redelivering it. */
+  | { result: "redelivery" }
+  /** Its body came within the window under another id, `replayOf`. */
+  | { result: "replay"; replayOf: string; digest: string };
+
+class Replay extends Error {
+  constructor(readonly replayOf: string) {
+    super("replay");
   }
+}
+
+/** Records a delivery, unless its id (a redelivery) or, within the window, its body (a replay) came before. */
+export async function recordDelivery(db: Knex, d: NewDelivery, now = Date.now()): Promise<Recorded> {
+  const digest = createHash("sha256").update(d.payload).digest("hex");
+  const since = now - REPLAY_WINDOW_MS;
+  try {
+    await db.transaction(async (trx) => {
+      await trx("github_deliveries").insert({
+        id: d.id,
+        event: d.event,
+        action: d.action,
+        installation_id: d.installationId,
+        repository_id: d.repositoryId,
+        payload_gz: gzipSync(d.payload),
+        status: "pending",
+        attempts: 0,
+        received_at: now,
+      });
+      const seen = await trx("github_delivery_digests")
+        .where({ digest })
+        .first<{ delivery_id: string; received_at: number } | undefined>("delivery_id", "received_at");
+      if (seen && Number(seen.received_at) >= since) throw new Replay(seen.delivery_id);
+      // Unseen, or seen before the window: this delivery is now the body's first.
+      if (seen)
+        await trx("github_delivery_digests")
+          .where({ digest })
+          .update({ delivery_id: d.id, received_at: now });
+      else await trx("github_delivery_digests").insert({ digest, delivery_id: d.id, received_at: now });
+    });
+  } catch (err) {
+    if (err instanceof Replay) return { result: "replay", replayOf: err.replayOf, digest };
+    if (!isDuplicate(err)) throw err;
+    if (await db("github_deliveries").where({ id: d.id }).first("id")) return { result: "redelivery" };
+    // The same body under two ids at once: the other one's insert of the digest won.
+    const first = await db("github_delivery_digests")
+      .where({ digest })
+      .first<{ delivery_id: string }>("delivery_id");
+    return { result: "replay", replayOf: first?.delivery_id ?? "", digest };
+  }
+  await pruneRows(db("github_delivery_digests").where("received_at", "<", since));
+  return { result: "recorded" };
+}
+
+/**
+ * A replay: logged, and audited in the tenant of its installation when it is
+ * bound to one (`github.delivery_replayed`), with the source address.
+ */
+export async function recordReplay(
+  db: Knex,
+  log: { warn(o: object, msg: string): void },
+  d: Pick<NewDelivery, "id" | "event" | "action" | "installationId">,
+  r: { replayOf: string; digest: string },
+  ip: string,
+): Promise<void> {
+  const facts = {
+    delivery_id: d.id,
+    replay_of: r.replayOf,
+    event: d.event,
+    action: d.action,
+    installation_id: d.installationId,
+    body_sha256: r.digest,
+    ip,
+  };
+  log.warn(facts, "github webhook: a delivery's body replayed under another delivery id; ignored");
+  if (d.installationId === null) return;
+  const inst = await db("github_installations")
+    .where({ id: d.installationId })
+    .first<{ tenant_id: string | null } | undefined>("tenant_id");
+  if (!inst?.tenant_id) return;
+  await db.transaction((trx) =>
+    appendAuditEvent(trx, {
+      tenantId: inst.tenant_id!,
+      eventType: "github.delivery_replayed",
+      payload: facts,
+    }),
+  );
 }
 
 /** Claims the oldest delivery waiting (or whose claim ran out); undefined when none. */

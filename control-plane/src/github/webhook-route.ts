@@ -11,7 +11,7 @@
 // A good one is recorded (deliveries.ts) and answered 202 at once — GitHub
 // gives up after 10 s, and a restart must lose nothing — then processed from
 // the record. A redelivery (same X-GitHub-Delivery) is 202 and does nothing
-// again.
+// again, and so is a replay: the same body under another delivery id.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Transform } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -20,7 +20,7 @@ import { countRequest } from "../auth/rate-limit.js";
 import { RcError } from "../errors.js";
 import { type RouteSpec, route } from "../http/route.js";
 import type { Payload } from "./context.js";
-import { recordDelivery } from "./deliveries.js";
+import { recordDelivery, recordReplay } from "./deliveries.js";
 import type { GitHubIntegration } from "./integration.js";
 
 /** GitHub caps webhook payloads at 25 MB. */
@@ -164,16 +164,20 @@ export const webhookRoutes = (github: GitHubIntegration | undefined): RouteSpec[
           const n = Number((o as { id?: unknown } | null | undefined)?.id);
           return Number.isSafeInteger(n) && n > 0 ? n : null;
         };
-        const recorded = await recordDelivery(github.ctx.db, {
+        const delivery = {
           id,
           event: event.slice(0, 64),
           action: typeof payload.action === "string" ? payload.action.slice(0, 64) : null,
           installationId: idOf(payload.installation),
           repositoryId: idOf(payload.repository),
           payload: raw,
-        });
-        if (recorded) github.processor.nudge();
-        return reply.status(202).send({ delivery_id: id, duplicate: !recorded });
+        };
+        const recorded = await recordDelivery(github.ctx.db, delivery);
+        if (recorded.result === "recorded") github.processor.nudge();
+        // A replay is answered like a redelivery: it did nothing, and says no more.
+        if (recorded.result === "replay")
+          await recordReplay(github.ctx.db, req.log, delivery, recorded, req.ip);
+        return reply.status(202).send({ delivery_id: id, duplicate: recorded.result !== "recorded" });
       },
     }),
   ];
