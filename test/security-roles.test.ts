@@ -188,6 +188,8 @@ test.serial(
     t.false(viewerTools.includes("deploy_application"), viewerTools.join(","));
     t.false(viewerTools.includes("restart_container"), viewerTools.join(","));
     t.true(viewerTools.includes("list_applications"), viewerTools.join(","));
+    t.false(viewerTools.includes("application_logs"), "an application's output is a deployer's");
+    t.true(names.includes("application_logs"), names.join(","));
     t.is(await ops(), before, "no operation was created");
   },
 );

@@ -53,15 +53,21 @@ function progressReader(db: Knex, tenantId: string): ProgressReader {
   };
 }
 
-/** A tool's needs of a person: those of the Automation API route of its operation scope, else a read's. */
+/**
+ * A tool's needs of a person, from the route manifest: those of the route it names,
+ * else of the Automation API route of its operation scope, else a read's.
+ */
 function toolNeeds(root: FastifyInstance): ToolNeeds {
   const byScope = new Map<string, Needs>();
+  const byRoute = new Map<string, Needs>();
   for (const spec of manifestOf(root)) {
     const needs = needsOf(spec);
+    if (needs) for (const m of [spec.method].flat()) byRoute.set(`${m} ${spec.url}`, needs);
     if (needs && "scope" in spec.access && spec.access.scope && spec.url.startsWith(AUTOMATION_API))
       if (!byScope.has(spec.access.scope)) byScope.set(spec.access.scope, needs);
   }
-  return (tool) => (tool.needs && byScope.get(tool.needs)) || { role: "viewer" };
+  return (tool) =>
+    (tool.route && byRoute.get(tool.route)) || (tool.needs && byScope.get(tool.needs)) || { role: "viewer" };
 }
 
 async function handle(ctx: ApiContext, root: FastifyInstance, req: FastifyRequest, reply: FastifyReply) {

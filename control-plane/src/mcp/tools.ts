@@ -42,6 +42,8 @@ export interface ToolSpec {
   description: string;
   /** "dashboard": a person's token only (an rca_ key cannot read it); else the automation operation the key's scope must allow, or null for any credential. */
   needs: "dashboard" | OperationScope | null;
+  /** The route it calls ("METHOD /url" as declared), when a person needs more for it than a read. */
+  route?: string;
   annotations: ToolAnnotations;
   input: z.ZodObject;
   output: z.ZodType<Record<string, unknown>>;
@@ -183,6 +185,8 @@ export const TOOLS: ToolSpec[] = [
       "The last lines (tail, default 200, at most 10000) of what the application's live container printed, stdout and stderr, each line with its stream; since limits them to a time (RFC 3339) or a recent duration (10m, 1h). Every env value of the application is masked as ***. Start here to see why an application fails or what it is doing. 409 when it has no live container (deploy it first).",
     // A read of the application: an automation key within its server scope may call it too.
     needs: null,
+    // A person needs the deployer role (and the deploy scope) for it: an application's output.
+    route: "GET /api/applications/:id/logs",
     annotations: read,
     input: z.strictObject({
       application_id: uuidSchema,
