@@ -252,7 +252,21 @@ test.serial("deploy - two deploys in a row run in order; the live log streams to
   t.is(end.event, "end");
   t.is(sse.events.filter((e) => e.event === "end").length, 1);
   t.like(JSON.parse(end.data), { deployment_id: id2, status: "completed", commit_sha: v5.sha });
-  const data = progress.map((e) => JSON.parse(e.data) as { seq: number; step: string; status: string });
+  const all = progress.map(
+    (e) => JSON.parse(e.data) as { seq: number; step: string; status: string; log: string },
+  );
+  // It waited behind the first at the control plane: that wait comes first, as the queue step.
+  t.deepEqual(
+    all.slice(0, 2).map((p) => [p.seq, p.step, p.status]),
+    [
+      [-2, "queue", "running"],
+      [-1, "queue", "succeeded"],
+    ],
+  );
+  t.regex(all[0]!.log, new RegExp(`waiting for deployment ${id1} to finish`));
+  t.regex(all[1]!.log, new RegExp(`deployment ${id1} finished; waited \\d+\\.\\d s`));
+  // Then the agent's progress, every message in order.
+  const data = all.slice(2);
   t.deepEqual(
     data.map((p) => p.seq),
     data.map((_, i) => i + 1),
