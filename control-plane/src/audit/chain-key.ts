@@ -39,7 +39,10 @@ function decode32(name: string, value: string): Buffer {
 
 /** Reads the key file beside a SQLite database, making it on first use (the loser of a race reads the winner's). */
 function sqliteKeyFile(databaseUrl: string): Buffer {
-  const file = `${databaseUrl.slice("sqlite://".length)}.audit-key`;
+  const path = databaseUrl.slice("sqlite://".length);
+  // An in-memory database lives as long as its process: so does its key (no file in the working dir).
+  if (path === ":memory:" || path.startsWith("file::memory:")) return randomBytes(32);
+  const file = `${path}.audit-key`;
   try {
     writeFileSync(file, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
   } catch (err) {
