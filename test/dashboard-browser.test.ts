@@ -324,6 +324,38 @@ test.serial(
   },
 );
 
+test.serial("dashboard - Releases: the live release shown, Roll back starts a kept one again", async (t) => {
+  const appRepo = await createAppRepo({ first: "one" });
+  const app = await s.createApp({}, appRepo);
+  const first = await s.deployAndWait(app.id);
+  t.like(first.op.json, { status: "completed" }, JSON.stringify(first.op.json));
+  await appRepo.commitVersion("two");
+  const second = await s.deployAndWait(app.id);
+  t.like(second.op.json, { status: "completed" }, JSON.stringify(second.op.json));
+
+  await open(`/app/applications/${app.id}`, app.name);
+  const live = page.getByTestId("application-live-release");
+  await live.getByText(appRepo.head().sha.slice(0, 10)).waitFor();
+  const releases = page.getByRole("region", { name: "Releases" });
+  await releases.getByText("live", { exact: true }).waitFor();
+  // The live release has no button; the first has one.
+  t.is(await releases.getByRole("button", { name: `Roll back to ${second.deploymentId}` }).count(), 0);
+  await releases.getByRole("button", { name: `Roll back to ${first.deploymentId}` }).click();
+  await page.getByRole("dialog").getByRole("button", { name: "Roll back" }).click();
+  await page.waitForURL(/\/deployments\/[0-9a-f-]{36}$/);
+  await page
+    .getByTestId("deployment-status")
+    .getByText(/^(completed|failed|timeout)$/)
+    .waitFor({ timeout: DEPLOY_MS });
+  const log = (await page.getByTestId("live-log").textContent()) ?? "";
+  t.is(await page.getByTestId("deployment-status").textContent(), "completed", log);
+  t.regex(log, /nothing to build/);
+  t.is((await proxyGet(s.proxyPort, app.fqdn)).body.trim(), "version one");
+
+  await open(`/app/applications/${app.id}`, app.name);
+  await page.getByTestId("application-live-release").getByText("(a rollback)").waitFor();
+});
+
 test.serial("dashboard - Activity finds a CI run's operations by run_id, with its context", async (t) => {
   const runId = uniq("gh-run");
   const run_context = { provider: "github", repository: "acme/shop", workflow: "deploy", actor: "ada" };
