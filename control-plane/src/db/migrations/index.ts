@@ -19,9 +19,9 @@ import * as m015 from "./015_server_proxy.js";
 import * as m016 from "./016_application_runtime.js";
 import * as m017 from "./017_releases.js";
 import * as m018 from "./018_roles.js";
+import * as m019 from "./019_accounts_per_tenant.js";
 import * as m020gh from "./020_github_install_person.js";
 import * as m021gh from "./021_github_delivery_digest.js";
-import * as m019 from "./019_accounts_per_tenant.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -47,9 +47,9 @@ const MIGRATIONS: Record<string, Migration> = {
   "016_application_runtime": m016,
   "017_releases": m017,
   "018_roles": m018,
+  "019_accounts_per_tenant": m019,
   "020_github_install_person": m020gh,
   "021_github_delivery_digest": m021gh,
-  "019_accounts_per_tenant": m019,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
