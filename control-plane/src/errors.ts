@@ -99,7 +99,8 @@ export const ERRORS = {
   },
   RC_ERR_WEBHOOK_BUSY: {
     status: 503,
-    detail: "too many webhook bodies are being read before their signature is checked: retry after Retry-After",
+    detail:
+      "too many webhook bodies are being read before their signature is checked: retry after Retry-After",
   },
   RC_ERR_GITHUB_STATE_INVALID: {
     status: 400,
