@@ -193,6 +193,8 @@ test.serial(
         ["server_providers", 1],
         ["applications", 1],
         ["application_env", 2],
+        // Releases' sealed env: this application has not been deployed yet.
+        ["deployments", 0],
       ],
     );
     const again = await admin(["rotate-master-key"], env);

@@ -157,12 +157,12 @@ test("applications - source, build and health check defaults; the git password i
   t.false(JSON.stringify(audit).includes(SECRET), "not in the audit trail");
 });
 
+// Local paths are refused unless the operator allows them (test/security-git-sources.test.ts).
 test("applications - https, ssh:// and scp-like ssh sources are taken as given", async (t) => {
   for (const url of [
     "https://git.example.test/org/app.git",
     "ssh://git@git.example.test:2222/org/app.git",
     "git@github.com:org/app.git",
-    "/srv/git/app.git",
   ]) {
     const created = await newApp(t, { git_repository: url, deploy_branch: "release" });
     t.like(created, { git_repository: url, deploy_branch: "release", build: { type: "dockerfile" } });
