@@ -1,0 +1,59 @@
+// ava's configuration (a file rather than package.json's "ava" field, for sortTestFiles).
+// make test runs 3 files at once on 2 cores and is CPU-bound: a heavy file that starts
+// last runs alone at the end with a core idle. The heaviest files (the CPU column of
+// scripts/test-run.mjs's table in a full run) therefore start first, then the other
+// integration files, then the unit tests, which take a second or two each.
+import { basename } from "node:path";
+
+/** Heaviest first, by CPU seconds in a full run (update from the table when it shifts). */
+const HEAVY = [
+  "chaos",
+  "container-image",
+  "install-agent",
+  "app-runtime",
+  "deploy-rollback",
+  "dashboard-browser",
+  "security-accounts",
+  "audit-verify",
+  "github-app",
+  "deploy-pipeline",
+  "deploy-switch",
+  "cli-deploy",
+  "mcp",
+  "deploy-back-to-back",
+  "cli-relayctl",
+  "restart-by-app",
+  "keys-api",
+  "app-logs",
+  "cli-relayctl-login",
+  "action-deploy-sync",
+  "cli-install",
+  "external-deploy",
+  "security-github",
+  "deploy-queue-health",
+];
+
+const rank = (file) => {
+  const i = HEAVY.indexOf(basename(file, ".test.ts"));
+  if (i >= 0) return i;
+  return /[/\\]test[/\\][^/\\]+$/.test(file) ? HEAVY.length : HEAVY.length + 1;
+};
+
+export default {
+  files: [
+    "test/**/*.test.ts",
+    "agent/src/**/*.test.ts",
+    "control-plane/src/**/*.test.ts",
+    "reverse-proxy-sync/src/**/*.test.ts",
+    "tracing/src/**/*.test.ts",
+    "action/src/**/*.test.ts",
+    "devkit/src/**/*.test.ts",
+  ],
+  extensions: { ts: "commonjs" },
+  nodeArguments: ["--import=tsx"],
+  workerThreads: false,
+  timeout: "3m",
+  concurrency: 3,
+  verbose: true,
+  sortTestFiles: (a, b) => rank(a) - rank(b) || a.localeCompare(b),
+};
