@@ -73,6 +73,8 @@ export async function startRelayctl(
     RELAYCTL_BUS: "nats",
     RELAYCTL_NATS_URL: natsUrl,
     RELAYCTL_LOG_LEVEL: logLevel,
+    // The deploy bench's application is a git repository on this machine (a local path).
+    RELAYCTL_ALLOW_LOCAL_GIT_SOURCES: "true",
     // The audit chain's HMAC key (a fixed bench-only value): serve and admin need one.
     RELAYCTL_AUDIT_HMAC_KEY:
       process.env.RELAYCTL_AUDIT_HMAC_KEY ?? "cmVsYXljdGwtYmVuY2gtYXVkaXQta2V5LTMyYnl0ZXM=",
