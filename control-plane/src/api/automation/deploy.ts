@@ -1,15 +1,24 @@
 // POST /api/automation/v1/deploy — deploy an application (scope `deploy`).
-// Always asynchronous: 202 {operation_id, status: "running", deployment_id} once
-// the operation, its audit event and the deployment are recorded; the caller
-// polls the operation (or follows the deployment's log). 404 for an unknown or
-// another tenant's application, 403 when its server is outside the key's scope.
+// POST /api/automation/v1/rollback — start a kept release of it again (scope
+// `deploy`; an operation of type `deploy` whose deployment's rollback_of names
+// the release): nothing is fetched or built, the agent starts the release's
+// image with the release's configuration, health-checks, switches and drains.
+// `release` is a deployment id; absent, the release before the live one.
+// Both always asynchronous: 202 {operation_id, status: "running", deployment_id}
+// once the operation, its audit event and the deployment are recorded; the
+// caller polls the operation (or follows the deployment's log). 404 for an
+// unknown or another tenant's application (or release), 403 when its server is
+// outside the key's scope, 409 for a rollback whose image is no longer kept
+// (or with no release before the live one).
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 
 import { getApplication } from "../../applications/store.js";
 import { refSchema } from "../../applications/source.js";
+import { type RollbackTarget, rollbackTarget } from "../../deployments/releases.js";
 import { viaOf } from "../../mcp/marker.js";
 import { deployStarted } from "../../http/answers.js";
-import { DEPLOY_TIMEOUT, deployTimeoutSchema } from "../../http/operation-bodies.js";
+import { DEPLOY_TIMEOUT, deployTimeoutSchema, rollbackBody } from "../../http/operation-bodies.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
@@ -24,46 +33,85 @@ const bodySchema = z.strictObject({
   run_context: runContextSchema.optional(),
 });
 
-export const deployRoutes = (ctx: ApiContext): RouteSpec[] => [
-  route({
-    method: "POST",
-    url: `${AUTOMATION_API}/deploy`,
-    access: { credentials: AUTOMATION, scope: "deploy", role: "deployer" },
-    tag: "automation",
-    schema: { body: bodySchema },
-    responses: { 202: deployStarted },
-    handler: async (req, reply) => {
-      const body = req.body;
-      const p = req.principal;
-      const application = await getApplication(ctx.db, p.tenantId, body.application_id);
-      const server = await findServer(ctx.db, p, application.server_id);
-      const runId = body.run_id ?? null;
-      const d = await ctx.deploys.request({
-        tenantId: p.tenantId,
-        app: application,
-        server,
-        commitRef: body.commit_ref,
-        envOverrides: body.env_overrides ?? {},
-        timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
-        runId,
-        // A person's OAuth token comes from the relayctl CLI's device flow.
-        trigger: p.user ? "cli" : "api",
-        actor: p.user
-          ? { type: "user", id: p.user.id, name: p.user.email }
-          : { type: "automation_key", id: p.keyId, name: p.keyName },
-        keyId: p.keyId,
-        audit: {
-          key_id: p.keyId,
-          key_name: p.keyName,
-          run_id: runId,
-          ip: req.ip,
-          run_context: body.run_context ?? null,
-          ...viaOf(req),
-        },
-      });
-      return reply
-        .status(202)
-        .send({ operation_id: d.operationId, status: "running", deployment_id: d.deploymentId });
+/** What both routes' bodies share. */
+interface Common {
+  application_id: string;
+  timeout_seconds?: number;
+  run_id?: string;
+  run_context?: Record<string, string>;
+}
+
+export const deployRoutes = (ctx: ApiContext): RouteSpec[] => {
+  /** Records the deployment (or rollback) with its caller, actor and audit; the 202 body. */
+  const start = async (
+    req: FastifyRequest,
+    body: Common,
+    what: {
+      commitRef?: string;
+      envOverrides: Record<string, string>;
+      rollback?: (app: Parameters<typeof rollbackTarget>[1]) => Promise<RollbackTarget>;
     },
-  }),
-];
+  ) => {
+    const p = req.principal;
+    const application = await getApplication(ctx.db, p.tenantId, body.application_id);
+    const server = await findServer(ctx.db, p, application.server_id);
+    const rollback = await what.rollback?.(application);
+    const runId = body.run_id ?? null;
+    const d = await ctx.deploys.request({
+      tenantId: p.tenantId,
+      app: application,
+      server,
+      commitRef: what.commitRef,
+      envOverrides: what.envOverrides,
+      timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
+      runId,
+      // A person's OAuth token comes from the relayctl CLI's device flow.
+      trigger: p.user ? "cli" : "api",
+      actor: p.user
+        ? { type: "user", id: p.user.id, name: p.user.email }
+        : { type: "automation_key", id: p.keyId, name: p.keyName },
+      keyId: p.keyId,
+      audit: {
+        key_id: p.keyId,
+        key_name: p.keyName,
+        run_id: runId,
+        ip: req.ip,
+        run_context: body.run_context ?? null,
+        ...viaOf(req),
+      },
+      rollback,
+    });
+    return { operation_id: d.operationId, status: "running" as const, deployment_id: d.deploymentId };
+  };
+
+  return [
+    route({
+      method: "POST",
+      url: `${AUTOMATION_API}/deploy`,
+      access: { credentials: AUTOMATION, scope: "deploy", role: "deployer" },
+      tag: "automation",
+      schema: { body: bodySchema },
+      responses: { 202: deployStarted },
+      handler: async (req, reply) => {
+        const body = req.body;
+        const what = { commitRef: body.commit_ref, envOverrides: body.env_overrides ?? {} };
+        return reply.status(202).send(await start(req, body, what));
+      },
+    }),
+    route({
+      method: "POST",
+      url: `${AUTOMATION_API}/rollback`,
+      access: { credentials: AUTOMATION, scope: "deploy", role: "deployer" },
+      tag: "automation",
+      summary: "Roll an application back to a kept release (no build)",
+      schema: { body: rollbackBody },
+      responses: { 202: deployStarted },
+      handler: async (req, reply) => {
+        const body = req.body;
+        const rollback = (app: Parameters<typeof rollbackTarget>[1]) =>
+          rollbackTarget(ctx.db, app, body.release);
+        return reply.status(202).send(await start(req, body, { envOverrides: {}, rollback }));
+      },
+    }),
+  ];
+};

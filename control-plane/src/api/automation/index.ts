@@ -10,7 +10,6 @@ import { operationsRoutes } from "./operations.js";
 import { rebootRoutes } from "./reboot.js";
 import { registryAuthRoutes } from "./registry-auth.js";
 import { restartRoutes } from "./restart.js";
-import { rollbackRoutes } from "./rollback.js";
 
 export const automationRoutes = (ctx: ApiContext): RouteSpec[] => [
   ...execRoutes(ctx),
@@ -19,5 +18,4 @@ export const automationRoutes = (ctx: ApiContext): RouteSpec[] => [
   ...rebootRoutes(ctx),
   ...registryAuthRoutes(ctx),
   ...deployRoutes(ctx),
-  ...rollbackRoutes(ctx),
 ];
