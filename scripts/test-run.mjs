@@ -39,6 +39,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { dirname, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { stripVTControlCharacters } from "node:util";
 import { ManagedProcess, installMariaDb, launchMariaDb, launchNats, onFreePort } from "@relayctl/devkit";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
@@ -113,9 +114,43 @@ function runAva(env) {
   ava = spawn(process.execPath, [avaCli, `--node-arguments=--import=${hook}`, ...process.argv.slice(2)], {
     cwd: ROOT,
     env,
-    stdio: "inherit",
+    stdio: ["inherit", "pipe", "pipe"],
   });
+  // ava's output goes through as it comes; its failure lines are also kept, to be repeated
+  // after the time table (CI keeps only the end of a run's output).
+  for (const [from, to] of [
+    [ava.stdout, process.stdout],
+    [ava.stderr, process.stderr],
+  ]) {
+    let partial = "";
+    from.on("data", (chunk) => {
+      to.write(chunk);
+      const lines = (partial + chunk.toString("utf8")).split("\n");
+      partial = lines.pop() ?? "";
+      for (const line of lines) keepIfFailure(line);
+    });
+    from.on("end", () => keepIfFailure(partial));
+  }
   return new Promise((done) => ava.on("close", (code, signal) => done(code ?? (signal ? 130 : 1))));
+}
+
+/** ava's lines that name a failure (✘ titles, timeouts, uncaught errors), first 60 kept. */
+const failureLines = [];
+const FAILURE = /✘|Timed out|Uncaught exception|Unhandled rejection|exited with a non-zero|Error:/;
+function keepIfFailure(line) {
+  // ANSI colours off, so the repeat reads the same in a log file.
+  const plain = stripVTControlCharacters(line);
+  if (failureLines.length < 60 && FAILURE.test(plain)) failureLines.push(plain);
+}
+
+function printFailures(code, times) {
+  if (code === 0) return;
+  const exited = times.filter((t) => t.code).map((t) => `  ${t.file} (worker exit ${t.code})`);
+  const lines = failureLines.length ? failureLines.map((l) => `  ${l.trim()}`) : ["  (none printed)"];
+  if (exited.length) lines.push("workers that exited non-zero:", ...exited);
+  process.stdout.write(
+    `\nmake test failed (ava exit ${code}); ava's failure lines, repeated:\n${lines.join("\n")}\n`,
+  );
 }
 
 // Ctrl-C (which reaches ava too, same process group), SIGTERM, SIGHUP: ava is asked to stop the
@@ -186,6 +221,7 @@ async function main() {
   });
   const times = readTimes();
   printTimes(times, Date.now() - started);
+  printFailures(code, times);
   if (process.env.RELAYCTL_TEST_TIMES)
     writeFileSync(process.env.RELAYCTL_TEST_TIMES, `${JSON.stringify(times, null, 2)}\n`);
   return code;
