@@ -227,15 +227,68 @@ export function lines(text: string): string[] {
     .filter(Boolean);
 }
 
+/** The absolute time, in the reader's locale and zone. */
 export function when(iso: string | null | undefined): string {
   if (!iso) return "never";
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
 }
 
-export function Time({ iso }: { iso: string | null | undefined }) {
-  if (!iso) return <span>never</span>;
-  return <time dateTime={iso}>{when(iso)}</time>;
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/**
+ * How far a time is from now in words: "just now", "3 min ago", "in 2 h", "5 days ago".
+ * Past a month the date itself says more than a count of days.
+ */
+export function ago(iso: string, now = Date.now()): string {
+  const t = new Date(iso).getTime();
+  if (Number.isNaN(t)) return iso;
+  const diff = now - t;
+  const abs = Math.abs(diff);
+  if (abs < 45_000) return "just now";
+  let span: string;
+  if (abs < HOUR) span = `${Math.round(abs / MINUTE)} min`;
+  else if (abs < DAY) span = `${Math.round(abs / HOUR)} h`;
+  else if (abs < 30 * DAY) {
+    const days = Math.round(abs / DAY);
+    span = `${days} day${days === 1 ? "" : "s"}`;
+  } else return new Date(t).toLocaleDateString();
+  return diff >= 0 ? `${span} ago` : `in ${span}`;
+}
+
+// One clock for every <Time> on the page: a timer per time shown would be hundreds on a long list.
+const clockListeners = new Set<() => void>();
+let clockTimer: number | undefined;
+function useClock(): void {
+  const [, setTick] = useState(0);
+  useEffect(() => {
+    const l = () => setTick((n) => n + 1);
+    clockListeners.add(l);
+    if (clockTimer === undefined)
+      clockTimer = window.setInterval(() => {
+        for (const f of clockListeners) f();
+      }, 30_000);
+    return () => {
+      clockListeners.delete(l);
+      if (clockListeners.size === 0) {
+        window.clearInterval(clockTimer);
+        clockTimer = undefined;
+      }
+    };
+  }, []);
+}
+
+/** A time as "3 min ago" (kept current), the absolute time on hover and in dateTime. */
+export function Time({ iso, none = "never" }: { iso: string | null | undefined; none?: string }) {
+  useClock();
+  if (!iso) return <span>{none}</span>;
+  return (
+    <time dateTime={iso} title={when(iso)}>
+      {ago(iso)}
+    </time>
+  );
 }
 
 export function duration(ms: number | null | undefined): string {
