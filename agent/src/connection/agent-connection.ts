@@ -22,7 +22,7 @@ import type { Dispatcher } from "../jobs/dispatcher.js";
 import type { Logger } from "../log.js";
 import { Backoff } from "./backoff.js";
 import { createGatewayClient } from "./gateway-client.js";
-import { bootId, hostName } from "./host-info.js";
+import { bootId, bootedAt, hostName } from "./host-info.js";
 
 // A refused connection fails the call at once (grpc-js fails fast when not
 // waitForReady); a black-holed or stuck gateway is given up on when no Welcome
@@ -218,6 +218,7 @@ export class AgentConnection extends EventEmitter<AgentConnectionEvents> {
             agentVersion: this.options.agentVersion,
             bootId: bootId(this.options.bootIdFile),
             hostname: hostName(),
+            bootedAtUnixMs: bootedAt(),
             runningOperationIds: dispatcher.runningOperationIds(),
             engine: reported,
             proxy: reportedProxy,

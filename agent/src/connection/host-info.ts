@@ -1,6 +1,6 @@
 // What the agent tells the gateway about its machine in Hello.
 import { readFileSync } from "node:fs";
-import { hostname } from "node:os";
+import { hostname, uptime } from "node:os";
 
 export const LINUX_BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id";
 
@@ -18,4 +18,9 @@ export function bootId(file = LINUX_BOOT_ID_FILE): string {
 
 export function hostName(): string {
   return hostname();
+}
+
+/** When the machine booted (Unix ms): the server page shows its uptime from it. */
+export function bootedAt(): number {
+  return Math.round(Date.now() - uptime() * 1000);
 }

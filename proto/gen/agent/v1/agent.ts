@@ -400,6 +400,11 @@ export interface Hello {
    * the agent's first check has ended (a ProxyStatus message follows then).
    */
   proxy: ProxyStatus | undefined;
+  /**
+   * When the machine booted (Unix ms, from its uptime); 0 from an older agent.
+   * The server page shows the machine's uptime from it.
+   */
+  bootedAtUnixMs: number;
 }
 
 /**
@@ -1215,6 +1220,7 @@ function createBaseHello(): Hello {
     runningOperationIds: [],
     engine: undefined,
     proxy: undefined,
+    bootedAtUnixMs: 0,
   };
 }
 
@@ -1237,6 +1243,9 @@ export const Hello: MessageFns<Hello> = {
     }
     if (message.proxy !== undefined) {
       ProxyStatus.encode(message.proxy, writer.uint32(50).fork()).join();
+    }
+    if (message.bootedAtUnixMs !== 0) {
+      writer.uint32(56).uint64(message.bootedAtUnixMs);
     }
     return writer;
   },
@@ -1302,6 +1311,14 @@ export const Hello: MessageFns<Hello> = {
             message.proxy = ProxyStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.bootedAtUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1334,6 +1351,11 @@ export const Hello: MessageFns<Hello> = {
           : [],
       engine: isSet(object.engine) ? EngineStatus.fromJSON(object.engine) : undefined,
       proxy: isSet(object.proxy) ? ProxyStatus.fromJSON(object.proxy) : undefined,
+      bootedAtUnixMs: isSet(object.bootedAtUnixMs)
+        ? globalThis.Number(object.bootedAtUnixMs)
+        : isSet(object.booted_at_unix_ms)
+          ? globalThis.Number(object.booted_at_unix_ms)
+          : 0,
     };
   },
 
@@ -1357,6 +1379,9 @@ export const Hello: MessageFns<Hello> = {
     if (message.proxy !== undefined) {
       obj.proxy = ProxyStatus.toJSON(message.proxy);
     }
+    if (message.bootedAtUnixMs !== 0) {
+      obj.bootedAtUnixMs = Math.round(message.bootedAtUnixMs);
+    }
     return obj;
   },
 
@@ -1375,6 +1400,7 @@ export const Hello: MessageFns<Hello> = {
         : undefined;
     message.proxy =
       object.proxy !== undefined && object.proxy !== null ? ProxyStatus.fromPartial(object.proxy) : undefined;
+    message.bootedAtUnixMs = object.bootedAtUnixMs ?? 0;
     return message;
   },
 };
