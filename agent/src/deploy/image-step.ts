@@ -34,7 +34,7 @@ export async function buildImage(ctx: DeployContext, source: FetchedSource | und
     `building ${tag} with ${engine.name} (dockerfile ${dockerfileRel}, context ${contextRel})`,
   );
   const labels = deployLabels(job.applicationId, job.deploymentId);
-  const live = (text: string) => rec.stream("build", text);
+  const live = (text: string, from?: "stdout" | "stderr") => rec.stream("build", text, from);
   const spec = { contextDir, dockerfile, tag, labels };
   let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   if (o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(o.stderr + o.stdout)) {
@@ -87,7 +87,7 @@ async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $ca
     ? { registry: image.auth.registry, username: image.auth.username, password: image.auth.password }
     : undefined;
   ctx.rec.log("build", `pulling ${ref}${auth ? ` (logged in to ${auth.registry} as ${auth.username})` : ""}`);
-  const live = (text: string) => ctx.rec.stream("build", text);
+  const live = (text: string, from?: "stdout" | "stderr") => ctx.rec.stream("build", text, from);
   const o = await ctx.engine.pull(ref, auth, { ...callOptions(ctx), onOutput: live });
   check(o, `${ctx.engine.name} pull`);
   return ref;

@@ -1,6 +1,6 @@
 import { DeployStepStatus, type JobProgress } from "@relayctl/proto";
 import test from "ava";
-import { StepRecorder } from "./recorder.js";
+import { MAX_LINE_CHARS, PARTIAL_LINE_AFTER_MS, StepRecorder } from "./recorder.js";
 
 const SECRET = "s3cret-value-42";
 
@@ -57,4 +57,60 @@ test("deploy recorder - a step's log is capped, then marked truncated once", (t)
   t.is(log.split("[log truncated]").length, 2);
   t.false(log.includes("z"));
   t.is(Buffer.byteLength(log.replace("\n[log truncated]\n", "")), 100);
+});
+
+const logs = (sent: JobProgress[]) => sent.map((p) => p.progress?.deploy.log);
+
+test("deploy recorder - output cut mid-line is sent as whole lines, each stream apart", (t) => {
+  const sent: JobProgress[] = [];
+  const rec = new StepRecorder("op-4", [], (p) => sent.push(p));
+  rec.begin("build");
+  rec.stream("build", "STEP 1/5: FROM lo");
+  rec.stream("build", "warning: slo", "stderr");
+  rec.stream("build", "calhost/base\nSTEP 2/5: RU");
+  rec.stream("build", "w disk\n", "stderr");
+  rec.stream("build", "N echo\nSTEP 3/5: COPY www /www\n");
+  rec.succeed("build");
+  t.deepEqual(logs(sent).slice(1), [
+    "STEP 1/5: FROM localhost/base\n",
+    "warning: slow disk\n",
+    "STEP 2/5: RUN echo\nSTEP 3/5: COPY www /www\n",
+    "",
+  ]);
+  t.is(
+    rec.steps[0]!.log,
+    "STEP 1/5: FROM localhost/base\nwarning: slow disk\nSTEP 2/5: RUN echo\nSTEP 3/5: COPY www /www\n",
+  );
+});
+
+test("deploy recorder - a line without its end goes out before the step's next line and at its end", (t) => {
+  const sent: JobProgress[] = [];
+  const rec = new StepRecorder("op-5", [], (p) => sent.push(p));
+  rec.begin("build");
+  rec.stream("build", "Continue? [y/N] ");
+  rec.log("build", "building again");
+  rec.stream("build", "last words");
+  rec.fail("build", "exit 1");
+  t.deepEqual(logs(sent).slice(1), ["Continue? [y/N] \n", "building again\n", "last words\n", "exit 1\n"]);
+  t.is(sent.at(-1)?.progress?.deploy.status, DeployStepStatus.DEPLOY_STEP_STATUS_FAILED);
+});
+
+test("deploy recorder - a line without its end goes out after a quiet moment; a huge one in pieces", async (t) => {
+  const sent: JobProgress[] = [];
+  let quiet: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    quiet = resolve;
+  });
+  const rec = new StepRecorder("op-6", [], (p) => {
+    sent.push(p);
+    if (p.progress?.deploy.log === "Password: \n") quiet();
+  });
+  rec.begin("build");
+  rec.stream("build", "x".repeat(MAX_LINE_CHARS * 2 + 5));
+  t.deepEqual(logs(sent).slice(1), [`${"x".repeat(MAX_LINE_CHARS)}\n${"x".repeat(MAX_LINE_CHARS)}\n`]);
+  rec.stream("build", "\nPassword: ");
+  const since = Date.now();
+  await released;
+  t.true(Date.now() - since >= PARTIAL_LINE_AFTER_MS - 50);
+  t.deepEqual(logs(sent).slice(2), ["xxxxx\n", "Password: \n"]);
 });

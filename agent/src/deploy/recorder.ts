@@ -3,6 +3,14 @@
 // change goes out as a JobProgress (seq 1, 2, 3... per operation) through
 // `emit`, which drops it while no stream is attached (progress is best effort;
 // the DeployReport in the result carries the whole record).
+//
+// A program's output (stream()) is sent as whole lines: a chunk of a build's
+// output may end mid-line ("STEP 1/5: FROM lo" + "calhost/..."), and every
+// consumer (the dashboard, the CLI, MCP, the stored log) shows a message as
+// lines, so the tail of a chunk waits for its line end, per step and per output
+// stream (stdout and stderr do not cut into each other's lines). A tail that
+// stays without its line end (a prompt) goes out as a line after a quiet
+// moment, and at the latest when its step logs anything else or ends.
 import { type CommitInfo, type DeployStep, DeployStepStatus, type JobProgress } from "@relayctl/proto";
 import { SecretMatcher, scrubText } from "../runner/scrubber.js";
 
@@ -11,9 +19,25 @@ export type StepName = "queue" | "fetch" | "build" | "start" | "health_check" | 
 
 const TRUNCATED = "\n[log truncated]\n";
 
+/** A line without its end goes out as it is after this much quiet (a prompt, a progress counter). */
+export const PARTIAL_LINE_AFTER_MS = 1000;
+/** A longer line goes out in pieces of this many characters (each a line). */
+export const MAX_LINE_CHARS = 16 * 1024;
+
+type OutputStream = "stdout" | "stderr";
+
+/** One step's output stream: the tail after its last line end, and the timer that releases it. */
+interface Partial {
+  step: StepName;
+  text: string;
+  timer?: NodeJS.Timeout;
+}
+
 export class StepRecorder {
   readonly steps: DeployStep[] = [];
   readonly #matcher: SecretMatcher;
+  /** Output tails waiting for their line end, by step and stream. */
+  readonly #partials = new Map<string, Partial>();
   #seq = 0;
 
   constructor(
@@ -37,6 +61,7 @@ export class StepRecorder {
   }
 
   begin(name: StepName, text = ""): void {
+    this.#flushPartials(name);
     const now = Date.now();
     this.steps.push({
       name,
@@ -49,14 +74,31 @@ export class StepRecorder {
   }
 
   log(name: StepName, text: string): void {
+    this.#flushPartials(name);
     const added = this.#append(name, text);
     if (added) this.#send(name, DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING, added, Date.now());
   }
 
-  /** Output as a program prints it: appended as is (no line end added). */
-  stream(name: StepName, text: string): void {
-    const added = this.#append(name, text, false);
-    if (added) this.#send(name, DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING, added, Date.now());
+  /**
+   * Output as a program prints it, in chunks cut anywhere: sent and kept as
+   * whole lines (the tail of a chunk waits for the rest of its line).
+   */
+  stream(name: StepName, text: string, from: OutputStream = "stdout"): void {
+    const key = `${name}\0${from}`;
+    const partial = this.#partials.get(key) ?? { step: name, text: "" };
+    clearTimeout(partial.timer);
+    let rest = partial.text + text;
+    const cut = rest.lastIndexOf("\n") + 1;
+    let lines = rest.slice(0, cut);
+    rest = rest.slice(cut);
+    for (; rest.length > MAX_LINE_CHARS; rest = rest.slice(MAX_LINE_CHARS))
+      lines += `${rest.slice(0, MAX_LINE_CHARS)}\n`;
+    partial.text = rest;
+    if (rest) {
+      partial.timer = setTimeout(() => this.#flush(key), PARTIAL_LINE_AFTER_MS);
+      this.#partials.set(key, partial);
+    } else this.#partials.delete(key);
+    this.#output(name, lines);
   }
 
   succeed(name: StepName, text = "", commit?: CommitInfo): void {
@@ -68,6 +110,7 @@ export class StepRecorder {
   }
 
   skip(name: StepName, text: string): void {
+    this.#flushPartials(name);
     const now = Date.now();
     this.steps.push({
       name,
@@ -85,11 +128,31 @@ export class StepRecorder {
   }
 
   #end(name: StepName, status: DeployStepStatus, text: string, commit?: CommitInfo): void {
+    this.#flushPartials(name);
     const now = Date.now();
     const added = this.#append(name, text);
     const step = this.#step(name);
     if (step) Object.assign(step, { status, endedAtUnixMs: now });
     this.#send(name, status, added, now, commit);
+  }
+
+  #output(name: StepName, lines: string): void {
+    const added = this.#append(name, lines, false);
+    if (added) this.#send(name, DeployStepStatus.DEPLOY_STEP_STATUS_RUNNING, added, Date.now());
+  }
+
+  /** A waiting tail goes out as a line of its own. */
+  #flush(key: string): void {
+    const partial = this.#partials.get(key);
+    if (!partial) return;
+    clearTimeout(partial.timer);
+    this.#partials.delete(key);
+    this.#output(partial.step, `${partial.text}\n`);
+  }
+
+  /** Before anything else of the step: its output so far, in the order it came. */
+  #flushPartials(name: StepName): void {
+    for (const [key, p] of this.#partials) if (p.step === name) this.#flush(key);
   }
 
   #step(name: StepName): DeployStep | undefined {

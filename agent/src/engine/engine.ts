@@ -30,8 +30,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** Values scrubbed from the CLI's output. */
   secrets?: string[];
-  /** The CLI's output as it comes, scrubbed (cli-process.ts onOutput). */
-  onOutput?: (text: string) => void;
+  /** The CLI's output as it comes, scrubbed, with the stream it came on (cli-process.ts onOutput). */
+  onOutput?: (text: string, stream?: "stdout" | "stderr") => void;
 }
 
 /** What `<engine> logs` reads (jobs/logs.ts). */
