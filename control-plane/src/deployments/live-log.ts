@@ -1,6 +1,11 @@
 // A deployment's log as server-sent events: every progress message recorded so
-// far (`event: progress`), then new ones as the agent sends them, then `event:
-// end` with the deployment's final view, and the stream closes. The database is
+// far (`event: progress`), then new ones as the agent sends them, with `event:
+// state` (the deployment's view) after them whenever its status changes (queued,
+// running, then its final status), then `event: end` with the final view, and
+// the stream closes. The end waits for the steps that go on after the result
+// (retire drains the old container in the background) up to
+// BACKGROUND_STEPS_MS, so a follower's last view of the steps has none running;
+// the final `state` already says how the deployment ended (issue 31, defect 2). The database is
 // the source (any api instance can serve any follower, whichever gateway holds
 // the agent), read when the writer announces a write on the bus (the gateway
 // after storing the agent's progress, the api after a queue line, and the
@@ -15,7 +20,7 @@ import type { Knex } from "knex";
 import { FollowLimits } from "../applications/logs-limits.js";
 import type { JobBus, Unsubscribe } from "../bus/job-bus.js";
 import { QUEUE_SEQ } from "./store.js";
-import { deploymentState, progressSince } from "./view.js";
+import { deploymentState, progressSince, stepsRunning } from "./view.js";
 
 /**
  * A look without an announcement now and then: a message lost on the bus (NATS
@@ -24,6 +29,8 @@ import { deploymentState, progressSince } from "./view.js";
 const RECHECK_MS = 15_000;
 /** Without the bus (down when the stream opened), the database is read this often instead. */
 const NO_BUS_POLL_MS = 1_000;
+/** How long after the finish the end waits for steps still running (retire). */
+const BACKGROUND_STEPS_MS = 60_000;
 /** A comment line now and then keeps proxies from closing a quiet stream. */
 const KEEPALIVE_MS = 15_000;
 
@@ -156,9 +163,12 @@ export class LiveLogs {
       // The control plane's queue lines come first, with negative seqs (store.ts QUEUE_SEQ).
       let seq = QUEUE_SEQ.waiting - 1;
       let quietSince = Date.now();
+      /** The status the last `state` event said. */
+      let told: string | undefined;
+      let finishedAt: number | undefined;
       for (;;) {
         const finished = state.finished;
-        // Everything recorded up to the moment it was seen finished, then the end.
+        // Everything recorded up to the moment it was seen finished, then its state.
         for (;;) {
           const batch = await progressSince(db, state.id, seq);
           for (const p of batch) res.write(frame("progress", p));
@@ -168,9 +178,16 @@ export class LiveLogs {
           }
           if (batch.length < 500) break;
         }
+        if (state.view.status !== told) {
+          res.write(frame("state", state.view));
+          told = state.view.status;
+        }
         if (finished) {
-          res.write(frame("end", state.view));
-          break;
+          finishedAt ??= Date.now();
+          if (Date.now() - finishedAt >= BACKGROUND_STEPS_MS || !(await stepsRunning(db, state.id))) {
+            res.write(frame("end", state.view));
+            break;
+          }
         }
         if (gone || stop.aborted) break;
         if (Date.now() - quietSince >= KEEPALIVE_MS) {
@@ -178,8 +195,12 @@ export class LiveLogs {
           quietSince = Date.now();
         }
         if (pending === undefined) {
+          const waitMs =
+            finishedAt === undefined
+              ? recheckMs
+              : Math.min(recheckMs, Math.max(0, finishedAt + BACKGROUND_STEPS_MS - Date.now()));
           await new Promise<void>((resolve) => {
-            const timer = setTimeout(() => wake("check"), recheckMs);
+            const timer = setTimeout(() => wake("check"), waitMs);
             wakeUp = () => {
               clearTimeout(timer);
               resolve();
@@ -190,8 +211,9 @@ export class LiveLogs {
         const what = pending;
         pending = undefined;
         if (gone || stop.aborted) break;
-        // Progress alone leaves the state as it was; a finish or a plain look reads it.
-        if (what !== "progress") state = await readState();
+        // Progress leaves the state as it was, but for the first of the agent's (dispatched:
+        // no longer queued); a finish or a plain look reads it.
+        if (what !== "progress" || state.view.status === "queued") state = await readState();
       }
     } finally {
       stop.removeEventListener("abort", end);

@@ -191,3 +191,11 @@ export async function deploymentState(
   const row = await findRow(db, tenantId, applicationId, id);
   return { id: row.id, finished: row.op_status !== "running", view: present(row, appUrl) };
 }
+
+/** Whether a finished deployment still has a step running (retire, after the result). */
+export async function stepsRunning(db: Knex, deploymentId: string): Promise<boolean> {
+  const row = await db("deployment_steps")
+    .where({ deployment_id: deploymentId, status: "running" })
+    .first<{ name: string } | undefined>("name");
+  return row !== undefined;
+}
