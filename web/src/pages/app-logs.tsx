@@ -5,7 +5,7 @@
 // agent went away, the follow's maximum time) or the section is closed, which
 // closes the stream and ends the read on the server. stderr lines are marked;
 // env values arrive masked (`***`).
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError, get } from "../api";
 
 interface Line {
@@ -67,10 +67,15 @@ function FollowedLog({ appId }: { appId: string }) {
     };
     return () => source.close();
   }, [path]);
-  // Keep the newest line in view.
+  // Keep the newest line in view, unless the person scrolled up to read (back at the end, it follows again).
+  const atEnd = useRef(true);
+  const onScroll = () => {
+    const el = pre.current;
+    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  };
   // biome-ignore lint/correctness/useExhaustiveDependencies: scroll when lines change
-  useEffect(() => {
-    if (pre.current) pre.current.scrollTop = pre.current.scrollHeight;
+  useLayoutEffect(() => {
+    if (pre.current && atEnd.current) pre.current.scrollTop = pre.current.scrollHeight;
   }, [lines]);
   if (state.kind === "refused") return <p class="error">{state.detail}</p>;
   return (
@@ -85,6 +90,7 @@ function FollowedLog({ appId }: { appId: string }) {
       <pre
         class="log"
         ref={pre}
+        onScroll={onScroll}
         // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
         // biome-ignore lint/a11y/noNoninteractiveTabindex: as above
         tabIndex={0}
