@@ -129,6 +129,11 @@ export const ERRORS = {
     detail: "this is about a signed-in person: use the session or an OAuth token, not an API key",
   },
   RC_ERR_AGENT_BUNDLE_NOT_FOUND: { status: 404, detail: "agent bundle file not found" },
+  RC_ERR_SERVER_HAS_APPLICATIONS: {
+    status: 409,
+    detail:
+      "the server still has applications: delete them or move them to another server first (removing it would leave their containers running with no agent to manage them)",
+  },
   RC_ERR_INSECURE_INSTALL_URL: {
     status: 409,
     detail:

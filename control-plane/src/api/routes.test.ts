@@ -29,6 +29,7 @@ const OWNER_ONLY = [
   "DELETE /api/registry-credentials/:id",
   "PUT /api/servers/:server_id/provider",
   "DELETE /api/servers/:server_id/provider",
+  "DELETE /api/servers/:server_id",
   "POST /api/servers/join-tokens",
   "POST /api/users/invites",
   "DELETE /api/users/:id",

@@ -26,6 +26,7 @@ import { metricsRoutes } from "../observability/http-metrics.js";
 import { openApiRoutes } from "../observability/openapi.js";
 import { providerBindingRoutes } from "../reboot/bindings-api.js";
 import { registryCredentialsRoutes } from "../registry/credentials-api.js";
+import { serverRoutes } from "../servers/routes.js";
 import { enrollRoutes } from "./agent-enroll.js";
 import { automationRoutes } from "./automation/index.js";
 import { activityRoutes } from "./management/activity.js";
@@ -60,6 +61,7 @@ export function apiRoutes(
     ...deploymentsRoutes(ctx, closing),
     ...githubRoutes(ctx),
     ...joinTokensRoutes(ctx),
+    ...serverRoutes(ctx),
     ...apiKeysRoutes(ctx),
     ...activityRoutes(ctx),
     // External deploy: route sync for pipelines that start their own containers.

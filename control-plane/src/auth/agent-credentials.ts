@@ -93,7 +93,11 @@ export async function enrollAgent(db: Knex, input: EnrollInput) {
       hostname: hostname ?? null,
       agent_version: agent_version ?? null,
     };
-    if (existing) await trx("servers").where({ id }).update(fields);
+    // A removed server (servers/removal.ts) enrolled again is listed again, with its history.
+    if (existing)
+      await trx("servers")
+        .where({ id })
+        .update({ ...fields, removed_at: null });
     else
       await trx("servers").insert({
         id,

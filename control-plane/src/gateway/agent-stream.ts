@@ -21,6 +21,7 @@ import { storeContainerReport } from "./container-report.js";
 import { pendingCleanups, requestCleanup } from "../applications/cleanup.js";
 import type { StreamRegistry } from "./registry.js";
 import { LiveReads } from "./live-reads.js";
+import { Presence } from "./presence.js";
 
 export interface GatewayDeps {
   db: Knex;
@@ -146,6 +147,8 @@ class AgentStream {
   private progressTail: Promise<unknown> = Promise.resolve();
   /** Log reads on this stream: relayed, not stored. */
   private readonly live: LiveReads;
+  /** Stores the last heartbeat's time, throttled (presence.ts). */
+  private readonly presence: Presence;
 
   constructor(
     private readonly deps: GatewayDeps,
@@ -156,6 +159,7 @@ class AgentStream {
     this.credentialHash = server.agent_credential_hash;
     this.log = deps.log.child({ server_id: server.id, connection_id: this.connectionId });
     this.live = new LiveReads(deps.bus);
+    this.presence = new Presence(deps.db, server.id, deps.heartbeatIntervalMs);
   }
 
   start(): void {
@@ -203,7 +207,7 @@ class AgentStream {
         : msg.$case === "jobAck"
           ? this.onAck(msg.jobAck.operationId)
           : msg.$case === "heartbeat"
-            ? renewLeases(this.deps.db, this.serverId, msg.heartbeat.runningOperationIds, this.deps.leaseMs)
+            ? this.onHeartbeat(msg.heartbeat.runningOperationIds)
             : msg.$case === "jobProgress"
               ? this.onProgress(msg.jobProgress)
               : msg.$case === "engineStatus"
@@ -222,13 +226,17 @@ class AgentStream {
     if (this.hello) return;
     this.hello = true;
     const connect = batchesOf(this.deps);
+    const now = Date.now();
     await connect.hellos.submit({
       serverId: this.serverId,
       fields: {
         boot_id: h.bootId.slice(0, 64),
         hostname: h.hostname.slice(0, 255),
         agent_version: h.agentVersion.slice(0, 64),
-        last_seen_at: Date.now(),
+        last_seen_at: now,
+        connected_at: now,
+        // 0 from an agent older than booted_at_unix_ms: the last known boot is kept.
+        ...(h.bootedAtUnixMs > 0 ? { booted_at: h.bootedAtUnixMs } : {}),
         // Absent until the agent's first probe ends (an EngineStatus follows) or from an older agent.
         ...(h.engine ? engineColumns(h.engine) : {}),
         // Likewise until the agent's first proxy check ends.
@@ -262,6 +270,11 @@ class AgentStream {
       const outcome = await requestCleanup(this.deps.ops, target, audit, 0);
       this.log.info({ application_id: target.applicationId, outcome: outcome.state }, "pending cleanup sent");
     }
+  }
+
+  private async onHeartbeat(runningOperationIds: string[]): Promise<void> {
+    await renewLeases(this.deps.db, this.serverId, runningOperationIds, this.deps.leaseMs);
+    await this.presence.heartbeat();
   }
 
   private async onAck(operationId: string): Promise<void> {

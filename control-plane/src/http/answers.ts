@@ -220,8 +220,12 @@ export const server = o({
   name: z.string(),
   hostname: z.string().nullable(),
   agent_version: z.string().nullable(),
-  last_seen_at: isoOrNull,
+  last_seen_at: isoOrNull.describe(
+    "the agent's last heartbeat as stored (every 30 s at most while connected)",
+  ),
   connected: z.boolean(),
+  connected_at: isoOrNull.describe("when the agent's current (or last) stream was opened"),
+  booted_at: isoOrNull.describe("when the server's machine booted (its uptime), as the agent last said"),
   engine: serverEngine
     .nullable()
     .describe("the container engine the agent last reported; null when it never did"),

@@ -13,40 +13,61 @@ export interface ServerRef {
   name: string;
 }
 
+const SERVER_COLUMNS = [
+  "id",
+  "name",
+  "hostname",
+  "agent_version",
+  "last_seen_at",
+  "connected_at",
+  "booted_at",
+  "created_at",
+  "engine_name",
+  "engine_version",
+  "engine_ok",
+  "engine_detail",
+  "proxy_kind",
+  "proxy_ok",
+  "proxy_detail",
+];
+
+const isoOf = (ms: unknown) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString());
+
 /**
- * The tenant's servers, oldest first (GET /api/servers), each `connected` when a
- * gateway (any instance) holds its agent's stream now: asked of the bus, not
- * inferred from last_seen_at, so the dashboard's "live" is the dispatch path's truth.
+ * A server as the API shows it. last_seen_at is the agent's last heartbeat as
+ * stored (at most PRESENCE_EVERY intervals old while connected, gateway/presence.ts),
+ * connected_at when its current (or last) stream was opened, booted_at when its
+ * machine booted.
  */
-export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
-  const rows = await db("servers")
-    .where({ tenant_id: tenantId })
-    .orderBy("created_at", "asc")
-    .select(
-      "id",
-      "name",
-      "hostname",
-      "agent_version",
-      "last_seen_at",
-      "engine_name",
-      "engine_version",
-      "engine_ok",
-      "engine_detail",
-      "proxy_kind",
-      "proxy_ok",
-      "proxy_detail",
-    );
-  const connected = await bus.connectedServers(rows.map((r) => r.id as string));
-  return rows.map((r) => ({
+export function presentServer(r: Record<string, unknown>, connected: boolean) {
+  return {
     id: r.id as string,
     name: r.name as string,
     hostname: r.hostname as string | null,
     agent_version: r.agent_version as string | null,
-    last_seen_at: r.last_seen_at === null ? null : new Date(Number(r.last_seen_at)).toISOString(),
-    connected: connected.has(r.id as string),
+    last_seen_at: isoOf(r.last_seen_at),
+    connected,
+    connected_at: isoOf(r.connected_at),
+    booted_at: isoOf(r.booted_at),
+    created_at: isoOf(r.created_at),
     engine: engineOf(r),
     proxy: proxyOf(r),
-  }));
+  };
+}
+
+/**
+ * The tenant's servers, oldest first (GET /api/servers), each `connected` when a
+ * gateway (any instance) holds its agent's stream now: asked of the bus, not
+ * inferred from last_seen_at, so the dashboard's "live" is the dispatch path's truth.
+ * Removed servers (removal.ts) are left out.
+ */
+export async function listServers(db: Knex, bus: JobBus, tenantId: string) {
+  const rows = await db("servers")
+    .where({ tenant_id: tenantId, removed_at: null })
+    .orderBy("created_at", "asc")
+    .select(SERVER_COLUMNS);
+  const connected = await bus.connectedServers(rows.map((r) => r.id as string));
+  return rows.map((r) => presentServer(r, connected.has(r.id as string)));
 }
 
 /**
@@ -108,8 +129,10 @@ function lookupOf(db: Knex): Coalescer<string, ServerRow | undefined> {
 /**
  * Servers found, by id, per database. What is kept never changes: a server's
  * row is created by its first enrollment and its id, name and tenant are never
- * updated, and nothing in relayctl deletes a server (a re-enrollment updates
- * only its credential and host fields, which are not kept here). So a found
+ * updated, and nothing in relayctl deletes a server row (a re-enrollment updates
+ * only its credential and host fields, which are not kept here; a removal,
+ * removal.ts, revokes the credential and keeps the row, so a removed server
+ * stays found here and its operations are refused as not connected). So a found
  * server needs no invalidation, on any instance; an id not found is never kept
  * (it may be enrolled the next moment). Under exec-throughput's load this took
  * a coalesced round trip off every call (bench/README.md, issue 17). Should
