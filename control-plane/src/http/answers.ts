@@ -82,6 +82,11 @@ export const auditEvent = o({
   run_id: z.string().nullable(),
   created_at: iso,
   payload: z.record(z.string(), z.unknown()),
+  actor: o({
+    type: z.string().describe("user, api_key, automation_key, oauth_token, operator, agent, github or system"),
+    id: z.string().nullable().describe("the user's, key's or (an agent) server's id"),
+    name: z.string(),
+  }).describe("who acted (audit/actor.ts)"),
   prev_hash: z.string().nullable(),
   hash: z.string(),
   outcome: o({

@@ -54,6 +54,27 @@ async function startEvents(db: Knex, tenantId: string, ids: string[]) {
   return out;
 }
 
+/**
+ * How each run's completed operations exited: `{"0": 3, "1": 1}`. A command that
+ * exits non-zero is still `completed` (the contract), so the status counts alone
+ * would call a failing run's commands all done.
+ */
+async function runExitCodes(db: Knex, tenantId: string, runIds: string[]) {
+  const out = new Map<string, Record<string, number>>();
+  if (runIds.length === 0) return out;
+  const rows: { run_id: string; exit_code: number | null; n: number }[] = await db("operations")
+    .where({ tenant_id: tenantId, status: "completed" })
+    .whereIn("run_id", runIds)
+    .groupBy("run_id", "exit_code")
+    .select("run_id", "exit_code", db.raw("COUNT(*) AS n"));
+  for (const r of rows) {
+    const codes = out.get(r.run_id) ?? {};
+    codes[String(r.exit_code ?? "none")] = Number(r.n);
+    out.set(r.run_id, codes);
+  }
+  return out;
+}
+
 /** The run_context of each run's latest operation. */
 async function runContexts(db: Knex, tenantId: string, runIds: string[]) {
   const out = new Map<string, unknown>();
@@ -124,6 +145,11 @@ export const activityRoutes = (ctx: ApiContext): RouteSpec[] => {
               ...o,
               run_context: payload.run_context ?? null,
               command: describeOperation(o.operation_type, payload),
+              // A deploy operation leads to its deployment's page (steps, log, release).
+              deployment:
+                typeof payload.deployment_id === "string" && typeof payload.application_id === "string"
+                  ? { application_id: payload.application_id, deployment_id: payload.deployment_id }
+                  : null,
             };
           }),
           next_cursor: page.next_cursor,
@@ -162,11 +188,11 @@ export const activityRoutes = (ctx: ApiContext): RouteSpec[] => {
         }
         const rows: RunRow[] = await query;
         const page = rows.slice(0, limit);
-        const contexts = await runContexts(
-          db,
-          tenantId,
-          page.map((r) => r.run_id),
-        );
+        const runIds = page.map((r) => r.run_id);
+        const [contexts, exits] = await Promise.all([
+          runContexts(db, tenantId, runIds),
+          runExitCodes(db, tenantId, runIds),
+        ]);
         const last = page.at(-1);
         return {
           runs: page.map((r) => ({
@@ -174,6 +200,7 @@ export const activityRoutes = (ctx: ApiContext): RouteSpec[] => {
             run_context: contexts.get(r.run_id) ?? null,
             operations: Number(r.operations),
             statuses: Object.fromEntries(STATUSES.map((s) => [s, Number(r[s] ?? 0)])),
+            exit_codes: exits.get(r.run_id) ?? {},
             first_at: iso(Number(r.first_at)),
             last_at: iso(Number(r.last_at)),
           })),
