@@ -15,9 +15,34 @@ export function ctxOf(cmd: Command): Ctx {
   return { api: new Api(opts), json: Boolean(opts.json) };
 }
 
+/** Whether the credential is an automation (rca_) key: the Automation API only, no listings. */
+export function isAutomationKey(api: Api): boolean {
+  return (api.opts.token ?? process.env.RELAYCTL_TOKEN ?? "").startsWith("rca_");
+}
+
+/**
+ * Names are looked up in the organization's lists, which an automation key may
+ * not read (it is scoped to servers and operations by id): say so, and how to
+ * go on, instead of the API's "missing X-API-Key header".
+ */
+function namesNeedListing(api: Api, what: "server" | "application", name: string): void {
+  if (!isAutomationKey(api)) return;
+  const list = what === "server" ? "servers" : "apps";
+  if (UUID.test(name.toLowerCase()))
+    throw new CliError(
+      `an automation (rca_) key cannot read ${what}s: run this with your login ('relayctl login') or an rck_ API key`,
+      EXIT.usage,
+    );
+  throw new CliError(
+    `${what} '${name}': an automation (rca_) key cannot look ${what}s up by name; pass the ${what}'s id (shown by 'relayctl ${list} list' when logged in or with an rck_ API key), or run this with your login ('relayctl login') or an rck_ API key`,
+    EXIT.usage,
+  );
+}
+
 /** A server id from its name or id (an id is used as is: an automation key cannot list servers). */
 export async function serverId(api: Api, nameOrId: string): Promise<string> {
   if (UUID.test(nameOrId.toLowerCase())) return nameOrId;
+  namesNeedListing(api, "server", nameOrId);
   const { servers } = await api.call<{ servers: { id: string; name: string }[] }>(
     "GET",
     "/api/servers",
@@ -34,6 +59,7 @@ export interface AppRef {
 }
 
 export async function application(api: Api, nameOrId: string): Promise<AppRef & Record<string, unknown>> {
+  namesNeedListing(api, "application", nameOrId);
   const { applications } = await api.call<{ applications: (AppRef & Record<string, unknown>)[] }>(
     "GET",
     "/api/applications",

@@ -1,6 +1,8 @@
-// apps: list, show, create, and env set/unset. Env values are read from stdin
-// or a file, never from argv (visible to every user of the machine) and never
-// echoed back (the API cannot read them back either).
+// apps: list, show, create, and env set/unset. `env set` takes NAME=value pairs,
+// several at once, like `fly secrets set`; a NAME alone reads its value from
+// stdin or a file, for secrets that must stay off argv (visible to every user of
+// the machine, and in shell history). Values are never echoed back (the API
+// cannot read them back either).
 import { readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { application, chompOne, collect, ctxOf, readStdin, serverId, tenantId } from "../context.js";
@@ -137,24 +139,51 @@ export function registerApps(program: Command): void {
       "\nExamples:\n  printf '%s' \"$DB_PASSWORD\" | relayctl apps env set shop DB_PASSWORD\n  relayctl apps env list shop\n  relayctl apps env unset shop DB_PASSWORD",
     );
   env
-    .command("set <app> <name>")
-    .description("set one variable; the value is read from stdin (or --file), never from the command line")
-    .option("--file <path>", "read the value from this file instead of stdin")
+    .command("set <app> <pairs...>")
+    .description(
+      "set variables: NAME=value pairs (several at once), or one NAME whose value is read from stdin (or --file)",
+    )
+    .option("--file <path>", "read the value of the one NAME from this file instead of stdin")
     .addHelpText(
       "after",
-      "\nExamples:\n  printf '%s' \"$DB_PASSWORD\" | relayctl apps env set shop DB_PASSWORD\n  relayctl apps env set shop TLS_KEY --file ./key.pem",
+      "\nA value on the command line is visible to other users of this machine and kept in shell history:" +
+        "\npass a secret as a NAME alone, its value on stdin.\n" +
+        "\nExamples:\n  relayctl apps env set shop LOG_LEVEL=debug REGION=eu" +
+        "\n  printf '%s' \"$DB_PASSWORD\" | relayctl apps env set shop DB_PASSWORD" +
+        "\n  relayctl apps env set shop TLS_KEY --file ./key.pem",
     )
-    .action(async (app: string, name: string, o: { file?: string }, cmd: Command) => {
-      if (!ENV_NAME.test(name))
-        throw usageError(`'${name}' is not a variable name (letters, digits, _; not starting with a digit)`);
+    .action(async (app: string, pairs: string[], o: { file?: string }, cmd: Command) => {
+      const variables: Record<string, string> = {};
+      const bare: string[] = [];
+      for (const p of pairs) {
+        const i = p.indexOf("=");
+        const name = i < 0 ? p : p.slice(0, i);
+        if (!ENV_NAME.test(name))
+          throw usageError(
+            `'${name}' is not a variable name (letters, digits, _; not starting with a digit)`,
+          );
+        if (name in variables || bare.includes(name)) throw usageError(`${name} is given twice`);
+        if (i < 0) bare.push(name);
+        else variables[name] = p.slice(i + 1);
+      }
+      if (bare.length > 1)
+        throw usageError(
+          `only one NAME can take its value from stdin or --file (got ${bare.join(", ")}): give the others as NAME=value`,
+        );
+      if (o.file && bare.length === 0) throw usageError("--file is the value of a NAME given without =value");
       const { api, json } = ctxOf(cmd);
-      const value = chompOne(o.file ? readFileSync(o.file, "utf8") : await readStdin());
+      if (bare[0]) variables[bare[0]] = chompOne(o.file ? readFileSync(o.file, "utf8") : await readStdin());
       const a = await application(api, app);
       const tid = await tenantId(api);
       const r = await api.call("POST", `/api/tenants/${tid}/applications/${a.id}/env`, "dashboard", {
-        variables: { [name]: value },
+        variables,
       });
-      emit(json, r, () => process.stdout.write(`Set ${name} on ${a.name} (value not shown).\n`));
+      const names = Object.keys(variables);
+      emit(json, r, () =>
+        process.stdout.write(
+          `Set ${names.join(", ")} on ${a.name} (value${names.length === 1 ? "" : "s"} not shown).\n`,
+        ),
+      );
     });
   env
     .command("unset <app> <name>")

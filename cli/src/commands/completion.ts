@@ -1,17 +1,37 @@
 // completion: a shell completion script made from the command tree itself, so
-// it never drifts from the commands. bash and zsh (through bashcompinit).
+// it never drifts from the commands. bash and zsh (through bashcompinit). Where a
+// command's first argument is an application or a server, the script asks
+// `relayctl __complete apps|servers` for their names, with the stored login (or
+// RELAYCTL_TOKEN): quietly nothing when offline, not logged in, or slow.
 import type { Command } from "commander";
+import { ctxOf } from "../context.js";
 import { usageError } from "../errors.js";
 
-/** "path words" → the subcommands and options completed after them. */
-function table(cmd: Command, path: string[] = [], out: Map<string, string[]> = new Map()) {
+/** What a command's first argument names: `apps`, `servers`, both (`all`), or nothing to look up. */
+function namesOf(cmd: Command): string {
+  const arg = cmd.registeredArguments[0]?.name() ?? "";
+  const app = /\bapp\b/.test(arg);
+  const server = /\bserver\b/.test(arg);
+  return app && server ? "all" : app ? "apps" : server ? "servers" : "";
+}
+
+/** A lookup that takes longer than this is dropped: a completion must not hang the shell. */
+const LOOKUP_MS = 2000;
+
+/** "path words" → the subcommands and options completed after them, and the names its argument takes. */
+function table(
+  cmd: Command,
+  path: string[] = [],
+  out: Map<string, { words: string[]; names: string }> = new Map(),
+) {
+  const visible = cmd.commands.filter((c) => !c.name().startsWith("__"));
   const words = [
-    ...cmd.commands.map((c) => c.name()),
+    ...visible.map((c) => c.name()),
     ...cmd.options.map((o) => o.long).filter((x): x is string => Boolean(x)),
     "--help",
   ];
-  out.set(path.join(" "), words);
-  for (const c of cmd.commands) table(c, [...path, c.name()], out);
+  out.set(path.join(" "), { words, names: namesOf(cmd) });
+  for (const c of visible) table(c, [...path, c.name()], out);
   return out;
 }
 
@@ -22,7 +42,37 @@ function valued(cmd: Command, out: Set<string> = new Set()): Set<string> {
   return out;
 }
 
+/** The names `relayctl __complete <kind>` prints: one a line, nothing on any failure. */
+async function lookUpNames(kind: string, cmd: Command): Promise<string[]> {
+  const { api } = ctxOf(cmd);
+  const get = async (path: string, field: string) =>
+    (await api.call<Record<string, { name: string }[]>>("GET", path, "dashboard"))[field]!.map((x) => x.name);
+  const lists = await Promise.all([
+    kind === "apps" || kind === "all" ? get("/api/applications", "applications") : [],
+    kind === "servers" || kind === "all" ? get("/api/servers", "servers") : [],
+  ]);
+  return [...new Set(lists.flat())].filter((n) => /^[A-Za-z0-9._-]+$/.test(n)).sort();
+}
+
 export function registerCompletion(program: Command): void {
+  program
+    .command("__complete <kind>", { hidden: true })
+    .description("print application or server names for shell completion (apps, servers, all)")
+    .action(async (kind: string, _o: unknown, cmd: Command) => {
+      let names: string[] = [];
+      try {
+        names = await Promise.race([
+          lookUpNames(kind, cmd),
+          new Promise<string[]>((resolve) => setTimeout(() => resolve([]), LOOKUP_MS).unref()),
+        ]);
+      } catch {
+        // offline, not logged in, not allowed: complete nothing
+      }
+      if (names.length) process.stdout.write(`${names.join("\n")}\n`);
+      // Do not wait for a slow request to end.
+      process.exit(0);
+    });
+
   program
     .command("completion <shell>")
     .description("print a completion script for bash or zsh")
@@ -33,12 +83,15 @@ export function registerCompletion(program: Command): void {
     .action((shell: string) => {
       if (shell !== "bash" && shell !== "zsh") throw usageError("completion: the shell is bash or zsh");
       const cases = [...table(program)]
-        .map(([path, words]) => `      "${path}") words="${words.join(" ")}" ;;`)
+        .map(
+          ([path, t]) =>
+            `      "${path}") words="${t.words.join(" ")}"${t.names ? ` names=${t.names}` : ""} ;;`,
+        )
         .join("\n");
       // `cmdpath`, not `path`: in zsh `path` is tied to PATH.
       const script = `# relayctl ${shell} completion
 ${shell === "zsh" ? "autoload -U +X bashcompinit && bashcompinit\n" : ""}_relayctl() {
-  local cur prev cmdpath="" w skip=0
+  local cur prev cmdpath="" w skip=0 names="" dropped=0
   cur="\${COMP_WORDS[COMP_CWORD]}"
   prev="\${COMP_WORDS[COMP_CWORD-1]}"
   for w in "\${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
@@ -53,10 +106,14 @@ ${shell === "zsh" ? "autoload -U +X bashcompinit && bashcompinit\n" : ""}_relayc
   while :; do
     case "$cmdpath" in
 ${cases}
-      *" "*) cmdpath="\${cmdpath% *}"; continue ;;
+      *" "*) cmdpath="\${cmdpath% *}"; dropped=1; continue ;;
     esac
     break
   done
+  # The command's first argument, an application or a server: their names, from the API.
+  if [ "$dropped" = 0 ] && [ -n "$names" ] && [ "\${cur#-}" = "$cur" ]; then
+    words="$words $("\${COMP_WORDS[0]}" __complete "$names" 2>/dev/null)"
+  fi
   COMPREPLY=( $(compgen -W "$words" -- "$cur") )
 }
 complete -o default -F _relayctl relayctl

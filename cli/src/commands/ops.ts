@@ -1,6 +1,7 @@
-// ops: read operations (one by id, or the operations of one run).
+// ops: read operations: one by id, the recent ones of the organization (newest
+// first, filtered), or the operations of one run (what an automation key may read).
 import type { Command } from "commander";
-import { ctxOf } from "../context.js";
+import { ctxOf, isAutomationKey, serverId } from "../context.js";
 import { usageError } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
 
@@ -10,7 +11,7 @@ export function registerOps(program: Command): void {
     .description("operations: exec, deploy, restart, reboot, registry login/logout")
     .addHelpText(
       "after",
-      "\nExamples:\n  relayctl ops get 3f2c...e1\n  relayctl ops list --run-id gh-12345 --json",
+      "\nExamples:\n  relayctl ops list\n  relayctl ops get 3f2c...e1\n  relayctl ops list --run-id gh-12345 --json",
     );
   ops
     .command("get <operation_id>")
@@ -34,23 +35,44 @@ export function registerOps(program: Command): void {
     });
   ops
     .command("list")
-    .description("the operations of one run (newest first)")
-    .option("--run-id <id>", "the run id the operations were started with (required)")
+    .description("recent operations, newest first (all of them, or of one run, server, status or type)")
+    .option("--run-id <id>", "only the operations started with this run id")
+    .option("--server <server>", "only this server (name or id)")
+    .option("--status <status>", "running, completed, failed or timeout")
+    .option("--type <type>", "exec, deploy, restart, reboot, registry_login, registry_logout, route_sync")
+    .option("--limit <n>", "operations per page (1-200, default 50)")
     .option("--cursor <cursor>", "next_cursor of the previous page")
-    .addHelpText("after", "\nExample:\n  relayctl ops list --run-id gh-12345")
-    .action(async (o: { runId?: string; cursor?: string }, cmd: Command) => {
-      if (!o.runId) throw usageError("ops list: --run-id is required");
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl ops list\n  relayctl ops list --server web-1 --status failed\n  relayctl ops list --run-id gh-12345",
+    )
+    .action(async (o: Record<string, string | undefined>, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
-      const q = new URLSearchParams({ run_id: o.runId, ...(o.cursor ? { cursor: o.cursor } : {}) });
+      const automation = isAutomationKey(api);
+      // An automation key reads only its own runs' operations (the Automation API); a
+      // person or an API key reads the organization's recent ones.
+      if (automation && !o.runId) throw usageError("ops list: --run-id is required");
+      const q = new URLSearchParams();
+      if (o.runId) q.set("run_id", o.runId);
+      if (o.cursor) q.set("cursor", o.cursor);
+      if (!automation) {
+        if (o.server) q.set("server_id", await serverId(api, o.server));
+        if (o.status) q.set("status", o.status);
+        if (o.type) q.set("operation_type", o.type);
+        if (o.limit) q.set("limit", o.limit);
+      } else if (o.server || o.status || o.type || o.limit) {
+        throw usageError("ops list: with an automation key only --run-id and --cursor apply");
+      }
       const r = await api.call<{ operations: Record<string, unknown>[]; next_cursor: string | null }>(
         "GET",
-        `/api/automation/v1/operations?${q}`,
-        "automation",
+        automation ? `/api/automation/v1/operations?${q}` : `/api/operations${q.size ? `?${q}` : ""}`,
+        automation ? "automation" : "dashboard",
       );
       emit(json, r, () => {
         printTable(
           r.operations.map((op) => ({
             ...op,
+            // A non-zero exit is still `completed` (the contract): EXIT says how it ended.
             exit_code: (op.result as { exit_code?: number } | null)?.exit_code,
           })),
           [
