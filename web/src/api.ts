@@ -235,6 +235,8 @@ export interface Run {
   run_context: Record<string, string> | null;
   operations: number;
   statuses: Record<string, number>;
+  /** Completed operations by exit code: {"0": 3, "1": 1}. */
+  exit_codes?: Record<string, number>;
   first_at: string;
   last_at: string;
 }
@@ -248,6 +250,8 @@ export interface Operation {
   command?: string | null;
   run_id: string | null;
   run_context?: Record<string, string> | null;
+  /** A deploy operation's deployment. */
+  deployment?: { application_id: string; deployment_id: string } | null;
   result: { exit_code: number | null; stdout: string; stderr: string; duration_ms: number | null } | null;
   started_at: string;
   completed_at: string | null;

@@ -1,8 +1,11 @@
 // Activity: what CI (and people) did, grouped by run_id with the CI context; the
 // operations of a run or of a filter (command, server, status, exit code, output);
 // the run's audit events; and the audit chain's verification state. The filters
-// live in the address, so a run's page can be linked from a CI log.
+// live in the address, so a run's page can be linked from a CI log. A command
+// that ran and exited non-zero is `completed` in the contract: its badge and the
+// run summaries say how it exited, not only that it ended.
 import { type Operation, type Run, type Server, get, query } from "../api";
+import "./activity.css";
 import { navigate, useLocation } from "../router";
 import { type Column, Table } from "../table";
 import {
@@ -34,6 +37,41 @@ interface AuditEvent {
 }
 
 const STATUSES = ["running", "completed", "failed", "timeout"];
+
+/** How an operation ended: succeeded (exit 0), exited N, or its status (running, failed, timeout). */
+export function OutcomeBadge({ status, exitCode }: { status: string; exitCode: number | null | undefined }) {
+  if (status === "completed" && typeof exitCode === "number") {
+    if (exitCode === 0) return <Badge status="succeeded" />;
+    return (
+      <span class="badge badge-exited" title={`the command ran and exited with code ${exitCode}`}>
+        exited {exitCode}
+      </span>
+    );
+  }
+  return <Badge status={status} />;
+}
+
+/** "3 succeeded, 1 exited 1, 1 running": a run's operations by how they ended. */
+export function runSummary(
+  r: Pick<Run, "statuses" | "exit_codes">,
+): { key: string; label: string; n: number }[] {
+  const out: { key: string; label: string; n: number }[] = [];
+  const codes = r.exit_codes ?? {};
+  let counted = 0;
+  if (codes["0"]) out.push({ key: "succeeded", label: "succeeded", n: codes["0"] });
+  for (const [code, n] of Object.entries(codes).sort(([a], [b]) => Number(a) - Number(b))) {
+    if (code === "0") continue;
+    out.push({ key: `exited ${code}`, label: code === "none" ? "completed" : `exited ${code}`, n });
+  }
+  for (const n of Object.values(codes)) counted += n;
+  for (const s of STATUSES) {
+    const n = r.statuses[s] ?? 0;
+    // Completed operations are counted by exit code above; any left (an older control plane) by status.
+    const left = s === "completed" ? n - counted : n;
+    if (left > 0) out.push({ key: s, label: s, n: left });
+  }
+  return out;
+}
 const TYPES = ["exec", "deploy", "restart", "reboot", "registry_login", "registry_logout", "route_sync"];
 
 function ChainState() {
@@ -98,13 +136,21 @@ function Runs() {
                   <span class="hint">
                     {r.operations} operation{r.operations === 1 ? "" : "s"}, last <Time iso={r.last_at} />
                   </span>{" "}
-                  {Object.entries(r.statuses)
-                    .filter(([, n]) => n > 0)
-                    .map(([s, n]) => (
-                      <span key={s}>
-                        <Badge status={s} /> {n}{" "}
+                  <span class="run-summary" data-testid="run-summary">
+                    {runSummary(r).map((p, i) => (
+                      <span key={p.key}>
+                        {i > 0 && ", "}
+                        {p.n}{" "}
+                        {p.label === "succeeded" ? (
+                          <Badge status="succeeded" />
+                        ) : p.label.startsWith("exited") ? (
+                          <span class="badge badge-exited">{p.label}</span>
+                        ) : (
+                          <Badge status={p.label} />
+                        )}
                       </span>
                     ))}
+                  </span>
                   <div>
                     <ContextLine ctx={r.run_context} />
                   </div>
@@ -126,10 +172,23 @@ function Runs() {
 /** The operations table's columns: when, what, where, how it ended and its output. */
 const OPERATION_COLUMNS: Column<Operation>[] = [
   { head: "Started", cell: (op) => <Time iso={op.started_at} /> },
-  { head: "Type", cell: (op) => op.operation_type },
+  {
+    head: "Type",
+    cell: (op) =>
+      op.deployment ? (
+        <a
+          href={`/app/applications/${op.deployment.application_id}/deployments/${op.deployment.deployment_id}`}
+          title="the deployment's steps and log"
+        >
+          {op.operation_type}
+        </a>
+      ) : (
+        op.operation_type
+      ),
+  },
   { head: "Command", class: "mono cmd", cell: (op) => op.command ?? "—" },
   { head: "Server", cell: (op) => op.server_name ?? op.server_id },
-  { head: "Status", cell: (op) => <Badge status={op.status} /> },
+  { head: "Status", cell: (op) => <OutcomeBadge status={op.status} exitCode={op.result?.exit_code} /> },
   { head: "Exit", cell: (op) => op.result?.exit_code ?? "—" },
   { head: "Output", cell: (op) => <Output result={op.result} /> },
 ];
@@ -278,7 +337,7 @@ export function ActivityPage() {
   }
   const filtered = Object.keys(params).length > 0;
   return (
-    <Page title="Activity">
+    <Page title="Activity" actions={<a href="/app/audit">Audit log</a>}>
       <ChainState />
       <Filters params={params} />
       {!filtered && <Runs />}
