@@ -72,6 +72,7 @@ const HIDDEN: Record<string, string> = {
   "/docs": "the reference page (@fastify/swagger-ui) and its static files",
   "/": "a redirect to the dashboard or to sign-in: a page, not API",
   "/app": "the dashboard's pages and assets (web/dist): pages, not API",
+  "/favicon.ico": "a redirect to the dashboard's icon, for pages that name none",
 };
 const isHidden = (url: string) => Object.keys(HIDDEN).some((p) => url === p || url.startsWith(`${p}/`));
 

@@ -1,6 +1,6 @@
 // The dashboard's shell: who is signed in, the navigation, and which page a path shows.
-import { render } from "preact";
-import { useEffect } from "preact/hooks";
+import { type ComponentChildren, render } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { type Me, get, setCsrfToken } from "./api";
 import { AccountPage } from "./pages/account";
 import { ActivityPage } from "./pages/activity";
@@ -11,10 +11,11 @@ import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
 import { RegistryPage } from "./pages/registry";
 import { ServersPage } from "./pages/servers";
+import { HOME, type PagePath, matchPage } from "./paths";
 import { onLinkClick, useLocation } from "./router";
 import { WhoContext, whoOf } from "./session";
 import "./style.css";
-import { ErrorNote, Loading, useLoad } from "./ui";
+import { ErrorNote, Loading, Page, useLoad } from "./ui";
 
 const NAV = [
   { href: "/app/servers", label: "Servers" },
@@ -26,45 +27,47 @@ const NAV = [
   { href: "/app/account", label: "Account" },
 ];
 
+// Each page path (paths.ts) and what it shows; tsc makes this cover exactly PAGE_PATHS.
+const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren } = {
+  "/app/servers": () => <ServersPage />,
+  "/app/applications": () => <ApplicationsPage />,
+  "/app/applications/:id": (p) => <ApplicationPage id={p.id} />,
+  "/app/applications/:id/deployments/:deploymentId": (p) => (
+    <DeploymentPage appId={p.id} deploymentId={p.deploymentId} />
+  ),
+  "/app/keys": () => <KeysPage tab="api" />,
+  "/app/keys/automation": () => <KeysPage tab="automation" />,
+  "/app/registry": () => <RegistryPage />,
+  "/app/activity": () => <ActivityPage />,
+  "/app/members": () => <MembersPage />,
+  "/app/account": () => <AccountPage />,
+};
+
 function route(path: string) {
-  const parts = path
-    .replace(/^\/app\/?/, "")
-    .split("/")
-    .filter(Boolean)
-    .map(decodeURIComponent);
-  const [section, id, sub, subId] = parts;
-  switch (section) {
-    case undefined:
-    case "servers":
-      return <ServersPage />;
-    case "applications":
-      if (id && sub === "deployments" && subId) return <DeploymentPage appId={id} deploymentId={subId} />;
-      return id ? <ApplicationPage id={id} /> : <ApplicationsPage />;
-    case "keys":
-      return <KeysPage tab={id === "automation" ? "automation" : "api"} />;
-    case "registry":
-      return <RegistryPage />;
-    case "activity":
-      return <ActivityPage />;
-    case "members":
-      return <MembersPage />;
-    case "account":
-      return <AccountPage />;
-    default:
-      return (
-        <>
-          <h1>Page not found</h1>
-          <p>
-            There is no page at this address. Go to <a href="/app/servers">Servers</a>.
-          </p>
-        </>
-      );
-  }
+  const match = matchPage(path);
+  if (match) return PAGES[match.path](match.params);
+  return (
+    <Page title="Page not found">
+      <p>
+        There is no page at <span class="mono">{path}</span>. Go to <a href={HOME}>Servers</a>.
+      </p>
+    </Page>
+  );
 }
 
 function Shell() {
   const me = useLoad(() => get<Me>("/api/me"), []);
   const loc = useLocation();
+  // At phone width the navigation is a menu behind a button; a page opened closes it.
+  const [menuOpen, setMenuOpen] = useState(false);
+  const menuButton = useRef<HTMLButtonElement>(null);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: closes on each navigation, on purpose
+  useEffect(() => setMenuOpen(false), [loc.pathname]);
+  const menuKey = (e: KeyboardEvent) => {
+    if (e.key !== "Escape" || !menuOpen) return;
+    setMenuOpen(false);
+    menuButton.current?.focus();
+  };
   // Move focus to the new page's heading so screen readers announce it.
   // biome-ignore lint/correctness/useExhaustiveDependencies: runs on each navigation, on purpose
   useEffect(() => {
@@ -96,8 +99,27 @@ function Shell() {
             <span class="hint">{who.email}</span>
             <button type="submit">Sign out</button>
           </form>
+          <button
+            type="button"
+            class="menu-toggle"
+            ref={menuButton}
+            aria-expanded={menuOpen}
+            aria-controls="main-nav"
+            onClick={() => setMenuOpen((open) => !open)}
+          >
+            <svg aria-hidden="true" viewBox="0 0 16 16" width="16" height="16">
+              <path d="M1 3h14M1 8h14M1 13h14" stroke="currentColor" stroke-width="2" />
+            </svg>
+            Menu
+          </button>
         </header>
-        <nav aria-label="Main" class="nav">
+        <nav
+          id="main-nav"
+          aria-label="Main"
+          class={menuOpen ? "nav open" : "nav"}
+          onKeyDown={menuKey}
+          onClick={(e) => (e.target as Element).closest("a") && setMenuOpen(false)}
+        >
           <ul>
             {NAV.filter((n) => !n.owner || who.may("POST /api/users/invites")).map((n) => (
               <li key={n.href}>

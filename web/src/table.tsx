@@ -1,7 +1,8 @@
 // The dashboard's one table: every list (servers, applications, deployments, operations,
 // keys, members, registry credentials) is a set of columns over rows, drawn here with the
 // same markup, so the pages look alike and keep the same accessibility: a region that
-// takes focus to scroll sideways on a phone, column headers with scope, and a row header.
+// takes focus to scroll sideways, column headers with scope, and a row header. At phone
+// width each row is a card, every cell labelled with its column: no column is off-screen.
 import type { ComponentChildren } from "preact";
 
 export interface Column<T> {
@@ -39,6 +40,8 @@ export function Table<T>({
   rowHeader = true,
   testId,
 }: TableProps<T>) {
+  // At phone width the rows are drawn as cards (display: block; Chromium still exposes a
+  // table, checked in its accessibility tree), each cell's data-label naming its column.
   return (
     // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrollable region must take focus to scroll by keyboard
     <section class="table-wrap" tabIndex={0} aria-label={label}>
@@ -62,7 +65,7 @@ export function Table<T>({
                     {c.cell(row)}
                   </th>
                 ) : (
-                  <td key={c.head} class={c.class}>
+                  <td key={c.head} class={c.class} data-label={c.hideHead ? undefined : c.head}>
                     {c.cell(row)}
                   </td>
                 ),

@@ -1,9 +1,11 @@
 // The web dashboard (web/, built into web/dist by `make build`) under /app/: the
 // hashed assets cached for a year, index.html never cached and answered for every
 // page path (the pages route in the browser), all under a CSP that allows no
-// inline script or style. `/` leads a signed-in person to /app/ and anyone else to
-// sign in. The pages are clients of the public API; nothing here reads data.
-import { existsSync } from "node:fs";
+// inline script or style. A path that is no page (dist/manifest.json lists them) gets
+// the same index.html, which shows "not found", with a 404. `/` leads a signed-in
+// person to /app/ and anyone else to sign in. The pages are clients of the public API;
+// nothing here reads data.
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import fastifyStatic from "@fastify/static";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -44,17 +46,55 @@ const PAGE = {
   access: { public: "the session cookie: without one a page leads to sign-in" },
 } as const;
 
+/** What web/build.mjs says of the build: the page paths (web/src/paths.ts) and the favicon's file. */
+interface Manifest {
+  pages: string[];
+  favicon: string;
+}
+
+function readManifest(dist: string): Manifest | undefined {
+  const file = join(dist, "manifest.json");
+  if (!existsSync(join(dist, "index.html")) || !existsSync(file)) return undefined;
+  return JSON.parse(readFileSync(file, "utf8")) as Manifest;
+}
+
+/**
+ * Whether a path is one of the pages: "/app/applications/:id" matches one non-empty
+ * segment per :param, a trailing slash ignored; /app/ itself is the home page. The same
+ * rule as web/src/paths.ts matchPage (another program: the browser's).
+ */
+export function isPage(pages: string[], url: string): boolean {
+  const pathname = url.split("?")[0].replace(/\/+$/, "");
+  if (pathname === "/app") return true;
+  const parts = pathname.split("/");
+  return pages.some((page) => {
+    const pattern = page.split("/");
+    return (
+      pattern.length === parts.length &&
+      pattern.every((seg, i) => (seg.startsWith(":") ? parts[i] !== "" : seg === parts[i]))
+    );
+  });
+}
+
 /** The dashboard's pages; its assets are dashboardAssets' (reply.sendFile comes from there). */
 export function dashboardRoutes(ctx: ApiContext, dist = WEB_DIST): RouteSpec[] {
-  const built = existsSync(join(dist, "index.html"));
+  const manifest = readManifest(dist);
   const page = async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!built) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
+    if (!manifest) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
     // Signed out: straight to sign-in and back here, without loading the page first.
     if (!(await currentSession(ctx.db, req)))
       return reply.redirect(`/login?next=${encodeURIComponent(req.url)}`, 303);
     secureHeaders(reply);
     reply.header("cache-control", "no-store");
+    // No such page: still the dashboard (its own "not found" view, the navigation), but a 404.
+    if (!isPage(manifest.pages, req.url)) reply.code(404);
     return reply.sendFile("index.html", dist, { cacheControl: false });
+  };
+  // Browsers ask for /favicon.ico on pages that name no icon (the sign-in pages, /docs).
+  const favicon = async (_req: FastifyRequest, reply: FastifyReply) => {
+    if (!manifest) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
+    reply.header("cache-control", "public, max-age=86400");
+    return reply.redirect(`/app/assets/${manifest.favicon}`, 302);
   };
   return [
     route({
@@ -66,6 +106,7 @@ export function dashboardRoutes(ctx: ApiContext, dist = WEB_DIST): RouteSpec[] {
         return reply.redirect(session ? "/app/" : "/login?next=/app/", 303);
       },
     }),
+    route({ ...PAGE, method: "GET", url: "/favicon.ico", handler: favicon }),
     route({ ...PAGE, method: "GET", url: "/app", handler: (_req, reply) => reply.redirect("/app/", 301) }),
     route({ ...PAGE, method: "GET", url: "/app/", handler: page }),
     route({ ...PAGE, method: "GET", url: "/app/*", handler: page }),
