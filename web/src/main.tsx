@@ -10,6 +10,7 @@ import { DeploymentPage } from "./pages/deployment";
 import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
 import { RegistryPage } from "./pages/registry";
+import { ServerPage } from "./pages/server";
 import { ServersPage } from "./pages/servers";
 import { HOME, type PagePath, matchPage } from "./paths";
 import { onLinkClick, useLocation } from "./router";
@@ -30,6 +31,7 @@ const NAV = [
 // Each page path (paths.ts) and what it shows; tsc makes this cover exactly PAGE_PATHS.
 const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren } = {
   "/app/servers": () => <ServersPage />,
+  "/app/servers/:id": (p) => <ServerPage id={p.id} />,
   "/app/applications": () => <ApplicationsPage />,
   "/app/applications/:id": (p) => <ApplicationPage id={p.id} />,
   "/app/applications/:id/deployments/:deploymentId": (p) => (

@@ -6,6 +6,7 @@
 
 export const PAGE_PATHS = [
   "/app/servers",
+  "/app/servers/:id",
   "/app/applications",
   "/app/applications/:id",
   "/app/applications/:id/deployments/:deploymentId",

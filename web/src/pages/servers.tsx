@@ -1,12 +1,15 @@
-// Servers: each server's connected state (polled every 2 s), agent version, container
-// engine (with the reason and the fix when none works), reverse proxy (with why it does
-// not answer) and last contact; "Add server"
+// Servers: each server's connected state (polled every 2 s; "unknown" while the control
+// plane does not answer, server-state.tsx), agent version, container engine (with the
+// reason and the fix when none works), reverse proxy (with why it does not answer) and
+// its agent's last heartbeat; each name opens its page (server.tsx). "Add server"
 // asks for a join token and shows the commands that enroll one.
 import { useState } from "preact/hooks";
-import { type Server, type ServerEngine, get, post } from "../api";
+import { type ServerEngine, get, post } from "../api";
+import { type ServerProxy, type ServerRow, serverPath } from "../api-servers";
 import { useWho } from "../session";
 import { Table } from "../table";
 import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
+import { ConnectedBadge, UnreachableBanner, useUnreachableSince } from "./server-state";
 
 interface JoinToken {
   token: string;
@@ -65,7 +68,7 @@ function AddServer({ onClose }: { onClose: () => void }) {
 }
 
 /** The engine the agent uses, or why deployments to it cannot run (the detail says how to fix it). */
-function Engine({ engine }: { engine: ServerEngine | null | undefined }) {
+export function Engine({ engine }: { engine: ServerEngine | null | undefined }) {
   if (!engine) return <>—</>;
   if (engine.ok)
     return <span title={engine.detail}>{[engine.name, engine.version].filter(Boolean).join(" ")}</span>;
@@ -77,21 +80,8 @@ function Engine({ engine }: { engine: ServerEngine | null | undefined }) {
   );
 }
 
-/** GET /api/servers `proxy` (the agent's ProxyStatus); null until the agent reports one. */
-interface ServerProxy {
-  /** caddy, nginx, traefik or none. */
-  kind: string;
-  /** The proxy answered the agent's last check: deployments can switch routes. */
-  ok: boolean;
-  /** Where it was checked, or why it does not answer. */
-  detail: string;
-}
-
-/** A server as GET /api/servers returns it, with its proxy (not in api.ts's shared type yet). */
-type ServerRow = Server & { proxy?: ServerProxy | null };
-
 /** The proxy the agent writes routes to, or why deployments will fail at switch. */
-function ReverseProxy({ proxy }: { proxy: ServerProxy | null | undefined }) {
+export function ReverseProxy({ proxy }: { proxy: ServerProxy | null | undefined }) {
   if (!proxy) return <>—</>;
   if (proxy.ok) return <span title={proxy.detail}>{proxy.kind}</span>;
   return (
@@ -106,6 +96,7 @@ export function ServersPage() {
   const who = useWho();
   const [adding, setAdding] = useState(false);
   const servers = useLoad(() => get<{ servers: ServerRow[] }>("/api/servers"), [], POLL_MS);
+  const unreachable = useUnreachableSince(servers);
   return (
     <Page
       title="Servers"
@@ -119,7 +110,9 @@ export function ServersPage() {
       }
     >
       {adding && <AddServer onClose={() => setAdding(false)} />}
-      <Resource r={servers} what="servers">
+      <UnreachableBanner since={unreachable} error={servers.error} />
+      {/* Once a list is shown, a failed poll is told by the banner above, not a second alert. */}
+      <Resource r={unreachable ? { ...servers, error: undefined } : servers} what="servers">
         {({ servers: list }) =>
           list.length === 0 ? (
             <Empty>
@@ -138,20 +131,16 @@ export function ServersPage() {
               rowKey={(s) => s.id}
               rowAttrs={(s) => ({ "data-server-id": s.id })}
               columns={[
-                { head: "Name", cell: (s) => s.name },
+                { head: "Name", cell: (s) => <a href={serverPath(s.id)}>{s.name}</a> },
                 {
                   head: "State",
-                  cell: (s) => (
-                    <span class={`badge ${s.connected ? "badge-completed" : "badge-off"}`}>
-                      {s.connected ? "connected" : "not connected"}
-                    </span>
-                  ),
+                  cell: (s) => <ConnectedBadge connected={s.connected} unknown={unreachable !== undefined} />,
                 },
                 { head: "Host name", cell: (s) => s.hostname ?? "—" },
                 { head: "Agent", cell: (s) => s.agent_version ?? "—" },
                 { head: "Container engine", cell: (s) => <Engine engine={s.engine} /> },
                 { head: "Reverse proxy", cell: (s) => <ReverseProxy proxy={s.proxy} /> },
-                { head: "Last seen", cell: (s) => <Time iso={s.last_seen_at} /> },
+                { head: "Last heartbeat", cell: (s) => <Time iso={s.last_seen_at} /> },
               ]}
             />
           )
