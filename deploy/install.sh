@@ -105,6 +105,17 @@ case "$token" in "" | rjt_*) ;; *) die "--token must be a join token (rjt_...)" 
 [ -n "$base_url" ] || die "--url <control plane URL> is required when this script is not served by one"
 base_url="${base_url%/}"
 case "$base_url" in http://* | https://*) ;; *) die "--url must start with https:// or http://" ;; esac
+# Plain http to another machine (issue 31, defect 7): the join token, the agent credential the
+# enrollment answers with and this very script cross the network in the clear. Loopback is dev.
+case "$base_url" in
+  http://localhost | http://localhost[:/]* | http://*.localhost | http://*.localhost[:/]* | \
+    http://127.* | http://\[::1\] | http://\[::1\][:/]*) ;;
+  http://*)
+    printf 'install.sh: WARNING: %s is plain http: the join token and the agent credential cross the\n' "$base_url" >&2
+    printf 'install.sh: WARNING: network unencrypted, and this script could have been changed on the way.\n' >&2
+    printf 'install.sh: WARNING: use the control plane'"'"'s https:// URL (RELAYCTL_PUBLIC_URL) unless this network is yours.\n' >&2
+    ;;
+esac
 # An Ed25519 SubjectPublicKeyInfo (44 bytes) in base64: its fixed 12-byte prefix, then the key.
 case "$signing_key" in
   "") die "no --signing-key: the bundle's signature cannot be checked (the join token's install
