@@ -1,7 +1,9 @@
-// servers: the tenant's servers and their agents.
+// servers: the tenant's servers and their agents: list (connected now or not,
+// the last heartbeat), show one (its applications and newest operations) and
+// remove one (its agent is revoked).
 import type { Command } from "commander";
-import { ctxOf } from "../context.js";
-import { emit, printTable } from "../output.js";
+import { ctxOf, serverId } from "../context.js";
+import { emit, printFields, printTable } from "../output.js";
 
 /** GET /api/servers `engine`: null until the agent reports one. */
 interface Engine {
@@ -35,11 +37,14 @@ export function registerServers(program: Command): void {
   const servers = program
     .command("servers")
     .description("the servers of your organization")
-    .addHelpText("after", "\nExamples:\n  relayctl servers\n  relayctl servers list --json");
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl servers\n  relayctl servers list --json\n  relayctl servers show web-1\n  relayctl servers remove web-1",
+    );
   servers
     .command("list", { isDefault: true })
     .description(
-      "list servers with their agent version, container engine, reverse proxy and when they were last seen",
+      "list servers: connected now or not, agent version, container engine, reverse proxy and the agent's last heartbeat",
     )
     .addHelpText("after", "\nExample:\n  relayctl servers list --json")
     .action(async (_o: unknown, cmd: Command) => {
@@ -48,12 +53,14 @@ export function registerServers(program: Command): void {
       emit(json, r, () => {
         const rows = r.servers.map((s) => ({
           ...s,
+          connected: s.connected ? "yes" : "no",
           engine: engineCell(s.engine as Engine | null),
           proxy: proxyCell(s.proxy as Proxy | null),
         }));
         printTable(rows, [
           ["ID", "id"],
           ["NAME", "name"],
+          ["CONNECTED", "connected"],
           ["HOSTNAME", "hostname"],
           ["AGENT", "agent_version"],
           ["LAST SEEN", "last_seen_at"],
@@ -68,5 +75,74 @@ export function registerServers(program: Command): void {
           if (p && !p.ok) process.stdout.write(`\n${String(s.name)}: ${p.detail}\n`);
         }
       });
+    });
+  servers
+    .command("show <server>")
+    .description("one server: its agent, engine, uptime, connection, applications and newest operations")
+    .addHelpText("after", "\nExample:\n  relayctl servers show web-1")
+    .action(async (server: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const id = await serverId(api, server);
+      const s = await api.call<Record<string, unknown>>(
+        "GET",
+        `/api/servers/${encodeURIComponent(id)}`,
+        "dashboard",
+      );
+      emit(json, s, () => {
+        const apps = (s.applications as { name: string }[]) ?? [];
+        printFields(
+          {
+            ...s,
+            connected: s.connected ? "yes" : "no",
+            engine: engineCell(s.engine as Engine | null),
+            proxy: proxyCell(s.proxy as Proxy | null),
+            applications: apps.map((a) => a.name),
+          },
+          [
+            "id",
+            "name",
+            "connected",
+            "connected_at",
+            "last_seen_at",
+            "booted_at",
+            "hostname",
+            "agent_version",
+            "engine",
+            "proxy",
+            "applications",
+          ],
+        );
+        const ops = (s.recent_operations as Record<string, unknown>[]) ?? [];
+        if (ops.length === 0) return;
+        process.stdout.write("\nRecent operations:\n");
+        printTable(ops, [
+          ["STARTED", "started_at"],
+          ["TYPE", "operation_type"],
+          ["STATUS", "status"],
+          ["EXIT", "exit_code"],
+          ["APPLICATION", "application_name"],
+          ["ID", "operation_id"],
+        ]);
+      });
+    });
+  servers
+    .command("remove <server>")
+    .description(
+      "remove a server: its agent's credential is revoked and its connection closed (refused while applications live on it)",
+    )
+    .addHelpText("after", "\nExample:\n  relayctl servers remove web-1")
+    .action(async (server: string, _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const id = await serverId(api, server);
+      const r = await api.call<{ server_name: string }>(
+        "DELETE",
+        `/api/servers/${encodeURIComponent(id)}`,
+        "dashboard",
+      );
+      emit(json, r, () =>
+        process.stdout.write(
+          `Removed ${r.server_name}: its agent can no longer connect (a new join token enrolls it again).\n`,
+        ),
+      );
     });
 }
