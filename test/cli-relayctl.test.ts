@@ -124,8 +124,9 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.is((await login(u)).code, 0);
   const servers = await u.run(["servers", "list"]);
   t.is(servers.code, 0, servers.stderr);
-  t.regex(servers.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
-  t.true(servers.stdout.includes(c.serverName));
+  t.regex(servers.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+  // The cluster's agent is connected now: its row says so.
+  t.regex(servers.stdout, new RegExp(`^${c.serverId}\\s+${c.serverName}\\s+yes\\s`, "m"));
 
   const created = await u.run([
     "keys",
