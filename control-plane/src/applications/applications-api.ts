@@ -21,6 +21,7 @@ import { type RouteChange, applyRoute } from "./live-route.js";
 import { removeRoute } from "./route-removal.js";
 import { requestCleanup } from "./cleanup.js";
 import { containerOf, containersOf } from "./container-state.js";
+import { lastDeploymentsOf } from "./last-deployment.js";
 import {
   type ApplicationRow,
   createApplication,
@@ -66,6 +67,25 @@ const liveRelease = (r: ReleaseRow | undefined, urls: string[]) =>
   r ? presentRelease(r, urls, true, true) : null;
 
 const actorOf = (req: FastifyRequest) => auditActor(req.principal, req.ip);
+
+const serverNameOf = async (ctx: ApiContext, serverId: string) =>
+  (await ctx.db("servers").where({ id: serverId }).first<{ name: string } | undefined>("name"))?.name;
+
+/**
+ * What one application's JSON adds to its stored fields: its server's name (pages
+ * show a name, never a UUID), where it is served, its container, what is live and
+ * its last deployment.
+ */
+async function stateOf(ctx: ApiContext, row: ApplicationRow) {
+  const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
+  return {
+    server_name: await serverNameOf(ctx, row.server_id),
+    ...urls,
+    ...(await containerOf(ctx.db, row.id)),
+    live_release: liveRelease((await liveReleasesOf(ctx.db, [row])).get(row.id), urls.urls),
+    last_deployment: (await lastDeploymentsOf(ctx.db, [row.id])).get(row.id) ?? null,
+  };
+}
 
 /** Best effort: the deletion stands whatever the agent says; the outcome is logged. */
 async function removeQuietly(ctx: ApiContext, log: FastifyBaseLogger, a: Parameters<typeof removeRoute>[1]) {
@@ -165,7 +185,15 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
       );
       const row = await getApplication(ctx.db, tenantId, created.id);
       const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
-      return reply.status(201).send({ ...created, ...urls, container: null, live_release: null });
+      const server_name = await serverNameOf(ctx, row.server_id);
+      return reply.status(201).send({
+        ...created,
+        server_name,
+        ...urls,
+        container: null,
+        live_release: null,
+        last_deployment: null,
+      });
     },
   }),
   route({
@@ -184,12 +212,17 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         listed.map((a) => a.id),
       );
       const live = await liveReleasesOf(ctx.db, rows);
+      const last = await lastDeploymentsOf(
+        ctx.db,
+        listed.map((a) => a.id),
+      );
       return {
         applications: listed.map((a) => ({
           ...a,
           ...(urls.get(a.id) ?? { url: null, urls: [] }),
           container: containers.get(a.id) ?? null,
           live_release: liveRelease(live.get(a.id), urls.get(a.id)?.urls ?? []),
+          last_deployment: last.get(a.id) ?? null,
         })),
       };
     },
@@ -203,13 +236,7 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     responses: { 200: application },
     handler: async (req) => {
       const row = await getApplication(ctx.db, req.principal.tenantId, req.params.id);
-      const urls = await urlsOf(ctx.db, ctx.config.appsUrl, row);
-      return {
-        ...presentApplication(row),
-        ...urls,
-        ...(await containerOf(ctx.db, row.id)),
-        live_release: liveRelease((await liveReleasesOf(ctx.db, [row])).get(row.id), urls.urls),
-      };
+      return { ...presentApplication(row), ...(await stateOf(ctx, row)) };
     },
   }),
   route({
@@ -242,12 +269,7 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         const reason = { reason: "application moved to another server", waitMs: 0 };
         await cleanUpQuietly(ctx, req.log, { tenantId, row: before, actor: actorOf(req) }, reason);
       }
-      const hosts = await urlsOf(ctx.db, ctx.config.appsUrl, after);
-      const urls = {
-        ...hosts,
-        ...(await containerOf(ctx.db, after.id)),
-        live_release: liveRelease((await liveReleasesOf(ctx.db, [after])).get(after.id), hosts.urls),
-      };
+      const urls = await stateOf(ctx, after);
       // On another server nothing runs yet: its first deployment there routes it.
       if (resource.server_id !== before.server_id || !hostsChanged(ctx, before, after))
         return { ...resource, ...urls };

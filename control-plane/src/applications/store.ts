@@ -130,7 +130,8 @@ async function checkName(db: Knex, tenantId: string, name: string, exceptId?: st
   const q = db("applications").where({ tenant_id: tenantId, name });
   if (exceptId) q.whereNot({ id: exceptId });
   if (await q.first("id")) {
-    throw new RcError("RC_ERR_APPLICATION_NAME_TAKEN", `an application named '${name}' already exists`);
+    // The field first, like a 422's detail: the dashboard shows it beside that field.
+    throw new RcError("RC_ERR_APPLICATION_NAME_TAKEN", `name: an application named '${name}' already exists`);
   }
 }
 
@@ -148,7 +149,7 @@ async function bindFqdns(trx: Knex.Transaction, app: ApplicationRow, fqdns: stri
     const h = holders[0]!;
     throw new RcError(
       "RC_ERR_FQDN_TAKEN",
-      `domain '${h.fqdn}' is already bound to application '${h.name}' on this server`,
+      `fqdns: domain '${h.fqdn}' is already bound to application '${h.name}' on this server`,
     );
   }
   await trx("application_fqdns").insert(

@@ -186,6 +186,16 @@ export const application = o({
   live_release: release
     .nullable()
     .describe("the release serving now (the newest deployment that switched traffic); null before the first"),
+  last_deployment: o({
+    deployment_id: uuid,
+    status: z.enum(["queued", "running", "completed", "failed", "timeout"]),
+    commit_ref: z.string().nullable(),
+    commit_sha: z.string().nullable(),
+    created_at: iso,
+    finished_at: isoOrNull,
+  })
+    .nullable()
+    .describe("its newest deployment whatever its outcome (one still running too); null before the first"),
   created_at: iso,
   updated_at: iso,
 }).meta({ id: "Application" });
