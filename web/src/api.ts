@@ -141,8 +141,19 @@ export interface Application {
   keep_releases?: number;
   /** The release serving now; null before the first deployment. */
   live_release?: Release | null;
+  /** Its newest deployment whatever its outcome; null before the first. */
+  last_deployment?: LastDeployment | null;
   created_at: string;
   updated_at: string;
+}
+
+export interface LastDeployment {
+  deployment_id: string;
+  status: string;
+  commit_ref: string | null;
+  commit_sha: string | null;
+  created_at: string;
+  finished_at: string | null;
 }
 
 /** A deployment that went live (GET .../releases, an application's live_release). */

@@ -1,44 +1,125 @@
 // The application's fields (source, build, port, health check, domains, auto-deploy),
 // one form for creating and for editing. Edit sends only the fields that changed.
-import { useState } from "preact/hooks";
+// Every field is held in state, so a refused save keeps what the person typed (a
+// re-render used to put the stored values back), and the refusal is shown beside
+// its field in words (field-errors.ts), that field focused.
+import "./app-form.css";
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
 import type { Application, Build, Server } from "../api";
-import { Form, field, lines } from "../ui";
+import { Form, lines } from "../ui";
+import { type FieldError, type FieldSpec, fieldErrorOf } from "./field-errors";
 
 export type AppBody = Record<string, unknown>;
 
-function bodyOf(f: HTMLFormElement, servers: Server[]): AppBody {
-  const buildType = field(f, "build_type");
+interface Values {
+  name: string;
+  server_id: string;
+  linked_container_name: string;
+  container_port: string;
+  fqdns: string;
+  git_repository: string;
+  deploy_branch: string;
+  build_type: string;
+  dockerfile: string;
+  context: string;
+  image: string;
+  health_check_path: string;
+  health_check_timeout_seconds: string;
+  auto_deploy: boolean;
+}
+type Name = keyof Values;
+
+/** The API's field paths (the start of a refusal's detail) as this form's fields. */
+const SPECS: Record<string, FieldSpec<Name>> = {
+  name: { field: "name", label: "Name" },
+  server_id: { field: "server_id", label: "Server" },
+  linked_container_name: { field: "linked_container_name", label: "Container name" },
+  container_port: { field: "container_port", label: "Container port" },
+  fqdns: { field: "fqdns", label: "Domains", item: "Domain" },
+  git_repository: { field: "git_repository", label: "Git repository URL" },
+  git_credential: { field: "git_repository", label: "Git credential" },
+  deploy_branch: { field: "deploy_branch", label: "Deploy branch" },
+  build: { field: "build_type", label: "Build" },
+  "build.dockerfile": { field: "dockerfile", label: "Dockerfile" },
+  "build.context": { field: "context", label: "Build context" },
+  "build.image": { field: "image", label: "Image" },
+  health_check_path: { field: "health_check_path", label: "Health check path" },
+  health_check_timeout_seconds: { field: "health_check_timeout_seconds", label: "Health check timeout" },
+  auto_deploy: { field: "auto_deploy", label: "Automatic deploys" },
+};
+
+/** API field names a message may mention, in the form's words. */
+const MENTIONS = {
+  git_repository: "a Git repository URL",
+  git_credential: "a Git credential",
+  dockerfile: "Dockerfile",
+};
+
+function valuesOf(app: Application | undefined, servers: Server[]): Values {
+  return {
+    name: app?.name ?? "",
+    server_id: app?.server_id ?? servers[0]?.id ?? "",
+    linked_container_name: app?.linked_container_name ?? "",
+    container_port: String(app?.container_port ?? 8080),
+    fqdns: app?.fqdns.join("\n") ?? "",
+    git_repository: app?.git_repository ?? "",
+    deploy_branch: app?.deploy_branch ?? "",
+    build_type: app ? (app.build?.type ?? "none") : "dockerfile",
+    dockerfile: app?.build?.dockerfile ?? "Dockerfile",
+    context: app?.build?.context ?? ".",
+    image: app?.build?.image ?? "",
+    health_check_path: app?.health_check_path ?? "/",
+    health_check_timeout_seconds: String(app?.health_check_timeout_seconds ?? 30),
+    auto_deploy: app?.auto_deploy ?? false,
+  };
+}
+
+function bodyOf(v: Values, app: Application | undefined): AppBody {
   const build: Build =
-    buildType === "image"
-      ? { type: "image", image: field(f, "image") }
+    v.build_type === "image"
+      ? {
+          type: "image",
+          image: v.image.trim(),
+          // Kept as it is: the form does not edit it.
+          ...(app?.build?.registry_credential_id
+            ? { registry_credential_id: app.build.registry_credential_id }
+            : {}),
+        }
       : {
           type: "dockerfile",
-          dockerfile: field(f, "dockerfile") || "Dockerfile",
-          context: field(f, "context") || ".",
+          dockerfile: v.dockerfile.trim() || "Dockerfile",
+          context: v.context.trim() || ".",
         };
-  const repo = field(f, "git_repository");
   const body: AppBody = {
-    name: field(f, "name"),
-    server_id: field(f, "server_id") || servers[0]?.id,
-    linked_container_name: field(f, "linked_container_name"),
-    container_port: Number(field(f, "container_port")),
-    fqdns: lines(field(f, "fqdns")),
-    git_repository: repo || null,
-    build: buildType === "none" ? null : build,
-    health_check_path: field(f, "health_check_path") || "/",
-    health_check_timeout_seconds: Number(field(f, "health_check_timeout_seconds") || 30),
-    auto_deploy: (f.elements.namedItem("auto_deploy") as HTMLInputElement).checked,
+    name: v.name.trim(),
+    server_id: v.server_id,
+    linked_container_name: v.linked_container_name.trim(),
+    container_port: Number(v.container_port),
+    fqdns: lines(v.fqdns),
+    git_repository: v.git_repository.trim() || null,
+    build: v.build_type === "none" ? null : build,
+    health_check_path: v.health_check_path.trim() || "/",
+    health_check_timeout_seconds: Number(v.health_check_timeout_seconds || 30),
+    auto_deploy: v.auto_deploy,
   };
-  const branch = field(f, "deploy_branch");
-  if (branch) body.deploy_branch = branch;
+  if (v.deploy_branch.trim()) body.deploy_branch = v.deploy_branch.trim();
   return body;
+}
+
+/** The stored build as the form would send it (no null credential), to compare. */
+function storedOf(app: Application): AppBody {
+  const out = { ...(app as unknown as AppBody) };
+  if (app.build?.type === "image" && !app.build.registry_credential_id)
+    out.build = { type: "image", image: app.build.image };
+  return out;
 }
 
 /** The fields whose value differs from the application's (PATCH needs at least one). */
 function changed(body: AppBody, app: Application): AppBody {
+  const stored = storedOf(app);
   const out: AppBody = {};
-  for (const [k, v] of Object.entries(body))
-    if (JSON.stringify(v) !== JSON.stringify((app as unknown as AppBody)[k])) out[k] = v;
+  for (const [k, v] of Object.entries(body)) if (JSON.stringify(v) !== JSON.stringify(stored[k])) out[k] = v;
   return out;
 }
 
@@ -53,130 +134,155 @@ export function AppForm({
   submit: string;
   onSave: (body: AppBody) => Promise<unknown>;
 }) {
-  const [buildType, setBuildType] = useState<string>(app ? (app.build?.type ?? "none") : "dockerfile");
+  const [v, setV] = useState<Values>(() => valuesOf(app, servers));
+  const [error, setError] = useState<FieldError<Name>>();
+  const fields = useRef<HTMLDivElement>(null);
   const p = app ? `edit-${app.id.slice(0, 8)}` : "new";
+  const errId = `${p}-error`;
+
+  // The field in error takes focus once it is marked, so the person lands on it.
+  useEffect(() => {
+    if (error) fields.current?.querySelector<HTMLElement>(`[name="${error.field}"]`)?.focus();
+  }, [error]);
+
+  const set = (name: Name, value: string | boolean) => {
+    setV((old) => ({ ...old, [name]: value }));
+    if (error?.field === name) setError(undefined);
+  };
+  /** A control's value, change handler and error state. */
+  const ctl = (name: Exclude<Name, "auto_deploy">) => ({
+    name,
+    id: `${p}-${name}`,
+    value: v[name],
+    onInput: (e: Event) => set(name, (e.currentTarget as HTMLInputElement).value),
+    "aria-invalid": error?.field === name ? ("true" as const) : undefined,
+    "aria-describedby": error?.field === name ? errId : undefined,
+  });
+  const note = (name: Name) =>
+    error?.field === name ? (
+      <span class="field-error" id={errId}>
+        {error.text}
+      </span>
+    ) : null;
+  // A plain function, not a component: a component made in render would be a new type at
+  // every render, and Preact would replace the input (and its focus) at each key press.
+  const field = (name: Name, label: string, control: ComponentChildren) => (
+    <div class="field">
+      <label for={`${p}-${name}`}>{label}</label>
+      {control}
+      {note(name)}
+    </div>
+  );
+
   return (
     <Form
       label={app ? "Edit application" : "New application"}
       submit={submit}
-      onSubmit={async (f) => {
-        const body = bodyOf(f, servers);
-        await onSave(app ? changed(body, app) : body);
+      onSubmit={async () => {
+        setError(undefined);
+        const body = bodyOf(v, app);
+        try {
+          await onSave(app ? changed(body, app) : body);
+        } catch (err) {
+          const e = fieldErrorOf(err, SPECS, MENTIONS);
+          if (!e) throw err;
+          setError(e);
+          // The form's own note says it was not saved and where to look.
+          throw new Error(`Not saved: check ${e.label} above.`);
+        }
       }}
     >
-      <div class="grid">
-        <label>
-          Name
-          <input name="name" required maxLength={128} value={app?.name} autoComplete="off" />
-        </label>
-        <label>
-          Server
-          <select name="server_id" required value={app?.server_id}>
-            {servers.map((s) => (
-              <option key={s.id} value={s.id}>
-                {s.name}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Container name
-          <input
-            name="linked_container_name"
-            required
-            pattern="[a-zA-Z0-9][a-zA-Z0-9_.\-]*"
-            maxLength={255}
-            value={app?.linked_container_name}
-            autoComplete="off"
-          />
-        </label>
-        <label>
-          Container port
-          <input
-            name="container_port"
-            type="number"
-            min={1}
-            max={65535}
-            required
-            value={app?.container_port ?? 8080}
-          />
-        </label>
+      <div class="app-fields" ref={fields}>
+        <div class="grid">
+          {field("name", "Name", <input {...ctl("name")} required maxLength={128} autoComplete="off" />)}
+          {field(
+            "server_id",
+            "Server",
+            <select {...ctl("server_id")} required>
+              {servers.map((s) => (
+                <option key={s.id} value={s.id}>
+                  {s.name}
+                </option>
+              ))}
+            </select>,
+          )}
+          {field(
+            "linked_container_name",
+            "Container name",
+            <input
+              {...ctl("linked_container_name")}
+              required
+              pattern="[a-zA-Z0-9][a-zA-Z0-9_.\-]*"
+              maxLength={255}
+              autoComplete="off"
+            />,
+          )}
+          {field(
+            "container_port",
+            "Container port",
+            <input {...ctl("container_port")} type="number" min={1} max={65535} required />,
+          )}
+        </div>
+        {field("fqdns", "Domains (one per line)", <textarea {...ctl("fqdns")} rows={2} />)}
+        <fieldset>
+          <legend>Source and build</legend>
+          <div class="grid">
+            {field(
+              "git_repository",
+              "Git repository URL",
+              <input {...ctl("git_repository")} placeholder="https://git.example.com/org/app.git" />,
+            )}
+            {field("deploy_branch", "Deploy branch", <input {...ctl("deploy_branch")} placeholder="main" />)}
+            {field(
+              "build_type",
+              "Build",
+              <select {...ctl("build_type")}>
+                <option value="dockerfile">Dockerfile in the repository</option>
+                <option value="image">Pull an image</option>
+                <option value="none">None (external deploy only)</option>
+              </select>,
+            )}
+            {v.build_type === "dockerfile" && (
+              <>
+                {field("dockerfile", "Dockerfile", <input {...ctl("dockerfile")} />)}
+                {field("context", "Build context", <input {...ctl("context")} />)}
+              </>
+            )}
+            {v.build_type === "image" &&
+              field(
+                "image",
+                "Image",
+                <input {...ctl("image")} required placeholder="registry.example.com/app:1.0" />,
+              )}
+          </div>
+        </fieldset>
+        <fieldset>
+          <legend>Health check</legend>
+          <div class="grid">
+            {field("health_check_path", "Path", <input {...ctl("health_check_path")} />)}
+            {field(
+              "health_check_timeout_seconds",
+              "Timeout (seconds)",
+              <input {...ctl("health_check_timeout_seconds")} type="number" min={1} max={600} />,
+            )}
+          </div>
+        </fieldset>
+        <div class="field">
+          <label class="check" for={`${p}-auto_deploy`}>
+            <input
+              id={`${p}-auto_deploy`}
+              name="auto_deploy"
+              type="checkbox"
+              checked={v.auto_deploy}
+              onChange={(e) => set("auto_deploy", e.currentTarget.checked)}
+              aria-invalid={error?.field === "auto_deploy" ? "true" : undefined}
+              aria-describedby={error?.field === "auto_deploy" ? errId : undefined}
+            />
+            Deploy automatically on a push to the deploy branch
+          </label>
+          {note("auto_deploy")}
+        </div>
       </div>
-      <label>
-        Domains (one per line)
-        <textarea name="fqdns" rows={2} value={app?.fqdns.join("\n")} />
-      </label>
-      <fieldset>
-        <legend>Source and build</legend>
-        <div class="grid">
-          <label>
-            Git repository URL
-            <input
-              name="git_repository"
-              value={app?.git_repository ?? ""}
-              placeholder="https://git.example.com/org/app.git"
-            />
-          </label>
-          <label>
-            Deploy branch
-            <input name="deploy_branch" value={app?.deploy_branch ?? ""} placeholder="main" />
-          </label>
-          <label>
-            Build
-            <select name="build_type" value={buildType} onChange={(e) => setBuildType(e.currentTarget.value)}>
-              <option value="dockerfile">Dockerfile in the repository</option>
-              <option value="image">Pull an image</option>
-              <option value="none">None (external deploy only)</option>
-            </select>
-          </label>
-          {buildType === "dockerfile" && (
-            <>
-              <label>
-                Dockerfile
-                <input name="dockerfile" value={app?.build?.dockerfile ?? "Dockerfile"} />
-              </label>
-              <label>
-                Build context
-                <input name="context" value={app?.build?.context ?? "."} />
-              </label>
-            </>
-          )}
-          {buildType === "image" && (
-            <label>
-              Image
-              <input
-                name="image"
-                required
-                value={app?.build?.image ?? ""}
-                placeholder="registry.example.com/app:1.0"
-              />
-            </label>
-          )}
-        </div>
-      </fieldset>
-      <fieldset>
-        <legend>Health check</legend>
-        <div class="grid">
-          <label>
-            Path
-            <input name="health_check_path" value={app?.health_check_path ?? "/"} />
-          </label>
-          <label>
-            Timeout (seconds)
-            <input
-              name="health_check_timeout_seconds"
-              type="number"
-              min={1}
-              max={600}
-              value={app?.health_check_timeout_seconds ?? 30}
-            />
-          </label>
-        </div>
-      </fieldset>
-      <label class="check" for={`${p}-auto`}>
-        <input id={`${p}-auto`} name="auto_deploy" type="checkbox" checked={app?.auto_deploy ?? false} />
-        Deploy automatically on a push to the deploy branch
-      </label>
     </Form>
   );
 }
