@@ -15,7 +15,11 @@ function Status({ a }: { a: Application }) {
     return (
       <span class={`badge ${STATE_BADGE[a.container.state]}`}>{a.container.state.replace("_", " ")}</span>
     );
-  return a.live_release ? <Badge status="live" /> : <span class="badge badge-off">not deployed</span>;
+  return a.live_release ? (
+    <Badge status="live" />
+  ) : (
+    <span class="badge badge-off">not{"\u00a0"}deployed</span>
+  );
 }
 
 function LiveCommit({ a }: { a: Application }) {
