@@ -6,7 +6,8 @@
 // sees it turn connected; creates an application, sets an env variable that never
 // comes back, deploys and follows the live log to success; finds a CI run's
 // operations by run_id. Every page passes axe-core (no serious or critical
-// violation) and is screenshotted; the set is copied to docs/screenshots/.
+// violation) and is screenshotted, at laptop and at phone width, where no page scrolls
+// sideways; the set is copied to docs/screenshots/.
 // One browser, one stack, tests in order (each builds on the one before).
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -14,10 +15,11 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import type { Page } from "playwright-core";
 import { Agent } from "./harness/agent";
 import {
+  LAPTOP,
   PHONE,
   type Session,
   axeViolations,
@@ -80,12 +82,33 @@ async function open(path: string, heading: string) {
   return res;
 }
 
-/** No serious or critical axe violation on the page as shown, then a screenshot. */
-async function checkPage(t: { deepEqual: (a: unknown, b: unknown, m?: string) => void }, name: string) {
+/**
+ * The page as shown, at laptop and at phone width: no serious or critical axe violation,
+ * nothing sticking out sideways on the phone, and a screenshot of each (<name>.png and
+ * <name>-phone.png, the set docs/screenshots/ gets).
+ */
+async function checkPage(t: ExecutionContext, name: string) {
   await page.locator(".loading").first().waitFor({ state: "detached" });
-  const violations = await axeViolations(page);
-  t.deepEqual(violations, [], `${name}: ${describeViolations(violations)}`);
-  await screenshot(b, shots, name);
+  for (const [size, shot] of [
+    [LAPTOP, name],
+    [PHONE, `${name}-phone`],
+  ] as const) {
+    await page.setViewportSize(size);
+    const violations = await axeViolations(page);
+    t.deepEqual(violations, [], `${shot}: ${describeViolations(violations)}`);
+    if (size === PHONE) {
+      const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
+      // On failure, name the elements that stick out (outside a scrollable region).
+      const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
+      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+      .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement)
+        if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false; return true; })
+      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
+      t.true(Number(overflow) <= 0, `${name} scrolls sideways at ${size.width} px by ${overflow}px: ${wide}`);
+    }
+    await screenshot(b, shots, shot);
+  }
+  await page.setViewportSize(LAPTOP);
 }
 
 const row = (name: string) => page.locator("tr", { has: page.locator("th", { hasText: name }) });
@@ -93,6 +116,7 @@ const row = (name: string) => page.locator("tr", { has: page.locator("th", { has
 test.serial("dashboard - / sends a signed-out person to sign in, and back to /app/ after it", async (t) => {
   await page.goto("/");
   t.regex(page.url(), /\/login\?next=(%2F|\/)app(%2F|\/)$/);
+  await checkPage(t, "login");
   await page.getByLabel("E-mail").fill(owner.email);
   await page.getByLabel("Password").fill(owner.password);
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -467,47 +491,28 @@ test.serial(
   },
 );
 
-test.serial(
-  "dashboard - Members invites by a link shown once; pages fit a 375 px phone; Sign out ends the session",
-  async (t) => {
-    await open("/app/members", "Members");
-    await row(owner.email).waitFor();
-    const form = page.getByRole("form", { name: "Invite someone" });
-    await form.getByLabel("E-mail").fill(`${uniq("dev")}@example.test`);
-    await form.getByRole("button", { name: "Create invite link" }).click();
-    const link = await page.getByRole("textbox", { name: "Invite link" }).inputValue();
-    t.regex(link, /\/invite\/\S+$/);
-    const invited = await fetch(link);
-    t.is(invited.status, 200, "the link opens the invite page");
-    await checkPage(t, "members");
+test.serial("dashboard - Members invites by a link shown once; Sign out ends the session", async (t) => {
+  await open("/app/members", "Members");
+  await row(owner.email).waitFor();
+  const form = page.getByRole("form", { name: "Invite someone" });
+  await form.getByLabel("E-mail").fill(`${uniq("dev")}@example.test`);
+  await form.getByRole("button", { name: "Create invite link" }).click();
+  const link = await page.getByRole("textbox", { name: "Invite link" }).inputValue();
+  t.regex(link, /\/invite\/\S+$/);
+  const invited = await fetch(link);
+  t.is(invited.status, 200, "the link opens the invite page");
+  await checkPage(t, "members");
 
-    await page.setViewportSize(PHONE);
-    for (const [path, heading, name] of [
-      ["/app/servers", "Servers", "servers-phone"],
-      ["/app/activity", "Activity", "activity-phone"],
-      ["/app/keys/automation", "API Keys", "automation-keys-phone"],
-    ] as const) {
-      await open(path, heading);
-      await checkPage(t, name);
-      const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
-      // On failure, name the elements that stick out (outside a scrollable table).
-      const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
-      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
-      .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement)
-        if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false; return true; })
-      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
-      t.true(Number(overflow) <= 0, `${path} scrolls sideways at 375 px by ${overflow}px: ${wide}`);
-    }
-    t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
+  // Every page so far was checked at phone width too (checkPage).
+  t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
 
-    // Sign out ends the session: the pages lead to sign-in again.
-    await page.getByRole("button", { name: "Sign out" }).click();
-    await page.waitForURL(/\/login$/);
-    await page.goto("/app/servers");
-    t.regex(page.url(), /\/login\?next=%2Fapp%2Fservers$/);
-    t.is((await page.request.get("/api/me")).status(), 401);
-  },
-);
+  // Sign out ends the session: the pages lead to sign-in again.
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForURL(/\/login$/);
+  await page.goto("/app/servers");
+  t.regex(page.url(), /\/login\?next=%2Fapp%2Fservers$/);
+  t.is((await page.request.get("/api/me")).status(), 401);
+});
 
 // Only a run where every test passed replaces the set the README shows.
 test.after(() => publishScreenshots(b));
