@@ -1,15 +1,26 @@
 // deploy: schedules a deployment (dashboard API) and, with --wait, follows its
-// live log (text/event-stream: `progress` events, then `end` with the final
-// view) and exits non-zero when it failed or timed out. rollback: the same for
-// a rollback to a kept release (no build); releases: what can be rolled back to.
+// live log (text/event-stream: `progress` events of whole lines, `state` with
+// the deployment's view when its status changes, then `end`) and exits non-zero
+// when it failed or timed out; without --wait it prints how to follow it and
+// its dashboard page. --follow <deployment> follows one already started (also
+// a finished one: its steps and lines, then its exit code). rollback: the same
+// for a rollback to a kept release (no build); releases: what can be rolled
+// back to; deployments (deployments.ts): an application's recent deployments.
 import type { Command } from "commander";
 import type { Api } from "../client.js";
-import { application, ctxOf, tenantId } from "../context.js";
-import { CliError, EXIT } from "../errors.js";
+import { type AppRef, application, ctxOf, tenantId } from "../context.js";
+import { CliError, EXIT, usageError } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
 import { sseEvents } from "../sse.js";
+import { findDeployment, registerDeployments } from "./deployments.js";
 
-/** Follows the log to its end; returns the final deployment view. */
+const FINISHED = new Set(["completed", "failed", "timeout"]);
+
+/**
+ * Follows the log until the deployment's outcome is known; returns its view.
+ * Each step's state goes to stderr when it changes (`[build] running`), the
+ * log's lines to stdout as they come (whole lines: the agent sends them so).
+ */
 export async function followDeployment(
   api: Api,
   path: string,
@@ -17,14 +28,25 @@ export async function followDeployment(
 ): Promise<Record<string, unknown>> {
   const res = await api.raw("GET", `${path}/log`, "dashboard", undefined, "text/event-stream");
   if (!res.body) throw new CliError("the log stream ended at once", EXIT.server);
+  let said = "";
   for await (const e of sseEvents(res.body)) {
     if (e.event === "progress") {
       if (quiet) continue;
       const p = JSON.parse(e.data) as { step: string; status: string; log?: string };
-      process.stderr.write(`[${p.step}] ${p.status}\n`);
+      const state = `[${p.step}] ${p.status}`;
+      if (state !== said) {
+        process.stderr.write(`${state}\n`);
+        said = state;
+      }
       if (p.log) process.stdout.write(p.log.endsWith("\n") ? p.log : `${p.log}\n`);
-    } else if (e.event === "end") {
-      return JSON.parse(e.data) as Record<string, unknown>;
+    } else if (e.event === "state" || e.event === "end") {
+      const view = JSON.parse(e.data) as Record<string, unknown>;
+      // The outcome is known: what still runs (retire, in the background) is not waited for.
+      if (e.event === "end" || FINISHED.has(String(view.status))) return view;
+      if (!quiet && view.status === "queued")
+        process.stderr.write(
+          "queued: waiting for an earlier deployment of the application or for its agent\n",
+        );
     }
   }
   // The stream closed without its end event (the server restarted): read the view instead.
@@ -33,23 +55,51 @@ export async function followDeployment(
 
 export function registerDeploy(program: Command): void {
   program
-    .command("deploy <app>")
-    .description("deploy an application (by name or id)")
+    .command("deploy [app]")
+    .description("deploy an application (by name or id), or follow a deployment with --follow")
     .option("--ref <ref>", "branch, tag or commit SHA (default: the application's deploy branch)")
     .option("--wait", "follow the deployment's progress and live log; exit non-zero unless it succeeds")
     .option("--timeout <seconds>", "the deployment's deadline (1-3600, server default 60)", Number)
-    .addHelpText("after", "\nExamples:\n  relayctl deploy shop\n  relayctl deploy shop --ref v1.4.2 --wait")
-    .action(async (app: string, o: { ref?: string; wait?: boolean; timeout?: number }, cmd: Command) => {
-      const { api, json } = ctxOf(cmd);
-      const a = await application(api, app);
-      const tid = await tenantId(api);
-      const base = `/api/tenants/${tid}/applications/${a.id}`;
-      const started = await api.call<Started>("POST", `${base}/deploy`, "dashboard", {
-        ...(o.ref ? { commit_ref: o.ref } : {}),
-        ...(o.timeout ? { timeout_seconds: o.timeout } : {}),
-      });
-      await report(api, json, base, started, `Deployment ${started.deployment_id} of ${a.name}`, o.wait);
-    });
+    .option(
+      "--follow <deployment>",
+      "follow a deployment already started (its id) to its end instead; exit non-zero unless it succeeded",
+    )
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl deploy shop\n  relayctl deploy shop --ref v1.4.2 --wait\n  relayctl deployments shop                 # recent deployments, with their ids\n  relayctl deploy shop --follow 3f1c2a4e-...\n  relayctl deploy --follow 3f1c2a4e-...     # the application is looked up",
+    )
+    .action(
+      async (
+        app: string | undefined,
+        o: { ref?: string; wait?: boolean; timeout?: number; follow?: string },
+        cmd: Command,
+      ) => {
+        if (app === undefined && o.follow === undefined)
+          throw usageError("missing argument 'app' (or --follow <deployment>)");
+        const { api, json } = ctxOf(cmd);
+        if (o.follow !== undefined) {
+          if (o.ref !== undefined || o.timeout !== undefined)
+            throw usageError(
+              "--follow follows a deployment already started: --ref and --timeout do not apply",
+            );
+          const tid = await tenantId(api);
+          const a =
+            app === undefined ? await findDeployment(api, tid, o.follow) : await application(api, app);
+          const base = `/api/tenants/${tid}/applications/${a.id}`;
+          if (!json) process.stderr.write(`Following deployment ${o.follow} of ${a.name}.\n`);
+          await finish(api, json, `${base}/deployments/${encodeURIComponent(o.follow)}`);
+          return;
+        }
+        const a = await application(api, app!);
+        const tid = await tenantId(api);
+        const base = `/api/tenants/${tid}/applications/${a.id}`;
+        const started = await api.call<Started>("POST", `${base}/deploy`, "dashboard", {
+          ...(o.ref ? { commit_ref: o.ref } : {}),
+          ...(o.timeout ? { timeout_seconds: o.timeout } : {}),
+        });
+        await report(api, json, a, base, started, "Deployment", o.wait);
+      },
+    );
 
   program
     .command("rollback <app> [release]")
@@ -77,7 +127,7 @@ export function registerDeploy(program: Command): void {
           ...(release ? { release } : {}),
           ...(o.timeout ? { timeout_seconds: o.timeout } : {}),
         });
-        await report(api, json, base, started, `Rollback ${started.deployment_id} of ${a.name}`, o.wait);
+        await report(api, json, a, base, started, "Rollback", o.wait);
       },
     );
 
@@ -117,6 +167,8 @@ export function registerDeploy(program: Command): void {
         ),
       );
     });
+
+  registerDeployments(program);
 }
 
 interface Started {
@@ -125,21 +177,38 @@ interface Started {
   status: string;
 }
 
-/** Prints a started deployment, or with `wait` follows it to its end and fails unless it completed. */
+/**
+ * Prints a started deployment with how to follow it and its dashboard page, or
+ * with `wait` follows it to its end and fails unless it completed.
+ */
 async function report(
   api: Api,
   json: boolean | undefined,
+  app: AppRef,
   base: string,
   started: Started,
-  what: string,
+  what: "Deployment" | "Rollback",
   wait?: boolean,
 ) {
+  const id = started.deployment_id;
   if (!wait) {
-    emit(json, started, () => process.stdout.write(`${what} started (operation ${started.operation_id}).\n`));
+    const page = `${api.baseUrl}/app/applications/${app.id}/deployments/${id}`;
+    emit(json, { ...started, dashboard_url: page }, () =>
+      process.stdout.write(
+        `${what} ${id} of ${app.name} started (operation ${started.operation_id}).\n` +
+          `Follow it: relayctl deploy ${app.name} --follow ${id}\n` +
+          `Dashboard: ${page}\n`,
+      ),
+    );
     return;
   }
-  if (!json) process.stderr.write(`${what} started.\n`);
-  const view = await followDeployment(api, `${base}/deployments/${started.deployment_id}`, Boolean(json));
+  if (!json) process.stderr.write(`${what} ${id} of ${app.name} started.\n`);
+  await finish(api, json, `${base}/deployments/${id}`);
+}
+
+/** Follows a deployment to its outcome, prints its view, and fails unless it completed. */
+async function finish(api: Api, json: boolean | undefined, path: string) {
+  const view = await followDeployment(api, path, Boolean(json));
   emit(json, view, () =>
     printFields(view, [
       "deployment_id",
