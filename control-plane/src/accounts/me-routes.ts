@@ -16,6 +16,7 @@ import { iso } from "../lib/time.js";
 import { findClient } from "../oauth/clients.js";
 import { revokeFamily } from "../oauth/tokens.js";
 import { SESSION_COOKIE, revokeSession, setCookie } from "./sessions.js";
+import { describeUserAgent } from "./user-agent.js";
 import { userActor } from "./users.js";
 
 const params = z.object({ id: z.string() });
@@ -59,20 +60,29 @@ export function meRoutes(ctx: ApiContext): RouteSpec[] {
       handler: async (req) => {
         const { user } = personOf(req);
         const current = req.principal.session?.id;
-        const rows: { id: string; created_at: number; expires_at: number; ip: string | null }[] = await db(
-          "web_sessions",
-        )
+        const rows: {
+          id: string;
+          created_at: number;
+          expires_at: number;
+          ip: string | null;
+          user_agent: string | null;
+          last_used_at: number | null;
+        }[] = await db("web_sessions")
           .where({ user_id: user.id })
           .whereNull("revoked_at")
           .where("expires_at", ">", Date.now())
           .orderBy("created_at", "desc")
-          .select("id", "created_at", "expires_at", "ip");
+          .select("id", "created_at", "expires_at", "ip", "user_agent", "last_used_at");
         return {
           sessions: rows.map((r) => ({
             id: r.id,
             created_at: iso(Number(r.created_at)),
             expires_at: iso(Number(r.expires_at)),
+            // To the minute (auth/last-use.ts); a session from before it was recorded: its sign-in.
+            last_used_at: iso(Number(r.last_used_at ?? r.created_at)),
             ip: r.ip,
+            device: describeUserAgent(r.user_agent),
+            user_agent: r.user_agent,
             current: r.id === current,
           })),
         };

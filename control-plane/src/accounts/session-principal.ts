@@ -8,6 +8,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
 import { type Principal, personPrincipal } from "../auth/principal.js";
+import { noteUse } from "../auth/last-use.js";
 import type { KeyActor } from "../auth/security-audit.js";
 import { enforceRateLimit } from "../auth/security-audit.js";
 import { RcError } from "../errors.js";
@@ -56,6 +57,7 @@ export async function admitWebSession(
         "missing or invalid X-CSRF-Token header: send the csrf_token of GET /api/me",
       );
   }
+  noteUse(db, req.log, "web_sessions", session.id);
   return personPrincipal("web_session", ref, user.tenant_id, WEB_SESSION_WINDOWS[0].limit, {
     id: session.id,
     csrf: session.csrf,

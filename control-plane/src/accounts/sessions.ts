@@ -70,7 +70,14 @@ export function setCookie(
   reply.header("set-cookie", [...list.filter((c) => !c.startsWith(`${name}=`)), cookie]);
 }
 
-export async function createSession(db: Knex, user: UserRow, ip: string, ttlSeconds: number) {
+/** `userAgent`: the browser's own words, kept so its person recognises the session (Account page). */
+export async function createSession(
+  db: Knex,
+  user: UserRow,
+  ip: string,
+  ttlSeconds: number,
+  userAgent?: string,
+) {
   const token = mintToken("rcs_");
   const now = Date.now();
   // Ended sessions of this user are kept no longer than it takes to sign in again.
@@ -82,7 +89,9 @@ export async function createSession(db: Knex, user: UserRow, ip: string, ttlSeco
     token_hash: sha256Hex(token),
     expires_at: now + ttlSeconds * 1000,
     ip: ip.slice(0, 64),
+    user_agent: userAgent ? userAgent.slice(0, 255) : null,
     created_at: now,
+    last_used_at: now,
   });
   return token;
 }

@@ -10,7 +10,7 @@ import type { ApiContext } from "../http/context.js";
 import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { isUuid } from "../http/validation.js";
 import { issuerOf } from "../oauth/routes.js";
-import { createInvite } from "./invites.js";
+import { createInvite, listPendingInvites, revokeInvite } from "./invites.js";
 import { meRoutes } from "./me-routes.js";
 import { ROLES, type Role, changeUser, disableUser, listUsers, presentUser } from "./users.js";
 
@@ -81,6 +81,28 @@ export const usersRoutes = (ctx: ApiContext): RouteSpec[] => [
       const { token, ...rest } = invite;
       // The link is the secret: shown here once, stored as SHA-256.
       return reply.status(201).send({ ...rest, invite_url: `${issuerOf(ctx, req)}/invite/${token}` });
+    },
+  }),
+  route({
+    method: "GET",
+    url: "/api/users/invites",
+    access: { credentials: MANAGEMENT, role: "owner" },
+    tag: "management",
+    summary: "Pending invites: who, as what, invited by whom, until when (no links: they were shown once)",
+    handler: async (req) => ({ invites: await listPendingInvites(ctx.db, req.principal.tenantId) }),
+  }),
+  route({
+    method: "DELETE",
+    url: "/api/users/invites/:id",
+    access: { credentials: MANAGEMENT, role: "owner" },
+    tag: "management",
+    summary: "Revoke a pending invite: its link stops working",
+    schema: { params: userParams },
+    handler: async (req, reply) => {
+      const id = req.params.id.toLowerCase();
+      if (!isUuid(id)) throw new RcError("RC_ERR_INVITE_INVALID", `invite '${req.params.id}' not found`);
+      await revokeInvite(ctx.db, req.principal.tenantId, id, auditActor(req.principal, req.ip));
+      return reply.status(204).send();
     },
   }),
   route({

@@ -16,6 +16,7 @@ import type { Knex } from "knex";
 import { RcError } from "../errors.js";
 import { KEY_ROW_COLUMNS, type KeyRow, actorOfKey, presentedKeyHash, principalOf } from "./automation-key.js";
 import { ipAllowed } from "./ip-allowlist.js";
+import { noteUse } from "./last-use.js";
 import type { Principal } from "./principal.js";
 import { countRequestReading, judge } from "./rate-limit.js";
 import { enforceWindow } from "./security-audit.js";
@@ -71,5 +72,6 @@ export async function admitAutomationKey(
   if (!ipAllowed(p.ipAllowlist, req.ip)) {
     throw new RcError("RC_ERR_IP_NOT_ALLOWED", `caller IP ${req.ip} is not in this key's IP allowlist`);
   }
+  noteUse(db, req.log, "automation_keys", row.id);
   return p;
 }

@@ -7,6 +7,7 @@ import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
 import type { AuditActor } from "./automation-key-service.js";
+import { noteUse } from "./last-use.js";
 import { type Principal, apiKeyPrincipal } from "./principal.js";
 import { enforceRateLimit } from "./security-audit.js";
 
@@ -39,6 +40,7 @@ export async function admitApiKey(db: Knex, req: FastifyRequest, reply: FastifyR
   req.keyActor = { keyId: row.id, keyName: row.name, tenantId: row.tenant_id, keyType: "api_key" };
   await enforceRateLimit(db, req.log, reply, req.keyActor, req.ip, API_KEY_WINDOWS);
   if (row.revoked_at !== null) throw new RcError("RC_ERR_API_KEY_REVOKED");
+  noteUse(db, req.log, "api_keys", row.id);
   return apiKeyPrincipal(row, API_KEY_WINDOWS[0].limit);
 }
 
@@ -72,11 +74,17 @@ export async function listApiKeys(db: Knex, tenantId: string) {
     .where({ tenant_id: tenantId })
     .whereNull("revoked_at")
     .orderBy("created_at", "asc")
-    .select<{ id: string; name: string; created_at: number }[]>("id", "name", "created_at");
+    .select<{ id: string; name: string; created_at: number; last_used_at: number | null }[]>(
+      "id",
+      "name",
+      "created_at",
+      "last_used_at",
+    );
   return rows.map((r) => ({
     id: r.id,
     name: r.name,
     created_at: new Date(Number(r.created_at)).toISOString(),
+    last_used_at: r.last_used_at === null ? null : new Date(Number(r.last_used_at)).toISOString(),
   }));
 }
 

@@ -75,14 +75,15 @@ export function presentKey(row: any) {
   };
 }
 
-/** The tenant's live keys, oldest first (no secrets: only hashes are stored). */
+/** The tenant's live keys, oldest first (no secrets: only hashes are stored), with when each was last used. */
 export async function listAutomationKeys(db: Knex, tenantId: string) {
   const rows = await db("automation_keys")
     .where({ tenant_id: tenantId })
     .whereNull("revoked_at")
     .orderBy("created_at", "asc")
-    .select(KEY_COLUMNS);
-  return rows.map(presentKey);
+    .select([...KEY_COLUMNS, "last_used_at"]);
+  // Not part of presentKey: that is also the scope an audit event records.
+  return rows.map((r) => ({ ...presentKey(r), last_used_at: iso(r.last_used_at) }));
 }
 
 /** A live (not revoked) key of the tenant; 404 otherwise (another tenant's id too). */

@@ -351,7 +351,14 @@ export const automationKeyCreated = o({
   ...automationKey.shape,
   key: z.string().describe("rca_…, shown once"),
 });
-export const automationKeyList = o({ automation_keys: z.array(automationKey) });
+export const automationKeyList = o({
+  automation_keys: z.array(
+    o({
+      ...automationKey.shape,
+      last_used_at: isoOrNull.describe("its last request, to the minute; null if never used"),
+    }),
+  ),
+});
 export const auditPage = o({ events: z.array(auditEvent), next_cursor: z.string().nullable() });
 export const applicationList = o({ applications: z.array(application) });
 export const applicationPatched = o({

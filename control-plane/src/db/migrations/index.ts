@@ -22,6 +22,7 @@ import * as m018 from "./018_roles.js";
 import * as m019 from "./019_accounts_per_tenant.js";
 import * as m020gh from "./020_github_install_person.js";
 import * as m021gh from "./021_github_delivery_digest.js";
+import * as m022people from "./022_people_last_use.js";
 import * as m023servers from "./023_server_presence.js";
 
 interface Migration {
@@ -51,6 +52,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "019_accounts_per_tenant": m019,
   "020_github_install_person": m020gh,
   "021_github_delivery_digest": m021gh,
+  "022_people_last_use": m022people,
   "023_server_presence": m023servers,
 };
 
