@@ -222,6 +222,7 @@ export interface AutomationKey {
   rate_limit: number;
   expires_at: string | null;
   created_at: string;
+  last_used_at?: string | null;
 }
 
 export interface ApiKey {
@@ -280,7 +281,10 @@ export interface Session {
   id: string;
   created_at: string;
   expires_at: string;
+  last_used_at: string;
   ip: string;
+  /** "Chrome on Linux", from the browser's User-Agent; null when not recognised. */
+  device: string | null;
   current: boolean;
 }
 

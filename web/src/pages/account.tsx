@@ -1,7 +1,12 @@
-// Account: the signed-in person's own web sessions and CLI/MCP logins, each revocable.
+// Account: the signed-in person's own web sessions (which browser, from where, last
+// used when) and CLI/MCP logins, each revocable.
 import { type Grant, type Session, del, get } from "../api";
 import { useWho } from "../session";
 import { ConfirmButton, Empty, Page, Resource, Time, useLoad } from "../ui";
+import "./people.css";
+
+/** "Firefox on macOS from 192.0.2.7": enough to tell one's sessions apart. */
+const sessionName = (s: Session) => `${s.device ?? "a browser"} from ${s.ip}`;
 
 export function AccountPage() {
   const who = useWho();
@@ -20,17 +25,19 @@ export function AccountPage() {
               {list.map((s) => (
                 <li key={s.id}>
                   <span>
-                    From <span class="mono">{s.ip}</span>, signed in <Time iso={s.created_at} />, until{" "}
-                    <Time iso={s.expires_at} />
+                    <span class="session-device">{s.device ?? "Unknown browser"}</span>
                     {s.current && <strong> (this browser)</strong>}
+                    <br />
+                    from <span class="mono">{s.ip}</span>, last used <Time iso={s.last_used_at} />, signed in{" "}
+                    <Time iso={s.created_at} />, until <Time iso={s.expires_at} />
                   </span>
                   <ConfirmButton
                     label={s.current ? "Sign out" : "Revoke"}
-                    title={s.current ? "Sign out this browser" : `Revoke the session from ${s.ip}`}
+                    title={s.current ? "Sign out this browser" : `Revoke the session of ${sessionName(s)}`}
                     question={
                       s.current
                         ? "Sign out of this browser?"
-                        : `Revoke the session from ${s.ip}? It is signed out at once.`
+                        : `Revoke the session of ${sessionName(s)}? It is signed out at once.`
                     }
                     confirm={s.current ? "Sign out" : "Revoke session"}
                     action={async () => {

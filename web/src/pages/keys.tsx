@@ -1,6 +1,9 @@
 // API Keys, two tabs: regular API keys (rck_, full access to the organization) and
 // automation keys (rca_, for CI, with every scope of the contract). A new key's
 // secret is shown once; revoking asks first and takes effect at the key's next request.
+// Every key shows when it was last used. An automation key's operations are an
+// explicit choice, "All operations" or a selection: an empty selection meaning
+// "everything" was too easy to give by leaving the boxes alone (issue 31).
 import { useState } from "preact/hooks";
 import {
   type ApiKey,
@@ -138,11 +141,24 @@ function ApiKeys({ owner }: { owner: boolean }) {
   );
 }
 
+/** The operations of the form: [] (the API's "all") only when "All operations" was chosen. */
+function chosenOperations(f: HTMLFormElement): string[] {
+  const mode = f.querySelector<HTMLInputElement>('input[name="operations_mode"]:checked')?.value;
+  if (mode === "all") return [];
+  const ops = checked(f, "operations");
+  if (mode === "some" && ops.length > 0) return ops;
+  throw new Error(
+    mode === "some"
+      ? "Tick at least one operation, or choose All operations."
+      : "Choose which operations the key may run: All operations, or only some.",
+  );
+}
+
 function scopeBody(f: HTMLFormElement): Record<string, unknown> {
   const body: Record<string, unknown> = {
     name: field(f, "name"),
     servers: checked(f, "servers"),
-    operations: checked(f, "operations"),
+    operations: chosenOperations(f),
     allowed_credential_ids: checked(f, "allowed_credential_ids"),
     ip_allowlist: lines(field(f, "ip_allowlist")),
   };
@@ -176,6 +192,34 @@ function Checks({
   );
 }
 
+function OperationsChoice() {
+  const [mode, setMode] = useState<"all" | "some">();
+  return (
+    <fieldset>
+      <legend>Operations (choose one)</legend>
+      <div class="checks">
+        <label class="check">
+          <input type="radio" name="operations_mode" value="all" onChange={() => setMode("all")} /> All
+          operations, including ones added later
+        </label>
+        <label class="check">
+          <input type="radio" name="operations_mode" value="some" onChange={() => setMode("some")} /> Only the
+          operations ticked below
+        </label>
+      </div>
+      {mode === "some" && (
+        <div class="checks">
+          {OPERATIONS.map((o) => (
+            <label key={o} class="check">
+              <input type="checkbox" name="operations" value={o} /> {o}
+            </label>
+          ))}
+        </div>
+      )}
+    </fieldset>
+  );
+}
+
 function NewAutomationKey({ onCreated }: { onCreated: (k: AutomationKey) => void }) {
   const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
   const creds = useLoad(
@@ -193,12 +237,7 @@ function NewAutomationKey({ onCreated }: { onCreated: (k: AutomationKey) => void
         Name
         <input name="name" required maxLength={128} autoComplete="off" />
       </label>
-      <Checks
-        name="operations"
-        legend="Operations"
-        hint="None checked: every operation."
-        items={OPERATIONS.map((o) => [o, o])}
-      />
+      <OperationsChoice />
       <Checks
         name="servers"
         legend="Servers"
@@ -287,6 +326,7 @@ function AutomationKeys({ owner }: { owner: boolean }) {
                 { head: "Scope", cell: (k) => scopeText(k, names) },
                 { head: "Expires", cell: (k) => (k.expires_at ? <Time iso={k.expires_at} /> : "never") },
                 { head: "Created", cell: (k) => <Time iso={k.created_at} /> },
+                { head: "Last used", cell: (k) => <Time iso={k.last_used_at} /> },
                 {
                   head: "Actions",
                   hideHead: true,

@@ -1,11 +1,23 @@
-// Members (owners): the organization's people, invites (the link shown once), a
-// person's `exec` grant (commands and registry logins beside their role) and
-// disabling a member.
+// Members (owners): the organization's people, invites (the link shown once; the
+// pending ones listed, each revocable), a person's `exec` grant (commands and
+// registry logins beside their role) and disabling a member.
 import { useState } from "preact/hooks";
 import { del, get, patch, post } from "../api";
 import { useWho } from "../session";
 import { Table } from "../table";
-import { Badge, ConfirmButton, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
+import {
+  Badge,
+  ConfirmButton,
+  Form,
+  type Loaded,
+  Page,
+  Resource,
+  SecretOnce,
+  Time,
+  field,
+  useLoad,
+} from "../ui";
+import "./people.css";
 
 interface Member {
   id: string;
@@ -17,17 +29,76 @@ interface Member {
 }
 
 interface Invite {
+  id: string;
   email: string;
   role: string;
   expires_at: string;
   invite_url: string;
 }
 
+interface PendingInvite {
+  id: string;
+  email: string;
+  role: string;
+  invited_by: string;
+  created_at: string;
+  expires_at: string;
+}
+
+function PendingInvites({ invites }: { invites: Loaded<{ invites: PendingInvite[] }> }) {
+  return (
+    <div>
+      <h2>Pending invites</h2>
+      <Resource r={invites} what="pending invites">
+        {({ invites: list }) =>
+          list.length === 0 ? (
+            <p class="hint">No invite is waiting to be used.</p>
+          ) : (
+            <Table
+              label="Pending invites"
+              rows={list}
+              rowKey={(i) => i.id}
+              columns={[
+                { head: "E-mail", cell: (i) => i.email },
+                { head: "Role", cell: (i) => i.role },
+                { head: "Invited by", cell: (i) => i.invited_by },
+                { head: "Expires", cell: (i) => <Time iso={i.expires_at} /> },
+                {
+                  head: "Actions",
+                  hideHead: true,
+                  cell: (i) => (
+                    <ConfirmButton
+                      label="Revoke"
+                      title={`Revoke the invite of ${i.email}`}
+                      question={`Revoke the invite of ${i.email}? Its link stops working.`}
+                      confirm="Revoke invite"
+                      action={async () => {
+                        await del(`/api/users/invites/${i.id}`);
+                        invites.reload();
+                      }}
+                    />
+                  ),
+                },
+              ]}
+            />
+          )
+        }
+      </Resource>
+    </div>
+  );
+}
+
 export function MembersPage() {
   const who = useWho();
   const users = useLoad(() => get<{ users: Member[] }>("/api/users"), []);
+  const owner = who.may("POST /api/users/invites");
+  const invites = useLoad(
+    () =>
+      owner ? get<{ invites: PendingInvite[] }>("/api/users/invites") : Promise.resolve({ invites: [] }),
+    [owner],
+  );
   const [invite, setInvite] = useState<Invite>();
-  if (!who.may("POST /api/users/invites"))
+  if (!owner)
     return (
       <Page title="Members">
         <p>Only owners of the organization manage its members.</p>
@@ -51,14 +122,15 @@ export function MembersPage() {
           <Form
             label="Invite someone"
             submit="Create invite link"
-            onSubmit={async (f) =>
+            onSubmit={async (f) => {
               setInvite(
                 await post<Invite>("/api/users/invites", {
                   email: field(f, "email"),
                   role: field(f, "role"),
                 }),
-              )
-            }
+              );
+              invites.reload();
+            }}
           >
             <div class="grid">
               <label>
@@ -77,6 +149,7 @@ export function MembersPage() {
           </Form>
         )}
       </section>
+      <PendingInvites invites={invites} />
       <Resource r={users} what="members">
         {({ users: list }) => (
           <Table
