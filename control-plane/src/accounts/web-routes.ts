@@ -36,7 +36,8 @@ export function safeNext(next: unknown): string {
 /**
  * `choose`: the e-mail and password opened accounts in several tenants (accounts
  * are per tenant); the form asks again with the tenant to sign in to. Only the
- * tenants whose account that password opened are named.
+ * tenants whose account that password opened are named. `email`: what was typed,
+ * kept after a refusal so only the password is typed again.
  */
 function loginPage(
   req: FastifyRequest,
@@ -44,7 +45,8 @@ function loginPage(
   status: number,
   next: string,
   error?: string,
-  choose?: { email: string; tenants: string[] },
+  choose?: { tenants: string[] },
+  email = "",
 ) {
   const token = randomBytes(24).toString("base64url");
   setCookie(req, reply, LOGIN_CSRF_COOKIE, token, 3600);
@@ -57,11 +59,11 @@ function loginPage(
     reply,
     status,
     "Sign in",
-    html`${error ? html`<p class="error">${error}</p>` : ""}
-<form method="post" action="/login">${csrfField(token)}<input type="hidden" name="next" value="${next}">
-<label>E-mail <input name="email" type="email" autocomplete="username" required value="${choose?.email ?? ""}"></label>
-${tenantField}<label>Password <input name="password" type="password" autocomplete="current-password" required></label>
-<button type="submit">Sign in</button></form>`,
+    html`${error ? html`<p class="error" role="alert">${error}</p>` : ""}
+<form method="post" action="/login" class="form">${csrfField(token)}<input type="hidden" name="next" value="${next}">
+<label>E-mail <input name="email" type="email" autocomplete="username" required value="${email}"${email ? "" : html` autofocus`}></label>
+${tenantField}<label>Password <input name="password" type="password" autocomplete="current-password" required${email ? html` autofocus` : ""}></label>
+<button type="submit" class="primary">Sign in</button></form>`,
   );
 }
 
@@ -126,11 +128,10 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
       handler: async (req, reply) => {
         const body = (req.body ?? {}) as FormBody;
         const next = safeNext(body.next);
+        const typed = String(body.email ?? "").trim();
         if (!sameSecret(body.csrf_token, parseCookies(req.headers.cookie)[LOGIN_CSRF_COOKIE] ?? "\0"))
-          return loginPage(req, reply, 403, next, "The form expired: sign in again.");
-        const email = String(body.email ?? "")
-          .trim()
-          .toLowerCase();
+          return loginPage(req, reply, 403, next, "The form expired: sign in again.", undefined, typed);
+        const email = typed.toLowerCase();
         // Failures count per (account, IP) and per IP: a stranger's guesses limit the stranger.
         const subjects = [
           { label: `signin-ip\n${req.ip}`, limit: LIMITS.signinIp },
@@ -147,6 +148,8 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             429,
             next,
             "Too many sign-in attempts. Wait a few minutes and try again.",
+            undefined,
+            typed,
           );
         };
         try {
@@ -180,7 +183,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
               reason: opened.includes(u) ? "disabled" : "password",
             });
           if (tried.length === 0) req.log.info({ ip: req.ip }, "sign-in failed for an unknown e-mail");
-          return loginPage(req, reply, 401, next, "Wrong e-mail or password.");
+          return loginPage(req, reply, 401, next, "Wrong e-mail or password.", undefined, typed);
         }
         await refundAttempt(db, [...subjects, anywhere]);
         if (usable.length > 1)
@@ -190,13 +193,11 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             200,
             next,
             "This e-mail and password open accounts in more than one tenant: choose one.",
-            {
-              email,
-              tenants: usable.map((u) => u.tenant_name),
-            },
+            { tenants: usable.map((u) => u.tenant_name) },
+            typed,
           );
         const user = usable[0]!;
-        const token = await createSession(db, user, req.ip, ttl);
+        const token = await createSession(db, user, req.ip, ttl, req.headers["user-agent"]);
         setCookie(req, reply, SESSION_COOKIE, token, ttl);
         setCookie(req, reply, LOGIN_CSRF_COOKIE, "", 0);
         await auditUserEvent(db, req.log, user, req.ip, "auth.signin", { method: "password" });
@@ -234,7 +235,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
           200,
           "Your account",
           html`<p>Signed in as <strong>${session.user.email}</strong> (${session.user.role}).</p>
-<p><a href="/device">Approve a device</a></p>
+<p><a href="/app/">Open the dashboard</a> · <a href="/device">Approve a device</a></p>
 <form method="post" action="/logout">${csrfField(session.csrf)}<button type="submit">Sign out</button></form>`,
         );
       },
@@ -253,16 +254,17 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             reply,
             404,
             "Invite",
-            html`<p class="error">This invite link is unknown, used or expired.</p>`,
+            html`<p class="error" role="alert">This invite link is unknown, used, revoked or expired. Ask an owner for a new one.</p>`,
           );
         return sendPage(
           reply,
           200,
           "Join relayctl",
           html`<p>Create the account <strong>${invite.email}</strong> (${invite.role}).</p>
-<form method="post" action="/invite/${req.params.token}">
-<label>Password (12 characters or more) <input name="password" type="password" autocomplete="new-password" required minlength="12"></label>
-<button type="submit">Create account</button></form>`,
+<form method="post" action="/invite/${req.params.token}" class="form">
+<input type="email" name="email" autocomplete="username" value="${invite.email}" readonly hidden>
+<label>Password (12 characters or more) <input name="password" type="password" autocomplete="new-password" required minlength="12" autofocus></label>
+<button type="submit" class="primary">Create account</button></form>`,
         );
       },
     }),
@@ -281,11 +283,16 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             reply,
             201,
             "Account created",
-            html`<p>Welcome, ${user.email}. <a href="/login">Sign in</a>.</p>`,
+            html`<p class="ok-note">Welcome, ${user.email}. <a href="/login">Sign in</a>.</p>`,
           );
         } catch (err) {
           if (!(err instanceof RcError)) throw err;
-          return sendPage(reply, err.status, "Join relayctl", html`<p class="error">${err.detail}</p>`);
+          return sendPage(
+            reply,
+            err.status,
+            "Join relayctl",
+            html`<p class="error" role="alert">${err.detail}</p>`,
+          );
         }
       },
     }),

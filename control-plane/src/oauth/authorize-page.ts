@@ -60,7 +60,7 @@ export function authorizePageRoutes(ctx: ApiContext): RouteSpec[] {
       reply,
       400,
       "Sign-in request refused",
-      html`<p class="error">${message}</p>
+      html`<p class="error" role="alert">${message}</p>
 <p>Nothing was shared. Start the sign-in again from your application.</p>`,
     );
 
@@ -123,9 +123,9 @@ scopes <code>${r.scope ?? ""}</code>:</p>
 ${scopeList(r.scope ?? "")}
 <p>It will be sent back to <code>${new URL(r.redirectUri).origin}</code>. The application chose its own name
 when it registered: approve only if you just started this sign-in yourself.</p>
-<form method="post" action="${AUTHORIZE_PATH}">${csrfField(csrf)}
+<form method="post" action="${AUTHORIZE_PATH}" class="row">${csrfField(csrf)}
 ${Object.entries(p).map(([k, v]) => (v === undefined ? "" : html`<input type="hidden" name="${k}" value="${v}">`))}
-<button type="submit" name="decision" value="approve">Approve</button>
+<button type="submit" name="decision" value="approve" class="primary">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button></form>`,
       [new URL(r.redirectUri).origin],
     );

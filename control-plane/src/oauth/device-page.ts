@@ -20,10 +20,10 @@ function codeForm(reply: FastifyReply, s: WebSession, status: number, code: stri
     reply,
     status,
     "Connect a device",
-    html`${error ? html`<p class="error">${error}</p>` : ""}<p>Signed in as ${s.user.email}.</p>
-<form method="post" action="/device">${csrfField(s.csrf)}
-<label>Code shown by your device <input name="user_code" value="${code}" autocomplete="off" required></label>
-<button type="submit">Continue</button></form>`,
+    html`${error ? html`<p class="error" role="alert">${error}</p>` : ""}<p>Signed in as ${s.user.email}.</p>
+<form method="post" action="/device" class="form">${csrfField(s.csrf)}
+<label>Code shown by your device <input name="user_code" value="${code}" autocomplete="off" autocapitalize="characters" spellcheck="false" required autofocus></label>
+<button type="submit" class="primary">Continue</button></form>`,
   );
 }
 
@@ -104,8 +104,8 @@ export function devicePageRoutes(ctx: ApiContext): RouteSpec[] {
 <strong>${s.user.email}</strong> (${s.user.role}) with the scopes <code>${row.scope ?? ""}</code>:</p>
 ${scopeList(row.scope ?? "")}
 <p>Code: <code>${displayUserCode(code)}</code>. Approve only if your device shows this same code.</p>
-<form method="post" action="/device/decision">${csrfField(s.csrf)}<input type="hidden" name="user_code" value="${code}">
-<button type="submit" name="decision" value="approve">Approve</button>
+<form method="post" action="/device/decision" class="row">${csrfField(s.csrf)}<input type="hidden" name="user_code" value="${code}">
+<button type="submit" name="decision" value="approve" class="primary">Approve</button>
 <button type="submit" name="decision" value="deny">Deny</button></form>`,
         );
       },
@@ -133,7 +133,7 @@ ${scopeList(row.scope ?? "")}
           reply,
           200,
           approve ? "Device approved" : "Request denied",
-          html`<p>${approve ? "You can go back to your device: it is signed in." : "The device was refused; nothing was shared."}</p>`,
+          html`<p class="${approve ? "ok-note" : "hint"}">${approve ? "You can go back to your device: it is signed in." : "The device was refused; nothing was shared."}</p>`,
         );
       },
     }),
