@@ -160,6 +160,14 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS;
 
+/**
+ * Answers that say an optional part is switched off by the operator's settings,
+ * not a fault: the process says so once at boot, and the error handler does not
+ * log each request that meets it (issue 31: the dashboard's GitHub requests
+ * logged 36 stack traces in 10 minutes of `make dev`).
+ */
+export const SWITCHED_OFF: ReadonlySet<ErrorCode> = new Set<ErrorCode>(["RC_ERR_GITHUB_UNCONFIGURED"]);
+
 export class RcError extends Error {
   readonly code: ErrorCode;
   readonly detail: string;

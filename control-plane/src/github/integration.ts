@@ -1,7 +1,9 @@
 // The GitHub integration of one control-plane process: the App client, the
 // context its handlers share and the background delivery processor. Built at
-// boot when the App is configured (serve.ts); absent otherwise, and every
-// GitHub endpoint then answers 503 RC_ERR_GITHUB_UNCONFIGURED.
+// boot when the App is configured (serve.ts); absent otherwise, said once here,
+// and every GitHub endpoint then answers 503 RC_ERR_GITHUB_UNCONFIGURED (not
+// logged per request: errors.ts SWITCHED_OFF); GET /api/github/app tells the
+// dashboard, which shows owners how to configure it.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
 import type { Config } from "../config.js";
@@ -25,7 +27,12 @@ export async function startGitHub(
   deploys: DeployService,
   log: Logger,
 ): Promise<GitHubIntegration | undefined> {
-  if (!config.github) return undefined;
+  if (!config.github) {
+    log.info(
+      "GitHub App not configured: push-to-deploy and repository links are off (set RELAYCTL_GITHUB_APP_ID and the other RELAYCTL_GITHUB_ settings, docs/github-app.md)",
+    );
+    return undefined;
+  }
   const app = await GitHubApp.create(config.github);
   const ctx: GitHubContext = {
     db,

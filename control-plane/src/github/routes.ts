@@ -1,4 +1,5 @@
 // The GitHub endpoints of the management API (the caller's tenant):
+//   GET    /api/github/app                       whether the App is configured (200 either way)
 //   POST   /api/github/install-link              a link to install the App, with a signed single-use state
 //   GET    /api/github/installations             the tenant's installations and their repositories
 //   GET    /api/github/deliveries                deliveries concerning the tenant and what each did
@@ -42,6 +43,16 @@ const setupQuery = z.object({
   setup_action: z.string().optional(),
 });
 
+/** What an operator sets to turn the App on (config.ts; all or none), named to owners. */
+const UNCONFIGURED_SETTINGS = [
+  "RELAYCTL_GITHUB_APP_ID",
+  "RELAYCTL_GITHUB_APP_SLUG",
+  "RELAYCTL_GITHUB_PRIVATE_KEY_FILE",
+  "RELAYCTL_GITHUB_WEBHOOK_SECRET",
+  "RELAYCTL_GITHUB_CLIENT_ID",
+  "RELAYCTL_GITHUB_CLIENT_SECRET",
+];
+
 export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
   const need = (): GitHubIntegration => {
     if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
@@ -68,6 +79,21 @@ export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
   };
 
   return [
+    route({
+      method: "GET",
+      url: "/api/github/app",
+      access: { credentials: MANAGEMENT },
+      tag: "management",
+      summary: "Whether the GitHub App is configured on this control plane",
+      // The dashboard asks here first, so a control plane without the App is not a
+      // 503 on every application page; owners are told what to set, others nothing.
+      handler: async (req) => {
+        if (ctx.github) return { configured: true };
+        // An API key acts as an owner.
+        const owner = (req.principal.user?.role ?? "owner") === "owner";
+        return { configured: false, ...(owner ? { settings: UNCONFIGURED_SETTINGS } : {}) };
+      },
+    }),
     route({
       method: "POST",
       url: "/api/github/install-link",

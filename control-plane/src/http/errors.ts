@@ -4,7 +4,7 @@
 // RC_ERR_INTERNAL (500) with a generic detail, and is logged.
 import type { FastifyError, FastifyInstance } from "fastify";
 import { isStoreUnavailable } from "../db/unavailable.js";
-import { type ErrorCode, RcError } from "../errors.js";
+import { type ErrorCode, RcError, SWITCHED_OFF } from "../errors.js";
 
 interface AjvError {
   instancePath: string;
@@ -77,7 +77,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError & { validationContext?: string }, req, reply) => {
     const e = toRcError(err);
     if (e.code === "RC_ERR_INTERNAL") req.log.error({ err }, "unhandled error");
-    else if (e.status >= 500) req.log.error({ err, cause: e.cause }, e.code);
+    else if (e.status >= 500 && !SWITCHED_OFF.has(e.code)) req.log.error({ err, cause: e.cause }, e.code);
     return reply.status(e.status).send(e.body());
   });
 

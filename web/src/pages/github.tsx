@@ -1,6 +1,8 @@
 // An application's GitHub repository (the GitHub App): which repository it is linked
 // to and whether a push can deploy it, linking one the organization's installations
-// reach, unlinking. On a control plane without the App, the API's detail says so.
+// reach, unlinking. On a control plane without the App (GET /api/github/app), owners
+// are told what the operator sets; others only that pushes do not deploy, with no
+// error: it is a setting, not a fault (issue 31).
 import { del, get, request } from "../api";
 import { useWho } from "../session";
 import { ConfirmButton, ErrorNote, Form, Loading, useLoad } from "../ui";
@@ -19,7 +21,43 @@ interface Installation {
   repositories: { repository_id: number; full_name: string }[];
 }
 
+interface AppStatus {
+  configured: boolean;
+  /** To owners, when not configured: the settings that turn it on. */
+  settings?: string[];
+}
+
 export function GitHubRepository({ appId }: { appId: string }) {
+  const status = useLoad(() => get<AppStatus>("/api/github/app"), []);
+  if (status.loading && !status.data) return <Loading what="the GitHub settings" />;
+  if (!status.data) return <ErrorNote message={status.error} />;
+  if (!status.data.configured) return <NotConfigured settings={status.data.settings} />;
+  return <Linked appId={appId} />;
+}
+
+function NotConfigured({ settings }: { settings?: string[] }) {
+  if (!settings) return <p class="hint">Pushes to GitHub do not deploy applications here.</p>;
+  return (
+    <div class="hint">
+      <p>
+        The GitHub App is not set up on this control plane, so pushes do not deploy. To turn it on, create a
+        GitHub App and give the control plane its settings:
+      </p>
+      <ul>
+        {settings.map((s) => (
+          <li key={s}>
+            <code>{s}</code>
+          </li>
+        ))}
+      </ul>
+      <p>
+        Then restart it. <code>docs/github-app.md</code> walks through it.
+      </p>
+    </div>
+  );
+}
+
+function Linked({ appId }: { appId: string }) {
   const who = useWho();
   const path = `${appBase(who.tenantId, appId)}/github-repository`;
   const link = useLoad(() => get<Link>(path), [path]);
