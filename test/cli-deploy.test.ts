@@ -1,12 +1,15 @@
 // `relayctl deploy` and `relayctl apps env` against a running control plane and an
 // agent with podman: a deployment followed over its live log (--wait) that
-// succeeds, one that fails (exit code 1, the failing step named), and env values
-// given on stdin that never show in any output.
-import { randomBytes } from "node:crypto";
+// succeeds, one that fails (exit code 1, the failing step named), one followed
+// by its id (`deploy --follow`: whole lines, each step's state once, the exit
+// code of its outcome) and listed (`deployments`), and env values given on stdin
+// that never show in any output.
+import { randomBytes, randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { chunkyLine, commitChunkyBuild } from "./harness/chunky-build";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { podman, podmanAgentEnv } from "./harness/containers";
@@ -169,6 +172,91 @@ test.serial("cli deploy - a failing deployment exits 1 naming the failed step", 
   t.regex(r.stderr, /relayctl: deployment failed at fetch/);
   t.regex(r.stdout, /^status\s+failed$/m);
 });
+
+/** How many lines of `text` are exactly `line`. */
+const times = (text: string, line: string) => text.split("\n").filter((l) => l === line).length;
+
+test.serial(
+  "cli deploy --follow - a started deployment says how to follow it; following streams whole lines, each step's state once; deployments lists it",
+  async (t) => {
+    // A build that prints long lines in pieces: chunks of its output end mid-line.
+    const pieces = await createAppRepo({ first: "pieces" });
+    await commitChunkyBuild(pieces, 60);
+    const app = await createApp(pieces.path);
+    const started = await u.run(["deploy", app.name]);
+    t.is(started.code, 0, started.stderr);
+    const id = /^Deployment (\S+) of \S+ started/m.exec(started.stdout)?.[1] ?? "";
+    t.regex(id, /^[0-9a-f-]{36}$/, started.stdout);
+    t.regex(started.stdout, new RegExp(`^Follow it: relayctl deploy ${app.name} --follow ${id}$`, "m"));
+    const page = `${c.baseUrl}/app/applications/${app.id}/deployments/${id}`;
+    t.true(started.stdout.includes(`\nDashboard: ${page}\n`), started.stdout);
+
+    // Followed by its id alone (the application is looked up), to its end.
+    const followed = await u.run(["deploy", "--follow", id], { timeoutMs: 320_000 });
+    t.is(followed.code, 0, `${followed.stdout}\n${followed.stderr}`);
+    t.regex(followed.stdout, /^status\s+completed$/m);
+    t.regex(followed.stdout, new RegExp(`^deployment_id\\s+${id}$`, "m"));
+    // Each step's state once, not before every piece of output.
+    t.is(times(followed.stderr, "[build] running"), 1, followed.stderr);
+    for (const step of ["fetch", "build", "start", "health_check", "switch"])
+      t.is(times(followed.stderr, `[${step}] succeeded`), 1, followed.stderr);
+    // Every line of the build whole, in order: no piece of one on a line of its own.
+    const every = Array.from({ length: 60 }, (_, i) => chunkyLine(i));
+    // (The engine's echo of the RUN instruction, `STEP 2/4: RUN …`, holds the pieces too.)
+    const built = (out: string) =>
+      out.split("\n").filter((l) => /a{20}|b{20}|c{20}/.test(l) && !l.startsWith("STEP "));
+    t.deepEqual(built(followed.stdout), every);
+
+    // Followed again once over, with the application named: the record, and exit 0 at once.
+    const again = await u.run(["deploy", app.name, "--follow", id], { timeoutMs: 60_000 });
+    t.is(again.code, 0, again.stderr);
+    t.deepEqual(built(again.stdout), every);
+
+    // The application's deployments: id, status, commit, trigger, age.
+    const list = await u.run(["deployments", app.name]);
+    t.is(list.code, 0, list.stderr);
+    t.regex(list.stdout, /^DEPLOYMENT\s+STATUS\s+COMMIT\s+TRIGGER\s+AGE$/m);
+    t.regex(
+      list.stdout,
+      new RegExp(
+        `^${id}\\s+completed\\s+${(await pieces.git(["rev-parse", "HEAD"])).slice(0, 12)}\\s+cli\\s+\\d+[smhd] ago$`,
+        "m",
+      ),
+      list.stdout,
+    );
+
+    // A deployment that fails: its follow exits 1, naming the step, like --wait.
+    const bad = await u.run(["deploy", app.name, "--ref", "no-such-branch", "--json"]);
+    t.is(bad.code, 0, bad.stderr);
+    const badStart = JSON.parse(bad.stdout) as { deployment_id: string; dashboard_url: string };
+    t.is(
+      badStart.dashboard_url,
+      `${c.baseUrl}/app/applications/${app.id}/deployments/${badStart.deployment_id}`,
+    );
+    const failed = await u.run(["deploy", app.name, "--follow", badStart.deployment_id], {
+      timeoutMs: 120_000,
+    });
+    t.is(failed.code, 1, `${failed.stdout}\n${failed.stderr}`);
+    t.regex(failed.stderr, /relayctl: deployment failed at fetch/);
+    const listed = await u.run(["deployments", app.name, "--json"]);
+    t.deepEqual(
+      (JSON.parse(listed.stdout).deployments as { deployment_id: string; status: string }[]).map((d) => [
+        d.deployment_id,
+        d.status,
+      ]),
+      [
+        [badStart.deployment_id, "failed"],
+        [id, "completed"],
+      ],
+    );
+
+    // An id no application has: refused (65), and a usage error without app or --follow (64).
+    const unknown = await u.run(["deploy", "--follow", randomUUID()]);
+    t.is(unknown.code, 65, unknown.stderr);
+    t.regex(unknown.stderr, /deployment '[0-9a-f-]{36}' not found/);
+    t.is((await u.run(["deploy"])).code, 64);
+  },
+);
 
 test.serial("cli apps env - values come from stdin or a file and are never shown", async (t) => {
   const app = await createApp();
