@@ -16,27 +16,49 @@ import { findDeployment, registerDeployments } from "./deployments.js";
 
 const FINISHED = new Set(["completed", "failed", "timeout"]);
 
+/** Times a stream that closes before the outcome (an api restarting) is opened again. */
+const RECONNECTS = 5;
+
 /**
  * Follows the log until the deployment's outcome is known; returns its view.
  * Each step's state goes to stderr when it changes (`[build] running`), the
  * log's lines to stdout as they come (whole lines: the agent sends them so).
+ * A stream that closes early is opened again, skipping what was printed.
  */
 export async function followDeployment(
   api: Api,
   path: string,
   quiet: boolean,
 ): Promise<Record<string, unknown>> {
+  const seen = { seq: Number.NEGATIVE_INFINITY, said: "" };
+  for (let attempt = 0; ; attempt++) {
+    const view = await followOnce(api, path, quiet, seen);
+    if (view) return view;
+    // The stream closed without the outcome: the view tells whether it is over.
+    const now = await api.call("GET", path, "dashboard");
+    if (FINISHED.has(String(now.status)) || attempt >= RECONNECTS) return now;
+  }
+}
+
+async function followOnce(
+  api: Api,
+  path: string,
+  quiet: boolean,
+  seen: { seq: number; said: string },
+): Promise<Record<string, unknown> | undefined> {
   const res = await api.raw("GET", `${path}/log`, "dashboard", undefined, "text/event-stream");
-  if (!res.body) throw new CliError("the log stream ended at once", EXIT.server);
-  let said = "";
+  if (!res.body) return undefined;
   for await (const e of sseEvents(res.body)) {
     if (e.event === "progress") {
+      const p = JSON.parse(e.data) as { seq: number; step: string; status: string; log?: string };
+      // A stream opened again replays from the start.
+      if (p.seq <= seen.seq) continue;
+      seen.seq = p.seq;
       if (quiet) continue;
-      const p = JSON.parse(e.data) as { step: string; status: string; log?: string };
       const state = `[${p.step}] ${p.status}`;
-      if (state !== said) {
+      if (state !== seen.said) {
         process.stderr.write(`${state}\n`);
-        said = state;
+        seen.said = state;
       }
       if (p.log) process.stdout.write(p.log.endsWith("\n") ? p.log : `${p.log}\n`);
     } else if (e.event === "state" || e.event === "end") {
@@ -49,8 +71,7 @@ export async function followDeployment(
         );
     }
   }
-  // The stream closed without its end event (the server restarted): read the view instead.
-  return api.call("GET", path, "dashboard");
+  return undefined;
 }
 
 export function registerDeploy(program: Command): void {

@@ -239,6 +239,12 @@ function withQueueLines(steps: DeployReport["steps"], lines: { status: string; l
   return [queue, ...steps];
 }
 
+/** At most n characters of whole lines (the agent sends whole lines: the cap cuts none). */
+function wholeLines(s: string, n: number): string {
+  if (s.length <= n) return s;
+  return s.slice(0, s.lastIndexOf("\n", n - 1) + 1);
+}
+
 /** Live log text kept per deployment; past it, only step states are recorded. */
 export const PROGRESS_LOG_CAP = 1024 * 1024;
 
@@ -264,7 +270,7 @@ export async function recordProgress(
     .sum<{ n: number | string | null }>({ n: db.raw("length(log)") })
     .first();
   const room = PROGRESS_LOG_CAP - Number(logged?.n ?? 0);
-  const log = room <= 0 ? "" : clip(p.log, room);
+  const log = room <= 0 ? "" : wholeLines(p.log, room);
   try {
     await db("deployment_progress").insert({
       deployment_id: d.id,
