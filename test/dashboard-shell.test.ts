@@ -50,6 +50,12 @@ test.before(async () => {
 });
 test.after.always(cleanupAll);
 
+// What a cell's ::before shows (its label); run in the page (the test files have no DOM types).
+const beforeContent = (e: unknown): string =>
+  (
+    globalThis as unknown as { getComputedStyle(e: unknown, pseudo: string): { content: string } }
+  ).getComputedStyle(e, "::before").content;
+
 const heading = (p: Page, name: string) => p.getByRole("heading", { level: 1, name });
 
 async function noSeriousAxe(t: { deepEqual: (a: unknown, b: unknown, m?: string) => void }, what: string) {
@@ -85,6 +91,9 @@ test.serial(
       }
       await noSeriousAxe(t, `account at ${size.width} px, menu closed`);
       await menu.click();
+      // The header has room for the menu only: who is signed in and Sign out are in the menu.
+      t.true(await nav.getByRole("button", { name: "Sign out" }).isVisible());
+      t.false(await page.getByRole("banner").getByRole("button", { name: "Sign out" }).isVisible());
       await noSeriousAxe(t, `account at ${size.width} px, menu open`);
       await menu.click();
     }
@@ -140,12 +149,7 @@ test.serial(
           `${column} is on screen at ${size.width} px (${box!.x}..${box!.x + box!.width})`,
         );
         // Its label is shown with it, as the column header would be.
-        t.is(
-          String(await cell.evaluate("(e) => getComputedStyle(e, '::before').content"))
-            .split("/")[0]
-            .trim(),
-          `"${column}"`,
-        );
+        t.is((await cell.evaluate(beforeContent)).split("/")[0].trim(), `"${column}"`);
       }
       t.is((await op.locator('td[data-label="Exit"]').textContent())?.trim(), "4");
       // The whole command is there to read: nothing overflows its cell.

@@ -57,6 +57,17 @@ function route(path: string) {
   );
 }
 
+/** The sign-out form (a POST with the session's CSRF token), with who is signed in. */
+function SignOut({ csrf, email, class: cls }: { csrf: string; email: string; class: string }) {
+  return (
+    <form method="post" action="/logout" class={cls}>
+      <input type="hidden" name="csrf_token" value={csrf} />
+      <span class="hint">{email}</span>
+      <button type="submit">Sign out</button>
+    </form>
+  );
+}
+
 function Shell() {
   const me = useLoad(() => get<Me>("/api/me"), []);
   const loc = useLocation();
@@ -96,11 +107,7 @@ function Shell() {
             relayctl
           </a>
           <span class="org">{who.tenantName}</span>
-          <form method="post" action="/logout" class="signout">
-            <input type="hidden" name="csrf_token" value={who.csrf} />
-            <span class="hint">{who.email}</span>
-            <button type="submit">Sign out</button>
-          </form>
+          <SignOut csrf={who.csrf} email={who.email} class="signout" />
           <button
             type="button"
             class="menu-toggle"
@@ -131,6 +138,11 @@ function Shell() {
               </li>
             ))}
           </ul>
+          {/* On a phone the header has room for the menu only: who and Sign out are in it. */}
+          <div class="nav-account">
+            <p class="hint">{who.tenantName}</p>
+            <SignOut csrf={who.csrf} email={who.email} class="signout-menu" />
+          </div>
         </nav>
         <main id="main" class="main">
           {route(loc.pathname)}
