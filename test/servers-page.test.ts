@@ -18,6 +18,8 @@ import {
   axeViolations,
   describeViolations,
   launchBrowser,
+  publishScreenshots,
+  screenshot,
 } from "./harness/browser";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { CliUser } from "./harness/cli";
@@ -36,12 +38,14 @@ let owner: Person;
 let dash: Dash;
 let b: Session;
 let page: Page;
+let shots: string;
 
 test.before(async () => {
   c = await startCluster();
   owner = await createOwner(c.db.url, c.tenantId);
   [dash, b] = await Promise.all([signInDash(c.baseUrl, owner), launchBrowser(c.baseUrl)]);
   page = b.page;
+  shots = makeTempDir("servers-shots");
   // Signed out, / leads to sign-in and back to the dashboard after it.
   await page.goto("/");
   await page.getByLabel("E-mail").fill(owner.email);
@@ -50,17 +54,30 @@ test.before(async () => {
   await page.getByRole("heading", { level: 1, name: "Servers" }).waitFor();
 });
 test.after.always(cleanupAll);
+// The pages as this file saw them, into docs/screenshots/ (only when every test passed).
+test.after(() => publishScreenshots(b));
 
-/** No serious or critical axe violation on the page as shown, at laptop and at phone width. */
-async function axeBothWidths(t: { deepEqual: (a: unknown, b: unknown, m?: string) => void }, name: string) {
-  for (const [width, size] of [
-    ["laptop", LAPTOP],
-    ["phone", PHONE],
+/**
+ * No serious or critical axe violation on the page as shown, at laptop and at phone width (where
+ * nothing may scroll sideways), with a screenshot at each: <name>.png and <name>-phone.png.
+ */
+async function checkBothWidths(
+  t: { deepEqual: (a: unknown, b: unknown, m?: string) => void; true: (v: boolean, m?: string) => void },
+  name: string,
+  /** The Servers list's own shots are dashboard-browser.test.ts's (servers.png). */
+  shot = true,
+) {
+  for (const [suffix, size] of [
+    ["", LAPTOP],
+    ["-phone", PHONE],
   ] as const) {
     await page.setViewportSize(size);
     await page.locator(".loading").first().waitFor({ state: "detached" });
     const violations = await axeViolations(page);
-    t.deepEqual(violations, [], `${name} (${width}): ${describeViolations(violations)}`);
+    t.deepEqual(violations, [], `${name}${suffix}: ${describeViolations(violations)}`);
+    const overflow = Number(await page.evaluate("document.documentElement.scrollWidth - window.innerWidth"));
+    t.true(overflow <= 0, `${name}${suffix} scrolls sideways by ${overflow}px`);
+    if (shot) await screenshot(b, shots, `${name}${suffix}`);
   }
   await page.setViewportSize(LAPTOP);
 }
@@ -133,12 +150,12 @@ test.serial(
     const op = page.locator(`tr[data-operation-id="${opId}"]`);
     await op.waitFor();
     t.regex(await op.innerText(), /exec[\s\S]*succeeded/);
-    await axeBothWidths(t, "server page");
+    await checkBothWidths(t, "server");
     await page.goto("/app/servers");
     await row(page, c.serverName)
       .locator(".badge", { hasText: /^connected$/ })
       .waitFor();
-    await axeBothWidths(t, "servers list");
+    await checkBothWidths(t, "servers-list", false);
 
     // Bad ids are answered with a detail, never a 500.
     const bad = await dash.call("GET", "/api/servers/not-a-uuid");
@@ -270,6 +287,6 @@ test.serial(
     }
     t.is((await badge.innerText()).trim(), "unknown");
     t.is((await detail.locator(".facts .badge").innerText()).trim(), "unknown");
-    await axeBothWidths(t, "servers list, control plane unreachable");
+    await checkBothWidths(t, "servers-unreachable");
   },
 );

@@ -20,12 +20,13 @@ export function useUnreachableSince(r: Loaded<unknown>): string | undefined {
 
 export function UnreachableBanner({ since, error }: { since: string | undefined; error?: string }) {
   if (!since) return null;
+  // A network failure's own words say the same as the banner; anything else (a 502 of a proxy) is told.
+  const other = error && !/cannot be reached/i.test(error) ? ` Its last answer: ${error}` : "";
   return (
     <p class="error unreachable" role="alert">
       Cannot reach the control plane since <time dateTime={since}>{when(since)}</time> (
       <Time iso={since} />
-      {error ? `: ${error}` : ""}). Connection states are unknown until it answers again; the rest is as of
-      then.
+      ).{other} Connection states are unknown until it answers again; the rest is as of then.
     </p>
   );
 }
