@@ -36,7 +36,9 @@ async function* sseFrames(stream: NodeJS.ReadableStream): AsyncGenerator<{ event
   }
 }
 
-/** Follows the live log to its `end` frame; returns the final deployment view. */
+const FINISHED = new Set(["completed", "failed", "timeout"]);
+
+/** Follows the live log to the deployment's final `state` (or `end`) frame; returns its view. */
 export async function followDeploymentLog(
   api: ApiCaller,
   path: string,
@@ -46,7 +48,8 @@ export async function followDeploymentLog(
   const stream = await api.stream(`${path}/log`, signal);
   for await (const f of sseFrames(stream)) {
     const data = JSON.parse(f.data) as Record<string, unknown>;
-    if (f.event === "end") return data;
+    // The final state: the outcome is known (retire, after it, is not waited for).
+    if (f.event === "end" || (f.event === "state" && FINISHED.has(String(data.status)))) return data;
     if (f.event === "progress")
       await report({ step: String(data.step), status: String(data.status), log: data.log as string });
   }
