@@ -192,30 +192,52 @@ function Checks({
   );
 }
 
+/**
+ * "All operations" or a selection, one of them chosen on purpose. Ticking an operation
+ * chooses the selection; "All operations" leaves the boxes aside.
+ */
 function OperationsChoice() {
   const [mode, setMode] = useState<"all" | "some">();
   return (
     <fieldset>
-      <legend>Operations (choose one)</legend>
+      <legend>Operations</legend>
+      <p class="hint">Choose one: every operation, or only those ticked.</p>
       <div class="checks">
         <label class="check">
-          <input type="radio" name="operations_mode" value="all" onChange={() => setMode("all")} /> All
-          operations, including ones added later
+          <input
+            type="radio"
+            name="operations_mode"
+            value="all"
+            checked={mode === "all"}
+            onChange={() => setMode("all")}
+          />{" "}
+          All operations, including ones added later
         </label>
         <label class="check">
-          <input type="radio" name="operations_mode" value="some" onChange={() => setMode("some")} /> Only the
-          operations ticked below
+          <input
+            type="radio"
+            name="operations_mode"
+            value="some"
+            checked={mode === "some"}
+            onChange={() => setMode("some")}
+          />{" "}
+          Only the operations ticked below
         </label>
       </div>
-      {mode === "some" && (
-        <div class="checks">
-          {OPERATIONS.map((o) => (
-            <label key={o} class="check">
-              <input type="checkbox" name="operations" value={o} /> {o}
-            </label>
-          ))}
-        </div>
-      )}
+      <div class="checks">
+        {OPERATIONS.map((o) => (
+          <label key={o} class="check">
+            <input
+              type="checkbox"
+              name="operations"
+              value={o}
+              disabled={mode === "all"}
+              onChange={() => setMode("some")}
+            />{" "}
+            {o}
+          </label>
+        ))}
+      </div>
     </fieldset>
   );
 }
