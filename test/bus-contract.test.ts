@@ -60,6 +60,7 @@ function execJob(operationId: string): Job {
         workingDirectory: "/tmp",
         env: { GREETING: "héllo\nworld", EMPTY: "" },
         deadlineSeconds: 3600,
+        streamOutput: false,
       },
     },
   };

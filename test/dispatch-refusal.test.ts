@@ -53,7 +53,7 @@ async function bus(name: string): Promise<JobBus> {
 
 const job = (): JobKind => ({
   $case: "exec",
-  exec: { command: "true", workingDirectory: "", env: {}, deadlineSeconds: 60 },
+  exec: { command: "true", workingDirectory: "", env: {}, deadlineSeconds: 60, streamOutput: false },
 });
 
 /** An exec operation on the enrolled server, recorded with its audit event. */

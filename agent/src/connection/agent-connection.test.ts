@@ -70,7 +70,7 @@ const job = (operationId: string, command: string): GatewayMessage => ({
       operationId,
       traceContext: {},
       requestId: "",
-      kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30 } },
+      kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30, streamOutput: false } },
     },
   } satisfies { $case: "job"; job: Job },
 });

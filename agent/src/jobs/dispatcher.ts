@@ -273,7 +273,9 @@ export class Dispatcher {
     try {
       switch (job.kind?.$case) {
         case "exec":
-          return await runExecJob(this.runner, job.operationId, job.kind.exec);
+          return await runExecJob(this.runner, job.operationId, job.kind.exec, (logsOutput) =>
+            this.#emit({ $case: "logsOutput", logsOutput }),
+          );
         case "restart": {
           const d = await this.engines.forJob();
           if (d.working === undefined) return failedResult(job.operationId, unusableReason(d));

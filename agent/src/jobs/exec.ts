@@ -1,7 +1,10 @@
 // An ExecJob from the gateway → one run of the command runner → a JobResult.
-import { type ExecJob, type JobResult, JobStatus } from "@relayctl/proto";
+// With stream_output, the output also goes out as it comes (LogsOutput lines,
+// scrubbed like the result), for `relayctl exec` to print live.
+import { type ExecJob, type JobResult, JobStatus, type LogLine, LogsEnd } from "@relayctl/proto";
 import type { CommandRunner, RunStatus } from "../runner/runner.js";
 import { traceCommand } from "../tracing/index.js";
+import { type EmitOutput, LineBatcher } from "./logs.js";
 
 const STATUS: Record<RunStatus, JobStatus> = {
   completed: JobStatus.JOB_STATUS_COMPLETED,
@@ -13,15 +16,26 @@ export async function runExecJob(
   runner: CommandRunner,
   operationId: string,
   job: ExecJob,
+  emit?: EmitOutput,
 ): Promise<JobResult> {
+  let seq = 0;
+  const send = (lines: LogLine[], end = LogsEnd.LOGS_END_UNSPECIFIED) =>
+    emit?.({ operationId, seq: ++seq, lines, end, endDetail: "" });
+  const live = job.streamOutput && emit ? new LineBatcher((lines) => send(lines)) : undefined;
   const outcome = await traceCommand(() =>
     runner.run({
       command: job.command,
       workingDirectory: job.workingDirectory,
       env: job.env,
       deadlineSeconds: job.deadlineSeconds,
+      ...(live ? { onOutput: (stream: "stdout" | "stderr", text: string) => live.add(text, stream) } : {}),
     }),
   );
+  if (live) {
+    // The last line without its break, then the end: sent before the result, on the same stream.
+    live.flush();
+    send([], LogsEnd.LOGS_END_COMPLETE);
+  }
   return {
     operationId,
     status: STATUS[outcome.status],

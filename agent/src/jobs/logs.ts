@@ -33,8 +33,8 @@ export type EmitOutput = (output: LogsOutput) => void;
 /** The engine to read with, or why there is none. */
 export type EngineFor = () => Promise<ContainerEngine | string>;
 
-/** Splits one stream's text into lines and gathers them into messages. */
-class LineBatcher {
+/** Splits one stream's text into lines and gathers them into messages (a read's, a streamed exec's). */
+export class LineBatcher {
   readonly #partial = { stdout: "", stderr: "" };
   #lines: LogLine[] = [];
   #bytes = 0;

@@ -65,3 +65,18 @@ test("output capture - a secret right before the end marker is scrubbed and the 
   t.is(capture.marker.suffix, "007\x1f");
   t.is(capture.text(), "out ***\nx");
 });
+
+test("output capture - a live follower gets each piece as it comes, holding back only a possible marker start", (t) => {
+  const seen: string[] = [];
+  const capture = new StreamCapture("stdout", 1000, new MarkerScanner(MARKER, 4), true, undefined, (s) =>
+    seen.push(s),
+  );
+  capture.write(Buffer.from("one\r\n"));
+  t.deepEqual(seen, ["one\n"], "a short line is not held back waiting for more");
+  capture.write(Buffer.from("two\r\n\x1fRC"));
+  t.deepEqual(seen, ["one\n", "two\n"], "what may begin the marker waits");
+  capture.write(Buffer.from("END-abc-003\x1f"));
+  t.deepEqual(seen, ["one\n", "two\n"]);
+  t.is(capture.text(), "one\ntwo\n");
+  t.is(capture.marker.suffix, "003\x1f");
+});

@@ -28,10 +28,24 @@ export class MarkerScanner {
       this.#carry = "";
       return text.slice(0, at);
     }
-    // Hold back what may be the start of a marker split across chunks.
-    const keep = at >= 0 ? text.length - at : Math.min(text.length, this.prefix.length - 1);
+    // Hold back what may be the start of a marker split across chunks: only an end
+    // of the text that begins the prefix, so output reaches a live follower at once.
+    const keep = at >= 0 ? text.length - at : this.#partialPrefix(text);
     this.#carry = text.slice(text.length - keep);
     return text.slice(0, text.length - keep);
+  }
+
+  /** The length of the longest end of `text` that is a start of the prefix (shorter than it). */
+  #partialPrefix(text: string): number {
+    const first = this.prefix[0]!;
+    for (
+      let i = text.indexOf(first, Math.max(0, text.length - this.prefix.length + 1));
+      i >= 0;
+      i = text.indexOf(first, i + 1)
+    ) {
+      if (this.prefix.startsWith(text.slice(i))) return text.length - i;
+    }
+    return 0;
   }
 
   /** The held-back text, when the stream ended without a marker. */
@@ -129,6 +143,8 @@ export class StreamCapture {
     fromPty: boolean,
     /** Removes the job's secrets; none: the text is kept as it is. */
     readonly scrubber?: Scrubber,
+    /** Each piece of text as it is kept (scrubbed, within the cap): a live follower's. */
+    readonly onText?: (text: string) => void,
   ) {
     this.#out = new CappedText(stream, capBytes);
     this.#crlf = fromPty ? new CrlfToLf() : undefined;
@@ -155,7 +171,12 @@ export class StreamCapture {
   #keep(text: string): void {
     if (this.#out.full) return;
     const lf = this.#crlf ? this.#crlf.feed(text) : text;
-    this.#out.push(this.scrubber ? this.scrubber.write(lf) : lf);
+    this.#push(this.scrubber ? this.scrubber.write(lf) : lf);
+  }
+
+  #push(text: string): void {
+    this.#out.push(text);
+    if (text && this.onText) this.onText(text);
   }
 
   /** Nothing more will come: push what the CRLF fix and the scrubber held back. */
@@ -163,6 +184,6 @@ export class StreamCapture {
     if (this.#out.full) return;
     // A lone "\r" just before the marker is output, not half of a pty "\r\n".
     const rest = this.#crlf ? this.#crlf.flush() : "";
-    this.#out.push(this.scrubber ? this.scrubber.write(rest) + this.scrubber.end() : rest);
+    this.#push(this.scrubber ? this.scrubber.write(rest) + this.scrubber.end() : rest);
   }
 }

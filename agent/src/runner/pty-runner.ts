@@ -129,7 +129,14 @@ export class PtyRunner implements CommandRunner {
     const nonce = randomBytes(8).toString("hex");
     const secrets = new SecretMatcher(request.secrets ?? Object.values(request.env));
     const scrubber = () => (secrets.empty ? undefined : new Scrubber(secrets));
-    const stderr = new StderrFifo(await this.#fifos.take(), this.options.outputCapBytes, nonce, scrubber());
+    const onStderr = request.onOutput && ((text: string) => request.onOutput!("stderr", text));
+    const stderr = new StderrFifo(
+      await this.#fifos.take(),
+      this.options.outputCapBytes,
+      nonce,
+      scrubber(),
+      onStderr,
+    );
     const args = [request.command, stderr.path, nonce];
     const warm = this.#warm.launch(launchScript(this.options.shell, request.env, cwd, args));
     if (warm) {
@@ -375,6 +382,7 @@ class PtyRun {
       new MarkerScanner(`\x1fRCEND-${nonce}-`, 4),
       true,
       scrubber,
+      request.onOutput && ((text) => request.onOutput!("stdout", text)),
     );
     // node-pty types onData as string; with `encoding: null` it hands over Buffers.
     child.onData((data) => this.#onData(data as unknown as Buffer));

@@ -19,6 +19,11 @@ export interface RunRequest {
    * @default the values of `env`
    */
   secrets?: string[];
+  /**
+   * Called with the output as it comes, scrubbed like the outcome's (and, like it,
+   * only up to the output cap), for a caller that follows it live.
+   */
+  onOutput?: (stream: "stdout" | "stderr", text: string) => void;
 }
 
 export type RunStatus = "completed" | "failed" | "timeout";

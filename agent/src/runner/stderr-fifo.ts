@@ -108,10 +108,12 @@ export class StderrFifo {
     nonce: string,
     /** Removes the job's secrets (after the sentinel scan, so it cannot touch the sentinel). */
     scrubber?: Scrubber,
+    /** The stderr text as it comes (RunRequest.onOutput). */
+    onText?: (text: string) => void,
   ) {
     this.#sentinel = `\x1fRCERR-${nonce}\x1f`;
     const sentinel = new MarkerScanner(this.#sentinel, 0);
-    this.#capture = new StreamCapture("stderr", capBytes, sentinel, false, scrubber);
+    this.#capture = new StreamCapture("stderr", capBytes, sentinel, false, scrubber, onText);
     const fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
     this.#socket = new Socket({ fd, readable: true, writable: true });
     this.#done = new Promise((resolve, reject) => {

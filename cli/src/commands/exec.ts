@@ -1,9 +1,13 @@
 // exec and restart through the Automation API. exec passes the remote command's
-// stdout and stderr to the matching streams and exits with its exit code, like
-// ssh; a command still running at --timeout exits 124 naming its operation.
+// stdout and stderr to the matching streams as they come (the API's event
+// stream: whole lines, as the agent relays them) and exits with its exit code,
+// like ssh; a command still running at --timeout exits 124 naming its operation.
+// --json waits for the whole answer instead.
 import type { Command } from "commander";
 import { application, collect, ctxOf, serverId } from "../context.js";
+import type { Api } from "../client.js";
 import { CliError, EXIT, usageError } from "../errors.js";
+import { sseEvents } from "../sse.js";
 import { emit, printFields } from "../output.js";
 
 /** `NAME=value`, or `NAME` alone to pass this shell's value (kept off the command line). */
@@ -57,7 +61,9 @@ export function registerExec(program: Command): void {
         ...(o.runId ? { run_id: o.runId } : {}),
         ...(envOf(o.env as string[]) ? { env: envOf(o.env as string[]) } : {}),
       };
-      const r = await api.call<ExecAnswer>("POST", "/api/automation/v1/exec", "automation", body);
+      const r = json
+        ? await api.call<ExecAnswer>("POST", "/api/automation/v1/exec", "automation", body)
+        : await streamed(api, body);
       if (json) printJsonAnswer(r);
       if (r.status === "running") {
         throw new CliError(
@@ -65,6 +71,7 @@ export function registerExec(program: Command): void {
           EXIT.timeout,
         );
       }
+      // A streamed answer's output is printed already; a plain one (an older server) now.
       if (!json) {
         process.stdout.write(r.stdout ?? "");
         process.stderr.write(r.stderr ?? "");
@@ -121,6 +128,38 @@ export function registerExec(program: Command): void {
         );
       }
     });
+}
+
+/**
+ * POST /exec asking for its event stream: each line is printed as it arrives, and
+ * the answer returned has no output left to print (except a reason it did not run).
+ * A server that answers JSON instead is answered as before.
+ */
+async function streamed(api: Api, body: Record<string, unknown>): Promise<ExecAnswer> {
+  const res = await api.raw("POST", "/api/automation/v1/exec", "automation", body, "text/event-stream");
+  if (!(res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    const text = await res.text();
+    return text ? (JSON.parse(text) as ExecAnswer) : ({} as ExecAnswer);
+  }
+  let operationId = "";
+  for await (const e of sseEvents(res.body!)) {
+    const data = JSON.parse(e.data) as Record<string, unknown>;
+    if (e.event === "started") operationId = String(data.operation_id);
+    else if (e.event === "output")
+      (data.stream === "stderr" ? process.stderr : process.stdout).write(`${data.text}\n`);
+    else if (e.event === "end") {
+      if (data.output_complete === false)
+        process.stderr.write(
+          `relayctl: some output was lost on the way; 'relayctl ops get ${operationId}' has all of it\n`,
+        );
+      const { output_complete: _, ...answer } = data;
+      return answer as unknown as ExecAnswer;
+    }
+  }
+  throw new CliError(
+    `the stream of operation ${operationId || "(not started)"} ended early: see 'relayctl ops get ${operationId}'`,
+    EXIT.server,
+  );
 }
 
 function printJsonAnswer(r: ExecAnswer): void {

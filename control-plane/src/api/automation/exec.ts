@@ -1,10 +1,12 @@
 // POST /api/automation/v1/exec — run a shell command on a server.
 // 200 with the result when it finishes within timeout_seconds, else 202 running;
 // 409 when the server's agent is not connected (the operation is recorded failed).
+// With `Accept: text/event-stream`, the output as it comes (exec-stream.ts).
 import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
+import { streamExec, wantsStream } from "./exec-stream.js";
 import { startForCaller } from "./run-operation.js";
 import { execBody } from "../../http/operation-bodies.js";
 import { LIMITS } from "../../http/schemas.js";
@@ -36,12 +38,15 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
           run_context: body.run_context ?? null,
         },
       });
+      const streamed = wantsStream(req);
       const exec = {
         command: body.command,
         workingDirectory: body.working_directory ?? "",
         env: body.env ?? {},
         deadlineSeconds: ctx.config.execCeilingSeconds,
+        streamOutput: streamed,
       };
+      if (streamed) return streamExec(ctx, reply, op, { $case: "exec", exec }, timeoutSeconds * 1000);
       return answerOutcome(reply, op, await ctx.ops.run(op, { $case: "exec", exec }, timeoutSeconds * 1000));
     },
   }),

@@ -699,6 +699,12 @@ export interface ExecJob {
   env: { [key: string]: string };
   /** Hard deadline: past it the process tree is killed (SIGTERM, then SIGKILL). */
   deadlineSeconds: number;
+  /**
+   * Also send the output as it comes, whole lines scrubbed, as LogsOutput messages
+   * (relayed, never stored; `relayctl exec` prints them live). The JobResult
+   * still carries the whole output.
+   */
+  streamOutput: boolean;
 }
 
 export interface ExecJob_EnvEntry {
@@ -4482,7 +4488,7 @@ export const Job_TraceContextEntry: MessageFns<Job_TraceContextEntry> = {
 };
 
 function createBaseExecJob(): ExecJob {
-  return { command: "", workingDirectory: "", env: {}, deadlineSeconds: 0 };
+  return { command: "", workingDirectory: "", env: {}, deadlineSeconds: 0, streamOutput: false };
 }
 
 export const ExecJob: MessageFns<ExecJob> = {
@@ -4498,6 +4504,9 @@ export const ExecJob: MessageFns<ExecJob> = {
     });
     if (message.deadlineSeconds !== 0) {
       writer.uint32(32).uint32(message.deadlineSeconds);
+    }
+    if (message.streamOutput !== false) {
+      writer.uint32(40).bool(message.streamOutput);
     }
     return writer;
   },
@@ -4550,6 +4559,14 @@ export const ExecJob: MessageFns<ExecJob> = {
             message.deadlineSeconds = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.streamOutput = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4589,6 +4606,11 @@ export const ExecJob: MessageFns<ExecJob> = {
         : isSet(object.deadline_seconds)
           ? globalThis.Number(object.deadline_seconds)
           : 0,
+      streamOutput: isSet(object.streamOutput)
+        ? globalThis.Boolean(object.streamOutput)
+        : isSet(object.stream_output)
+          ? globalThis.Boolean(object.stream_output)
+          : false,
     };
   },
 
@@ -4612,6 +4634,9 @@ export const ExecJob: MessageFns<ExecJob> = {
     if (message.deadlineSeconds !== 0) {
       obj.deadlineSeconds = Math.round(message.deadlineSeconds);
     }
+    if (message.streamOutput !== false) {
+      obj.streamOutput = message.streamOutput;
+    }
     return obj;
   },
 
@@ -4632,6 +4657,7 @@ export const ExecJob: MessageFns<ExecJob> = {
       {},
     );
     message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    message.streamOutput = object.streamOutput ?? false;
     return message;
   },
 };
