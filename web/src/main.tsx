@@ -6,6 +6,7 @@ import { AccountPage } from "./pages/account";
 import { ActivityPage } from "./pages/activity";
 import { ApplicationPage } from "./pages/application";
 import { ApplicationsPage } from "./pages/applications";
+import { AuditPage } from "./pages/audit";
 import { DeploymentPage } from "./pages/deployment";
 import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
@@ -41,6 +42,7 @@ const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren
   "/app/keys/automation": () => <KeysPage tab="automation" />,
   "/app/registry": () => <RegistryPage />,
   "/app/activity": () => <ActivityPage />,
+  "/app/audit": () => <AuditPage />,
   "/app/members": () => <MembersPage />,
   "/app/account": () => <AccountPage />,
 };

@@ -14,6 +14,7 @@ export const PAGE_PATHS = [
   "/app/keys/automation",
   "/app/registry",
   "/app/activity",
+  "/app/audit",
   "/app/members",
   "/app/account",
 ] as const;
