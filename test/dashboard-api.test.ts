@@ -244,7 +244,8 @@ test("dashboard - API keys: created with the secret once, listed without it, rev
   t.regex(key, /^rck_[0-9A-Za-z]{40}$/);
   const listed = (await dash.call("GET", "/api/api-keys")).json.api_keys as Record<string, unknown>[];
   const entry = listed.find((k) => k.id === made.json.id);
-  t.deepEqual(entry, { id: made.json.id, name, created_at: made.json.created_at });
+  // Not used yet (issue 31: keys show when they were last used).
+  t.deepEqual(entry, { id: made.json.id, name, created_at: made.json.created_at, last_used_at: null });
   t.false(JSON.stringify(listed).includes(key));
   const byKey = () => request(c, "/api/servers", { key: null, headers: { "x-api-key": key } });
   t.is((await byKey()).status, 200);

@@ -116,7 +116,10 @@ test.serial(
     t.notRegex(list.text, /token|hash|"key"/);
     const listed = (list.json.automation_keys as Record<string, unknown>[]).find((k) => k.id === res.json.id);
     const { key: _secret, ...withoutSecret } = res.json;
-    t.deepEqual(listed, withoutSecret);
+    // The list says when a key was last used (issue 31): by the exec above.
+    const { last_used_at: lastUsed, ...scope } = listed ?? {};
+    t.deepEqual(scope, withoutSecret);
+    t.regex(String(lastUsed), ISO_UTC);
     // the other tenant sees none of them
     const theirs = await mgmt("/automation-keys", { apiKey: other.apiKey });
     t.deepEqual(theirs.json.automation_keys, []);

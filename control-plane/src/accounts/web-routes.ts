@@ -254,7 +254,7 @@ export function webRoutes(ctx: ApiContext): RouteSpec[] {
             reply,
             404,
             "Invite",
-            html`<p class="error" role="alert">This invite link is unknown, used, revoked or expired. Ask an owner for a new one.</p>`,
+            html`<p class="error" role="alert">This invite link is unknown, used or expired (or was revoked). Ask an owner for a new one.</p>`,
           );
         return sendPage(
           reply,
