@@ -86,8 +86,8 @@ async function open(path: string, heading: string) {
 
 /**
  * The page as shown, at laptop and at phone width: no serious or critical axe violation,
- * nothing sticking out sideways on the phone, and a screenshot of each (<name>.png and
- * <name>-phone.png, the set docs/screenshots/ gets).
+ * nothing sticking out sideways on the phone, and a screenshot of each (<name>.png, the
+ * viewport, and <name>-phone.png, the whole page: the set docs/screenshots/ gets).
  */
 async function checkPage(t: ExecutionContext, name: string) {
   await page.locator(".loading").first().waitFor({ state: "detached" });
@@ -108,7 +108,7 @@ async function checkPage(t: ExecutionContext, name: string) {
       .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
       t.true(Number(overflow) <= 0, `${name} scrolls sideways at ${size.width} px by ${overflow}px: ${wide}`);
     }
-    await screenshot(b, shots, shot);
+    await screenshot(b, shots, shot, size === PHONE);
   }
   await page.setViewportSize(LAPTOP);
 }
@@ -331,9 +331,9 @@ test.serial(
       "value in a response",
     );
 
-    // This control plane has no GitHub App: the section says so in the API's words.
+    // This control plane has no GitHub App: the section tells the owner what turns it on.
     await page.getByText("GitHub repository", { exact: true }).click();
-    await page.getByText(/GitHub App is not configured/).waitFor();
+    await page.getByText(/GitHub App is not set up on this control plane/).waitFor();
 
     // Edit: only what changed is sent, and the API has it.
     await page.getByText("Settings", { exact: true }).click();

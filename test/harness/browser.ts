@@ -79,10 +79,13 @@ export function describeViolations(vs: AxeViolation[]): string {
     .join("\n");
 }
 
-/** Saves a screenshot of the viewport as <dir>/<name>.png. */
-export async function screenshot(s: Session, dir: string, name: string): Promise<void> {
+/**
+ * Saves a screenshot as <dir>/<name>.png: the viewport, or with fullPage the whole page
+ * (a phone's page is a tall column; its viewport alone would show the filters, not the list).
+ */
+export async function screenshot(s: Session, dir: string, name: string, fullPage = false): Promise<void> {
   const file = join(dir, `${name}.png`);
-  await s.page.screenshot({ path: file, fullPage: false });
+  await s.page.screenshot({ path: file, fullPage });
   s.shots.push(file);
 }
 
