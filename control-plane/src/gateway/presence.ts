@@ -28,17 +28,22 @@ function writerOf(db: Knex): Coalescer<string, undefined> {
 
 /** One stream's throttle: store() writes when the last stored time is old enough. */
 export class Presence {
-  private storedAt = Date.now();
+  private storedAt: number;
 
   constructor(
     private readonly db: Knex,
     private readonly serverId: string,
     private readonly heartbeatIntervalMs: number,
-  ) {}
+    /** The clock (a test's own). */
+    private readonly now: () => number = Date.now,
+  ) {
+    // The Hello stored last_seen_at at the connect.
+    this.storedAt = now();
+  }
 
   /** A heartbeat arrived: stored when PRESENCE_EVERY intervals have passed since the last store. */
   async heartbeat(): Promise<void> {
-    const now = Date.now();
+    const now = this.now();
     // Half an interval of slack: heartbeats arrive a little early or late.
     if (now - this.storedAt < (PRESENCE_EVERY - 0.5) * this.heartbeatIntervalMs) return;
     this.storedAt = now;
