@@ -104,6 +104,17 @@ test.serial(
     t.is(piped.code, 5, piped.stderr);
     t.is(piped.stdout, "out-1\nout-2\n");
     t.is(piped.stderr, "err-1\n");
+    // The live lines are scrubbed like the stored result: an env value never shows.
+    const secret = `s3cret-${Math.random().toString(36).slice(2)}`;
+    const scrubbed = await u.run(
+      ["exec", c.serverName, "--env", "DAILY_SECRET", "--", 'echo "got $DAILY_SECRET"'],
+      {
+        env: { DAILY_SECRET: secret },
+      },
+    );
+    t.is(scrubbed.code, 0, scrubbed.stderr);
+    t.false(scrubbed.stdout.includes(secret));
+    t.regex(scrubbed.stdout, /^got \S+\n$/);
   },
 );
 
