@@ -166,7 +166,7 @@ test.serial(
   },
 );
 
-test.serial("servers - relayctl servers list shows CONNECTED and LAST SEEN", async (t) => {
+test.serial("servers - relayctl servers list shows CONNECTED and LAST SEEN; show and remove", async (t) => {
   const { key } = (await c.admin(["create-api-key", "--tenant", c.tenantId, "--name", uniq("cli")])) as {
     key: string;
   };
@@ -181,6 +181,11 @@ test.serial("servers - relayctl servers list shows CONNECTED and LAST SEEN", asy
   t.is(shown.code, 0, shown.stderr);
   t.regex(shown.stdout, /^connected\s+yes$/m);
   t.regex(shown.stdout, /^last_seen_at\s+\d{4}-/m);
+  const removed = await u.run(["servers", "remove", idle.serverName]);
+  t.is(removed.code, 0, removed.stderr);
+  t.regex(removed.stdout, new RegExp(`^Removed ${idle.serverName}: its agent can no longer connect`, "m"));
+  const after = await u.run(["servers", "list"]);
+  t.false(after.stdout.includes(idle.serverId), "a removed server leaves the list");
 });
 
 test.serial(
@@ -203,7 +208,10 @@ test.serial(
     const refused = await dash.call("DELETE", `/api/servers/${s.serverId}`);
     t.is(refused.status, 409, refused.text);
     t.regex(String(refused.json.detail), new RegExp(app.name));
-    t.deepEqual(await auditEvents(c, "server.removed"), [], "nothing removed yet");
+    // Its own removal events (the CLI's test removed another server).
+    const removals = async () =>
+      (await auditEvents(c, "server.removed")).filter((e) => e.payload.server_id === s.serverId);
+    t.deepEqual(await removals(), [], "nothing removed yet");
 
     t.is((await dash.call("DELETE", `/api/applications/${app.id}`)).status, 204);
     const from = agent.proc.mark();
@@ -224,7 +232,7 @@ test.serial(
     ]);
     t.is(stored.agent_credential_hash, null);
     t.truthy(stored.removed_at);
-    const removed = await auditEvents(c, "server.removed");
+    const removed = await removals();
     t.is(removed.length, 1);
     t.like(removed[0].payload, { server_id: s.serverId, server_name: s.serverName });
     t.is(removed[0].payload.actor.email, owner.email, "the person who removed it");
