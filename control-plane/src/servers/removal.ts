@@ -24,18 +24,15 @@ export async function removeServer(
   const name = server.name as string;
   const removedAt = Date.now();
   await db.transaction(async (trx) => {
-    // Checked in the transaction that removes: an application placed meanwhile is seen.
+    // The server's row locked first (MySQL): two removals at once audit one, and the
+    // applications are read after the lock, just before the row changes.
+    await trx("servers").where({ id }).forUpdate().first("id");
     const apps = await applicationsOn(trx, tenantId, id);
-    if (apps.length > 0) {
-      const names = apps.map((a) => a.name).join(", ");
-      throw new RcError(
-        "RC_ERR_SERVER_HAS_APPLICATIONS",
-        `server '${name}' still has ${apps.length === 1 ? "an application" : `${apps.length} applications`} (${names}): delete ${apps.length === 1 ? "it" : "them"} or move ${apps.length === 1 ? "it" : "them"} to another server first; removing the server would leave ${apps.length === 1 ? "its container" : "their containers"} running with no agent to manage ${apps.length === 1 ? "it" : "them"}`,
-      );
-    }
-    await trx("servers")
+    if (apps.length > 0) throw hasApplications(name, apps);
+    const changed = await trx("servers")
       .where({ id, removed_at: null })
       .update({ agent_credential_hash: null, removed_at: removedAt });
+    if (changed !== 1) throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
     await appendAuditEvent(trx, {
       tenantId,
       eventType: "server.removed",
@@ -47,4 +44,16 @@ export async function removeServer(
   // now (gateway/registry.ts); its credential watch would within a heartbeat interval.
   bus.publishTakeover(id, randomUUID());
   return { server_id: id, server_name: name, removed_at: new Date(removedAt).toISOString() };
+}
+
+/** 409 naming the applications and what removing the server would do to them. */
+function hasApplications(server: string, apps: { name: string }[]): RcError {
+  const one = apps.length === 1;
+  const names = apps.map((a) => a.name).join(", ");
+  return new RcError(
+    "RC_ERR_SERVER_HAS_APPLICATIONS",
+    `server '${server}' still has ${one ? "an application" : `${apps.length} applications`} (${names}): ` +
+      `delete ${one ? "it" : "them"} or move ${one ? "it" : "them"} to another server first; removing the server ` +
+      `would leave ${one ? "its container" : "their containers"} running with no agent to manage ${one ? "it" : "them"}`,
+  );
 }
