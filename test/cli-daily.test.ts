@@ -185,23 +185,50 @@ test.serial("cli - audit is newest first with the actor", async (t) => {
   t.deepEqual(oldSeqs, [1, 2, 3, 4, 5]);
 });
 
-test.serial("cli - an rca_ key with a server name says names need a login or an rck_ key", async (t) => {
-  const k = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
-  const r = await k.run(["exec", c.serverName, "--", "true"]);
-  t.is(r.code, 64);
-  t.notRegex(r.stderr, /X-API-Key/);
-  t.regex(
-    r.stderr,
-    new RegExp(
-      `^relayctl: server '${c.serverName}': an automation \\(rca_\\) key cannot look servers up by name; pass the server's id`,
-    ),
-  );
-  t.regex(r.stderr, /relayctl login/);
-  // With the id it runs.
-  const byId = await k.run(["exec", c.serverId, "--", "echo by-id"]);
-  t.is(byId.code, 0, byId.stderr);
-  t.is(byId.stdout, "by-id\n");
-});
+test.serial(
+  "cli - an rca_ key resolves server names in its scope; an application name says what to use",
+  async (t) => {
+    const k = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key });
+    // The key may not read GET /api/servers, but the Automation API names the servers it may use.
+    const r = await k.run(["exec", c.serverName, "--", "echo by-name"]);
+    t.is(r.code, 0, r.stderr);
+    t.is(r.stdout, "by-name\n");
+    const unknown = await k.run(["exec", "no-such-server", "--", "true"]);
+    t.is(unknown.code, 65);
+    t.is(unknown.stderr, "relayctl: server 'no-such-server' not found among the servers this key may use\n");
+    // A key scoped to another server does not see this one by name.
+    const other = await c.addServer({
+      start: false,
+      name: `other-${Math.random().toString(36).slice(2, 8)}`,
+    });
+    const made = await u.run([
+      "keys",
+      "create",
+      "scoped-daily",
+      "--server",
+      other.serverName,
+      "--operation",
+      "exec",
+      "--json",
+    ]);
+    t.is(made.code, 0, made.stderr);
+    const s = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: String(JSON.parse(made.stdout).key) });
+    const outside = await s.run(["exec", c.serverName, "--", "true"]);
+    t.is(outside.code, 65, outside.stderr);
+    t.regex(outside.stderr, /not found among the servers this key may use/);
+    // Applications are the organization's list: the key is told what to use instead.
+    const app = await k.run(["restart", APP]);
+    t.is(app.code, 64);
+    t.notRegex(app.stderr, /X-API-Key/);
+    t.regex(
+      app.stderr,
+      new RegExp(
+        `^relayctl: application '${APP}': an automation \\(rca_\\) key cannot look applications up by name`,
+      ),
+    );
+    t.regex(app.stderr, /relayctl login/);
+  },
+);
 
 test.serial("cli - bash completion offers application and server names, and nothing offline", async (t) => {
   const script = join(makeTempDir("completion"), "relayctl.bash");

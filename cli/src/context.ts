@@ -21,35 +21,42 @@ export function isAutomationKey(api: Api): boolean {
 }
 
 /**
- * Names are looked up in the organization's lists, which an automation key may
- * not read (it is scoped to servers and operations by id): say so, and how to
- * go on, instead of the API's "missing X-API-Key header".
+ * Application names are looked up in the organization's list, which an
+ * automation key may not read (it acts on servers and operations by id): say so,
+ * and how to go on, instead of the API's "missing X-API-Key header".
  */
-function namesNeedListing(api: Api, what: "server" | "application", name: string): void {
+function namesNeedListing(api: Api, name: string): void {
   if (!isAutomationKey(api)) return;
-  const list = what === "server" ? "servers" : "apps";
   if (UUID.test(name.toLowerCase()))
     throw new CliError(
-      `an automation (rca_) key cannot read ${what}s: run this with your login ('relayctl login') or an rck_ API key`,
+      "an automation (rca_) key cannot read applications: run this with your login ('relayctl login') or an rck_ API key",
       EXIT.usage,
     );
   throw new CliError(
-    `${what} '${name}': an automation (rca_) key cannot look ${what}s up by name; pass the ${what}'s id (shown by 'relayctl ${list} list' when logged in or with an rck_ API key), or run this with your login ('relayctl login') or an rck_ API key`,
+    `application '${name}': an automation (rca_) key cannot look applications up by name; pass the application's id (shown by 'relayctl apps list' when logged in or with an rck_ API key), or run this with your login ('relayctl login') or an rck_ API key`,
     EXIT.usage,
   );
 }
 
-/** A server id from its name or id (an id is used as is: an automation key cannot list servers). */
+/**
+ * A server id from its name or id (an id is used as is). An automation key reads
+ * the names of the servers in its scope from the Automation API; a person or an
+ * API key the organization's list.
+ */
 export async function serverId(api: Api, nameOrId: string): Promise<string> {
   if (UUID.test(nameOrId.toLowerCase())) return nameOrId;
-  namesNeedListing(api, "server", nameOrId);
+  const automation = isAutomationKey(api);
   const { servers } = await api.call<{ servers: { id: string; name: string }[] }>(
     "GET",
-    "/api/servers",
-    "dashboard",
+    automation ? "/api/automation/v1/servers" : "/api/servers",
+    automation ? "automation" : "dashboard",
   );
   const s = servers.find((x) => x.name === nameOrId);
-  if (!s) throw new CliError(`server '${nameOrId}' not found`, EXIT.refused);
+  if (!s)
+    throw new CliError(
+      `server '${nameOrId}' not found${automation ? " among the servers this key may use" : ""}`,
+      EXIT.refused,
+    );
   return s.id;
 }
 
@@ -59,7 +66,7 @@ export interface AppRef {
 }
 
 export async function application(api: Api, nameOrId: string): Promise<AppRef & Record<string, unknown>> {
-  namesNeedListing(api, "application", nameOrId);
+  namesNeedListing(api, nameOrId);
   const { applications } = await api.call<{ applications: (AppRef & Record<string, unknown>)[] }>(
     "GET",
     "/api/applications",

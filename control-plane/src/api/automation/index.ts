@@ -1,5 +1,5 @@
 // The Automation API (/api/automation/v1): exec, operations, restart, reboot,
-// registry login/logout, deploy and rollback. Each route declares the credentials it takes
+// registry login/logout, deploy and rollback, and the servers in scope by name. Each route declares the credentials it takes
 // (an automation key or a person's access token) and the operation scope it
 // needs; api/register-routes.ts admits the caller before the body is read.
 import type { ApiContext } from "../../http/context.js";
@@ -10,6 +10,7 @@ import { operationsRoutes } from "./operations.js";
 import { rebootRoutes } from "./reboot.js";
 import { registryAuthRoutes } from "./registry-auth.js";
 import { restartRoutes } from "./restart.js";
+import { serversRoutes } from "./servers.js";
 
 export const automationRoutes = (ctx: ApiContext): RouteSpec[] => [
   ...execRoutes(ctx),
@@ -18,4 +19,5 @@ export const automationRoutes = (ctx: ApiContext): RouteSpec[] => [
   ...rebootRoutes(ctx),
   ...registryAuthRoutes(ctx),
   ...deployRoutes(ctx),
+  ...serversRoutes(ctx),
 ];
