@@ -264,6 +264,9 @@ test.serial("cli - bash completion offers application and server names, and noth
   t.true((await complete({}, "apps", "env", "set", "")).includes(APP));
   // The second argument is not a name to look up.
   t.deepEqual(await complete({}, "apps", "env", "set", APP, ""), ["--file", "--help"]);
+  // An rca_ key completes the servers it may use.
+  const withKey = await complete({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: c.key }, "exec", "");
+  t.true(withKey.includes(c.serverName), withKey.join(" "));
   // Offline: no names, no error, quickly.
   const started = Date.now();
   t.deepEqual(await complete({ RELAYCTL_URL: "http://127.0.0.1:9" }, "apps", "show", ""), ["--help"]);

@@ -4,7 +4,7 @@
 // `relayctl __complete apps|servers` for their names, with the stored login (or
 // RELAYCTL_TOKEN): quietly nothing when offline, not logged in, or slow.
 import type { Command } from "commander";
-import { ctxOf } from "../context.js";
+import { ctxOf, isAutomationKey } from "../context.js";
 import { usageError } from "../errors.js";
 
 /** What a command's first argument names: `apps`, `servers`, both (`all`), or nothing to look up. */
@@ -45,11 +45,17 @@ function valued(cmd: Command, out: Set<string> = new Set()): Set<string> {
 /** The names `relayctl __complete <kind>` prints: one a line, nothing on any failure. */
 async function lookUpNames(kind: string, cmd: Command): Promise<string[]> {
   const { api } = ctxOf(cmd);
+  // An rca_ key names only the servers in its scope (the Automation API); it cannot list applications.
+  const automation = isAutomationKey(api);
   const get = async (path: string, field: string) =>
-    (await api.call<Record<string, { name: string }[]>>("GET", path, "dashboard"))[field]!.map((x) => x.name);
+    (
+      await api.call<Record<string, { name: string }[]>>("GET", path, automation ? "automation" : "dashboard")
+    )[field]!.map((x) => x.name);
   const lists = await Promise.all([
-    kind === "apps" || kind === "all" ? get("/api/applications", "applications") : [],
-    kind === "servers" || kind === "all" ? get("/api/servers", "servers") : [],
+    (kind === "apps" || kind === "all") && !automation ? get("/api/applications", "applications") : [],
+    kind === "servers" || kind === "all"
+      ? get(automation ? "/api/automation/v1/servers" : "/api/servers", "servers")
+      : [],
   ]);
   return [...new Set(lists.flat())].filter((n) => /^[A-Za-z0-9._-]+$/.test(n)).sort();
 }
