@@ -16,8 +16,10 @@ import {
   axeViolations,
   describeViolations,
   launchBrowser,
+  publishScreenshots,
+  screenshot,
 } from "./harness/browser";
-import { cleanupAll } from "./harness/cleanup";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type Dash, inviteMember, signInDash } from "./harness/dashboard-session";
 import { api } from "./harness/http";
@@ -33,6 +35,8 @@ let appId: string;
 let appName: string;
 let deploymentId: string;
 let apiKeyId: string;
+let shots: string;
+let allPassed = true;
 const RUN = `audit-run-${Math.random().toString(36).slice(2, 8)}`;
 
 interface Row {
@@ -83,22 +87,33 @@ test.before(async () => {
   deploymentId = String(d.json.deployment_id);
   b = await launchBrowser(c.baseUrl);
   page = b.page;
+  shots = makeTempDir("audit-shots");
   await page.goto("/app/activity");
   await page.getByLabel("E-mail").fill(owner.email);
   await page.getByLabel("Password").fill(owner.password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.waitForURL(/\/app\/activity$/);
 });
+// Only a run where every test passed replaces the screenshots the docs show (before cleanupAll).
+test.afterEach.always((t) => {
+  if (!t.passed) allPassed = false;
+});
+test.after(() => {
+  if (allPassed) publishScreenshots(b);
+});
 test.after.always(cleanupAll);
 
+/** No serious or critical axe violation at laptop and phone width; a screenshot at each when `shot` is named. */
 async function noSeriousViolations(
   t: { deepEqual: (a: unknown, b: unknown, m?: string) => void },
   name: string,
+  shot?: string,
 ) {
   for (const size of [LAPTOP, PHONE]) {
     await page.setViewportSize(size);
     const violations = await axeViolations(page);
     t.deepEqual(violations, [], `${name} at ${size.width}px: ${describeViolations(violations)}`);
+    if (shot) await screenshot(b, shots, size === PHONE ? `${shot}-phone` : shot, size === PHONE);
   }
   await page.setViewportSize(LAPTOP);
 }
@@ -277,7 +292,7 @@ test.serial("audit page - newest first, an actor on every row, sign-ins, keys an
   t.is(keyRow.cells[4], "audit-page-key");
   // The failed command's outcome shows there too.
   t.true(all.some((r) => r.event === "operation.exec" && r.cells[5] === "exited 1"));
-  await noSeriousViolations(t, "audit log");
+  await noSeriousViolations(t, "audit log", "audit-log");
 
   // Older pages on demand: 50 per page, then "Show older events".
   const more = page.getByRole("button", { name: "Show older events" });

@@ -9,6 +9,7 @@ import { navigate, useLocation } from "../router";
 import { type Column, Table } from "../table";
 import { Empty, ErrorNote, Page, Resource, Time, useLoad } from "../ui";
 import { OutcomeBadge } from "./activity";
+import "./audit.css";
 
 export interface AuditActor {
   type: string;
@@ -103,7 +104,7 @@ function ActorCell({ actor }: { actor: AuditActor | undefined }) {
 function columns(servers: Map<string, string>): Column<AuditRow>[] {
   return [
     { head: "Time", cell: (e) => <Time iso={e.created_at} /> },
-    { head: "Event", class: "mono", cell: (e) => e.event_type },
+    { head: "Event", class: "mono event", cell: (e) => e.event_type },
     { head: "Actor", cell: (e) => <ActorCell actor={e.actor} /> },
     {
       head: "Server",
