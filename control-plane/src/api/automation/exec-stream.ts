@@ -22,6 +22,8 @@ const frame = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.s
 
 /** How long the last lines may trail the result (both come over the agent's one stream, in order). */
 const OUTPUT_TAIL_MS = 2000;
+/** A quiet open stream says it is alive this often (proxies drop idle connections). */
+const KEEPALIVE_MS = 15_000;
 
 export const wantsStream = (req: FastifyRequest) =>
   String(req.headers.accept ?? "").includes("text/event-stream");
@@ -54,6 +56,7 @@ export async function streamExec(
     raw.write(frame("started", { operation_id: op.id }));
     for (const s of pending.splice(0)) raw.write(s);
   };
+  const keepalive = setInterval(() => raw?.write(": keep-alive\n\n"), KEEPALIVE_MS);
   let unsubscribe: Unsubscribe | undefined;
   try {
     // Before dispatch, so no line is missed.
@@ -108,6 +111,7 @@ export async function streamExec(
       );
     }
   } finally {
+    clearInterval(keepalive);
     unsubscribe?.();
     raw?.end();
   }
