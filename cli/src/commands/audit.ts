@@ -83,7 +83,8 @@ export function registerAudit(program: Command): void {
             ["RUN", "run_id"],
           ],
         );
-        if (r.next_cursor) process.stderr.write(`more: --cursor ${r.next_cursor}\n`);
+        if (r.next_cursor)
+          process.stderr.write(`more: --cursor ${r.next_cursor}${o.oldestFirst ? " --oldest-first" : ""}\n`);
       });
     });
 }
