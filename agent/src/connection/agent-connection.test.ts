@@ -70,7 +70,10 @@ const job = (operationId: string, command: string): GatewayMessage => ({
       operationId,
       traceContext: {},
       requestId: "",
-      kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30, streamOutput: false } },
+      kind: {
+        $case: "exec",
+        exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30, streamOutput: false },
+      },
     },
   } satisfies { $case: "job"; job: Job },
 });

@@ -18,7 +18,10 @@ const execJob = (operationId: string, command: string): Job => ({
   operationId,
   traceContext: {},
   requestId: "",
-  kind: { $case: "exec", exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30, streamOutput: false } },
+  kind: {
+    $case: "exec",
+    exec: { command, workingDirectory: "", env: {}, deadlineSeconds: 30, streamOutput: false },
+  },
 });
 
 async function pollUntil(check: () => Promise<boolean>, o: { what: string; timeoutMs: number }) {

@@ -83,7 +83,9 @@ export const auditEvent = o({
   created_at: iso,
   payload: z.record(z.string(), z.unknown()),
   actor: o({
-    type: z.string().describe("user, api_key, automation_key, oauth_token, operator, agent, github or system"),
+    type: z
+      .string()
+      .describe("user, api_key, automation_key, oauth_token, operator, agent, github or system"),
     id: z.string().nullable().describe("the user's, key's or (an agent) server's id"),
     name: z.string(),
   }).describe("who acted (audit/actor.ts)"),
