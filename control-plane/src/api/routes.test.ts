@@ -34,6 +34,7 @@ const OWNER_ONLY = [
   "POST /api/users/invites",
   "DELETE /api/users/:id",
   "PATCH /api/users/:id",
+  "DELETE /api/users/invites/:id",
   "POST /api/github/install-link",
 ];
 
@@ -68,6 +69,9 @@ test("routes - under /api only agent enrollment is public; the Automation API ta
   }
 });
 
+/** The reads only owners may make: pending invites name people not yet members, by e-mail. */
+const OWNER_READS = ["GET /api/users/invites"];
+
 /** What a deployer may change: deploy, roll back, restart (and read an application's logs). */
 const DEPLOYER = [
   "POST /api/automation/v1/deploy",
@@ -92,6 +96,10 @@ test("routes - the roles: the owners' changes, the deployers' few, exec behind i
   for (const k of EXEC_GRANT) t.deepEqual(needs.get(k), { role: "owner", grant: "exec" }, k);
   for (const [k, n] of needs) {
     if (DEPLOYER.includes(k) || EXEC_GRANT.includes(k)) continue;
+    if (OWNER_READS.includes(k)) {
+      t.deepEqual(n, { role: "owner" }, k);
+      continue;
+    }
     // A read is a viewer's; a change an owner's, but for each person's own logins and /mcp (whose tools call the API).
     const own = /^(DELETE \/api\/me\/|POST \/mcp$|DELETE \/mcp$)/.test(k);
     t.deepEqual(n, { role: k.startsWith("GET ") || own ? "viewer" : "owner" }, k);
