@@ -98,6 +98,7 @@ test("dashboard static - the favicon is a hashed asset cached for a year; /favic
   const ico = await app.inject({ url: "/favicon.ico" });
   t.is(ico.statusCode, 302);
   t.is(ico.headers.location, "/app/assets/favicon-1234abcd.svg");
+  t.is(ico.headers["cache-control"], "no-cache", "the next build's icon has another name");
   const svg = await app.inject({ url: "/app/assets/favicon-1234abcd.svg" });
   t.is(svg.statusCode, 200);
   t.regex(String(svg.headers["content-type"]), /^image\/svg\+xml/);

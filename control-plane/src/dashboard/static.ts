@@ -93,7 +93,8 @@ export function dashboardRoutes(ctx: ApiContext, dist = WEB_DIST): RouteSpec[] {
   // Browsers ask for /favicon.ico on pages that name no icon (the sign-in pages, /docs).
   const favicon = async (_req: FastifyRequest, reply: FastifyReply) => {
     if (!manifest) throw new RcError("RC_ERR_DASHBOARD_NOT_BUILT");
-    reply.header("cache-control", "public, max-age=86400");
+    // Not kept: the next build names the icon anew and removes this one.
+    reply.header("cache-control", "no-cache");
     return reply.redirect(`/app/assets/${manifest.favicon}`, 302);
   };
   return [
