@@ -240,6 +240,15 @@ test.serial(
     const list = await dash.call("GET", "/api/servers");
     t.false((list.json.servers as { id: string }[]).some((x) => x.id === s.serverId));
     t.is((await dash.call("DELETE", `/api/servers/${s.serverId}`)).status, 404, "removed once");
+    // A removed server takes no new application.
+    const placed = await dash.call("POST", "/api/applications", {
+      name: uniq("late"),
+      server_id: s.serverId,
+      linked_container_name: uniq("late-web"),
+      container_port: 8080,
+    });
+    t.is(placed.status, 422, placed.text);
+    t.regex(String(placed.json.detail), /^server_id: unknown server/);
   },
 );
 

@@ -120,7 +120,8 @@ export async function listApplications(db: Knex, tenantId: string) {
 /** A body reference to a server: another tenant's or an unknown id is a 422 (like key scopes). */
 async function checkServer(db: Knex, tenantId: string, serverId: string): Promise<string> {
   const server = await db("servers")
-    .where({ id: serverId.toLowerCase(), tenant_id: tenantId })
+    // A removed server (servers/removal.ts) keeps its row for the history but takes no application.
+    .where({ id: serverId.toLowerCase(), tenant_id: tenantId, removed_at: null })
     .first<{ id: string } | undefined>("id");
   if (!server) throw new RcError("RC_ERR_VALIDATION", `server_id: unknown server '${serverId}'`);
   return server.id;

@@ -75,7 +75,9 @@ function whereTypes(query: Knex.QueryBuilder, list: string) {
   query.where((w) => {
     for (const t of items) {
       if (t.includes(".")) w.orWhere("event_type", t);
-      else w.orWhere("event_type", "like", `${t}.%`);
+      // '_' is LIKE's one-character wildcard ("api_key" would match "apiXkey."): escaped, with an
+      // escape character both MySQL and SQLite take in an ESCAPE clause.
+      else w.orWhereRaw("event_type LIKE ? ESCAPE '!'", [`${t.replace(/[!%_]/g, "!$&")}.%`]);
     }
   });
 }
