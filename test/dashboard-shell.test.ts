@@ -23,7 +23,16 @@ import { createOwner } from "./harness/people";
 // The phone (390×844) besides the harness's narrowest one (375).
 const PHONES = [PHONE, { width: 390, height: 844 }];
 // Pages the navigation offers an owner (at least: the test walks every entry it finds).
-const NAV = ["Servers", "Applications", "API Keys", "Registry credentials", "Activity", "Members", "Account"];
+const NAV = [
+  "Servers",
+  "Applications",
+  "API Keys",
+  "Registry credentials",
+  "Activity",
+  "Audit log",
+  "Members",
+  "Account",
+];
 
 let c: Cluster;
 let b: Session;

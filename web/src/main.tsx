@@ -25,6 +25,7 @@ const NAV = [
   { href: "/app/keys", label: "API Keys" },
   { href: "/app/registry", label: "Registry credentials" },
   { href: "/app/activity", label: "Activity" },
+  { href: "/app/audit", label: "Audit log" },
   { href: "/app/members", label: "Members", owner: true },
   { href: "/app/account", label: "Account" },
 ];
