@@ -88,7 +88,7 @@ async function errorOf(form: ReturnType<Page["getByRole"]>, name: string) {
   const invalid = await control.getAttribute("aria-invalid");
   const describedBy = await control.getAttribute("aria-describedby");
   const note = describedBy ? ((await page.locator(`[id="${describedBy}"]`).textContent()) ?? "") : "";
-  const focused = await control.evaluate((el) => el === document.activeElement);
+  const focused = await control.evaluate((el) => el === el.ownerDocument.activeElement);
   return { invalid, note, focused };
 }
 
@@ -264,8 +264,9 @@ test.serial("application page - what is live and where; Redeploy and Roll back w
   await runAction(t, `Redeploy commit ${one.slice(0, 10)}`, "Redeploy");
   t.is((await proxyGet(s.proxyPort, app.fqdn)).body.trim(), "version one");
   const after = await s.manage(`/applications/${app.id}`);
-  t.is(after.json.live_release?.commit_sha, one);
-  t.is(after.json.live_release?.rollback_of, null, "a new build, not a rollback");
+  const nowLive = after.json.live_release as { commit_sha?: string; rollback_of?: string | null } | undefined;
+  t.is(nowLive?.commit_sha, one);
+  t.is(nowLive?.rollback_of, null, "a new build, not a rollback");
   liveApp.commit = one;
 });
 
