@@ -250,11 +250,19 @@ test.serial(
       );
       return String(link.json.state);
     };
-    const setup = (st: string, code?: string, installationId = INSTALLATION, who: Dash = owner) =>
+    const setup = (
+      st: string,
+      code?: string,
+      installationId = INSTALLATION,
+      who: Dash = owner,
+      headers: Record<string, string> = {},
+    ) =>
       fetch(
         `${s.c.baseUrl}/github/setup?installation_id=${installationId}&state=${encodeURIComponent(st)}${code === undefined ? "" : `&code=${code}`}&setup_action=install`,
-        { headers: { cookie: `relayctl_session=${who.sessionToken}` }, redirect: "manual" },
+        { headers: { cookie: `relayctl_session=${who.sessionToken}`, ...headers }, redirect: "manual" },
       );
+    // What a browser sends on GitHub's redirect (a top-level navigation).
+    const navigation = { accept: "text/html,application/xhtml+xml", "sec-fetch-mode": "navigate" };
     const refusedWith = async (res: Response, status: number, what: string) => {
       const body = (await res.json()) as Json;
       t.is(res.status, status, `${what}: ${JSON.stringify(body)}`);
@@ -279,9 +287,29 @@ test.serial(
     t.deepEqual(await mineNow(), [], "nothing bound by a refused attempt");
 
     const code = gh.issueCode("octo-admin");
-    const ok = await setup(state, code);
-    t.is(ok.status, 200);
-    t.like(await ok.json(), { installation_id: INSTALLATION, tenant_id: s.tenantId, account: "octo-org" });
+    // A refusal, in the browser GitHub sent back: the dashboard's GitHub page says why.
+    const inBrowser = await setup(
+      await newState(),
+      gh.issueCode("bystander"),
+      INSTALLATION,
+      owner,
+      navigation,
+    );
+    t.is(inBrowser.status, 303);
+    const refusedAt = new URL(inBrowser.headers.get("location") ?? "", s.c.baseUrl);
+    t.is(refusedAt.pathname, "/app/github");
+    t.regex(refusedAt.searchParams.get("error") ?? "", /\S/);
+    t.deepEqual(await mineNow(), [], "nothing bound by a refusal in the browser either");
+
+    // Installed: the browser lands on the dashboard's GitHub page, which says so (not raw JSON).
+    const ok = await setup(state, code, INSTALLATION, owner, navigation);
+    t.is(ok.status, 303, await ok.text());
+    t.is(ok.headers.get("location"), `/app/github?installed=${INSTALLATION}&account=octo-org`);
+    const landed = await fetch(`${s.c.baseUrl}/app/github?installed=${INSTALLATION}&account=octo-org`, {
+      headers: { cookie: `relayctl_session=${owner.sessionToken}` },
+    });
+    t.is(landed.status, 200);
+    t.regex(landed.headers.get("content-type") ?? "", /text\/html/);
     await refusedWith(await setup(state, gh.issueCode("octo-admin")), 400, "the state was spent");
     await refusedWith(await setup(await newState(), code), 403, "the code was spent");
 
@@ -485,7 +513,23 @@ test.serial(
     );
     t.is(states[0], "pending");
     const last = gh.statuses.filter((x) => x.sha === v2.sha).at(-1)!;
-    t.like(last, { full_name: FULL_NAME, context: "relayctl", state: "success" });
+    // One context per application: several applications of one repository do not overwrite each other.
+    t.like(last, { full_name: FULL_NAME, context: `relayctl/${app.name}`, state: "success" });
+    t.is(last.description, "deployed and serving");
+    // Least privilege: every token names the one repository and only what its use needs
+    // (reading the repository when linking, its contents to fetch, statuses to report).
+    t.true(gh.minted.length > 0);
+    for (const m of gh.minted) {
+      t.true(m.narrowed, "permissions asked for, not the installation's all");
+      t.deepEqual(m.repositoryIds, [REPO_ID]);
+    }
+    const kinds = new Set(gh.minted.map((m) => JSON.stringify(m.permissions)));
+    t.deepEqual(
+      [...kinds].sort(),
+      [{ metadata: "read" }, { metadata: "read", contents: "read" }, { metadata: "read", statuses: "write" }]
+        .map((p) => JSON.stringify(p))
+        .sort(),
+    );
     t.is(last.target_url, `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`);
     // The link is the deployment's dashboard page, served by this control plane.
     const page = await fetch(`${s.c.baseUrl}${new URL(String(last.target_url)).pathname}`);
@@ -602,12 +646,72 @@ test.serial(
       states.map((x) => x.state),
       ["pending", "failure"],
     );
-    t.regex(String(states[1]!.description), /^deployment failed: /);
+    // A fixed sentence: the deploy's error output stays behind the link (a public repository's statuses are public).
+    t.is(states[1]!.description, "the deployment failed; the link shows why");
+    const failed = await s.deployment(app.id, deploymentId);
+    t.truthy(failed.json.error, describe(failed));
+    for (const st of gh.statuses) {
+      t.false(st.description.includes(String(failed.json.error).split("\n")[0]!));
+      t.regex(
+        st.description,
+        /^(relayctl is deploying this commit|deployed and serving|superseded by a newer push before it started|the deployment failed; the link shows why)$/,
+      );
+    }
     t.is(
       states[1]!.target_url,
       `https://relayctl.example/app/applications/${app.id}/deployments/${deploymentId}`,
     );
     await waitForBody(s.proxyPort, app.fqdn, "version 5");
+    // Tokens are reused until shortly before they expire: one mint of each kind for
+    // every status and deployment so far, not one per use.
+    const statusTokens = gh.minted.filter((m) => m.permissions.statuses === "write");
+    const fetchTokens = gh.minted.filter((m) => m.permissions.contents === "read");
+    t.true(gh.statuses.length >= 8, `${gh.statuses.length} statuses`);
+    t.is(statusTokens.length, 1, `${statusTokens.length} status tokens for ${gh.statuses.length} statuses`);
+    t.is(
+      fetchTokens.length,
+      1,
+      `${fetchTokens.length} fetch tokens for ${await deploymentCount()} deployments`,
+    );
+  },
+);
+
+test.serial(
+  "github - an application created without a repository and linked to one gets the default build, deploys on push and reports under its own context",
+  async (t) => {
+    const bare = await s.createApp({ git_repository: null, build: undefined, auto_deploy: true });
+    t.is(bare.created.json.build, null, describe(bare.created));
+    const linked = await s.manage(s.appPath(bare.id, "/github-repository"), {
+      method: "PUT",
+      body: { repository_id: REPO_ID },
+    });
+    t.is(linked.status, 200, describe(linked));
+    t.like(linked.json, { repository_id: REPO_ID, deployable: true });
+    const shown = await s.manage(`/applications/${bare.id}`);
+    t.deepEqual(shown.json.build, { type: "dockerfile", dockerfile: "Dockerfile", context: "." });
+    t.is(shown.json.git_repository, git.url("app"));
+    const v = await repo.commitVersion("5b");
+    const d = await deliver("push", pushPayload(v.sha, { before: repo.commits.at(-2)!.sha }));
+    const outcome = (await processed(d.id)).outcome as Json;
+    t.is(outcome.result, "deployed", JSON.stringify(outcome));
+    const mine = (outcome.deployments as Json[]).find((x) => x.application_id === bare.id);
+    t.truthy(mine, JSON.stringify(outcome));
+    const op = await s.waitOperation(
+      String((await s.deployment(bare.id, String(mine!.deployment_id))).json.operation_id),
+    );
+    t.is(op.json.status, "completed", describe(op));
+    await waitForBody(s.proxyPort, bare.fqdn, "version 5b");
+    await waitForBody(s.proxyPort, app.fqdn, "version 5b");
+    const contexts = await pollUntil(
+      async () => {
+        const done = gh.statuses.filter((x) => x.sha === v.sha && x.state === "success");
+        return done.length === 2 ? done.map((x) => x.context).sort() : undefined;
+      },
+      { what: "both applications' success statuses", timeoutMs: 30_000 },
+    );
+    t.deepEqual(contexts, [`relayctl/${app.name}`, `relayctl/${bare.name}`].sort());
+    const off = await s.manage(s.appPath(bare.id, "/github-repository"), { method: "DELETE" });
+    t.is(off.status, 204, describe(off));
   },
 );
 
@@ -766,7 +870,48 @@ test.serial(
     t.regex(JSON.stringify((await processed(p6.id)).outcome), /cannot deploy: .*removed/);
     const manual = await s.dashboardDeploy(app.id);
     t.is(manual.status, 422, describe(manual));
-    await waitForBody(s.proxyPort, app.fqdn, "version 5");
+    await waitForBody(s.proxyPort, app.fqdn, "version 5b");
+  },
+);
+
+test.serial(
+  "github - after an uninstall the link and a push say the App was uninstalled; a push naming no installation says so",
+  async (t) => {
+    const deleted = example("installation", (e) => e.action === "deleted");
+    deleted.installation = {
+      ...deleted.installation,
+      id: INSTALLATION,
+      account: { ...deleted.installation.account, login: "octo-org" },
+    };
+    const gone = await deliver("installation", deleted);
+    t.deepEqual([gone.status, gone.json.duplicate], [202, false], JSON.stringify(gone.json));
+    t.like((await processed(gone.id)).outcome, { result: "deleted" });
+    const link = await s.manage(s.appPath(app.id, "/github-repository"));
+    t.like(link.json, { deployable: false });
+    t.regex(String(link.json.reason), /the GitHub App was uninstalled \(installation 31337\)/);
+    // A new message: the same body as the last test's push would be a replay.
+    const push = await deliver("push", pushPayload(repo.head().sha, { message: "after the uninstall" }));
+    const outcome = JSON.stringify((await processed(push.id)).outcome);
+    t.regex(outcome, /cannot deploy: the GitHub App was uninstalled/);
+    t.notRegex(outcome, /removed from the GitHub App installation/);
+
+    const stray = pushPayload("e".repeat(40));
+    stray.installation = undefined; // dropped by JSON.stringify: no installation object at all
+    // No installation, so no tenant to show it to: read from the table.
+    const strayId = (await deliver("push", stray)).id;
+    const row = await pollUntil(
+      async () =>
+        (
+          await s.c.db.query<Json>("SELECT outcome FROM github_deliveries WHERE id = ? AND status = 'done'", [
+            strayId,
+          ])
+        )[0],
+      { what: "the stray push processed", timeoutMs: 30_000 },
+    );
+    const said = JSON.parse(String(row.outcome));
+    t.is(said.result, "ignored");
+    t.regex(said.detail, /names no GitHub App installation/);
+    t.notRegex(said.detail, /NaN/);
   },
 );
 

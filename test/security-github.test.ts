@@ -174,8 +174,12 @@ test.serial(
       alice,
       setupPath(await installLink(aliceDash), gh.issueCode("alice-gh"), MINE),
     );
+    // Bound, the browser lands on the dashboard's GitHub page, which says so.
     t.is(done.status, 200, done.text);
-    t.like(JSON.parse(done.text), { installation_id: MINE, tenant_id: c.tenantId, account: "alice-org" });
+    t.is(
+      new URL(done.url).pathname + new URL(done.url).search,
+      `/app/github?installed=${MINE}&account=alice-org`,
+    );
     t.is(await boundTo(MINE), c.tenantId);
     const bound = (await auditEvents(c, "github.installation_bound")).map((e) => e.payload);
     t.like(bound, [

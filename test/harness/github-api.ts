@@ -15,8 +15,11 @@
 //                                    the installations `users` says that user can access
 // The App JWT is checked against the test key's public half, so a client that
 // signs badly (or with another key) gets GitHub's 401. Tokens are random per
-// mint, valid only for their installation (and the repositories asked for), and
-// `acceptsToken` lets a git host accept exactly the minted ones.
+// mint, valid only for their installation, the repositories asked for and the
+// permissions asked for (GitHub's `permissions` body: none asked means all the
+// installation has; one it lacks is 422; a status post without `statuses: write`
+// is 403 "Resource not accessible by integration"), and `acceptsToken` lets a
+// git host accept exactly the minted ones that may read contents.
 import { createPublicKey, generateKeyPairSync, randomBytes, verify } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
@@ -48,6 +51,24 @@ export interface PostedStatus {
   context: string;
 }
 
+export interface MintedToken {
+  token: string;
+  installationId: number;
+  repositoryIds?: number[];
+  /** What the token may do (what was asked, or all the installation's permissions). */
+  permissions: Record<string, string>;
+  /** Whether the mint asked for `permissions` at all. */
+  narrowed: boolean;
+}
+
+/** The permissions every stand-in installation grants (the App's registration in docs/github-app.md). */
+const INSTALLATION_PERMISSIONS: Record<string, string> = {
+  contents: "read",
+  statuses: "write",
+  metadata: "read",
+};
+const LEVEL: Record<string, number> = { read: 1, write: 2 };
+
 export interface GitHubApiStandIn {
   url: string;
   appId: string;
@@ -56,8 +77,8 @@ export interface GitHubApiStandIn {
   installations: Map<number, StandInInstallation>;
   repositories: Map<number, StandInRepository>;
   statuses: PostedStatus[];
-  /** Every token minted, in order. */
-  minted: { token: string; installationId: number }[];
+  /** Every token minted, in order, with what it was asked for (absent: everything). */
+  minted: MintedToken[];
   /** Requests refused for a bad App JWT or token. */
   refused: string[];
   acceptsToken(token: string): boolean;
@@ -91,7 +112,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const installations = new Map<number, StandInInstallation>();
   const repositories = new Map<number, StandInRepository>();
   const statuses: PostedStatus[] = [];
-  const minted: { token: string; installationId: number; repositoryIds?: number[] }[] = [];
+  const minted: MintedToken[] = [];
   const refused: string[] = [];
   const clientId = `Iv1.${randomBytes(8).toString("hex")}`;
   const clientSecret = randomBytes(20).toString("hex");
@@ -137,7 +158,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     target_type: i.account.type,
     created_at: i.created_at,
     suspended_at: null,
-    permissions: { contents: "read", statuses: "write", metadata: "read" },
+    permissions: INSTALLATION_PERMISSIONS,
   });
 
   const server = createServer((req, res) => {
@@ -204,12 +225,28 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
             message:
               "There is at least one repository that does not exist or is not accessible to the parent installation.",
           });
+        const narrowed = body.permissions !== undefined;
+        const permissions = (body.permissions ?? INSTALLATION_PERMISSIONS) as Record<string, string>;
+        const beyond = Object.entries(permissions).find(
+          ([name, level]) =>
+            !(LEVEL[level] && LEVEL[level]! <= (LEVEL[INSTALLATION_PERMISSIONS[name] ?? ""] ?? 0)),
+        );
+        if (beyond)
+          return send(res, 422, {
+            message: `The permissions requested are not granted to this installation: ${beyond[0]}`,
+          });
         const token = `ghs_${randomBytes(18).toString("hex")}`;
-        minted.push({ token, installationId: i.id, repositoryIds: asked.length ? asked : undefined });
+        minted.push({
+          token,
+          installationId: i.id,
+          repositoryIds: asked.length ? asked : undefined,
+          permissions: { metadata: "read", ...permissions },
+          narrowed,
+        });
         return send(res, 201, {
           token,
           expires_at: new Date(Date.now() + 3600_000).toISOString(),
-          permissions: { contents: "read", statuses: "write", metadata: "read" },
+          permissions: { metadata: "read", ...permissions },
           repository_selection: asked.length ? "selected" : "all",
         });
       }
@@ -235,7 +272,14 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
         if (!t) return unauthorized(req, res);
         const full = `${m[1]}/${m[2]}`;
         const r = [...repositories.values()].find((x) => x.full_name === full);
-        if (!r || !installations.get(t.installationId)?.repositories.includes(r.id)) return notFound(res);
+        if (
+          !r ||
+          !installations.get(t.installationId)?.repositories.includes(r.id) ||
+          (t.repositoryIds && !t.repositoryIds.includes(r.id))
+        )
+          return notFound(res);
+        if (t.permissions.statuses !== "write")
+          return send(res, 403, { message: "Resource not accessible by integration" });
         if (!["error", "failure", "pending", "success"].includes(body.state))
           return send(res, 422, { message: "Validation Failed" });
         statuses.push({ full_name: full, sha: m[3]!, ...body });
@@ -257,7 +301,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     statuses,
     minted,
     refused,
-    acceptsToken: (token) => minted.some((t) => t.token === token),
+    acceptsToken: (token) => minted.some((t) => t.token === token && LEVEL[t.permissions.contents ?? ""]),
     clientId,
     clientSecret,
     users,

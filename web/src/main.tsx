@@ -8,6 +8,7 @@ import { ApplicationPage } from "./pages/application";
 import { ApplicationsPage } from "./pages/applications";
 import { AuditPage } from "./pages/audit";
 import { DeploymentPage } from "./pages/deployment";
+import { GitHubPage } from "./pages/github";
 import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
 import { RegistryPage } from "./pages/registry";
@@ -46,6 +47,7 @@ const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren
   "/app/audit": () => <AuditPage />,
   "/app/members": () => <MembersPage />,
   "/app/account": () => <AccountPage />,
+  "/app/github": () => <GitHubPage />,
 };
 
 function route(path: string) {

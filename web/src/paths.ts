@@ -17,6 +17,7 @@ export const PAGE_PATHS = [
   "/app/audit",
   "/app/members",
   "/app/account",
+  "/app/github",
 ] as const;
 
 export type PagePath = (typeof PAGE_PATHS)[number];

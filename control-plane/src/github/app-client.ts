@@ -36,7 +36,13 @@ export interface AuthorizingUser {
 export type CommitState = "pending" | "success" | "failure" | "error";
 
 type RequestFn = (route: string, params?: Record<string, unknown>) => Promise<{ data: unknown }>;
-type AuthFn = (o: Record<string, unknown>) => Promise<{ token: string }>;
+type AuthFn = (o: Record<string, unknown>) => Promise<{ token: string; expiresAt?: string }>;
+
+/** What an installation token may do: GitHub's permission names, narrowed per use (least privilege). */
+export type TokenPermissions = Partial<Record<"contents" | "metadata" | "statuses", "read" | "write">>;
+
+/** A cached installation token is minted anew when it has less than this left (GitHub gives an hour). */
+const TOKEN_MARGIN_MS = 5 * 60_000;
 
 /** The repository fields relayctl keeps, from an API or webhook repository object. */
 export function repositoryOf(r: Record<string, unknown>): GitHubRepository {
@@ -54,6 +60,9 @@ export function repositoryOf(r: Record<string, unknown>): GitHubRepository {
 const GITHUB_TIMEOUT_MS = 15_000;
 
 export class GitHubApp {
+  /** Installation tokens by installation, repository and permissions, until shortly before they expire. */
+  private readonly tokens = new Map<string, { token: string; expiresAt: number }>();
+
   private constructor(
     readonly config: GitHubAppConfig,
     /** Requests as the App (JWT, through auth-app's hook): /app/... routes. */
@@ -159,25 +168,48 @@ export class GitHubApp {
     return user;
   }
 
-  /** A fresh installation access token (one per deployment; GitHub makes it expire in an hour). */
-  async installationToken(installationId: number, repositoryId?: number): Promise<string> {
+  /**
+   * An installation access token for `repositoryId` with only `permissions`,
+   * reused until a few minutes before GitHub makes it expire (an hour): one mint
+   * per (installation, repository, permissions) an hour, not one per status or
+   * deployment. Cached in this process only; a deployment gets it in its job,
+   * never in a table or log.
+   */
+  async installationToken(
+    installationId: number,
+    repositoryId: number,
+    permissions: TokenPermissions,
+  ): Promise<string> {
+    const key = `${installationId}:${repositoryId}:${JSON.stringify(permissions)}`;
+    const cached = this.tokens.get(key);
+    if (cached && cached.expiresAt - Date.now() > TOKEN_MARGIN_MS) return cached.token;
     try {
-      const { token } = await this.auth({
+      const { token, expiresAt } = await this.auth({
         type: "installation",
         installationId,
+        // Ours is the cache (with its margin); auth-app's own would keep a token to its last minute.
         refresh: true,
-        ...(repositoryId !== undefined ? { repositoryIds: [repositoryId] } : {}),
+        repositoryIds: [repositoryId],
+        permissions,
       });
+      // A token without a readable expiry is used once rather than trusted for an hour.
+      const expires = Date.parse(String(expiresAt));
+      if (Number.isFinite(expires)) this.tokens.set(key, { token, expiresAt: expires });
       return token;
     } catch (err) {
       throw apiError("minting an installation token", err);
     }
   }
 
+  /** Forgets the tokens of an installation GitHub no longer honours (401: revoked, uninstalled). */
+  private forgetTokens(installationId: number): void {
+    for (const k of this.tokens.keys()) if (k.startsWith(`${installationId}:`)) this.tokens.delete(k);
+  }
+
   /** GET /repositories/{id} as the installation. */
   async repository(installationId: number, repositoryId: number): Promise<GitHubRepository | undefined> {
     try {
-      const token = await this.installationToken(installationId, repositoryId);
+      const token = await this.installationToken(installationId, repositoryId, { metadata: "read" });
       const { data } = await this.request("GET /repositories/{id}", {
         id: repositoryId,
         headers: { authorization: `token ${token}` },
@@ -185,31 +217,36 @@ export class GitHubApp {
       return repositoryOf(data as Record<string, unknown>);
     } catch (err) {
       const status = (err as { status?: number }).status;
+      if (status === 401) this.forgetTokens(installationId);
       if (status === 404 || status === 403) return undefined;
       throw err instanceof RcError ? err : apiError("reading the repository", err);
     }
   }
 
-  /** POST /repos/{owner}/{repo}/statuses/{sha} as the installation. */
+  /**
+   * POST /repos/{owner}/{repo}/statuses/{sha} as the installation, with a token
+   * that may write statuses on that one repository and do nothing else.
+   */
   async createStatus(
     installationId: number,
+    repositoryId: number,
     fullName: string,
     sha: string,
-    status: { state: CommitState; description: string; target_url?: string },
+    status: { state: CommitState; context: string; description: string; target_url?: string },
   ): Promise<void> {
     const [owner, repo] = fullName.split("/");
-    const token = await this.installationToken(installationId);
+    const token = await this.installationToken(installationId, repositoryId, { statuses: "write" });
     try {
       await this.request("POST /repos/{owner}/{repo}/statuses/{sha}", {
         owner,
         repo,
         sha,
-        context: "relayctl",
         ...status,
         description: status.description.slice(0, 140),
         headers: { authorization: `token ${token}` },
       });
     } catch (err) {
+      if ((err as { status?: number }).status === 401) this.forgetTokens(installationId);
       throw apiError("reporting a commit status", err);
     }
   }

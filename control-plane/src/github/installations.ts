@@ -192,9 +192,10 @@ export function cannotDeploy(
   tenantId: string,
 ): string | null {
   if (!r) return "the repository is not reachable by any installation of the GitHub App";
+  // Before removed_at: an uninstall marks every repository of the installation removed too.
+  if (r.deleted_at) return `the GitHub App was uninstalled (installation ${r.installation_id})`;
   if (r.removed_at)
     return `the repository ${r.full_name} was removed from the GitHub App installation (or deleted)`;
-  if (r.deleted_at) return `the GitHub App installation ${r.installation_id} was uninstalled`;
   if (r.suspended_at) return `the GitHub App installation ${r.installation_id} is suspended`;
   if (r.tenant_id !== tenantId)
     return `the GitHub App installation ${r.installation_id} is not bound to this tenant`;

@@ -43,7 +43,7 @@ export async function startGitHub(
     webhook: config.githubWebhook,
     publicUrl: config.publicUrl,
   };
-  // Every deployment of a linked application (push or not) fetches with a token minted for it.
+  // Every deployment of a linked application (push or not) fetches with an installation token.
   deploys.useSourceCredentials((a) => installationCredential(ctx, a));
   const processor = new DeliveryProcessor(ctx);
   processor.start();
@@ -55,6 +55,9 @@ async function installationCredential(ctx: GitHubContext, a: ApplicationRow) {
   const repo = await reachableRepository(ctx.db, Number(a.github_repository_id));
   const blocked = cannotDeploy(repo, a.tenant_id);
   if (blocked) throw new RcError("RC_ERR_NOT_DEPLOYABLE", `cannot deploy: ${blocked}`);
-  const token = await ctx.app.installationToken(Number(repo!.installation_id), Number(repo!.id));
+  // Read access to this repository's contents and nothing else (least privilege).
+  const token = await ctx.app.installationToken(Number(repo!.installation_id), Number(repo!.id), {
+    contents: "read",
+  });
   return { username: "x-access-token", password: token };
 }

@@ -31,7 +31,19 @@ export interface PushResult {
 
 export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Payload): Promise<PushResult> {
   const { db } = ctx;
-  const installationId = Number(p.installation?.id);
+  // The App's own deliveries always name their installation; one without (a
+  // repository or organisation webhook pointed at this URL with the App's secret)
+  // has no tenant to act for.
+  if (!Number.isSafeInteger(Number(p.installation?.id ?? Number.NaN)))
+    return {
+      tenantId: null,
+      outcome: {
+        result: "ignored",
+        detail:
+          "the push names no GitHub App installation (it did not come from the App's webhook): push ignored",
+      },
+    };
+  const installationId = Number(p.installation.id);
   const repositoryId = Number(p.repository?.id);
   const inst = await db("github_installations")
     .where({ id: installationId })

@@ -7,13 +7,14 @@
 //   PUT    /api/tenants/{t}/applications/{a}/github-repository   {repository_id}: link by GitHub's id
 //   DELETE /api/tenants/{t}/applications/{a}/github-repository
 // and, with no credential, the App's setup URL GET /github/setup (githubSetupRoutes).
-import type { FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { currentSession } from "../accounts/sessions.js";
 import { userActor } from "../accounts/users.js";
 import { z } from "zod";
 import type { ApiContext } from "../http/context.js";
 import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { queryInt } from "../http/validation.js";
+import { compileBuild } from "../applications/source.js";
 import { getApplication } from "../applications/store.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { auditActor } from "../auth/principal.js";
@@ -191,10 +192,15 @@ export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
         const repo = await gh.app.repository(Number(known.installation_id), repositoryId);
         if (!repo) throw new RcError("RC_ERR_GITHUB_REPOSITORY_NOT_FOUND");
         await upsertRepository(ctx.db, Number(known.installation_id), repo);
+        // Linked, the repository is the source: an application created without one
+        // gets the default Dockerfile build, as PATCH git_repository gives it;
+        // otherwise every push would find nothing to deploy from.
+        const build = a.build ?? JSON.stringify(compileBuild(null, true));
         await ctx.db.transaction(async (trx) => {
           await trx("applications").where({ id: a.id }).update({
             github_repository_id: repositoryId,
             git_repository: repo.clone_url,
+            build,
             updated_at: Date.now(),
           });
           await appendAuditEvent(trx, {
@@ -206,6 +212,7 @@ export const githubRoutes = (ctx: ApiContext): RouteSpec[] => {
               application_name: a.name,
               repository_id: repositoryId,
               full_name: repo.full_name,
+              ...(a.build ? {} : { build: "dockerfile (default)" }),
               ...auditActor(req.principal, req.ip),
             },
           });
@@ -262,35 +269,63 @@ export const githubSetupRoutes = (ctx: ApiContext): RouteSpec[] => [
     },
     tag: "github",
     handler: async (req, reply) => {
-      if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
-      const q = setupQuery.safeParse(req.query);
-      if (!q.success)
-        throw new RcError("RC_ERR_GITHUB_STATE_INVALID", "installation_id and state are required");
-      const st = await checkState(ctx.db, ctx.github.app, q.data.state);
-      const session = await currentSession(ctx.db, req);
-      if (!session) {
-        // Sign in first, then finish: /login returns here with the same parameters.
-        const back = new URLSearchParams(
-          Object.entries(q.data).filter((e): e is [string, string] => e[1] !== undefined),
-        );
-        return reply.redirect(`/login?next=${encodeURIComponent(`/github/setup?${back}`)}`, 303);
+      try {
+        const done = await finishSetup(ctx, req, reply);
+        if (!done) return reply;
+        // The person's browser lands on the dashboard, which says what happened.
+        const shown = new URLSearchParams({ installed: String(done.installation_id), account: done.account });
+        return reply.redirect(`${DASHBOARD_GITHUB}?${shown}`, 303);
+      } catch (err) {
+        // A browser (GitHub's redirect) gets the refusal on the same page; a
+        // program asking for JSON gets the error body with its status.
+        if (!(err instanceof RcError) || !isNavigation(req)) throw err;
+        req.log.info({ code: err.code }, "github setup refused; shown on the dashboard");
+        return reply.redirect(`${DASHBOARD_GITHUB}?${new URLSearchParams({ error: err.detail })}`, 303);
       }
-      const { user } = session;
-      if (user.id !== st.userId || user.tenant_id !== st.tenantId || user.role !== "owner") {
-        await spendState(ctx.db, st.nonce);
-        req.log.warn(
-          { installation_id: Number(q.data.installation_id), user_id: user.id },
-          "github setup refused: signed in as someone other than the install link's maker",
-        );
-        throw new RcError(
-          "RC_ERR_GITHUB_NOT_AUTHORIZED",
-          "install refused: this install link was made by another relayctl person, and only they can finish it, signed in; nothing was bound",
-        );
-      }
-      return completeSetup(ctx.db, ctx.github.app, Number(q.data.installation_id), st, q.data.code, {
-        ...userActor(user, req.ip),
-        setup_action: q.data.setup_action ?? null,
-      });
     },
   }),
 ];
+
+/** The dashboard's GitHub page (web/src/paths.ts). */
+const DASHBOARD_GITHUB = "/app/github";
+
+/** A top-level navigation of a browser, as opposed to a program's request. */
+function isNavigation(req: FastifyRequest): boolean {
+  return req.headers["sec-fetch-mode"] === "navigate" || /text\/html/.test(req.headers.accept ?? "");
+}
+
+/**
+ * The setup URL's checks and the binding: what completeSetup bound, or
+ * undefined when the reply is already a redirect to sign in first.
+ */
+async function finishSetup(ctx: ApiContext, req: FastifyRequest, reply: FastifyReply) {
+  if (!ctx.github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
+  const q = setupQuery.safeParse(req.query);
+  if (!q.success) throw new RcError("RC_ERR_GITHUB_STATE_INVALID", "installation_id and state are required");
+  const st = await checkState(ctx.db, ctx.github.app, q.data.state);
+  const session = await currentSession(ctx.db, req);
+  if (!session) {
+    // Sign in first, then finish: /login returns here with the same parameters.
+    const back = new URLSearchParams(
+      Object.entries(q.data).filter((e): e is [string, string] => e[1] !== undefined),
+    );
+    reply.redirect(`/login?next=${encodeURIComponent(`/github/setup?${back}`)}`, 303);
+    return undefined;
+  }
+  const { user } = session;
+  if (user.id !== st.userId || user.tenant_id !== st.tenantId || user.role !== "owner") {
+    await spendState(ctx.db, st.nonce);
+    req.log.warn(
+      { installation_id: Number(q.data.installation_id), user_id: user.id },
+      "github setup refused: signed in as someone other than the install link's maker",
+    );
+    throw new RcError(
+      "RC_ERR_GITHUB_NOT_AUTHORIZED",
+      "install refused: this install link was made by another relayctl person, and only they can finish it, signed in; nothing was bound",
+    );
+  }
+  return completeSetup(ctx.db, ctx.github.app, Number(q.data.installation_id), st, q.data.code, {
+    ...userActor(user, req.ip),
+    setup_action: q.data.setup_action ?? null,
+  });
+}

@@ -1,4 +1,6 @@
-// Commit statuses owed to GitHub for push deployments (context "relayctl"):
+// Commit statuses owed to GitHub for push deployments, one context per
+// application (`relayctl/<application name>`, so applications of one repository
+// do not overwrite each other's):
 // `pending` once the deployment exists, then `success` when it serves, or
 // `failure` (`error` when a newer push superseded it). github_commit_statuses
 // remembers the last state told, so a pass sends only what changed, and a
@@ -6,6 +8,9 @@
 // recorded, so at worst GitHub hears one twice (statuses are append-only there).
 // Its link (target_url) is the deployment's page in the web dashboard, which a
 // person following it from GitHub can open (the API's URL needs an API key).
+// Descriptions are fixed sentences: a deploy's error output can carry anything
+// (paths, hosts, build output) and a public repository's statuses are public;
+// the why is behind the link.
 import type { CommitState } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
 
@@ -18,6 +23,7 @@ interface Owed {
   full_name: string;
   tenant_id: string;
   application_id: string;
+  application_name: string;
   status: string;
   stderr: string | null;
 }
@@ -25,9 +31,10 @@ interface Owed {
 function stateOf(o: Owed): { state: CommitState; description: string } {
   if (o.status === "running") return { state: "pending", description: "relayctl is deploying this commit" };
   if (o.status === "completed") return { state: "success", description: "deployed and serving" };
-  const why = (o.stderr ?? "").split("\n")[0] ?? "";
-  if (why.startsWith("superseded")) return { state: "error", description: why };
-  return { state: "failure", description: `deployment ${o.status}: ${why}` };
+  if ((o.stderr ?? "").startsWith("superseded"))
+    return { state: "error", description: "superseded by a newer push before it started" };
+  if (o.status === "timeout") return { state: "failure", description: "the deployment timed out" };
+  return { state: "failure", description: "the deployment failed; the link shows why" };
 }
 
 const FINAL = ["success", "failure", "error"];
@@ -39,6 +46,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
     .join("deployments as d", "d.id", "s.deployment_id")
     .join("operations as o", "o.id", "d.operation_id")
     .join("github_repositories as r", "r.id", "s.repository_id")
+    .join("applications as a", "a.id", "d.application_id")
     .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
     .orderBy("s.created_at", "asc")
     .limit(limit)
@@ -51,6 +59,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       "r.full_name",
       "d.tenant_id",
       "d.application_id",
+      "a.name as application_name",
       "o.status",
       "o.stderr",
     );
@@ -62,10 +71,17 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       ? `${ctx.publicUrl}/app/applications/${o.application_id}/deployments/${o.deployment_id}`
       : undefined;
     try {
-      await ctx.app.createStatus(Number(o.installation_id), o.full_name, o.commit_sha, {
-        ...next,
-        ...(target ? { target_url: target } : {}),
-      });
+      await ctx.app.createStatus(
+        Number(o.installation_id),
+        Number(o.repository_id),
+        o.full_name,
+        o.commit_sha,
+        {
+          ...next,
+          context: `relayctl/${o.application_name}`,
+          ...(target ? { target_url: target } : {}),
+        },
+      );
     } catch (err) {
       ctx.log.warn(
         { err, deployment_id: o.deployment_id },

@@ -2,10 +2,12 @@
 // to and whether a push can deploy it, linking one the organization's installations
 // reach, unlinking. On a control plane without the App (GET /api/github/app), owners
 // are told what the operator sets; others only that pushes do not deploy, with no
-// error: it is a setting, not a fault (issue 31).
+// error: it is a setting, not a fault (issue 31). GitHubPage (/app/github) is where
+// the App's setup URL sends the browser back after an install, with what happened.
 import { del, get, request } from "../api";
+import { useLocation } from "../router";
 import { useWho } from "../session";
-import { ConfirmButton, ErrorNote, Form, Loading, useLoad } from "../ui";
+import { ConfirmButton, Empty, ErrorNote, Form, Loading, Page, useLoad } from "../ui";
 import { appBase } from "./application";
 
 interface Link {
@@ -18,6 +20,8 @@ interface Link {
 interface Installation {
   installation_id: number;
   account: string;
+  suspended?: boolean;
+  uninstalled?: boolean;
   repositories: { repository_id: number; full_name: string }[];
 }
 
@@ -83,7 +87,8 @@ function Linked({ appId }: { appId: string }) {
       )}
       {repos.length === 0 ? (
         <p class="hint">
-          No repository is reachable: install the GitHub App on your account or organization first.
+          No repository is reachable: install the GitHub App on your account or organization first (
+          <a href="/app/github">GitHub</a>).
         </p>
       ) : (
         <Form
@@ -117,6 +122,78 @@ function Linked({ appId }: { appId: string }) {
             link.reload();
           }}
         />
+      )}
+    </>
+  );
+}
+
+/**
+ * The organization's GitHub installations and their repositories, an owner's
+ * install link, and what the setup URL said after an install (?installed=…&account=…,
+ * or ?error=… when it refused).
+ */
+export function GitHubPage() {
+  const q = useLocation().searchParams;
+  const status = useLoad(() => get<AppStatus>("/api/github/app"), []);
+  const installed = q.get("installed");
+  return (
+    <Page title="GitHub">
+      {installed && (
+        <output class="ok-note" data-testid="github-installed">
+          The GitHub App is installed on {q.get("account") || `installation ${installed}`} and belongs to this
+          organization. Link an application to one of its repositories from the application's page.
+        </output>
+      )}
+      <ErrorNote message={q.get("error") ?? undefined} />
+      {status.loading && !status.data ? (
+        <Loading what="the GitHub settings" />
+      ) : !status.data ? (
+        <ErrorNote message={status.error} />
+      ) : !status.data.configured ? (
+        <NotConfigured settings={status.data.settings} />
+      ) : (
+        <Installations />
+      )}
+    </Page>
+  );
+}
+
+function Installations() {
+  const who = useWho();
+  const list = useLoad(() => get<{ installations: Installation[] }>("/api/github/installations"), []);
+  if (list.loading && !list.data) return <Loading what="the GitHub installations" />;
+  if (!list.data) return <ErrorNote message={list.error} />;
+  return (
+    <>
+      {list.data.installations.length === 0 ? (
+        <Empty>The GitHub App is not installed for this organization yet.</Empty>
+      ) : (
+        <ul>
+          {list.data.installations.map((i) => (
+            <li key={i.installation_id}>
+              <strong>{i.account}</strong>
+              {i.uninstalled ? " (uninstalled)" : i.suspended ? " (suspended)" : ""}:{" "}
+              {i.repositories.length === 0
+                ? "no repositories"
+                : i.repositories.map((r) => r.full_name).join(", ")}
+            </li>
+          ))}
+        </ul>
+      )}
+      {who.may("POST /api/github/install-link") && (
+        <Form
+          label="Install the GitHub App"
+          submit="Install on GitHub"
+          onSubmit={async () => {
+            // GitHub sends the browser back to the setup URL, which returns here.
+            const link = await request<{ url: string }>("POST", "/api/github/install-link");
+            location.assign(link.url);
+          }}
+        >
+          <p class="hint">
+            Choose the account or organization and its repositories on GitHub; you come back here signed in.
+          </p>
+        </Form>
       )}
     </>
   );
