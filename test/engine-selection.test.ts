@@ -155,7 +155,7 @@ test.serial(
     // `relayctl servers` shows both servers' engines, and the reason under the table.
     const cli = await new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: apiKey }).run(["servers"]);
     t.is(cli.code, 0, cli.stderr);
-    t.regex(cli.stdout, /^ID\s+NAME\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+    t.regex(cli.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
     t.regex(
       cli.stdout,
       new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*\\s+none$`, "m"),
