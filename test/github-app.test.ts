@@ -6,7 +6,7 @@
 // over smart HTTP with basic auth that accepts only tokens the stand-in minted.
 import { spawnSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { symlinkSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { gzipSync } from "node:zlib";
 import { basename, dirname, join } from "node:path";
@@ -716,6 +716,113 @@ test.serial(
 );
 
 test.serial(
+  "github - a tag matching deploy_tags deploys its commit; with watch_paths a push deploys only when a changed file matches, the compare API asked when the payload's lists are cut",
+  async (t) => {
+    const patch = (body: Json) => s.manage(`/applications/${app.id}`, { method: "PATCH", body });
+    for (const bad of [
+      { deploy_tags: "v* ; rm" },
+      { deploy_tags: "" },
+      { watch_paths: ["/etc/**"] },
+      { watch_paths: ["services/../.."] },
+      { watch_paths: [] },
+      { watch_paths: "services/**" },
+    ]) {
+      const r = await patch(bad);
+      t.is(r.status, 422, `${JSON.stringify(bad)}: ${describe(r)}`);
+      t.true(String(r.json.detail).startsWith(`${Object.keys(bad)[0]}`), describe(r));
+    }
+    const tags = await patch({ deploy_tags: "v*" });
+    t.like(tags.json, { deploy_tags: "v*", watch_paths: null }, describe(tags));
+
+    // Tags: the one matching the pattern deploys the commit it names.
+    const v7 = await repo.commitVersion("7");
+    const tagPush = (name: string) => {
+      const p = pushPayload(v7.sha, { ref: `refs/tags/${name}`, message: v7.message });
+      p.base_ref = "refs/heads/main";
+      return p;
+    };
+    const nightly = await deliver("push", tagPush("nightly-7"));
+    t.regex(
+      JSON.stringify((await processed(nightly.id)).outcome),
+      /tag 'nightly-7' does not match deploy_tags 'v\*'/,
+    );
+    const tagged = await deliver("push", tagPush("v7.0"));
+    const byTag = (await processed(tagged.id)).outcome as Json;
+    t.is(byTag.result, "deployed", JSON.stringify(byTag));
+    t.like(byTag.deployments[0], { application_id: app.id, commit_sha: v7.sha });
+    const op7 = await s.waitOperation(
+      String((await s.deployment(app.id, String(byTag.deployments[0].deployment_id))).json.operation_id),
+    );
+    t.is(op7.json.status, "completed", describe(op7));
+    await waitForBody(s.proxyPort, app.fqdn, "version 7");
+
+    // Monorepo: only a push touching services/api/ deploys.
+    const watch = await patch({ deploy_tags: null, watch_paths: ["services/api/**"] });
+    t.like(watch.json, { deploy_tags: null, watch_paths: ["services/api/**"] }, describe(watch));
+    const tagsOff = await deliver("push", tagPush("v7.1"));
+    t.regex(JSON.stringify((await processed(tagsOff.id)).outcome), /the application deploys no tags/);
+    const v8 = await repo.commitVersion("8");
+    const elsewhere = pushPayload(v8.sha, { before: v7.sha });
+    elsewhere.commits = [
+      {
+        ...elsewhere.commits[0],
+        id: v8.sha,
+        added: [],
+        removed: [],
+        modified: ["www/index.html", "README.md"],
+      },
+    ];
+    const skipped = await deliver("push", elsewhere);
+    t.like((await processed(skipped.id)).outcome, {
+      result: "nothing",
+      skipped: [
+        {
+          application_id: app.id,
+          reason: "no changed file matches watch_paths (services/api/**): 2 file(s) changed",
+        },
+      ],
+    });
+    t.deepEqual(gh.compared, [], "the payload's own lists were enough");
+
+    // A push whose payload lists GitHub's maximum of commits: the files come from the compare API.
+    writeFileSync(join(repo.path, "services-api.txt"), "not under services/api/\n");
+    mkdirSync(join(repo.path, "services", "api"), { recursive: true });
+    writeFileSync(join(repo.path, "services", "api", "main.txt"), "the api\n");
+    await repo.git(["add", "-A"]);
+    await repo.git(["commit", "-q", "-m", "Change the api"]);
+    const api = (await repo.git(["rev-parse", "HEAD"])).trim();
+    // The head from now on (still serving version 8: www/ is unchanged).
+    repo.commits.push({ sha: api, message: "Change the api", version: v8.version, broken: false });
+    gh.diff = (full, base, head) =>
+      full === FULL_NAME
+        ? spawnSync("git", ["-C", repo.path, "diff", "--name-only", base, head], { encoding: "utf8" })
+            .stdout.split("\n")
+            .filter(Boolean)
+        : undefined;
+    const cut = pushPayload(api, { before: v8.sha, message: "Change the api" });
+    cut.commits = Array.from({ length: 2048 }, (_, i) => ({
+      ...elsewhere.commits[0],
+      id: i === 2047 ? api : "f".repeat(40),
+      modified: ["README.md"],
+    }));
+    const viaCompare = await deliver("push", cut);
+    const deployed = (await processed(viaCompare.id)).outcome as Json;
+    t.is(deployed.result, "deployed", JSON.stringify(deployed));
+    t.deepEqual(gh.compared, [`${FULL_NAME} ${v8.sha}...${api}`]);
+    const opApi = await s.waitOperation(
+      String((await s.deployment(app.id, String(deployed.deployments[0].deployment_id))).json.operation_id),
+    );
+    t.is(opApi.json.status, "completed", describe(opApi));
+    await waitForBody(s.proxyPort, app.fqdn, "version 8");
+    // Least privilege holds: the compare read contents with the fetch token, and no new one was minted.
+    t.is(gh.minted.filter((m) => m.permissions.contents === "read").length, 1);
+
+    const back = await patch({ watch_paths: null });
+    t.like(back.json, { deploy_tags: null, watch_paths: null }, describe(back));
+  },
+);
+
+test.serial(
   "github - installation and repository events keep access and repository metadata in step",
   async (t) => {
     const before = await deploymentCount();
@@ -870,7 +977,7 @@ test.serial(
     t.regex(JSON.stringify((await processed(p6.id)).outcome), /cannot deploy: .*removed/);
     const manual = await s.dashboardDeploy(app.id);
     t.is(manual.status, 422, describe(manual));
-    await waitForBody(s.proxyPort, app.fqdn, "version 5b");
+    await waitForBody(s.proxyPort, app.fqdn, "version 8");
   },
 );
 

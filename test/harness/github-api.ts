@@ -5,6 +5,9 @@
 //   POST /app/installations/{id}/access_tokens    App JWT → 201 {token, expires_at, ...}
 //   GET  /repositories/{id}                       installation token
 //   POST /repos/{owner}/{repo}/statuses/{sha}     installation token → 201
+//   GET  /repos/{owner}/{repo}/compare/{base}...{head}  installation token (contents: read) →
+//                                    {status, total_commits, files: [{filename, status}]}, at most
+//                                    300 files as GitHub; the files come from `diff` (the test's git)
 // and the user authorization the setup URL needs:
 //   POST /login/oauth/access_token   {client_id, client_secret, code} → {access_token} (JSON
 //                                    with Accept: application/json; a refused code or client is
@@ -79,6 +82,10 @@ export interface GitHubApiStandIn {
   statuses: PostedStatus[];
   /** Every token minted, in order, with what it was asked for (absent: everything). */
   minted: MintedToken[];
+  /** What the compare API answers: the files changed from base to head of a repository (git diff). */
+  diff?: (fullName: string, base: string, head: string) => string[] | undefined;
+  /** Every compare asked, as `full_name base...head`. */
+  compared: string[];
   /** Requests refused for a bad App JWT or token. */
   refused: string[];
   acceptsToken(token: string): boolean;
@@ -114,6 +121,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const statuses: PostedStatus[] = [];
   const minted: MintedToken[] = [];
   const refused: string[] = [];
+  const compared: string[] = [];
   const clientId = `Iv1.${randomBytes(8).toString("hex")}`;
   const clientSecret = randomBytes(20).toString("hex");
   const users = new Map<string, number[]>();
@@ -266,6 +274,32 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
           archived: false,
         });
       }
+      m =
+        req.method === "GET"
+          ? /^\/repos\/([^/]+)\/([^/]+)\/compare\/([0-9a-f]{40})\.\.\.([0-9a-f]{40})$/.exec(path)
+          : null;
+      if (m) {
+        const t = tokenOf(req);
+        if (!t) return unauthorized(req, res);
+        const full = `${m[1]}/${m[2]}`;
+        const r = [...repositories.values()].find((x) => x.full_name === full);
+        if (
+          !r ||
+          !installations.get(t.installationId)?.repositories.includes(r.id) ||
+          (t.repositoryIds && !t.repositoryIds.includes(r.id))
+        )
+          return notFound(res);
+        if (!LEVEL[t.permissions.contents ?? ""])
+          return send(res, 403, { message: "Resource not accessible by integration" });
+        compared.push(`${full} ${m[3]}...${m[4]}`);
+        const files = api.diff?.(full, m[3]!, m[4]!);
+        if (!files) return notFound(res);
+        return send(res, 200, {
+          status: "ahead",
+          total_commits: 1,
+          files: files.slice(0, 300).map((filename) => ({ filename, status: "modified" })),
+        });
+      }
       m = req.method === "POST" ? /^\/repos\/([^/]+)\/([^/]+)\/statuses\/([0-9a-f]{40})$/.exec(path) : null;
       if (m) {
         const t = tokenOf(req);
@@ -292,7 +326,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const port = (server.address() as { port: number }).port;
   const stop = () => new Promise<void>((resolve) => server.close(() => resolve()));
   onCleanup(stop);
-  return {
+  const api: GitHubApiStandIn = {
     url: `http://127.0.0.1:${port}`,
     appId,
     privateKeyFile,
@@ -312,6 +346,8 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
       return code;
     },
     userTokens,
+    compared,
     stop,
   };
+  return api;
 }

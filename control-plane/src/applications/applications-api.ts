@@ -31,7 +31,14 @@ import {
   presentApplication,
   updateApplication,
 } from "./store.js";
-import { buildSchema, gitCredentialSchema, healthPathSchema, refSchema } from "./source.js";
+import {
+  buildSchema,
+  gitCredentialSchema,
+  healthPathSchema,
+  refSchema,
+  tagPatternSchema,
+  watchPathsSchema,
+} from "./source.js";
 import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
 
 // The route's schema (types, validation, docs); domain names get their RFC 1123
@@ -52,6 +59,10 @@ const fields = {
   health_check_path: healthPathSchema.optional(),
   health_check_timeout_seconds: z.int().min(1).max(600).optional(),
   auto_deploy: z.boolean().optional(),
+  /** GitHub pushes (github/push.ts): tag pushes matching this glob deploy too. */
+  deploy_tags: tagPatternSchema.nullable().optional(),
+  /** GitHub pushes: a branch push deploys only when a changed file matches one of these globs. */
+  watch_paths: watchPathsSchema.nullable().optional(),
   /** Retention: how many newest releases keep their image on the server for a rollback. */
   keep_releases: z.int().min(KEEP_RELEASES.min).max(KEEP_RELEASES.max).optional(),
 };

@@ -65,6 +65,16 @@ export const refSchema = z
     },
   );
 
+/** deploy_tags: a glob over tag names (`*`, `?`), e.g. `v*` or `release-*`. */
+export const tagPatternSchema = z
+  .string()
+  .min(1)
+  .max(255)
+  .refine((p) => /^[A-Za-z0-9._/@+*?-]+$/.test(p), { error: "must be a tag name pattern such as v*" });
+
+/** watch_paths: globs of repository paths (`*`, `**`, `?`), e.g. `services/api/**`. */
+export const watchPathsSchema = z.array(repoPath.max(255)).min(1).max(50);
+
 export const healthPathSchema = z
   .string()
   .max(1024)

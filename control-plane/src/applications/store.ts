@@ -49,6 +49,10 @@ export interface ApplicationRow {
   keep_releases: number;
   /** GitHub's repository id when linked through the GitHub App (migration 012). */
   github_repository_id?: number | null;
+  /** GitHub tag pushes matching this glob deploy too (migration 024); null: none. */
+  deploy_tags?: string | null;
+  /** JSON array of globs: a GitHub branch push deploys only when a changed file matches (migration 024). */
+  watch_paths?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -68,6 +72,8 @@ export interface ApplicationInput {
   health_check_path?: string;
   health_check_timeout_seconds?: number;
   auto_deploy?: boolean;
+  deploy_tags?: string | null;
+  watch_paths?: string[] | null;
   keep_releases?: number;
 }
 
@@ -94,6 +100,8 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     health_check_path: row.health_check_path ?? DEFAULT_HEALTH_PATH,
     health_check_timeout_seconds: Number(row.health_check_timeout_seconds ?? DEFAULT_HEALTH_TIMEOUT_SECONDS),
     auto_deploy: Boolean(Number(row.auto_deploy ?? 0)),
+    deploy_tags: row.deploy_tags ?? null,
+    watch_paths: row.watch_paths ? (JSON.parse(row.watch_paths) as string[]) : null,
     keep_releases: Number(row.keep_releases ?? KEEP_RELEASES.default),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
@@ -239,6 +247,9 @@ async function sourceColumns(
   if (input.health_check_timeout_seconds !== undefined)
     out.health_check_timeout_seconds = input.health_check_timeout_seconds;
   if (input.auto_deploy !== undefined) out.auto_deploy = input.auto_deploy;
+  if (input.deploy_tags !== undefined) out.deploy_tags = input.deploy_tags;
+  if (input.watch_paths !== undefined)
+    out.watch_paths = input.watch_paths === null ? null : JSON.stringify(input.watch_paths);
   if (input.keep_releases !== undefined) out.keep_releases = input.keep_releases;
   return out;
 }

@@ -41,6 +41,9 @@ type AuthFn = (o: Record<string, unknown>) => Promise<{ token: string; expiresAt
 /** What an installation token may do: GitHub's permission names, narrowed per use (least privilege). */
 export type TokenPermissions = Partial<Record<"contents" | "metadata" | "statuses", "read" | "write">>;
 
+/** GitHub's compare API lists at most this many files; a list this long may be cut. */
+const COMPARE_FILE_CAP = 300;
+
 /** A cached installation token is minted anew when it has less than this left (GitHub gives an hour). */
 const TOKEN_MARGIN_MS = 5 * 60_000;
 
@@ -220,6 +223,39 @@ export class GitHubApp {
       if (status === 401) this.forgetTokens(installationId);
       if (status === 404 || status === 403) return undefined;
       throw err instanceof RcError ? err : apiError("reading the repository", err);
+    }
+  }
+
+  /**
+   * The files changed between two commits (GET /repos/{owner}/{repo}/compare/{base}...{head},
+   * a token that may read contents): for a push whose payload lists too few.
+   * `complete` is false when GitHub capped the list (it shows at most 300 files).
+   */
+  async changedFiles(
+    installationId: number,
+    repositoryId: number,
+    fullName: string,
+    base: string,
+    head: string,
+  ): Promise<{ files: string[]; complete: boolean }> {
+    const [owner, repo] = fullName.split("/");
+    const token = await this.installationToken(installationId, repositoryId, { contents: "read" });
+    try {
+      const { data } = await this.request("GET /repos/{owner}/{repo}/compare/{basehead}", {
+        owner,
+        repo,
+        basehead: `${base}...${head}`,
+        headers: { authorization: `token ${token}` },
+      });
+      const list = ((data as { files?: { filename?: unknown; previous_filename?: unknown }[] }).files ??
+        []) as { filename?: unknown; previous_filename?: unknown }[];
+      const files = list.flatMap((f) =>
+        [f.filename, f.previous_filename].filter((n): n is string => typeof n === "string"),
+      );
+      return { files, complete: list.length < COMPARE_FILE_CAP };
+    } catch (err) {
+      if ((err as { status?: number }).status === 401) this.forgetTokens(installationId);
+      throw apiError("comparing the pushed commits", err);
     }
   }
 

@@ -3,8 +3,13 @@
 // and is recorded in the delivery's outcome (a push never silently does nothing):
 //   - the repository is no longer reachable, or the installation is suspended,
 //     uninstalled or bound elsewhere → cannot deploy;
-//   - a push to another branch, a branch deletion or a tag → nothing;
+//   - a push to another branch, a branch deletion, or a tag not matching the
+//     application's deploy_tags pattern → nothing (a matching tag deploys the
+//     commit it names);
 //   - auto_deploy off → nothing at all;
+//   - watch_paths set and no changed file of a branch push matches one → nothing
+//     (the files are the payload's commits' lists, or the compare API's when
+//     GitHub cut those short; a list that cannot be had deploys, saying so);
 //   - this (application, commit) was deployed before → nothing (the guard row's
 //     primary key, so two deliveries of one push, or two installations covering
 //     one repository, make one deployment);
@@ -13,6 +18,7 @@
 //     is deployed; DeployService keeps one deployment per application running.
 // Only the installation's bound tenant's applications are considered: a
 // delivery never picks a tenant by itself.
+import { posix } from "node:path";
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
 import type { ApplicationRow } from "../applications/store.js";
@@ -23,6 +29,7 @@ import { cannotDeploy, reachableRepository } from "./installations.js";
 import { isDuplicate } from "./sql.js";
 
 const ZERO_SHA = /^0+$/;
+const matchesGlob = (name: string, glob: string) => posix.matchesGlob(name, glob);
 
 export interface PushResult {
   outcome: Outcome;
@@ -72,35 +79,103 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
   const after = String(p.after ?? "");
   const deletion = Boolean(p.deleted) || ZERO_SHA.test(after);
   const branch = ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : null;
+  const tag = ref.startsWith("refs/tags/") ? ref.slice("refs/tags/".length) : null;
+  // An annotated tag's `after` is the tag object; head_commit is the commit it names.
+  const commit = tag !== null && typeof p.head_commit?.id === "string" ? p.head_commit.id : after;
   const repo = await reachableRepository(db, repositoryId);
   const outcome: Outcome = { result: "nothing", detail: "", deployments: [], skipped: [] };
+  const changed = lazyChangedFiles(ctx, installationId, repositoryId, p);
+  // Why this push deploys nothing for the application, or null when it deploys.
+  const whyNot = async (app: ApplicationRow): Promise<string | null> => {
+    const blocked = cannotDeploy(repo, tenantId);
+    if (blocked) return `cannot deploy: ${blocked}`;
+    if (deletion) return `${ref} was deleted: a deletion deploys nothing`;
+    if (tag !== null) {
+      if (!app.deploy_tags) return `${ref} is a tag; the application deploys no tags (deploy_tags)`;
+      if (!matchesGlob(tag, app.deploy_tags))
+        return `tag '${tag}' does not match deploy_tags '${app.deploy_tags}'`;
+    } else if (branch === null) return `${ref} is not a branch`;
+    else if (branch !== app.deploy_branch)
+      return `push to '${branch}'; the application deploys '${app.deploy_branch}'`;
+    if (!Number(app.auto_deploy)) return "auto_deploy is off";
+    // A tag names its commit on purpose: watch_paths filters branch pushes only.
+    if (tag === null && app.watch_paths) return notWatched(await changed(), JSON.parse(app.watch_paths));
+    return null;
+  };
   for (const app of apps) {
     const skip = (reason: string) => outcome.skipped!.push({ application_id: app.id, reason });
-    const blocked = cannotDeploy(repo, tenantId);
-    if (blocked) skip(`cannot deploy: ${blocked}`);
-    else if (deletion) skip(`${ref} was deleted: a deletion deploys nothing`);
-    else if (branch === null) skip(`${ref} is not a branch`);
-    else if (branch !== app.deploy_branch)
-      skip(`push to '${branch}'; the application deploys '${app.deploy_branch}'`);
-    else if (!Number(app.auto_deploy)) skip("auto_deploy is off");
-    else {
-      const done = await deployCommit(ctx, deliveryId, app, repositoryId, installationId, after, p);
-      if ("reason" in done) skip(done.reason);
-      else
-        outcome.deployments!.push({
-          application_id: app.id,
-          deployment_id: done.deploymentId,
-          commit_sha: after,
-        });
+    const why = await whyNot(app);
+    if (why) {
+      skip(why);
+      continue;
     }
+    const done = await deployCommit(ctx, deliveryId, app, repositoryId, installationId, commit, p);
+    if ("reason" in done) skip(done.reason);
+    else
+      outcome.deployments!.push({
+        application_id: app.id,
+        deployment_id: done.deploymentId,
+        commit_sha: commit,
+      });
   }
   const n = outcome.deployments!.length;
   outcome.result = n > 0 ? "deployed" : "nothing";
   outcome.detail =
     n > 0
-      ? `${n} deployment(s) of ${after.slice(0, 12)} started`
+      ? `${n} deployment(s) of ${commit.slice(0, 12)} started`
       : `nothing deployed for ${ref} of ${repoName}: ${outcome.skipped!.map((s) => s.reason).join("; ")}`;
   return { tenantId, outcome };
+}
+
+/** What a push changed: `complete` false when not every file could be known. */
+type Changed = { files: string[]; complete: boolean };
+
+/**
+ * The files a push changed, asked for once whichever application needs them:
+ * the payload's commits' added/modified/removed lists, unless GitHub cut them
+ * short (more than 2048 commits, or 3000 files in a commit), when the compare
+ * API answers. A new branch has no base to compare with.
+ */
+function lazyChangedFiles(ctx: GitHubContext, installationId: number, repositoryId: number, p: Payload) {
+  let known: Promise<Changed> | undefined;
+  const ask = async (): Promise<Changed> => {
+    const commits = (Array.isArray(p.commits) ? p.commits : []) as Payload[];
+    const lists = commits.map((c) =>
+      ["added", "modified", "removed"].flatMap((k) => (Array.isArray(c[k]) ? (c[k] as string[]) : [])),
+    );
+    const cut = commits.length >= PAYLOAD_COMMIT_CAP || lists.some((l) => l.length >= PAYLOAD_FILE_CAP);
+    if (!cut) return { files: lists.flat(), complete: true };
+    const before = String(p.before ?? "");
+    if (ZERO_SHA.test(before) || !before) return { files: lists.flat(), complete: false };
+    try {
+      return await ctx.app.changedFiles(
+        installationId,
+        repositoryId,
+        String(p.repository?.full_name),
+        before,
+        String(p.after),
+      );
+    } catch (err) {
+      ctx.log.warn({ err }, "the pushed commits could not be compared; deploying without watch_paths' check");
+      return { files: lists.flat(), complete: false };
+    }
+  };
+  return () => {
+    known ??= ask();
+    return known;
+  };
+}
+
+/** GitHub's limits on a push payload: commits listed, and files listed per commit. */
+const PAYLOAD_COMMIT_CAP = 2048;
+const PAYLOAD_FILE_CAP = 3000;
+
+/** Why a push deploys nothing for watch_paths, or null when it deploys (a file matched, or not all are known). */
+function notWatched(changed: Changed, watched: string[]): string | null {
+  if (changed.files.some((f) => watched.some((g) => matchesGlob(f, g)))) return null;
+  // Unknown files may match: deploying too often beats missing a change.
+  if (!changed.complete) return null;
+  return `no changed file matches watch_paths (${watched.join(", ")}): ${changed.files.length} file(s) changed`;
 }
 
 async function deployCommit(

@@ -154,6 +154,18 @@ export const application = o({
   health_check_path: z.string(),
   health_check_timeout_seconds: z.int(),
   auto_deploy: z.boolean(),
+  deploy_tags: z
+    .string()
+    .nullable()
+    .describe(
+      "GitHub tag pushes matching this pattern (e.g. v*) deploy the tag's commit; null: tags do not deploy",
+    ),
+  watch_paths: z
+    .array(z.string())
+    .nullable()
+    .describe(
+      "globs of repository paths: a GitHub push to the deploy branch deploys only when a changed file matches one; null: every push",
+    ),
   url: z
     .string()
     .nullable()

@@ -24,6 +24,7 @@ import * as m020gh from "./020_github_install_person.js";
 import * as m021gh from "./021_github_delivery_digest.js";
 import * as m022people from "./022_people_last_use.js";
 import * as m023servers from "./023_server_presence.js";
+import * as m024push from "./024_application_push_filters.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -54,6 +55,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "021_github_delivery_digest": m021gh,
   "022_people_last_use": m022people,
   "023_server_presence": m023servers,
+  "024_application_push_filters": m024push,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
