@@ -16,6 +16,7 @@ import { cleanupAll } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { axeViolations, launchBrowser } from "./harness/browser";
 import { type Dash, signInDash } from "./harness/dashboard-session";
 import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
 import { createOwner } from "./harness/people";
@@ -301,15 +302,22 @@ test.serial(
     t.regex(refusedAt.searchParams.get("error") ?? "", /\S/);
     t.deepEqual(await mineNow(), [], "nothing bound by a refusal in the browser either");
 
-    // Installed: the browser lands on the dashboard's GitHub page, which says so (not raw JSON).
-    const ok = await setup(state, code, INSTALLATION, owner, navigation);
-    t.is(ok.status, 303, await ok.text());
-    t.is(ok.headers.get("location"), `/app/github?installed=${INSTALLATION}&account=octo-org`);
-    const landed = await fetch(`${s.c.baseUrl}/app/github?installed=${INSTALLATION}&account=octo-org`, {
-      headers: { cookie: `relayctl_session=${owner.sessionToken}` },
-    });
-    t.is(landed.status, 200);
-    t.regex(landed.headers.get("content-type") ?? "", /text\/html/);
+    // Installed, in a real browser: GitHub's redirect lands on the dashboard's GitHub page,
+    // which says so and lists the installation (not raw JSON).
+    const b = await launchBrowser(s.c.baseUrl);
+    await b.context.addCookies([{ name: "relayctl_session", value: owner.sessionToken, url: s.c.baseUrl }]);
+    await b.page.goto(
+      `/github/setup?installation_id=${INSTALLATION}&state=${encodeURIComponent(state)}&code=${code}&setup_action=install`,
+    );
+    const landed = new URL(b.page.url());
+    t.is(`${landed.pathname}${landed.search}`, `/app/github?installed=${INSTALLATION}&account=octo-org`);
+    const said = b.page.getByTestId("github-installed");
+    await said.waitFor();
+    t.regex(await said.innerText(), /The GitHub App is installed on octo-org/);
+    await b.page.getByText("octo-org/app").waitFor();
+    t.deepEqual(await axeViolations(b.page), [], "the page has no serious accessibility fault");
+    t.deepEqual(b.consoleErrors, []);
+    await b.browser.close();
     await refusedWith(await setup(state, gh.issueCode("octo-admin")), 400, "the state was spent");
     await refusedWith(await setup(await newState(), code), 403, "the code was spent");
 

@@ -87,8 +87,8 @@ function Linked({ appId }: { appId: string }) {
       )}
       {repos.length === 0 ? (
         <p class="hint">
-          No repository is reachable: install the GitHub App on your account or organization first (
-          <a href="/app/github">GitHub</a>).
+          No repository is reachable: install the GitHub App on your account or organization first, from the{" "}
+          <a href="/app/github">GitHub page</a>.
         </p>
       ) : (
         <Form
