@@ -174,18 +174,20 @@ export class GitHubApp {
   /**
    * An installation access token for `repositoryId` with only `permissions`,
    * reused until a few minutes before GitHub makes it expire (an hour): one mint
-   * per (installation, repository, permissions) an hour, not one per status or
-   * deployment. Cached in this process only; a deployment gets it in its job,
-   * never in a table or log.
+   * per (installation, repository, permissions) an hour, not one per status.
+   * `fresh`: mint anew (and keep it for the others): a deployment's fetch may
+   * wait in the queue up to its deadline (up to an hour), so it gets a whole
+   * hour. Cached in this process only; never in a table or log.
    */
   async installationToken(
     installationId: number,
     repositoryId: number,
     permissions: TokenPermissions,
+    fresh = false,
   ): Promise<string> {
     const key = `${installationId}:${repositoryId}:${JSON.stringify(permissions)}`;
     const cached = this.tokens.get(key);
-    if (cached && cached.expiresAt - Date.now() > TOKEN_MARGIN_MS) return cached.token;
+    if (!fresh && cached && cached.expiresAt - Date.now() > TOKEN_MARGIN_MS) return cached.token;
     try {
       const { token, expiresAt } = await this.auth({
         type: "installation",

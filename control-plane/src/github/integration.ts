@@ -43,7 +43,7 @@ export async function startGitHub(
     webhook: config.githubWebhook,
     publicUrl: config.publicUrl,
   };
-  // Every deployment of a linked application (push or not) fetches with an installation token.
+  // Every deployment of a linked application (push or not) fetches with a token minted for it.
   deploys.useSourceCredentials((a) => installationCredential(ctx, a));
   const processor = new DeliveryProcessor(ctx);
   processor.start();
@@ -55,9 +55,13 @@ async function installationCredential(ctx: GitHubContext, a: ApplicationRow) {
   const repo = await reachableRepository(ctx.db, Number(a.github_repository_id));
   const blocked = cannotDeploy(repo, a.tenant_id);
   if (blocked) throw new RcError("RC_ERR_NOT_DEPLOYABLE", `cannot deploy: ${blocked}`);
-  // Read access to this repository's contents and nothing else (least privilege).
-  const token = await ctx.app.installationToken(Number(repo!.installation_id), Number(repo!.id), {
-    contents: "read",
-  });
+  // Read access to this repository's contents and nothing else (least privilege),
+  // minted for this deployment: it may fetch only once its turn comes.
+  const token = await ctx.app.installationToken(
+    Number(repo!.installation_id),
+    Number(repo!.id),
+    { contents: "read" },
+    true,
+  );
   return { username: "x-access-token", password: token };
 }
