@@ -3,6 +3,7 @@
 // that end mid-line, and slowly enough that a follower sees the build running
 // for seconds. Every line is `LINE <nnn>: a…a b…b c…c END`; a consumer that cuts
 // a line shows a piece that does not match chunkyLine.
+import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { BASE_IMAGE } from "./containers";
@@ -24,6 +25,9 @@ export async function commitChunkyBuild(repo: AppRepo, lines: number, pauseMs = 
   const us = pauseMs * 1000;
   const [a, b, c] = ["a", "b", "c"].map((x) => x.repeat(PIECE));
   const run = [
+    // A RUN instruction the engine has not seen: its layer cache (shared by every build on
+    // the machine, kept between runs) would otherwise skip the printing after a first run.
+    `: ${randomUUID()};`,
     `i=0; while [ $i -lt ${lines} ]; do`,
     `printf 'LINE %03d: ${a}' $i; usleep ${us};`,
     `printf ' ${b}'; usleep ${us};`,
