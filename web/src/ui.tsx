@@ -2,7 +2,7 @@
 // empty states, a secret shown once with a copy button, a confirmation dialog,
 // a form's submit with its pending and error states, and small formatters.
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "./api";
 
 export interface Loaded<T> {
@@ -371,5 +371,43 @@ export function AppUrl({ url, none = "—" }: { url: string | null | undefined; 
     <a href={url} target="_blank" rel="noopener noreferrer" class="mono">
       {url}
     </a>
+  );
+}
+
+/**
+ * A log box that keeps its end in view as lines come, unless the person has
+ * scrolled up to read; scrolling back to the end follows again. `grows` is what
+ * changes when lines arrive (the text, or the list of lines).
+ */
+export function LogBox({
+  grows,
+  testId,
+  children,
+}: { grows: unknown; testId: string; children: ComponentChildren }) {
+  const pre = useRef<HTMLPreElement>(null);
+  const atEnd = useRef(true);
+  const onScroll = () => {
+    const el = pre.current;
+    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8;
+  };
+  // biome-ignore lint/correctness/useExhaustiveDependencies: scroll when the log grows
+  useLayoutEffect(() => {
+    const el = pre.current;
+    if (el && atEnd.current) el.scrollTop = el.scrollHeight;
+  }, [grows]);
+  return (
+    <pre
+      class="log"
+      ref={pre}
+      onScroll={onScroll}
+      // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
+      // biome-ignore lint/a11y/noNoninteractiveTabindex: as above
+      tabIndex={0}
+      role="log"
+      aria-live="polite"
+      data-testid={testId}
+    >
+      {children}
+    </pre>
   );
 }

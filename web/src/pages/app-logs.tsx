@@ -5,8 +5,9 @@
 // agent went away, the follow's maximum time) or the section is closed, which
 // closes the stream and ends the read on the server. stderr lines are marked;
 // env values arrive masked (`***`).
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ApiError, get } from "../api";
+import { LogBox } from "../ui";
 
 interface Line {
   stream: "stdout" | "stderr";
@@ -38,7 +39,6 @@ function FollowedLog({ appId }: { appId: string }) {
   const path = `/api/applications/${encodeURIComponent(appId)}/logs`;
   const [lines, setLines] = useState<Line[]>([]);
   const [state, setState] = useState<State>({ kind: "connecting" });
-  const pre = useRef<HTMLPreElement>(null);
   useEffect(() => {
     const source = new EventSource(`${path}?follow=true`);
     let opened = false;
@@ -67,16 +67,6 @@ function FollowedLog({ appId }: { appId: string }) {
     };
     return () => source.close();
   }, [path]);
-  // Keep the newest line in view, unless the person scrolled up to read (back at the end, it follows again).
-  const atEnd = useRef(true);
-  const onScroll = () => {
-    const el = pre.current;
-    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8;
-  };
-  // biome-ignore lint/correctness/useExhaustiveDependencies: scroll when lines change
-  useLayoutEffect(() => {
-    if (pre.current && atEnd.current) pre.current.scrollTop = pre.current.scrollHeight;
-  }, [lines]);
   if (state.kind === "refused") return <p class="error">{state.detail}</p>;
   return (
     <>
@@ -87,24 +77,14 @@ function FollowedLog({ appId }: { appId: string }) {
             ? "Following the live container's output (stdout, and stderr in red)."
             : `Ended: ${state.detail}`}
       </p>
-      <pre
-        class="log"
-        ref={pre}
-        onScroll={onScroll}
-        // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
-        // biome-ignore lint/a11y/noNoninteractiveTabindex: as above
-        tabIndex={0}
-        role="log"
-        aria-live="polite"
-        data-testid="app-logs"
-      >
+      <LogBox grows={lines} testId="app-logs">
         {lines.map((l, i) => (
           // biome-ignore lint/suspicious/noArrayIndexKey: lines are only ever appended
           <div key={i} class={l.stream === "stderr" ? "stderr" : undefined}>
             {l.text}
           </div>
         ))}
-      </pre>
+      </LogBox>
     </>
   );
 }

@@ -6,10 +6,10 @@
 // view, sent once no step runs any more (retire drains after the result). The
 // page's first load only decides whether to follow and fills the page until the
 // stream speaks, so nothing on it is a stale snapshot (issue 31, defect 2).
-import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { type Deployment, type Step, get } from "../api";
 import { useWho } from "../session";
-import { AppUrl, Badge, ErrorNote, LogText, Page, Resource, Time, duration, useLoad } from "../ui";
+import { AppUrl, Badge, ErrorNote, LogBox, LogText, Page, Resource, Time, duration, useLoad } from "../ui";
 import { appBase } from "./application";
 
 interface Progress {
@@ -81,39 +81,6 @@ function useDeploymentStream(url: string, follow: boolean) {
     return () => source.close();
   }, [url, follow]);
   return { text, steps, view, state };
-}
-
-/**
- * A log box that keeps its end in view as lines come, unless the person has
- * scrolled up to read; scrolling back to the end follows again.
- */
-function FollowedLog({ text }: { text: string }) {
-  const pre = useRef<HTMLPreElement>(null);
-  const atEnd = useRef(true);
-  const onScroll = () => {
-    const el = pre.current;
-    if (el) atEnd.current = el.scrollHeight - el.scrollTop - el.clientHeight < 8;
-  };
-  // biome-ignore lint/correctness/useExhaustiveDependencies: scroll when the text grows
-  useLayoutEffect(() => {
-    const el = pre.current;
-    if (el && atEnd.current) el.scrollTop = el.scrollHeight;
-  }, [text]);
-  return (
-    <pre
-      class="log"
-      ref={pre}
-      onScroll={onScroll}
-      // A scrollable region takes focus so keyboard users can scroll it (axe: scrollable-region-focusable).
-      // biome-ignore lint/a11y/noNoninteractiveTabindex: as above
-      tabIndex={0}
-      role="log"
-      aria-live="polite"
-      data-testid="live-log"
-    >
-      {text}
-    </pre>
-  );
 }
 
 function streamNote(state: StreamState, d: Deployment, steps: Step[]): string {
@@ -202,7 +169,9 @@ export function DeploymentPage({ appId, deploymentId }: { appId: string; deploym
                       {streamNote(live.state, d, steps)}
                     </output>
                   </h2>
-                  <FollowedLog text={live.text || "Waiting for the agent…"} />
+                  <LogBox grows={live.text} testId="live-log">
+                    {live.text || "Waiting for the agent…"}
+                  </LogBox>
                 </section>
               )}
             </>
