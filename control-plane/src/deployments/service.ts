@@ -75,7 +75,7 @@ export class DeployService {
   readonly #stop = new AbortController();
   /** Drivers of this process by deployment id: cancelled before dispatch, or dispatching now. */
   readonly #local = new Map<string, { cancelled: boolean; dispatching: boolean }>();
-  #sourceCredential: SourceCredentialHook | undefined;
+  readonly #sourceCredentials: SourceCredentialHook[] = [];
 
   constructor(
     readonly db: Knex,
@@ -93,9 +93,20 @@ export class DeployService {
     });
   }
 
-  /** Set once at boot by the GitHub integration (serve.ts). */
+  /**
+   * Set at boot by each forge integration (GitHub, GitLab/Gitea: serve.ts); an
+   * application is linked to one forge at most, so the first credential given wins.
+   */
   useSourceCredentials(hook: SourceCredentialHook): void {
-    this.#sourceCredential = hook;
+    this.#sourceCredentials.push(hook);
+  }
+
+  async #sourceCredential(app: ApplicationRow) {
+    for (const hook of this.#sourceCredentials) {
+      const c = await hook(app);
+      if (c) return c;
+    }
+    return undefined;
   }
 
   async request(r: DeployRequest): Promise<Deployment> {
@@ -114,7 +125,7 @@ export class DeployService {
           deploymentId,
           commitRef,
           r.envOverrides,
-          await this.#sourceCredential?.(r.app),
+          await this.#sourceCredential(r.app),
           this.appsUrl,
         );
     const deadlineAt = Date.now() + r.timeoutSeconds * 1000;

@@ -18,18 +18,18 @@
 //     is deployed; DeployService keeps one deployment per application running.
 // Only the installation's bound tenant's applications are considered: a
 // delivery never picks a tenant by itself.
-import { posix } from "node:path";
-import type { Knex } from "knex";
-import { RcError } from "../errors.js";
 import type { ApplicationRow } from "../applications/store.js";
-import { noteCommit } from "../deployments/store.js";
+import {
+  type Changed,
+  ZERO_SHA,
+  deployPushedCommit,
+  listedFiles,
+  refParts,
+  skipReason,
+} from "../webhooks/push-rules.js";
 import type { GitHubContext, Payload } from "./context.js";
 import type { Outcome } from "./deliveries.js";
 import { cannotDeploy, reachableRepository } from "./installations.js";
-import { isDuplicate } from "./sql.js";
-
-const ZERO_SHA = /^0+$/;
-const matchesGlob = (name: string, glob: string) => posix.matchesGlob(name, glob);
 
 export interface PushResult {
   outcome: Outcome;
@@ -78,8 +78,7 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
   const ref = String(p.ref ?? "");
   const after = String(p.after ?? "");
   const deletion = Boolean(p.deleted) || ZERO_SHA.test(after);
-  const branch = ref.startsWith("refs/heads/") ? ref.slice("refs/heads/".length) : null;
-  const tag = ref.startsWith("refs/tags/") ? ref.slice("refs/tags/".length) : null;
+  const { tag } = refParts(ref);
   // An annotated tag's `after` is the tag object; head_commit is the commit it names.
   const commit = tag !== null && typeof p.head_commit?.id === "string" ? p.head_commit.id : after;
   const repo = await reachableRepository(db, repositoryId);
@@ -89,18 +88,7 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
   const whyNot = async (app: ApplicationRow): Promise<string | null> => {
     const blocked = cannotDeploy(repo, tenantId);
     if (blocked) return `cannot deploy: ${blocked}`;
-    if (deletion) return `${ref} was deleted: a deletion deploys nothing`;
-    if (tag !== null) {
-      if (!app.deploy_tags) return `${ref} is a tag; the application deploys no tags (deploy_tags)`;
-      if (!matchesGlob(tag, app.deploy_tags))
-        return `tag '${tag}' does not match deploy_tags '${app.deploy_tags}'`;
-    } else if (branch === null) return `${ref} is not a branch`;
-    else if (branch !== app.deploy_branch)
-      return `push to '${branch}'; the application deploys '${app.deploy_branch}'`;
-    if (!Number(app.auto_deploy)) return "auto_deploy is off";
-    // A tag names its commit on purpose: watch_paths filters branch pushes only.
-    if (tag === null && app.watch_paths) return notWatched(await changed(), JSON.parse(app.watch_paths));
-    return null;
+    return skipReason(app, { ref, deletion }, changed);
   };
   for (const app of apps) {
     const skip = (reason: string) => outcome.skipped!.push({ application_id: app.id, reason });
@@ -127,9 +115,6 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
   return { tenantId, outcome };
 }
 
-/** What a push changed: `complete` false when not every file could be known. */
-type Changed = { files: string[]; complete: boolean };
-
 /**
  * The files a push changed, asked for once whichever application needs them:
  * the payload's commits' added/modified/removed lists, unless GitHub cut them
@@ -140,9 +125,7 @@ function lazyChangedFiles(ctx: GitHubContext, installationId: number, repository
   let known: Promise<Changed> | undefined;
   const ask = async (): Promise<Changed> => {
     const commits = (Array.isArray(p.commits) ? p.commits : []) as Payload[];
-    const lists = commits.map((c) =>
-      ["added", "modified", "removed"].flatMap((k) => (Array.isArray(c[k]) ? (c[k] as string[]) : [])),
-    );
+    const lists = listedFiles(commits);
     const cut = commits.length >= PAYLOAD_COMMIT_CAP || lists.some((l) => l.length >= PAYLOAD_FILE_CAP);
     if (!cut) return { files: lists.flat(), complete: true };
     const before = String(p.before ?? "");
@@ -170,14 +153,6 @@ function lazyChangedFiles(ctx: GitHubContext, installationId: number, repository
 const PAYLOAD_COMMIT_CAP = 2048;
 const PAYLOAD_FILE_CAP = 3000;
 
-/** Why a push deploys nothing for watch_paths, or null when it deploys (a file matched, or not all are known). */
-function notWatched(changed: Changed, watched: string[]): string | null {
-  if (changed.files.some((f) => watched.some((g) => matchesGlob(f, g)))) return null;
-  // Unknown files may match: deploying too often beats missing a change.
-  if (!changed.complete) return null;
-  return `no changed file matches watch_paths (${watched.join(", ")}): ${changed.files.length} file(s) changed`;
-}
-
 async function deployCommit(
   ctx: GitHubContext,
   deliveryId: string,
@@ -187,114 +162,31 @@ async function deployCommit(
   sha: string,
   p: Payload,
 ): Promise<{ deploymentId: string } | { reason: string }> {
-  const { db } = ctx;
-  // GitHub does not promise delivery order: a push whose commit a newer push
-  // already built on arrives stale, and deploying it would go backwards.
-  const newer = await db("github_push_deployments")
-    .where({ application_id: app.id, before_sha: sha })
-    .first<{ commit_sha: string } | undefined>("commit_sha");
-  if (newer)
-    return {
-      reason: `stale: a newer push (${newer.commit_sha.slice(0, 12)}) on top of this commit came first`,
-    };
-  const before = typeof p.before === "string" && !ZERO_SHA.test(p.before) ? p.before : null;
-  const claimed = await claimCommit(db, app.id, sha, before, deliveryId);
-  if (!claimed) {
-    const prior = await db("github_push_deployments")
-      .where({ application_id: app.id, commit_sha: sha })
-      .first<{ delivery_id: string; deployment_id: string | null }>("delivery_id", "deployment_id");
-    return {
-      reason: `commit ${sha.slice(0, 12)} was already deployed (delivery ${prior?.delivery_id}, deployment ${prior?.deployment_id ?? "starting"})`,
-    };
-  }
-  const superseded = await supersedeQueued(ctx, app.id, sha);
-  try {
-    const server = await db("servers")
-      .where({ id: app.server_id })
-      .first<{ id: string; name: string }>("id", "name");
-    const head = p.head_commit ?? {};
-    const pusher = String(p.pusher?.name ?? p.sender?.login ?? "github");
-    const d = await ctx.deploys.request({
-      tenantId: app.tenant_id,
-      app,
-      server: { id: server.id, name: server.name },
-      commitRef: sha,
-      envOverrides: {},
-      timeoutSeconds: ctx.deployTimeoutSeconds,
-      runId: null,
-      trigger: "webhook",
-      actor: { type: "github_app", id: p.sender?.id ? String(p.sender.id) : null, name: pusher },
-      keyId: null,
-      audit: {
-        github_delivery_id: deliveryId,
-        github_repository: p.repository?.full_name ?? null,
-        github_ref: p.ref,
-        pusher,
-        superseded_deployments: superseded,
-      },
-    });
-    await db("github_push_deployments")
-      .where({ application_id: app.id, commit_sha: sha })
-      .update({ deployment_id: d.deploymentId });
-    const author = head.author ? `${head.author.name ?? ""} <${head.author.email ?? ""}>`.trim() : null;
-    await noteCommit(db, d.deploymentId, { sha, message: head.message ?? null, author });
-    await db("github_commit_statuses").insert({
-      deployment_id: d.deploymentId,
-      installation_id: installationId,
-      repository_id: repositoryId,
-      commit_sha: sha,
-      reported_state: null,
-      created_at: Date.now(),
-    });
-    return { deploymentId: d.deploymentId };
-  } catch (err) {
-    // Nothing was deployed: a later delivery of this commit may try again.
-    await db("github_push_deployments").where({ application_id: app.id, commit_sha: sha }).delete();
-    if (err instanceof RcError) return { reason: `cannot deploy: ${err.detail}` };
-    throw err;
-  }
-}
-
-/** The (application, commit) guard: true for the one delivery that may deploy it. */
-async function claimCommit(
-  db: Knex,
-  applicationId: string,
-  sha: string,
-  before: string | null,
-  deliveryId: string,
-): Promise<boolean> {
-  try {
-    await db("github_push_deployments").insert({
-      application_id: applicationId,
-      commit_sha: sha,
-      before_sha: before,
-      delivery_id: deliveryId,
-      created_at: Date.now(),
-    });
-    return true;
-  } catch (err) {
-    if (isDuplicate(err)) return false;
-    throw err;
-  }
-}
-
-/** Push deployments of the application still waiting (not on the agent): a newer push replaces them. */
-async function supersedeQueued(ctx: GitHubContext, applicationId: string, sha: string): Promise<string[]> {
-  const queued = await ctx
-    .db("deployments as d")
-    .join("operations as o", "o.id", "d.operation_id")
-    .where({ "d.application_id": applicationId, "d.trigger": "webhook", "o.status": "running" })
-    .whereNull("d.dispatched_at")
-    .orderBy("d.seq", "asc")
-    .select<{ id: string }[]>("d.id");
-  const out: string[] = [];
-  for (const q of queued)
-    if (
-      await ctx.deploys.cancelQueued(
-        q.id,
-        `superseded by a newer push (${sha.slice(0, 12)}) before it started`,
-      )
-    )
-      out.push(q.id);
-  return out;
+  const head = p.head_commit ?? {};
+  const pusher = String(p.pusher?.name ?? p.sender?.login ?? "github");
+  const author = head.author ? `${head.author.name ?? ""} <${head.author.email ?? ""}>`.trim() : null;
+  return deployPushedCommit(ctx, {
+    deliveryId,
+    app,
+    sha,
+    before: typeof p.before === "string" && !ZERO_SHA.test(p.before) ? p.before : null,
+    actor: { type: "github_app", id: p.sender?.id ? String(p.sender.id) : null, name: pusher },
+    audit: {
+      github_delivery_id: deliveryId,
+      github_repository: p.repository?.full_name ?? null,
+      github_ref: p.ref,
+      pusher,
+    },
+    commit: { message: head.message ?? null, author },
+    recorded: async (deploymentId) => {
+      await ctx.db("github_commit_statuses").insert({
+        deployment_id: deploymentId,
+        installation_id: installationId,
+        repository_id: repositoryId,
+        commit_sha: sha,
+        reported_state: null,
+        created_at: Date.now(),
+      });
+    },
+  });
 }
