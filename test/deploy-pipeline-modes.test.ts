@@ -69,6 +69,7 @@ async function appJob(): Promise<DeployJob> {
     containerBaseName: base,
     deadlineUnixMs: Date.now() + 90_000,
     keepImages: [],
+    limits: undefined,
   };
 }
 

@@ -83,6 +83,7 @@ function job(app: App, ref: string, over: Partial<DeployJob> = {}): DeployJob {
     containerBaseName: app.base,
     deadlineUnixMs: Date.now() + 90_000,
     keepImages: [],
+    limits: undefined,
     ...over,
   };
 }

@@ -74,6 +74,7 @@ function job(app: App, over: Partial<DeployJob> = {}): DeployJob {
     containerBaseName: app.base,
     deadlineUnixMs: Date.now() + 180_000,
     keepImages: [],
+    limits: undefined,
     ...over,
   };
 }

@@ -74,6 +74,11 @@ export const ERRORS = {
     status: 422,
     detail: "the application has nothing to deploy from: set git_repository or an image build",
   },
+  RC_ERR_PREVIEW_NOT_FOUND: { status: 404, detail: "preview not found" },
+  RC_ERR_PREVIEWS_DISABLED: {
+    status: 409,
+    detail: "previews are not enabled for this application: set previews.enabled first",
+  },
   RC_ERR_ACCESS_TOKEN_EXPIRED: { status: 401, detail: "OAuth access token has expired: refresh it" },
   RC_ERR_ACCESS_TOKEN_REVOKED: { status: 401, detail: "OAuth access token has been revoked: log in again" },
   RC_ERR_ROLE_FORBIDDEN: {

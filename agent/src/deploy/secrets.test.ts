@@ -28,6 +28,7 @@ test("deploy secrets - env values, the git and registry passwords, and a passwor
     containerBaseName: "n",
     deadlineUnixMs: 0,
     keepImages: [],
+    limits: undefined,
   });
   t.deepEqual(secrets.sort(), ["env-secret", "git-secret", "reg-secret", "url-secret"]);
 });

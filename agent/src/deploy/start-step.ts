@@ -42,6 +42,9 @@ export async function startContainer(ctx: DeployContext, name: string, image: st
         network: ctx.settings.network,
         env: job.env,
         restartPolicy: "unless-stopped",
+        // A preview's limits (previews/settings.ts): an engine that refuses them fails the step in its words.
+        memoryBytes: job.limits?.memoryBytes ?? 0,
+        cpuMillis: job.limits?.cpuMillis ?? 0,
       },
       callOptions(ctx),
     );

@@ -47,6 +47,8 @@ function runArgs(spec: RunSpec, envFile: string | undefined): string[] {
   if (spec.init) args.push("--init");
   if (spec.restartPolicy) args.push("--restart", spec.restartPolicy);
   if (spec.network) args.push("--network", spec.network);
+  if (spec.memoryBytes) args.push("--memory", `${Math.floor(spec.memoryBytes)}b`);
+  if (spec.cpuMillis) args.push("--cpus", (spec.cpuMillis / 1000).toFixed(3));
   if (envFile) args.push("--env-file", envFile);
   // `--` is not needed: the image reference is validated by the caller and never starts with "-".
   args.push(spec.image);

@@ -83,6 +83,10 @@ export interface RunSpec {
    * unless-stopped). Absent: the engine's default, no restart.
    */
   restartPolicy?: "unless-stopped";
+  /** `--memory <bytes>b`: the container's memory limit (a preview's); absent or 0: none. */
+  memoryBytes?: number;
+  /** `--cpus <n>`, from thousandths of a CPU; absent or 0: none. */
+  cpuMillis?: number;
 }
 
 export interface ContainerEngine {

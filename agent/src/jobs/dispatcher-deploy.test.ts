@@ -41,6 +41,7 @@ function deployJob(operationId: string, repository: string): Job {
         containerBaseName: "web",
         deadlineUnixMs: Date.now() + 30_000,
         keepImages: [],
+        limits: undefined,
       },
     },
   };

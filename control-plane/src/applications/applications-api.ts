@@ -40,6 +40,8 @@ import {
   watchPathsSchema,
 } from "./source.js";
 import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
+import { removePreviewsOf } from "../previews/service.js";
+import { previewSettingsSchema } from "../previews/settings.js";
 
 // The route's schema (types, validation, docs); domain names get their RFC 1123
 // check in the store (validate.ts), which the operator CLI goes through too.
@@ -65,6 +67,8 @@ const fields = {
   watch_paths: watchPathsSchema.nullable().optional(),
   /** Retention: how many newest releases keep their image on the server for a rollback. */
   keep_releases: z.int().min(KEEP_RELEASES.min).max(KEEP_RELEASES.max).optional(),
+  /** Preview environments of pull requests and the API (previews/settings.ts, docs/previews.md). */
+  previews: previewSettingsSchema.optional(),
 };
 const createSchema = z.strictObject(fields);
 const patchSchema = z
@@ -216,7 +220,10 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     handler: async (req) => {
       const tenantId = req.principal.tenantId;
       const listed = await listApplications(ctx.db, tenantId);
-      const rows = await ctx.db("applications").where({ tenant_id: tenantId }).select<ApplicationRow[]>();
+      const rows = await ctx
+        .db("applications")
+        .where({ tenant_id: tenantId, preview_of: null })
+        .select<ApplicationRow[]>();
       const urls = await urlsOfMany(ctx.db, ctx.config.appsUrl, rows);
       const containers = await containersOf(
         ctx.db,
@@ -296,6 +303,9 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
     responses: { 204: nothing },
     handler: async (req, reply) => {
       const tenantId = req.principal.tenantId;
+      // Its previews go first, each with its containers, images and route (previews/service.ts).
+      const parent = await getApplication(ctx.db, tenantId, req.params.id);
+      await removePreviewsOf(ctx, req.log, parent, { ...actorOf(req), reason: "application deleted" });
       const row = await deleteApplication(ctx.db, tenantId, req.params.id, actorOf(req));
       // Deployments still waiting for their turn or their agent never start; one on its
       // agent ends before the cleanup there (the agent runs the cleanup in the app's turn).

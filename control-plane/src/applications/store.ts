@@ -12,6 +12,7 @@ import { iso } from "../lib/time.js";
 import type { AppsUrl } from "./app-url.js";
 import { checkDefaultHost } from "./hosts.js";
 import { compileFqdns } from "./validate.js";
+import { type PreviewSettingsInput, mergePreviewSettings, previewSettings } from "../previews/settings.js";
 import { isUuid } from "../http/validation.js";
 import { seal } from "../registry/crypto.js";
 import { requireMasterKey } from "../registry/credentials.js";
@@ -53,6 +54,10 @@ export interface ApplicationRow {
   deploy_tags?: string | null;
   /** JSON array of globs: a GitHub branch push deploys only when a changed file matches (migration 024). */
   watch_paths?: string | null;
+  /** JSON of the preview settings (previews/settings.ts, migration 025); null: the defaults. */
+  previews?: string | null;
+  /** The production application of a preview (previews/store.ts); null for every other. */
+  preview_of?: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -75,6 +80,7 @@ export interface ApplicationInput {
   deploy_tags?: string | null;
   watch_paths?: string[] | null;
   keep_releases?: number;
+  previews?: PreviewSettingsInput;
 }
 
 /** Who made a change, for the audit event (key ids and names, the caller's IP). */
@@ -103,6 +109,8 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     deploy_tags: row.deploy_tags ?? null,
     watch_paths: row.watch_paths ? (JSON.parse(row.watch_paths) as string[]) : null,
     keep_releases: Number(row.keep_releases ?? KEEP_RELEASES.default),
+    previews: previewSettings(row.previews),
+    preview_of: row.preview_of ?? null,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -119,7 +127,8 @@ export async function getApplication(db: Knex, tenantId: string, id: string): Pr
 export async function listApplications(db: Knex, tenantId: string) {
   const rows = await db("applications as a")
     .join("servers as s", "s.id", "a.server_id")
-    .where({ "a.tenant_id": tenantId })
+    // Previews are listed under their application (previews/routes.ts), not here.
+    .where({ "a.tenant_id": tenantId, "a.preview_of": null })
     .orderBy("a.created_at", "asc")
     .select<(ApplicationRow & { server_name: string })[]>("a.*", "s.name as server_name");
   return rows.map((r) => presentApplication(r, r.server_name));
@@ -251,6 +260,11 @@ async function sourceColumns(
   if (input.watch_paths !== undefined)
     out.watch_paths = input.watch_paths === null ? null : JSON.stringify(input.watch_paths);
   if (input.keep_releases !== undefined) out.keep_releases = input.keep_releases;
+  if (input.previews !== undefined) {
+    if (before?.preview_of)
+      throw new RcError("RC_ERR_VALIDATION", "previews: a preview has no previews of its own");
+    out.previews = mergePreviewSettings(before?.previews, input.previews);
+  }
   return out;
 }
 
@@ -360,12 +374,20 @@ export async function updateApplication(
   return { resource, before };
 }
 
-export async function deleteApplication(db: Knex, tenantId: string, id: string, actor: Actor) {
+export async function deleteApplication(
+  db: Knex,
+  tenantId: string,
+  id: string,
+  actor: Actor,
+  /** A preview's removal is its own event (previews/service.ts). */
+  eventType = "application.deleted",
+) {
   const row = await getApplication(db, tenantId, id);
-  await audited(db, row, "application.deleted", { ...actor }, async (trx) => {
+  await audited(db, row, eventType, { ...actor }, async (trx) => {
     await trx("application_fqdns").where({ application_id: row.id }).delete();
     await trx("application_route_state").where({ application_id: row.id }).delete();
     await trx("application_env").where({ application_id: row.id }).delete();
+    await trx("application_preview_env").where({ application_id: row.id }).delete();
     await trx("application_containers").where({ application_id: row.id }).delete();
     // Its containers and images are removed by its agent: pending until it reports them gone (cleanup.ts).
     const server = await trx("servers").where({ id: row.server_id }).first<{ name: string }>("name");

@@ -82,6 +82,7 @@ export async function buildDeployJob(
     fqdns: await routeFqdns(db, appsUrl, app),
     containerBaseName: app.linked_container_name,
     keepImages: await keepImagesFor(db, app),
+    limits: undefined,
   };
   return { job, record: releaseRecord(masterKey, job, env, Object.keys(overrides)) };
 }
@@ -116,6 +117,7 @@ export async function buildRollbackJob(
     fqdns: await routeFqdns(db, appsUrl, app),
     containerBaseName: app.linked_container_name,
     keepImages: await keepImagesFor(db, app),
+    limits: undefined,
   };
   return { job, record: releaseRecord(masterKey, job, env, []), rollbackOf: release.id };
 }

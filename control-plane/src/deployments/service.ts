@@ -48,6 +48,8 @@ export interface DeployRequest {
   audit: Record<string, unknown>;
   /** A rollback: the release to start again (releases.ts rollbackTarget); nothing is built. */
   rollback?: RollbackTarget;
+  /** The container's limits (a preview's settings); absent: none. */
+  limits?: { memoryMb: number | null; cpus: number | null };
 }
 
 /**
@@ -128,6 +130,11 @@ export class DeployService {
           await this.#sourceCredential(r.app),
           this.appsUrl,
         );
+    if (r.limits)
+      job.limits = {
+        memoryBytes: (r.limits.memoryMb ?? 0) * 1024 * 1024,
+        cpuMillis: Math.round((r.limits.cpus ?? 0) * 1000),
+      };
     const deadlineAt = Date.now() + r.timeoutSeconds * 1000;
     const spec: StartSpec = {
       tenantId: r.tenantId,

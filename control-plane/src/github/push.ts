@@ -65,7 +65,8 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
       },
     };
   const apps = await db("applications")
-    .where({ tenant_id: tenantId, github_repository_id: repositoryId })
+    // A preview shares its production application's repository and deploys from its pull request only.
+    .where({ tenant_id: tenantId, github_repository_id: repositoryId, preview_of: null })
     .orderBy("created_at", "asc")
     .select<ApplicationRow[]>("*");
   const repoName = String(p.repository?.full_name ?? repositoryId);

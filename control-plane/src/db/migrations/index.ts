@@ -25,6 +25,7 @@ import * as m021gh from "./021_github_delivery_digest.js";
 import * as m022people from "./022_people_last_use.js";
 import * as m023servers from "./023_server_presence.js";
 import * as m024push from "./024_application_push_filters.js";
+import * as m025previews from "./025_previews.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -56,6 +57,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "022_people_last_use": m022people,
   "023_server_presence": m023servers,
   "024_application_push_filters": m024push,
+  "025_previews": m025previews,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

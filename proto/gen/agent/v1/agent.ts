@@ -820,11 +820,23 @@ export interface DeployJob {
    * removes the application's other built images; the new image is always kept.
    */
   keepImages: string[];
+  /**
+   * Limits of the container (a preview's, set on its production application);
+   * absent: none. The start step fails with the engine's words if it refuses them.
+   */
+  limits: ResourceLimits | undefined;
 }
 
 export interface DeployJob_EnvEntry {
   key: string;
   value: string;
+}
+
+export interface ResourceLimits {
+  /** --memory, bytes; 0: no limit. */
+  memoryBytes: number;
+  /** --cpus, in thousandths of a CPU; 0: no limit. */
+  cpuMillis: number;
 }
 
 export interface ReleaseBuild {
@@ -5414,6 +5426,7 @@ function createBaseDeployJob(): DeployJob {
     containerBaseName: "",
     deadlineUnixMs: 0,
     keepImages: [],
+    limits: undefined,
   };
 }
 
@@ -5465,6 +5478,9 @@ export const DeployJob: MessageFns<DeployJob> = {
     }
     for (const v of message.keepImages) {
       writer.uint32(114).string(v!);
+    }
+    if (message.limits !== undefined) {
+      ResourceLimits.encode(message.limits, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -5608,6 +5624,14 @@ export const DeployJob: MessageFns<DeployJob> = {
             message.keepImages.push(reader.string());
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.limits = ResourceLimits.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5692,6 +5716,7 @@ export const DeployJob: MessageFns<DeployJob> = {
         : globalThis.Array.isArray(object?.keep_images)
           ? object.keep_images.map((e: any) => globalThis.String(e))
           : [],
+      limits: isSet(object.limits) ? ResourceLimits.fromJSON(object.limits) : undefined,
     };
   },
 
@@ -5745,6 +5770,9 @@ export const DeployJob: MessageFns<DeployJob> = {
     }
     if (message.keepImages?.length) {
       obj.keepImages = message.keepImages;
+    }
+    if (message.limits !== undefined) {
+      obj.limits = ResourceLimits.toJSON(message.limits);
     }
     return obj;
   },
@@ -5800,6 +5828,10 @@ export const DeployJob: MessageFns<DeployJob> = {
     message.containerBaseName = object.containerBaseName ?? "";
     message.deadlineUnixMs = object.deadlineUnixMs ?? 0;
     message.keepImages = object.keepImages?.map((e) => e) || [];
+    message.limits =
+      object.limits !== undefined && object.limits !== null
+        ? ResourceLimits.fromPartial(object.limits)
+        : undefined;
     return message;
   },
 };
@@ -5885,6 +5917,99 @@ export const DeployJob_EnvEntry: MessageFns<DeployJob_EnvEntry> = {
     const message = createBaseDeployJob_EnvEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseResourceLimits(): ResourceLimits {
+  return { memoryBytes: 0, cpuMillis: 0 };
+}
+
+export const ResourceLimits: MessageFns<ResourceLimits> = {
+  encode(message: ResourceLimits, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.memoryBytes !== 0) {
+      writer.uint32(8).uint64(message.memoryBytes);
+    }
+    if (message.cpuMillis !== 0) {
+      writer.uint32(16).uint32(message.cpuMillis);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResourceLimits {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResourceLimits();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.memoryBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.cpuMillis = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResourceLimits {
+    return {
+      memoryBytes: isSet(object.memoryBytes)
+        ? globalThis.Number(object.memoryBytes)
+        : isSet(object.memory_bytes)
+          ? globalThis.Number(object.memory_bytes)
+          : 0,
+      cpuMillis: isSet(object.cpuMillis)
+        ? globalThis.Number(object.cpuMillis)
+        : isSet(object.cpu_millis)
+          ? globalThis.Number(object.cpu_millis)
+          : 0,
+    };
+  },
+
+  toJSON(message: ResourceLimits): unknown {
+    const obj: any = {};
+    if (message.memoryBytes !== 0) {
+      obj.memoryBytes = Math.round(message.memoryBytes);
+    }
+    if (message.cpuMillis !== 0) {
+      obj.cpuMillis = Math.round(message.cpuMillis);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResourceLimits>, I>>(base?: I): ResourceLimits {
+    return ResourceLimits.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResourceLimits>, I>>(object: I): ResourceLimits {
+    const message = createBaseResourceLimits();
+    message.memoryBytes = object.memoryBytes ?? 0;
+    message.cpuMillis = object.cpuMillis ?? 0;
     return message;
   },
 };
