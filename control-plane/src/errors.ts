@@ -161,6 +161,16 @@ export const ERRORS = {
     status: 409,
     detail: "the application has no live container: deploy it first",
   },
+  RC_ERR_FORGE_NOT_FOUND: { status: 404, detail: "forge connection not found" },
+  RC_ERR_FORGE_NAME_TAKEN: { status: 409, detail: "a forge connection with this name already exists" },
+  RC_ERR_FORGE_IN_USE: {
+    status: 409,
+    detail: "the forge connection is linked to applications: unlink them first",
+  },
+  RC_ERR_FORGE_WEBHOOK_SECRET: {
+    status: 401,
+    detail: "missing or wrong X-Gitlab-Token, X-Gitea-Signature or X-Forgejo-Signature for this connection",
+  },
 } as const satisfies Record<string, { status: number; detail: string }>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -6,6 +6,8 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
 import { DeployService } from "./deployments/service.js";
+import { type ForgeIntegration, startForges } from "./forges/integration.js";
+import { previewReviews } from "./forges/reviews.js";
 import { type GitHubIntegration, startGitHub } from "./github/integration.js";
 import { recordProgress } from "./deployments/store.js";
 import type { JobBus } from "./bus/job-bus.js";
@@ -136,15 +138,18 @@ export async function serve(
   let api: FastifyInstance | undefined;
   let apiUrl: string | undefined;
   let github: GitHubIntegration | undefined;
+  let forges: ForgeIntegration | undefined;
   if (config.runsApi) {
     github = await startGitHub(config, db, deploys, log.child({ component: "github" }));
+    const forgeLog = log.child({ component: "forges" });
+    forges = startForges(config, db, deploys, forgeLog, previewReviews({ config, bus, ops, log: forgeLog }));
     const scheme = config.tls ? "grpcs" : "grpc";
     const listenHost = config.gatewayListen.host.includes(":")
       ? `[${config.gatewayListen.host}]`
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
-    api = await buildApi({ config, db, bus, ops, deploys, github }, log, gatewayUrls);
+    api = await buildApi({ config, db, bus, ops, deploys, github, forges }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.apiListen.port;
@@ -159,6 +164,7 @@ export async function serve(
     await api?.close().catch(() => {});
     await gatewayHttp?.close().catch(() => {});
     await github?.processor.close();
+    await forges?.processor.close();
     await deploys.close();
     await gateway?.close().catch(() => {});
     await acks?.flush();

@@ -11,6 +11,8 @@ import { logsRoutes } from "../applications/logs-api.js";
 import { dashboardRoutes } from "../dashboard/static.js";
 import { deploymentsRoutes } from "../deployments/routes.js";
 import { externalDeployRoutes } from "../external-deploy/routes.js";
+import { forgeRoutes } from "../forges/routes.js";
+import { forgeWebhookRoutes } from "../forges/webhook-route.js";
 import { githubRoutes, githubSetupRoutes } from "../github/routes.js";
 import { webhookRoutes } from "../github/webhook-route.js";
 import type { ApiContext } from "../http/context.js";
@@ -60,6 +62,7 @@ export function apiRoutes(
     ...registryCredentialsRoutes(ctx),
     ...deploymentsRoutes(ctx, closing),
     ...githubRoutes(ctx),
+    ...forgeRoutes(ctx),
     ...joinTokensRoutes(ctx),
     ...serverRoutes(ctx),
     ...apiKeysRoutes(ctx),
@@ -81,6 +84,8 @@ export function apiRoutes(
     // The GitHub App: webhooks and the installation's setup page.
     ...webhookRoutes(ctx.github),
     ...githubSetupRoutes(ctx),
+    // GitLab, Gitea and Forgejo: their webhooks, to the connection each names.
+    ...(ctx.forges ? forgeWebhookRoutes(ctx.forges.ctx, () => ctx.forges?.processor.nudge()) : []),
     // The web dashboard's pages (web/dist) under /app/.
     ...dashboardRoutes(ctx),
   ];

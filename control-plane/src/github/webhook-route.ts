@@ -13,49 +13,22 @@
 // the record. A redelivery (same X-GitHub-Delivery) is 202 and does nothing
 // again, and so is a replay: the same body under another delivery id.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { Transform } from "node:stream";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { subjectId } from "../accounts/attempt-limits.js";
-import { countRequest } from "../auth/rate-limit.js";
 import { RcError } from "../errors.js";
 import { type RouteSpec, route } from "../http/route.js";
 import type { Payload } from "./context.js";
 import { recordDelivery, recordReplay } from "./deliveries.js";
 import type { GitHubIntegration } from "./integration.js";
+import { BodySlots, type Reading, admitSender, boundedBody } from "../webhooks/bounded-body.js";
 
 /** GitHub caps webhook payloads at 25 MB. */
 export const WEBHOOK_BODY_LIMIT = 25 * 1024 * 1024;
 /** GitHub gives up on a delivery after 10 s: a body still arriving then is not GitHub's. */
 export const WEBHOOK_BODY_DEADLINE_MS = 10_000;
-/** What a busy answer asks the sender to wait, in seconds. */
-const BUSY_RETRY_AFTER_SECONDS = 5;
 
 const SIGNATURE = /^sha256=([0-9a-f]{64})$/;
 
 const header = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
-
-/** Bodies being read before their signature is known, in this process. */
-class BodySlots {
-  private used = 0;
-  constructor(private readonly max: number) {}
-
-  /** A release function (idempotent), or undefined when every slot is taken. */
-  take(): (() => void) | undefined {
-    if (this.used >= this.max) return undefined;
-    this.used++;
-    let held = true;
-    return () => {
-      if (held) this.used--;
-      held = false;
-    };
-  }
-}
-
-interface Reading {
-  release: () => void;
-  /** The HMAC of the whole body, once it has all arrived. */
-  mac?: Buffer;
-}
 
 export const webhookRoutes = (github: GitHubIntegration | undefined): RouteSpec[] => {
   const slots = new BodySlots(github?.ctx.webhook.concurrentBodies ?? 1);
@@ -66,59 +39,18 @@ export const webhookRoutes = (github: GitHubIntegration | undefined): RouteSpec[
     if (!github) throw new RcError("RC_ERR_GITHUB_UNCONFIGURED");
     if (!SIGNATURE.test(header(req.headers["x-hub-signature-256"]) ?? ""))
       throw new RcError("RC_ERR_WEBHOOK_SIGNATURE");
-    const perIp = github.ctx.webhook.perIpPerMinute;
-    const r = await countRequest(github.ctx.db, subjectId(`github-webhook-ip\n${req.ip}`), 60, perIp);
-    if (!r.allowed) {
-      reply.header("retry-after", String(r.retryAfterSeconds));
-      req.log.warn({ ip: req.ip }, "github webhook: source over its requests a minute");
-      throw new RcError(
-        "RC_ERR_RATE_LIMITED",
-        `more than ${perIp} webhook requests a minute from this address: retry in ${r.retryAfterSeconds} s`,
-      );
-    }
-    const release = slots.take();
-    if (!release) {
-      reply.header("retry-after", String(BUSY_RETRY_AFTER_SECONDS));
-      req.log.warn({ ip: req.ip }, "github webhook: every unverified body slot is taken");
-      throw new RcError("RC_ERR_WEBHOOK_BUSY");
-    }
+    const release = await admitSender(
+      github.ctx.db,
+      req,
+      reply,
+      slots,
+      github.ctx.webhook.perIpPerMinute,
+      "github",
+    );
     const reading: Reading = { release };
     readings.set(req, reading);
-    reply.raw.once("close", release);
     const hmac = createHmac("sha256", github.app.config.webhookSecret);
-    let received = 0;
-    const out = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        hmac.update(chunk);
-        received += chunk.length;
-        // Fastify compares this with Content-Length and the body limit.
-        (out as unknown as { receivedEncodedLength: number }).receivedEncodedLength = received;
-        done(null, chunk);
-      },
-      flush(done) {
-        clearTimeout(deadline);
-        reading.mac = hmac.digest();
-        done();
-      },
-    });
-    const deadline = setTimeout(() => {
-      release();
-      payload.unpipe(out);
-      out.destroy(
-        new RcError(
-          "RC_ERR_BAD_REQUEST",
-          `the body did not arrive within ${WEBHOOK_BODY_DEADLINE_MS / 1000} s (GitHub's own limit)`,
-        ),
-      );
-    }, WEBHOOK_BODY_DEADLINE_MS);
-    out.once("close", () => clearTimeout(deadline));
-    // Answered without reading the body (413 on its Content-Length, say): nothing waits for it now.
-    reply.raw.once("close", () => clearTimeout(deadline));
-    // Fastify stops listening once it has answered; an error after that must not crash the process.
-    out.on("error", () => undefined);
-    payload.once("error", (err) => out.destroy(err));
-    payload.pipe(out);
-    return out;
+    return boundedBody(payload, reply, reading, hmac, WEBHOOK_BODY_DEADLINE_MS, "GitHub's");
   };
 
   return [

@@ -4,6 +4,7 @@ import type { Knex } from "knex";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
 import type { DeployService } from "../deployments/service.js";
+import type { ForgeIntegration } from "../forges/integration.js";
 import type { GitHubIntegration } from "../github/integration.js";
 import type { OperationService } from "../operations/service.js";
 
@@ -15,4 +16,6 @@ export interface ApiContext {
   deploys: DeployService;
   /** The GitHub App integration; undefined when not configured. */
   github?: GitHubIntegration;
+  /** GitLab and Gitea/Forgejo connections' webhooks and statuses; absent in unit tests' processes. */
+  forges?: ForgeIntegration;
 }

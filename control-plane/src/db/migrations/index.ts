@@ -26,6 +26,7 @@ import * as m022people from "./022_people_last_use.js";
 import * as m023servers from "./023_server_presence.js";
 import * as m024push from "./024_application_push_filters.js";
 import * as m025previews from "./025_previews.js";
+import * as m026forges from "./026_forges.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -58,6 +59,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "023_server_presence": m023servers,
   "024_application_push_filters": m024push,
   "025_previews": m025previews,
+  "026_forges": m026forges,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,0 +1,29 @@
+// What the GitLab/Gitea/Forgejo integration needs from the process, built once
+// at boot (serve.ts). Its deploy deadline and webhook bounds are GitHub's
+// settings (RELAYCTL_GITHUB_DEPLOY_TIMEOUT_SECONDS, RELAYCTL_GITHUB_WEBHOOK_*):
+// one set of limits for every forge's pushes.
+import type { Knex } from "knex";
+import type { Logger } from "pino";
+import type { DeployService } from "../deployments/service.js";
+
+export interface ForgeContext {
+  db: Knex;
+  deploys: DeployService;
+  log: Logger;
+  /** RELAYCTL_MASTER_KEY: opens the connections' sealed tokens and secrets. */
+  masterKey: Buffer | undefined;
+  deployTimeoutSeconds: number;
+  webhook: { concurrentBodies: number; perIpPerMinute: number };
+  /** RELAYCTL_PUBLIC_URL: webhook URLs shown to owners, links in commit statuses. */
+  publicUrl: string | undefined;
+}
+
+/** A forge's JSON payload, read field by field with fallbacks. */
+// biome-ignore lint/suspicious/noExplicitAny: payloads of three forges' versions, read defensively
+export type Payload = Record<string, any>;
+
+/** An application's forge link (migration 026). */
+export interface ForgeLink {
+  forge_connection_id?: string | null;
+  forge_project?: string | null;
+}

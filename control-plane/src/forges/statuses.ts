@@ -1,0 +1,116 @@
+// Commit statuses owed to GitLab/Gitea/Forgejo for push deployments, as
+// github/statuses.ts does for GitHub: one context per application
+// (`relayctl/<application name>`), fixed descriptions (a deploy's output never
+// reaches a possibly public forge; the link shows why), the dashboard's page of
+// the deployment as the link. A pass sends each state that changed since the
+// forge was last told; a post that fails is tried again on the next passes, and
+// after MAX_FAILURES the state is given up (logged, without the token): the next
+// state is still sent, and a status never fails a deploy.
+import type { ForgeKind } from "./connections.js";
+import { apiToken, type ConnectionRow } from "./connections.js";
+import type { ForgeContext } from "./context.js";
+import { postStatus } from "./forge-api.js";
+
+const MAX_FAILURES = 3;
+
+interface Owed {
+  deployment_id: string;
+  connection_id: string;
+  project: string;
+  commit_sha: string;
+  reported_state: string | null;
+  failures: number;
+  application_id: string;
+  application_name: string;
+  status: string;
+  stderr: string | null;
+  dispatched_at: number | null;
+}
+
+/** The state in the forge's own words, and a fixed description. */
+export function forgeState(
+  kind: ForgeKind,
+  o: Pick<Owed, "status" | "stderr" | "dispatched_at" | "reported_state">,
+) {
+  const gitlab = kind === "gitlab";
+  // GitLab knows `running`: told once the agent has the job, after `pending` (the commit's first word).
+  if (o.status === "running")
+    return o.dispatched_at !== null && gitlab && o.reported_state !== null
+      ? { state: "running", description: "relayctl is deploying this commit" }
+      : { state: "pending", description: "relayctl is deploying this commit" };
+  if (o.status === "completed") return { state: "success", description: "deployed and serving" };
+  if ((o.stderr ?? "").startsWith("superseded"))
+    return {
+      state: gitlab ? "canceled" : "error",
+      description: "superseded by a newer push before it started",
+    };
+  const failed = gitlab ? "failed" : "failure";
+  if (o.status === "timeout") return { state: failed, description: "the deployment timed out" };
+  return { state: failed, description: "the deployment failed; the link shows why" };
+}
+
+const FINAL = ["success", "failed", "failure", "error", "canceled"];
+
+/** One pass: tells each forge every state that changed. Returns how many were sent. */
+export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promise<number> {
+  if (!ctx.masterKey) return 0;
+  const owed = await ctx
+    .db("forge_commit_statuses as s")
+    .join("deployments as d", "d.id", "s.deployment_id")
+    .join("operations as o", "o.id", "d.operation_id")
+    .join("applications as a", "a.id", "d.application_id")
+    .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
+    .orderBy("s.created_at", "asc")
+    .limit(limit)
+    .select<Owed[]>(
+      "s.deployment_id",
+      "s.connection_id",
+      "s.project",
+      "s.commit_sha",
+      "s.reported_state",
+      "s.failures",
+      "d.application_id",
+      "d.dispatched_at",
+      "a.name as application_name",
+      "o.status",
+      "o.stderr",
+    );
+  let sent = 0;
+  const connections = new Map<string, ConnectionRow | undefined>();
+  for (const o of owed) {
+    if (!connections.has(o.connection_id))
+      connections.set(
+        o.connection_id,
+        await ctx.db("forge_connections").where({ id: o.connection_id }).first(),
+      );
+    const c = connections.get(o.connection_id);
+    if (!c) continue;
+    const next = forgeState(c.kind, o);
+    if (next.state === o.reported_state) continue;
+    const target = ctx.publicUrl
+      ? `${ctx.publicUrl}/app/applications/${o.application_id}/deployments/${o.deployment_id}`
+      : undefined;
+    const row = ctx.db("forge_commit_statuses").where({ deployment_id: o.deployment_id });
+    try {
+      await postStatus(c.kind, c.base_url, apiToken(ctx.masterKey, c), o.project, o.commit_sha, {
+        ...next,
+        context: `relayctl/${o.application_name}`,
+        ...(target ? { target_url: target } : {}),
+      });
+    } catch (err) {
+      const failures = Number(o.failures) + 1;
+      const givenUp = failures >= MAX_FAILURES;
+      ctx.log.warn(
+        { err: (err as Error).message, deployment_id: o.deployment_id, state: next.state, forge: c.kind },
+        givenUp
+          ? "commit status not reported; given up for this state"
+          : "commit status not reported; retried",
+      );
+      await row.update(givenUp ? { reported_state: next.state, failures: 0 } : { failures });
+      continue;
+    }
+    await row.update({ reported_state: next.state, failures: 0 });
+    sent++;
+  }
+  return sent;
+}
