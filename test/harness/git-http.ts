@@ -29,7 +29,7 @@ export interface GitHttpServer {
 }
 
 /** Runs one request through `git http-backend` (RFC 3875 CGI) and relays its answer. */
-function serveCgi(
+export function serveCgi(
   root: string,
   user: string,
   req: IncomingMessage,

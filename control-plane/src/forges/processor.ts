@@ -37,7 +37,7 @@ function kindOf(c: ConnectionRow, event: string): "push" | "review" | undefined 
     return undefined;
   }
   if (event === "push") return "push";
-  if (event === "pull_request") return "review";
+  if (event === "pull_request" || event === "pull_request_sync") return "review";
   return undefined;
 }
 

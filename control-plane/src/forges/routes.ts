@@ -85,13 +85,11 @@ export const forgeRoutes = (ctx: ApiContext): RouteSpec[] => {
           by,
           facts,
         );
-        return reply
-          .status(201)
-          .send({
-            ...presentConnection(row, publicUrl),
-            webhook_secret: secret,
-            ...(warning ? { warning } : {}),
-          });
+        return reply.status(201).send({
+          ...presentConnection(row, publicUrl),
+          webhook_secret: secret,
+          ...(warning ? { warning } : {}),
+        });
       },
     }),
     route({

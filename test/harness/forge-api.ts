@@ -1,0 +1,158 @@
+// A stand-in GitLab or Gitea/Forgejo for the forge tests: one local HTTP server
+// that answers the documented commit-status APIs and, on every other path,
+// serves the repositories under `root` over git's smart HTTP (git-http.ts's
+// CGI), as the forge serves `<base>/<group>/<repo>.git`. It accepts only the
+// project token it was given, the way each forge takes it:
+//   GitLab  POST /api/v4/projects/{id or url-encoded path}/statuses/{sha}, PRIVATE-TOKEN
+//           GET  /api/v4/projects/{id}: path_with_namespace, http_url_to_repo
+//   Gitea   POST /api/v1/repos/{owner}/{repo}/statuses/{sha}, Authorization: token …
+//   git     Basic auth with the token as the password (any user name)
+// Every status posted is recorded (with the token it came with) for the test to read.
+import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
+import { onCleanup } from "./cleanup";
+import { type GitHttpRequest, serveCgi } from "./git-http";
+
+export interface PostedStatus {
+  project: string;
+  sha: string;
+  token: string | undefined;
+  /** GitLab's `name` or Gitea's `context`. */
+  context: string;
+  state: string;
+  description: string;
+  target_url: string | undefined;
+}
+
+export interface ForgeStandIn {
+  url: string;
+  statuses: PostedStatus[];
+  /** Git requests, with whether their credentials were right. */
+  gitRequests: GitHttpRequest[];
+  /** GitLab numeric project ids the API answers for. */
+  projectIds: Map<number, string>;
+  /** The next n status posts are answered 503 (a forge having a bad moment). */
+  failStatuses(n: number): void;
+}
+
+const readBody = (req: IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    let s = "";
+    req.setEncoding("utf8");
+    req.on("data", (c: string) => {
+      s += c;
+    });
+    req.on("end", () => resolve(s));
+    req.on("error", reject);
+  });
+
+const json = (res: ServerResponse, status: number, body: unknown) => {
+  res.writeHead(status, { "content-type": "application/json" });
+  res.end(JSON.stringify(body));
+};
+
+export async function startForgeStandIn(
+  kind: "gitlab" | "gitea",
+  root: string,
+  token: string,
+): Promise<ForgeStandIn> {
+  const statuses: PostedStatus[] = [];
+  const gitRequests: GitHttpRequest[] = [];
+  const projectIds = new Map<number, string>();
+  let failing = 0;
+  let url = "";
+
+  const statusRoute =
+    kind === "gitlab"
+      ? /^\/api\/v4\/projects\/([^/]+)\/statuses\/([0-9a-f]{40})$/
+      : /^\/api\/v1\/repos\/([^/]+)\/([^/]+)\/statuses\/([0-9a-f]{40})$/;
+
+  const api = async (req: IncomingMessage, res: ServerResponse, path: string) => {
+    const given =
+      kind === "gitlab"
+        ? (req.headers["private-token"] as string | undefined)
+        : /^token (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+    if (given !== token) return json(res, 401, { message: "401 Unauthorized" });
+    const project = kind === "gitlab" ? /^\/api\/v4\/projects\/(\d+)$/.exec(path) : null;
+    if (req.method === "GET" && project) {
+      const p = projectIds.get(Number(project[1]));
+      if (!p) return json(res, 404, { message: "404 Project Not Found" });
+      return json(res, 200, {
+        id: Number(project[1]),
+        path_with_namespace: p,
+        http_url_to_repo: `${url}/${p}.git`,
+      });
+    }
+    const m = statusRoute.exec(path);
+    if (req.method !== "POST" || !m) return json(res, 404, { message: "404 Not Found" });
+    const body = JSON.parse((await readBody(req)) || "{}") as Record<string, string>;
+    if (failing > 0) {
+      failing--;
+      return json(res, 503, { message: "busy" });
+    }
+    const s: PostedStatus = {
+      project: kind === "gitlab" ? decodeURIComponent(m[1]!) : `${m[1]}/${m[2]}`,
+      sha: kind === "gitlab" ? m[2]! : m[3]!,
+      token: given,
+      context: (kind === "gitlab" ? body.name : body.context) ?? "",
+      state: body.state ?? "",
+      description: body.description ?? "",
+      target_url: body.target_url,
+    };
+    statuses.push(s);
+    return json(res, 201, { id: statuses.length, ...body });
+  };
+
+  const authorized = (req: IncomingMessage) => {
+    const m = /^Basic (.+)$/.exec(req.headers.authorization ?? "");
+    if (!m) return false;
+    const text = Buffer.from(m[1]!, "base64").toString("utf8");
+    return text.slice(text.indexOf(":") + 1) === token;
+  };
+
+  const server = createServer((req, res) => {
+    const path = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
+    if (path.startsWith("/api/")) {
+      api(req, res, path).catch((err: Error) => json(res, 500, { message: err.message }));
+      return;
+    }
+    const ok = authorized(req);
+    const log: GitHttpRequest = {
+      method: req.method ?? "",
+      path: req.url ?? "",
+      headers: req.headers,
+      authorized: ok,
+      status: 401,
+    };
+    gitRequests.push(log);
+    if (!ok) {
+      req.resume();
+      res.writeHead(401, { "www-authenticate": 'Basic realm="forge"', "content-type": "text/plain" });
+      res.end("authentication required\n");
+      return;
+    }
+    serveCgi(root, "oauth2", req, res, log);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve());
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error("forge stand-in: no port");
+  url = `http://127.0.0.1:${address.port}`;
+  onCleanup(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return {
+    url,
+    statuses,
+    gitRequests,
+    projectIds,
+    failStatuses: (n) => {
+      failing = n;
+    },
+  };
+}
