@@ -40,6 +40,11 @@ export const ERRORS = {
     status: 409,
     detail: "the application has no release before the live one to roll back to",
   },
+  RC_ERR_ROLLOUT_RUNNING: {
+    status: 409,
+    detail: "a rollout of this application is running: wait for it to finish",
+  },
+  RC_ERR_ROLLOUT_NOT_FOUND: { status: 404, detail: "rollout not found" },
   RC_ERR_APPLICATION_NAME_TAKEN: { status: 409, detail: "an application with this name already exists" },
   RC_ERR_FQDN_TAKEN: {
     status: 409,

@@ -6,6 +6,7 @@ import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
 import { buildApi } from "./api/app.js";
 import { DeployService } from "./deployments/service.js";
+import { RolloutService } from "./fleets/rollouts.js";
 import { type ForgeIntegration, startForges } from "./forges/integration.js";
 import { previewReviews } from "./forges/reviews.js";
 import { type GitHubIntegration, startGitHub } from "./github/integration.js";
@@ -73,6 +74,7 @@ export async function serve(
     config.leaseMs,
     config.appsUrl,
   );
+  const rollouts = new RolloutService(db, bus, ops, deploys, log.child({ component: "rollouts" }));
 
   let gateway: GatewayServer | undefined;
   let acks: AckWriter | undefined;
@@ -149,7 +151,7 @@ export async function serve(
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
-    api = await buildApi({ config, db, bus, ops, deploys, github, forges }, log, gatewayUrls);
+    api = await buildApi({ config, db, bus, ops, deploys, rollouts, github, forges }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
     const port = typeof addr === "object" && addr ? addr.port : config.apiListen.port;
@@ -165,6 +167,8 @@ export async function serve(
     await gatewayHttp?.close().catch(() => {});
     await github?.processor.close();
     await forges?.processor.close();
+    // Rollouts first: a stopping rollout starts no new deployment.
+    await rollouts.close();
     await deploys.close();
     await gateway?.close().catch(() => {});
     await acks?.flush();

@@ -9,7 +9,7 @@ import { bootStart } from "../containers/boot-start.js";
 import { ContainerWatcher } from "../containers/watcher.js";
 import { type AgentConfig, ConfigError, gatewayList, loadConfig } from "../config.js";
 import { readAgentFile } from "../enrollment/agent-file.js";
-import { EnrollError, enroll } from "../enrollment/enroll.js";
+import { EnrollError, enroll, parseLabels } from "../enrollment/enroll.js";
 import { EngineMonitor } from "../engine/engine-monitor.js";
 import { Dispatcher } from "../jobs/dispatcher.js";
 import { ProxyMonitor } from "../proxy-status/proxy-monitor.js";
@@ -33,10 +33,22 @@ function config(): AgentConfig {
   }
 }
 
-async function runEnroll(opts: { url: string; token: string; stateDir?: string }): Promise<void> {
+async function runEnroll(opts: {
+  url: string;
+  token: string;
+  stateDir?: string;
+  label: string[];
+}): Promise<void> {
   const stateDir = opts.stateDir ?? config().stateDir;
   try {
-    const file = await enroll({ url: opts.url, token: opts.token, stateDir, agentVersion: AGENT_VERSION });
+    const labels = parseLabels(opts.label);
+    const file = await enroll({
+      url: opts.url,
+      token: opts.token,
+      stateDir,
+      agentVersion: AGENT_VERSION,
+      labels,
+    });
     process.stdout.write(`${JSON.stringify({ server_id: file.server_id, server_name: file.server_name })}\n`);
   } catch (err) {
     fail(`enroll: ${(err as Error).message}`, 1);
@@ -141,6 +153,12 @@ program
   .option(
     "--state-dir <dir>",
     "state directory (default: RELAYCTL_AGENT_STATE_DIR or /var/lib/relayctl-agent)",
+  )
+  .option(
+    "--label <key=value>",
+    "a server label for fleet placement (repeatable); the control plane checks the syntax",
+    (v: string, all: string[]) => [...all, v],
+    [] as string[],
   )
   .action(runEnroll);
 

@@ -16,6 +16,19 @@ export interface EnrollOptions {
   token: string;
   stateDir: string;
   agentVersion: string;
+  /** Server labels (`--label k=v`), sent with the enrollment; the control plane validates them. */
+  labels?: Record<string, string>;
+}
+
+/** `k=v` arguments as labels; a missing `=` is the user's mistake, said here. */
+export function parseLabels(args: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const a of args) {
+    const i = a.indexOf("=");
+    if (i <= 0) throw new EnrollError(`--label '${a}' is not key=value`);
+    out[a.slice(0, i)] = a.slice(i + 1);
+  }
+  return out;
 }
 
 /** An enrollment the control plane refused, or could not be reached for. The message is for the user. */
@@ -34,6 +47,7 @@ export async function enroll(options: EnrollOptions): Promise<AgentFile> {
         join_token: options.token,
         hostname: hostname(),
         agent_version: options.agentVersion,
+        ...(options.labels && Object.keys(options.labels).length > 0 ? { labels: options.labels } : {}),
       }),
       signal: AbortSignal.timeout(30_000),
     });

@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { enrollAgent } from "../auth/agent-credentials.js";
 import { enrolled } from "../http/answers.js";
+import { labelsSchema } from "../fleets/labels.js";
 import type { ApiContext } from "../http/context.js";
 import { type RouteSpec, route } from "../http/route.js";
 
@@ -13,6 +14,8 @@ const bodySchema = z.object({
   join_token: z.string().min(1).max(256),
   hostname: z.string().max(255).optional(),
   agent_version: z.string().max(64).optional(),
+  /** `relayctl-agent enroll --label k=v` (fleets/labels.ts). */
+  labels: labelsSchema.optional(),
 });
 
 export const enrollRoutes = (ctx: ApiContext, gatewayUrls: () => string[]): RouteSpec[] => [
@@ -24,8 +27,8 @@ export const enrollRoutes = (ctx: ApiContext, gatewayUrls: () => string[]): Rout
     schema: { body: bodySchema },
     responses: { 201: enrolled },
     handler: async (req, reply) => {
-      const { join_token: token, hostname, agent_version } = req.body;
-      const enrolled = await enrollAgent(ctx.db, { token, hostname, agent_version, ip: req.ip });
+      const { join_token: token, hostname, agent_version, labels } = req.body;
+      const enrolled = await enrollAgent(ctx.db, { token, hostname, agent_version, labels, ip: req.ip });
       return reply.status(201).send({ ...enrolled, gateway_urls: gatewayUrls() });
     },
   }),

@@ -29,6 +29,7 @@ import { openApiRoutes } from "../observability/openapi.js";
 import { providerBindingRoutes } from "../reboot/bindings-api.js";
 import { registryCredentialsRoutes } from "../registry/credentials-api.js";
 import { serverRoutes } from "../servers/routes.js";
+import { fleetRoutes } from "../fleets/routes.js";
 import { enrollRoutes } from "./agent-enroll.js";
 import { automationRoutes } from "./automation/index.js";
 import { activityRoutes } from "./management/activity.js";
@@ -65,6 +66,7 @@ export function apiRoutes(
     ...forgeRoutes(ctx),
     ...joinTokensRoutes(ctx),
     ...serverRoutes(ctx),
+    ...fleetRoutes(ctx),
     ...apiKeysRoutes(ctx),
     ...activityRoutes(ctx),
     // External deploy: route sync for pipelines that start their own containers.

@@ -40,6 +40,8 @@ import {
   watchPathsSchema,
 } from "./source.js";
 import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
+import { placementSchema } from "../fleets/placement.js";
+import { strategySchema } from "../fleets/strategy.js";
 import { removePreviewsOf } from "../previews/service.js";
 import { previewSettingsSchema } from "../previews/settings.js";
 
@@ -67,6 +69,10 @@ const fields = {
   watch_paths: watchPathsSchema.nullable().optional(),
   /** Retention: how many newest releases keep their image on the server for a rollback. */
   keep_releases: z.int().min(KEEP_RELEASES.min).max(KEEP_RELEASES.max).optional(),
+  /** Fleets (fleets/placement.ts, docs/fleets.md): the servers it runs on; null: server_id alone. */
+  placement: placementSchema.optional(),
+  /** Fleets: the default strategy of its rollouts (fleets/strategy.ts). */
+  rollout_strategy: strategySchema.nullable().optional(),
   /** Preview environments of pull requests and the API (previews/settings.ts, docs/previews.md). */
   previews: previewSettingsSchema.optional(),
 };

@@ -12,6 +12,8 @@ import { iso } from "../lib/time.js";
 import type { AppsUrl } from "./app-url.js";
 import { checkDefaultHost } from "./hosts.js";
 import { compileFqdns } from "./validate.js";
+import { type FleetColumns, type FleetInput, fleetColumns, presentFleet } from "../fleets/app-fields.js";
+import { fleetApplicationIdsOn } from "../fleets/placement.js";
 import { type PreviewSettingsInput, mergePreviewSettings, previewSettings } from "../previews/settings.js";
 import { isUuid } from "../http/validation.js";
 import { seal } from "../registry/crypto.js";
@@ -26,7 +28,7 @@ import {
   parseBuild,
 } from "./source.js";
 
-export interface ApplicationRow {
+export interface ApplicationRow extends FleetColumns {
   id: string;
   tenant_id: string;
   server_id: string;
@@ -62,7 +64,7 @@ export interface ApplicationRow {
   updated_at: number;
 }
 
-export interface ApplicationInput {
+export interface ApplicationInput extends FleetInput {
   name?: string;
   server_id?: string;
   linked_container_name?: string;
@@ -109,6 +111,7 @@ export function presentApplication(row: ApplicationRow, serverName?: string) {
     deploy_tags: row.deploy_tags ?? null,
     watch_paths: row.watch_paths ? (JSON.parse(row.watch_paths) as string[]) : null,
     keep_releases: Number(row.keep_releases ?? KEEP_RELEASES.default),
+    ...presentFleet(row),
     previews: previewSettings(row.previews),
     preview_of: row.preview_of ?? null,
     created_at: iso(row.created_at),
@@ -260,6 +263,7 @@ async function sourceColumns(
   if (input.watch_paths !== undefined)
     out.watch_paths = input.watch_paths === null ? null : JSON.stringify(input.watch_paths);
   if (input.keep_releases !== undefined) out.keep_releases = input.keep_releases;
+  Object.assign(out, await fleetColumns(db, tenantId, input));
   if (input.previews !== undefined) {
     if (before?.preview_of)
       throw new RcError("RC_ERR_VALIDATION", "previews: a preview has no previews of its own");
@@ -403,8 +407,8 @@ export async function deleteApplication(
   return row;
 }
 
-/** Ids of the applications that exist on a server (the agent prunes routes of any other). */
+/** Ids of the applications that exist on a server, a fleet's too (the agent prunes routes of any other). */
 export async function applicationIdsOfServer(db: Knex, serverId: string): Promise<string[]> {
   const rows = await db("applications").where({ server_id: serverId }).select<{ id: string }[]>("id");
-  return rows.map((r) => r.id);
+  return [...rows.map((r) => r.id), ...(await fleetApplicationIdsOn(db, serverId))];
 }

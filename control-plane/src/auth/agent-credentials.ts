@@ -7,6 +7,7 @@ import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
 import { RcError } from "../errors.js";
 import { mintToken, sha256Hex } from "../lib/secrets.js";
+import { labelsColumn } from "../fleets/labels.js";
 import type { AuditActor } from "./automation-key-service.js";
 
 interface JoinRow {
@@ -61,6 +62,8 @@ export interface EnrollInput {
   token: string;
   hostname?: string;
   agent_version?: string;
+  /** Server labels given at enrollment; absent or empty keeps the server's. */
+  labels?: Record<string, string>;
   ip: string;
 }
 
@@ -92,6 +95,8 @@ export async function enrollAgent(db: Knex, input: EnrollInput) {
       agent_credential_hash: sha256Hex(credential),
       hostname: hostname ?? null,
       agent_version: agent_version ?? null,
+      // Labels given at enrollment (fleets/labels.ts) replace the server's; none keeps them.
+      ...(input.labels && Object.keys(input.labels).length > 0 ? { labels: labelsColumn(input.labels) } : {}),
     };
     // A removed server (servers/removal.ts) enrolled again is listed again, with its history.
     if (existing)
@@ -111,7 +116,13 @@ export async function enrollAgent(db: Knex, input: EnrollInput) {
       tenantId: jt.tenant_id,
       eventType: "agent.enrolled",
       serverId: id,
-      payload: { server_id: id, server_name: jt.server_name, hostname: hostname ?? null, ip: input.ip },
+      payload: {
+        server_id: id,
+        server_name: jt.server_name,
+        hostname: hostname ?? null,
+        ip: input.ip,
+        ...(input.labels ? { labels: input.labels } : {}),
+      },
     });
     return { id, name: jt.server_name };
   });

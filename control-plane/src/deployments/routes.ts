@@ -35,6 +35,9 @@ import { RcError } from "../errors.js";
 import { LiveLogs } from "./live-log.js";
 import { type RollbackTarget, listReleases, rollbackTarget } from "./releases.js";
 import { getDeployment, listDeployments } from "./view.js";
+import { fleetTargets, noStrategy, startRollout } from "../fleets/deploy.js";
+import type { RolloutRequest } from "../fleets/rollouts.js";
+import { type StrategyInput, strategySchema } from "../fleets/strategy.js";
 
 const appParams = z.object({ tenant_id: z.string(), application_id: z.string() });
 const deploymentParams = appParams.extend({ deployment_id: z.string() });
@@ -46,6 +49,7 @@ const deployBody = z
     env_overrides: envSchema.optional(),
     timeout_seconds: deployTimeoutSchema.optional(),
     run_id: runIdSchema.optional(),
+    strategy: strategySchema.optional(),
   })
   .optional();
 const rollbackBody = z
@@ -92,14 +96,15 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
       timeoutSeconds?: number;
       runId?: string;
       rollback?: RollbackTarget;
+      /** A rollback whose target is chosen after the fleet check (a fleet's is per server). */
+      rollbackOf?: boolean;
+      release?: string;
+      strategy?: StrategyInput;
     },
   ) => {
-    const server = await ctx.db("servers").where({ id: application.server_id }).first("id", "name");
     const p = req.principal;
-    const d = await ctx.deploys.request({
+    const base: RolloutRequest["base"] = {
       tenantId: application.tenant_id,
-      app: application,
-      server: { id: server.id, name: server.name },
       commitRef: o.commitRef,
       envOverrides: o.envOverrides,
       timeoutSeconds: o.timeoutSeconds ?? DEPLOY_TIMEOUT.default,
@@ -112,7 +117,22 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
         : { type: "api_key", id: p.keyId, name: p.keyName },
       keyId: null,
       audit: { ...actorOf(req), run_id: o.runId ?? null },
-      rollback: o.rollback,
+    };
+    // A fleet application (fleets/deploy.ts) rolls out over its servers.
+    const fleet = await fleetTargets(ctx, p, application);
+    if (fleet) {
+      const kind = o.rollback || o.rollbackOf ? ("rollback" as const) : ("deploy" as const);
+      return startRollout(ctx, application, fleet, { kind, base, strategy: o.strategy, release: o.release });
+    }
+    noStrategy(o.strategy);
+    const server = await ctx.db("servers").where({ id: application.server_id }).first("id", "name");
+    const rollback =
+      o.rollback ?? (o.rollbackOf ? await rollbackTarget(ctx.db, application, o.release) : undefined);
+    const d = await ctx.deploys.request({
+      ...base,
+      app: application,
+      server: { id: server.id, name: server.name },
+      rollback,
     });
     return { operation_id: d.operationId, status: "running" as const, deployment_id: d.deploymentId };
   };
@@ -148,6 +168,7 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
           envOverrides: body.env_overrides ?? {},
           timeoutSeconds: body.timeout_seconds,
           runId: body.run_id,
+          strategy: body.strategy,
         });
         return reply.status(202).send(d);
       },
@@ -163,12 +184,12 @@ export const deploymentsRoutes = (ctx: ApiContext, closing: AbortSignal): RouteS
       handler: async (req, reply) => {
         const application = await scoped(req, req.params);
         const body = req.body ?? {};
-        const rollback = await rollbackTarget(ctx.db, application, body.release);
         const d = await start(req, application, {
           envOverrides: {},
           timeoutSeconds: body.timeout_seconds,
           runId: body.run_id,
-          rollback,
+          rollbackOf: true,
+          release: body.release,
         });
         return reply.status(202).send(d);
       },

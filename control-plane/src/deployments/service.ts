@@ -1,9 +1,10 @@
 // Starting a deployment and seeing it onto its agent. A request records the
 // operation (type `deploy`), its audit event and the deployment row in one
 // transaction, answers at once, and leaves a driver here to:
-//   1. wait for its turn: deployments of one application run one at a time, in
-//      request order (deployments.seq), so it waits for every earlier one of
-//      the application to finish;
+//   1. wait for its turn: deployments of one application on one server run one
+//      at a time, in request order (deployments.seq), so it waits for every
+//      earlier one of the application on that server to finish (a fleet's
+//      rollout, fleets/rollouts.ts, runs one per server at once);
 //   2. hand the job to the agent, waiting for the agent to connect when it is
 //      not (a deploy waits until its deadline; exec and the others refuse);
 //   3. then the agent runs it and its result finishes the operation like any
@@ -293,13 +294,16 @@ export class DeployService {
       await recordQueueLine(this.db, deploymentId, seq, status, text);
       this.bus.publishProgress(operationId);
     };
-    const mine = await this.db("deployments").where({ id: deploymentId }).first<{ seq: number }>("seq");
+    const mine = await this.db("deployments")
+      .where({ id: deploymentId })
+      .first<{ seq: number; server_id: string }>("seq", "server_id");
     const since = Date.now();
     let waitedFor: string | undefined;
     for (;;) {
       const earlier = await this.db("deployments as d")
         .join("operations as o", "o.id", "d.operation_id")
-        .where({ "d.application_id": applicationId, "o.status": "running" })
+        // Per server: a fleet's rollout runs one deployment on each of its servers at once.
+        .where({ "d.application_id": applicationId, "d.server_id": mine!.server_id, "o.status": "running" })
         .andWhere("d.seq", "<", Number(mine!.seq))
         .orderBy("d.seq", "desc")
         .first<{ operation_id: string; id: string } | undefined>("d.operation_id", "d.id");

@@ -259,6 +259,9 @@ export const server = o({
     .nullable()
     .describe("the container engine the agent last reported; null when it never did"),
   proxy: serverProxy.nullable().describe("the reverse proxy the agent last reported; null when it never did"),
+  labels: z
+    .record(z.string(), z.string())
+    .describe("k=v labels an application's placement selects by (fleets)"),
 }).meta({ id: "Server" });
 
 export const registryCredential = o({
@@ -274,6 +277,11 @@ export const deployStarted = o({
   operation_id: uuid,
   status: z.literal("running"),
   deployment_id: uuid,
+  rollout_id: uuid
+    .optional()
+    .describe(
+      "a fleet application's rollout (its operation completes with the rollout; deployment_id is the first server's)",
+    ),
 }).meta({
   id: "DeploymentStarted",
 });

@@ -7,6 +7,7 @@ import type { JobBus } from "../bus/job-bus.js";
 import { RcError } from "../errors.js";
 import { placeholders, runStatement } from "../db/statement.js";
 import { Coalescer } from "../lib/coalescer.js";
+import { labelsOf } from "../fleets/labels.js";
 
 export interface ServerRef {
   id: string;
@@ -29,6 +30,7 @@ const SERVER_COLUMNS = [
   "proxy_kind",
   "proxy_ok",
   "proxy_detail",
+  "labels",
 ];
 
 const isoOf = (ms: unknown) => (ms === null || ms === undefined ? null : new Date(Number(ms)).toISOString());
@@ -52,6 +54,7 @@ export function presentServer(r: Record<string, unknown>, connected: boolean) {
     created_at: isoOf(r.created_at),
     engine: engineOf(r),
     proxy: proxyOf(r),
+    labels: labelsOf(r.labels),
   };
 }
 

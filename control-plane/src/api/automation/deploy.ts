@@ -10,6 +10,10 @@
 // unknown or another tenant's application (or release), 403 when its server is
 // outside the key's scope, 409 for a rollback whose image is no longer kept
 // (or with no release before the live one).
+// A fleet application (one with a placement, docs/fleets.md) is deployed or
+// rolled back as a rollout: 202 adds rollout_id, deployment_id is the first
+// server's and the operation completes when the rollout does; 403 when any of
+// its servers is outside the key's scope; 409 while a rollout of it runs.
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 
@@ -23,6 +27,9 @@ import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { envSchema, runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "../../servers/servers.js";
+import { fleetTargets, noStrategy, startRollout } from "../../fleets/deploy.js";
+import { strategySchema } from "../../fleets/strategy.js";
+import type { RolloutRequest } from "../../fleets/rollouts.js";
 
 const bodySchema = z.strictObject({
   application_id: uuidSchema,
@@ -31,6 +38,7 @@ const bodySchema = z.strictObject({
   timeout_seconds: deployTimeoutSchema.optional(),
   run_id: runIdSchema.optional(),
   run_context: runContextSchema.optional(),
+  strategy: strategySchema.optional(),
 });
 
 /** What both routes' bodies share. */
@@ -39,6 +47,9 @@ interface Common {
   timeout_seconds?: number;
   run_id?: string;
   run_context?: Record<string, string>;
+  /** A fleet's rollout: over the application's rollout_strategy. */
+  strategy?: z.infer<typeof strategySchema>;
+  release?: string;
 }
 
 export const deployRoutes = (ctx: ApiContext): RouteSpec[] => {
@@ -54,13 +65,9 @@ export const deployRoutes = (ctx: ApiContext): RouteSpec[] => {
   ) => {
     const p = req.principal;
     const application = await getApplication(ctx.db, p.tenantId, body.application_id);
-    const server = await findServer(ctx.db, p, application.server_id);
-    const rollback = await what.rollback?.(application);
     const runId = body.run_id ?? null;
-    const d = await ctx.deploys.request({
+    const base: RolloutRequest["base"] = {
       tenantId: p.tenantId,
-      app: application,
-      server,
       commitRef: what.commitRef,
       envOverrides: what.envOverrides,
       timeoutSeconds: body.timeout_seconds ?? DEPLOY_TIMEOUT.default,
@@ -79,8 +86,21 @@ export const deployRoutes = (ctx: ApiContext): RouteSpec[] => {
         run_context: body.run_context ?? null,
         ...viaOf(req),
       },
-      rollback,
-    });
+    };
+    const fleet = await fleetTargets(ctx, p, application);
+    if (fleet) {
+      const kind = what.rollback ? ("rollback" as const) : ("deploy" as const);
+      return startRollout(ctx, application, fleet, {
+        kind,
+        base,
+        strategy: body.strategy,
+        release: body.release,
+      });
+    }
+    noStrategy(body.strategy);
+    const server = await findServer(ctx.db, p, application.server_id);
+    const rollback = await what.rollback?.(application);
+    const d = await ctx.deploys.request({ ...base, app: application, server, rollback });
     return { operation_id: d.operationId, status: "running" as const, deployment_id: d.deploymentId };
   };
 

@@ -27,6 +27,7 @@ import * as m023servers from "./023_server_presence.js";
 import * as m024push from "./024_application_push_filters.js";
 import * as m025previews from "./025_previews.js";
 import * as m026forges from "./026_forges.js";
+import * as m027fleets from "./027_fleets.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -60,6 +61,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "024_application_push_filters": m024push,
   "025_previews": m025previews,
   "026_forges": m026forges,
+  "027_fleets": m027fleets,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

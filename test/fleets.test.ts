@@ -1,0 +1,193 @@
+// Fleets (issue 33): one application on three real servers, each with its own
+// agent, podman store and Caddy (harness/fleet-stack.ts), placed by a label
+// selector and deployed as a rollout through the Automation API. Kept to a few
+// deploys: each costs seconds of CPU.
+//   - a key scoped to two of the three servers gets 403 for the whole rollout;
+//   - all three succeed: each server's own Caddy serves the new version;
+//   - one server's health check fails with max_failures=0: the rollout halts,
+//     the one already switched goes back to its previous release with no failed
+//     request there, the one after is left untouched;
+//   - a label change moves the placement at the next deploy, and an offline
+//     server there with max_failures=1 ends the rollout succeeded with one failed
+//     (a second rollout meanwhile is a 409).
+import { join } from "node:path";
+import test from "ava";
+import { describe } from "./harness/assertions";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { type App, type AppFields, type DeployStack, startDeployStack } from "./harness/deploy-stack";
+import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
+import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { type ApiResponse, api } from "./harness/http";
+import { proxyGet } from "./harness/proxy-client";
+import { startTraffic } from "./harness/traffic";
+import { writeFileSync, mkdirSync } from "node:fs";
+
+let s: DeployStack;
+let repo: AppRepo;
+let app: App;
+let a: FleetServer;
+let b: FleetServer;
+let c: FleetServer;
+const tag = `f${Math.random().toString(36).slice(2, 7)}`;
+
+interface RolloutServer {
+  server_name: string;
+  state: string;
+  failed_step: string | null;
+  detail: string | null;
+  deployment_id: string | null;
+  rollback_deployment_id: string | null;
+}
+interface Rollout {
+  rollout_id: string;
+  status: string;
+  servers: RolloutServer[];
+}
+
+test.before(async () => {
+  repo = await createAppRepo({ first: "1" });
+  s = await startDeployStack();
+  // Names sort a, b, c: a selector's servers are deployed by name.
+  [a, b] = await Promise.all([
+    addFleetServer(s, `${tag}-a`, { tier: "web" }),
+    addFleetServer(s, `${tag}-b`, { tier: "web" }),
+  ]);
+  c = await addFleetServer(s, `${tag}-c`, { tier: "web", zone: "c" });
+  const fields = {
+    server_id: a.id,
+    health_check_timeout_seconds: 4,
+    placement: { selector: "tier=web" },
+  } as AppFields;
+  app = await s.createApp(fields, repo);
+});
+test.after.always(cleanupAll);
+
+async function rollout(id: string): Promise<Rollout> {
+  const res = await s.manage(`/applications/${app.id}/rollouts/${id}`);
+  if (res.status !== 200) throw new Error(`GET rollout: ${describe(res)}`);
+  return res.json as unknown as Rollout;
+}
+
+/** Deploys through the Automation API, waits for the rollout's operation; its final rollout. */
+async function rollOut(body: Record<string, unknown>, timeoutMs = 240_000) {
+  const started = await s.deploy(app.id, body);
+  if (started.status !== 202) throw new Error(`POST /deploy: ${describe(started)}`);
+  const op = await s.waitOperation(String(started.json.operation_id), timeoutMs);
+  return { started, op, rollout: await rollout(String(started.json.rollout_id)) };
+}
+
+const states = (r: Rollout) => Object.fromEntries(r.servers.map((x) => [x.server_name, x.state]));
+const bodyAt = async (srv: FleetServer) => (await proxyGet(srv.proxyPort, app.fqdn)).body;
+
+test.serial("fleets - enrollment labels and the labels API show on the servers", async (t) => {
+  const res = await s.manage(`/servers/${c.id}`);
+  t.deepEqual(res.json.labels, { tier: "web", zone: "c" }, describe(res));
+  const bad = await s.manage(`/servers/${c.id}/labels`, { method: "PUT", body: { labels: { "-x": "1" } } });
+  t.is(bad.status, 422, describe(bad));
+  const list = await s.manage("/servers");
+  const mine = (list.json.servers as { name: string; labels: Record<string, string> }[]).filter((x) =>
+    x.name.startsWith(tag),
+  );
+  t.deepEqual(
+    mine.map((x) => x.labels.tier),
+    ["web", "web", "web"],
+  );
+});
+
+test.serial("fleets - a key scoped to two of the three servers gets 403 for the whole rollout", async (t) => {
+  const created = await s.manage("/automation-keys", {
+    body: { name: `two-of-three-${tag}`, servers: [a.id, b.id] },
+  });
+  t.is(created.status, 201, describe(created));
+  const res = await api(s.c, "/deploy", { body: { application_id: app.id }, key: String(created.json.key) });
+  t.is(res.status, 403, describe(res));
+  t.regex(String(res.json.detail), new RegExp(`'${tag}-c'`));
+  const list = await s.manage(`/applications/${app.id}/rollouts`);
+  t.deepEqual(list.json.rollouts, [], "nothing was started");
+});
+
+test.serial(
+  "fleets - a rollout over three servers: each server's own Caddy serves the new version",
+  async (t) => {
+    const { started, op, rollout: r } = await rollOut({ strategy: { max_parallel: 2 } });
+    t.truthy(started.json.deployment_id);
+    t.like(op.json, { status: "completed" }, describe(op));
+    t.is(r.status, "succeeded");
+    t.deepEqual(states(r), { [a.name]: "succeeded", [b.name]: "succeeded", [c.name]: "succeeded" });
+    t.is(
+      r.servers[0]!.deployment_id,
+      started.json.deployment_id as string,
+      "deployment_id is the first server's",
+    );
+    for (const srv of [a, b, c]) t.is(await bodyAt(srv), "version 1", srv.name);
+    // Each server's deployment is in the history, grouped by the rollout's run.
+    const ops = await Promise.all(
+      r.servers.map((x) => s.deployment(app.id, x.deployment_id!).then((d: ApiResponse) => d.status)),
+    );
+    t.deepEqual(ops, [200, 200, 200]);
+  },
+);
+
+test.serial(
+  "fleets - a failed health check with max_failures=0 halts: the switched server goes back with no failed request, the rest untouched",
+  async (t) => {
+    await repo.commitVersion("2");
+    // Server b's base image is broken (its httpd never answers): the same commit fails its health check there only.
+    const ctx = makeTempDir("bad-base");
+    mkdirSync(ctx, { recursive: true });
+    writeFileSync(
+      join(ctx, "Containerfile"),
+      'FROM localhost/relayctl-test-busybox:1\nRUN rm /bin/httpd && printf "#!/bin/sh\\nexec sleep 2147483647\\n" > /bin/httpd && chmod +x /bin/httpd\n',
+    );
+    await b.podman(["build", "-q", "-t", "localhost/relayctl-test-busybox:1", ctx]);
+    t.teardown(() => b.podman(["rmi", "-f", "localhost/relayctl-test-busybox:1"]).then(() => {}));
+
+    const traffic = startTraffic(a.proxyPort, app.fqdn);
+    const { op, rollout: r } = await rollOut({ strategy: { max_parallel: 1, max_failures: 0 } });
+    const report = await traffic.stop();
+    t.like(op.json, { status: "failed" }, describe(op));
+    t.is(r.status, "halted");
+    t.deepEqual(states(r), { [a.name]: "rolled_back", [b.name]: "failed", [c.name]: "skipped" });
+    t.is(r.servers[1]!.failed_step, "health_check", JSON.stringify(r.servers[1]));
+    t.regex(
+      String((op.json.result as { stderr: string }).stderr),
+      new RegExp(`server '${b.name}' failed at step health_check`),
+    );
+    t.is(await bodyAt(a), "version 1", "a went back to its previous release");
+    t.is(await bodyAt(b), "version 1", "b's old version kept serving");
+    t.is(await bodyAt(c), "version 1", "c was never touched");
+    t.deepEqual(report.failures, [], `${report.failed} of ${report.total} requests to a failed`);
+    // Bodies in the order first answered: a served version 2 before it went back (checked above).
+    t.deepEqual(report.sequence, ["version 1", "version 2"]);
+  },
+);
+
+test.serial(
+  "fleets - a label change moves the placement at the next deploy; an offline server with max_failures=1 ends it succeeded with one failed",
+  async (t) => {
+    const moved = await s.manage(`/servers/${b.id}/labels`, {
+      method: "PUT",
+      body: { labels: { tier: "db" } },
+    });
+    t.is(moved.status, 200, describe(moved));
+    await c.agent.stop();
+    const body: Record<string, unknown> = {
+      timeout_seconds: 25,
+      strategy: { max_parallel: 2, max_failures: 1 },
+    };
+    const started = await s.deploy(app.id, body);
+    t.is(started.status, 202, describe(started));
+    const again = await s.deploy(app.id, {});
+    t.is(again.status, 409, describe(again));
+    t.is(again.json.rollout_id, started.json.rollout_id);
+    const op = await s.waitOperation(String(started.json.operation_id), 240_000);
+    const r = await rollout(String(started.json.rollout_id));
+    t.is(r.status, "succeeded", JSON.stringify(r));
+    t.deepEqual(states(r), { [a.name]: "succeeded", [c.name]: "failed" }, "b left the placement");
+    t.like(op.json, { status: "completed", result: { exit_code: 1 } }, describe(op));
+    t.regex(String((op.json.result as { stderr: string }).stderr), new RegExp(`server '${c.name}' failed`));
+    t.is(await bodyAt(a), "version 2");
+    t.is(await bodyAt(b), "version 1", "b is no longer placed: not deployed");
+    t.is(await bodyAt(c), "version 1", "c was offline: its Caddy still serves what it had");
+  },
+);
