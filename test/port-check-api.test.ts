@@ -3,11 +3,13 @@
 // every route the container serves, the same refusal (and message) for every one it
 // does not, and the CLI's answers when the socket is not there. Both container
 // lists the socket serves (docker's compatible one, podman's own, which the agent
-// picks on podman) are asked, and must not change a verdict either.
+// picks on podman) are asked, and must not change a verdict either; nor must the container
+// view built from either (agent/src/engine/container-view.ts).
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { join } from "node:path";
 import test from "ava";
+import { ContainerView } from "../agent/src/engine/container-view";
 import { EngineApi, type EngineApiOptions } from "../agent/src/engine/engine-api";
 import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { PortCheck, portVerdict } from "../agent/src/jobs/port-check";
@@ -118,9 +120,16 @@ for (const mode of ["host", "container-network"] as const) {
     const viaCli = await new PortCheck(new PodmanEngine(), mode).verdicts(routes());
     for (const [what, options] of Object.entries(lists)) {
       const api = new EngineApi("podman", socketPath, options);
+      // And through the container view the agent keeps (container-view.ts), built from that list.
+      const view = new ContainerView(api);
       try {
         t.deepEqual(await new PortCheck(new PodmanEngine(), mode, api).verdicts(routes()), viaCli, what);
+        const check = new PortCheck(new PodmanEngine(), mode, api, view);
+        t.deepEqual(await check.verdicts(routes()), viaCli, `${what}, through the view`);
+        t.deepEqual(await check.verdicts(routes()), viaCli, `${what}, through the view caught up`);
+        t.is(view.stats.lists, 1, what);
       } finally {
+        view.close();
         api.close();
       }
     }

@@ -11,6 +11,8 @@ export interface PortBinding {
 }
 
 export interface ContainerFacts {
+  /** The engine's full container id (inspect and both lists carry it; the container view keys by it). */
+  id?: string;
   /** Without docker's leading "/". */
   name: string;
   running: boolean;
@@ -73,6 +75,7 @@ function containerFacts(c: Json): ContainerFacts | undefined {
     if (port !== undefined) ports.set(port, [...(ports.get(port) ?? []), ...bindings(list)]);
   }
   return {
+    ...(typeof c.Id === "string" ? { id: c.Id } : {}),
     name: c.Name.replace(/^\//, ""),
     running: state.Running === true,
     status: typeof state.Status === "string" ? state.Status : "unknown",

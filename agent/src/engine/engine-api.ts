@@ -37,7 +37,7 @@ export function engineSocketPath(
   return env.XDG_RUNTIME_DIR ? `${env.XDG_RUNTIME_DIR}/podman/podman.sock` : undefined;
 }
 
-interface ApiAnswer {
+export interface ApiAnswer {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
@@ -80,6 +80,7 @@ function listed(c: Json, name: unknown, ports: Map<number, PortBinding[]>): Cont
   if (typeof name !== "string") return undefined;
   const state = typeof c.State === "string" ? c.State : "unknown";
   return {
+    ...(typeof c.Id === "string" ? { id: c.Id } : {}),
     name: name.replace(/^\//, ""),
     running: state === "running",
     status: state,
@@ -187,8 +188,10 @@ export class EngineApi {
       const name = containerNames[i];
       const doc = a.status === 200 ? parseJson(a.body) : undefined;
       if (doc !== undefined) found.push(doc);
-      else if (a.status === 404) stderr.push(`Error: no such container ${name}`);
-      else {
+      // podman answers 500 "no such container" for one it is removing right then.
+      else if (a.status === 404 || (a.status === 500 && /no such container/i.test(a.body))) {
+        stderr.push(`Error: no such container ${name}`);
+      } else {
         // Anything else is the API failing, not an answer about the container: the CLI decides.
         const why = `${this.name} API socket ${this.socketPath}: HTTP ${a.status} for ${name}: ${a.body.trim().slice(0, 300)}`;
         return outcome({ status: "failed", exitCode: -1, stdout: "", stderr: "", error: why });
@@ -276,6 +279,33 @@ export class EngineApi {
 
   close(): void {
     this.#agent.destroy();
+  }
+
+  /** One GET on the socket (the container view's event catch-up); rejects when the socket does not answer. */
+  get(path: string, timeoutMs: number): Promise<ApiAnswer> {
+    return this.#get(path, timeoutMs);
+  }
+
+  /**
+   * A GET whose answer streams for as long as the engine keeps it open (`/events`):
+   * on a connection of its own, not one of the keep-alive ones the inspects share,
+   * and one that never keeps the process alive. Resolves once the status line came.
+   */
+  stream(path: string, timeoutMs: number): Promise<{ res: http.IncomingMessage; close: () => void }> {
+    return new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: this.socketPath, path, method: "GET", agent: false });
+      const timer = setTimeout(() => req.destroy(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs);
+      req.on("socket", (s: Socket) => s.unref());
+      req.on("response", (res) => {
+        clearTimeout(timer);
+        resolve({ res, close: () => req.destroy() });
+      });
+      req.on("error", (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
+      req.end();
+    });
   }
 
   #get(path: string, timeoutMs: number): Promise<ApiAnswer> {

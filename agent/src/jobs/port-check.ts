@@ -31,6 +31,7 @@ import {
   describePorts,
   parseInspect,
 } from "../engine/container-facts.js";
+import type { ContainerView } from "../engine/container-view.js";
 import type { EngineApi } from "../engine/engine-api.js";
 import type { ContainerEngine, EngineOutcome } from "../engine/engine.js";
 
@@ -101,17 +102,42 @@ export class PortCheck {
      * socket does not.
      */
     readonly api?: EngineApi,
+    /**
+     * The engine's containers kept from its event stream (container-view.ts):
+     * read instead of the list when it has caught up with the engine.
+     */
+    readonly view?: ContainerView,
   ) {}
 
   /**
    * One `container inspect` per batch of the job's containers (a sync of 100
-   * applications is 4 engine calls, not 100 CLI processes at once).
+   * applications is 4 engine calls, not 100 CLI processes at once) for the
+   * routes the view (or else the list) did not prove.
    */
   async verdicts(routes: DesiredRoute[]): Promise<PortVerdict[]> {
-    const listed = await this.#listed(routes);
+    const listed = (await this.#viewed(routes)) ?? (await this.#listed(routes));
     const rest = routes.filter((_, i) => listed[i] === undefined);
     const inspected = rest.length > 0 ? (await this.#inspected(rest))[Symbol.iterator]() : undefined;
     return listed.map((v) => v ?? inspected!.next().value!);
+  }
+
+  /**
+   * The routes the container view proves: the container now named so runs and
+   * serves the port (the same decision as on inspect's facts). Only a yes is
+   * taken from the view; a miss (unknown name, port not found, not running, a
+   * compose service's name) is asked of the engine (inspect) before any refusal.
+   * Undefined when there is no view or it could not catch up: then the list.
+   */
+  async #viewed(routes: DesiredRoute[]): Promise<(PortVerdict | undefined)[] | undefined> {
+    if (this.view === undefined || routes.length === 0) return undefined;
+    if (!(await this.view.current())) return undefined;
+    return routes.map((r) => {
+      const facts = this.view!.lookup(r.containerName);
+      // Podman's list does not carry the network mode: a host-network container is left to inspect.
+      if (facts === undefined || facts.networkMode === "host") return undefined;
+      const v = portVerdict(facts, r.containerName, r.containerPort, this.mode);
+      return "upstream" in v ? v : undefined;
+    });
   }
 
   /**

@@ -20,6 +20,7 @@ import {
   TraefikWriter,
 } from "@relayctl/reverse-proxy-sync";
 import type { ProxyConfig } from "../config.js";
+import { ContainerView } from "../engine/container-view.js";
 import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
@@ -99,6 +100,12 @@ export class RouteSyncRunner {
   #syncer: Promise<RouteSyncer> | undefined;
   /** One client (keep-alive connections) per engine API socket, kept for the process. */
   readonly #apis = new Map<string, EngineApi>();
+  /**
+   * The containers of the engine the port check asks now (container-view.ts),
+   * kept between syncs; a new one (built from one list) when the engine choice
+   * or its socket changes.
+   */
+  #view: ContainerView | undefined;
 
   constructor(
     readonly proxy: ProxyConfig,
@@ -183,7 +190,13 @@ export class RouteSyncRunner {
       typeof this.containerEngine === "function"
         ? this.containerEngine()
         : selectEngine(this.containerEngine);
-    const check = new PortCheck(engine, this.proxy.upstream, this.#api(engine.name));
+    const api = this.#api(engine.name);
+    if (this.#view !== undefined && this.#view.api !== api) {
+      this.#view.close();
+      this.#view = undefined;
+    }
+    if (api !== undefined) this.#view ??= new ContainerView(api);
+    const check = new PortCheck(engine, this.proxy.upstream, api, this.#view);
     return syncCheckedRoutes(syncer, check, {
       routes: job.routes.map((r) => ({
         applicationId: r.applicationId,

@@ -1,0 +1,246 @@
+// A live view of the engine's containers (name, state, ports), so a route sync's
+// port check (jobs/port-check.ts) does not list every container at each sync
+// (podman's list of 100 containers: 44–118 ms here; bench/README.md, route-sync).
+// Built from one list, then kept by the engine's container event stream on the
+// API socket (engine-events.ts): every event but the few that change nothing
+// makes the view inspect that one container by id again; a remove drops it.
+// Keyed by container id, with a name index (events carry ids).
+//
+// The rule that keeps a stale view from routing to a wrong port: the view
+// answers a sync only once it has caught up with the engine. Before each sync it
+// asks the engine, in one call, for every container event since the last one it
+// applied (`GET /events` with `since`, ending at now) and applies what the
+// stream had not delivered yet, waiting for those inspects. The engine records
+// an event before the call that caused it returns (podman writes its events log
+// before `podman rm` exits: seen 4 ms before; docker publishes it in memory), so
+// a container removed and one created under its name before the sync began are
+// both in the view when its ports are read: a hit is as current as today's list.
+// The stream alone could not promise that: podman tails its events log, and
+// delivered them 1–60 ms after the CLI returned in a try here.
+// A miss in the view (unknown name, port not found, not running) is never a
+// refusal by itself: the port check asks the engine (inspect) about those routes.
+// The catch-up reads `since` 2 s before the last event applied (two podman
+// processes may write their events out of time order), and repeats are told
+// apart by time, id and action.
+//
+// Resync (the stream opened again, and one full list): when the stream ends (the
+// engine restarted or went away), when a catch-up or an inspect fails, and when a
+// catch-up returns so many events that the engine may have dropped some (docker
+// keeps the last 256 in memory). A view that cannot resync answers nothing and
+// the port check does as it does without one.
+import { type ContainerFacts, parseInspect } from "./container-facts.js";
+import type { EngineApi, ListFlavour } from "./engine-api.js";
+import {
+  type ContainerEvent,
+  EVENTS_STREAM_PATH,
+  LineSplitter,
+  UNCHANGING_ACTIONS,
+  catchUpPath,
+  parseEvent,
+} from "./engine-events.js";
+
+const DEADLINE_SECONDS = 15;
+/** How far before the last event applied a catch-up reads (events written out of time order). */
+const CATCH_UP_MARGIN_NS = 2_000_000_000n;
+/** Event keys kept to tell repeats apart: longer than the margin. */
+const KEPT_KEYS_NS = 10_000_000_000n;
+/** A catch-up this long may have lost events off docker's in-memory buffer (256): resync. */
+const MAX_CATCH_UP_EVENTS = 250;
+
+/** What the view did, for the tests and the bench. */
+export interface ContainerViewStats {
+  /** Full lists: the first build and every resync. */
+  lists: number;
+  catchUps: number;
+  /** One-container inspects after events. */
+  inspects: number;
+}
+
+export class ContainerView {
+  readonly stats: ContainerViewStats = { lists: 0, catchUps: 0, inspects: 0 };
+  #live = false;
+  #broken = false;
+  #flavour: ListFlavour = "docker";
+  #closeStream: (() => void) | undefined;
+  readonly #byId = new Map<string, ContainerFacts>();
+  readonly #byName = new Map<string, Set<string>>();
+  /** The event sequence number whose inspect may still change an id (older answers are dropped). */
+  readonly #gen = new Map<string, number>();
+  #seq = 0;
+  readonly #pending = new Set<Promise<void>>();
+  readonly #applied = new Map<string, bigint>();
+  #lastNano = 0n;
+  /** Ids an event touched while the build's list was being read: the list's entry is older. */
+  #touched: Set<string> | undefined;
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(readonly api: EngineApi) {}
+
+  /**
+   * Brings the view up to the engine's present (a catch-up, or a build when it is
+   * not live); false when it cannot, and must not be read for this sync.
+   * Callers are served one at a time, each with its own catch-up.
+   */
+  current(): Promise<boolean> {
+    const next = this.#queue.then(() => this.#ready());
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  /** The container now named `name`; undefined when unknown (or two ids claim it mid-change). */
+  lookup(name: string): ContainerFacts | undefined {
+    const ids = this.#byName.get(name);
+    if (ids === undefined || ids.size !== 1) return undefined;
+    return this.#byId.get([...ids][0]!);
+  }
+
+  close(): void {
+    this.#teardown();
+  }
+
+  async #ready(): Promise<boolean> {
+    if (this.#live && !this.#broken && (await this.#catchUp())) return true;
+    return this.#build();
+  }
+
+  async #build(): Promise<boolean> {
+    this.#teardown();
+    try {
+      // Which catch-up the engine understands: podman's answers carry its API version.
+      const ping = await this.api.get("/_ping", DEADLINE_SECONDS * 1000);
+      this.#flavour = ping.headers["libpod-api-version"] === undefined ? "docker" : "libpod";
+      const since = BigInt(Date.now()) * 1_000_000n - CATCH_UP_MARGIN_NS;
+      // The stream first: a change during the list is then in the stream too.
+      await this.#openStream();
+      this.#touched = new Set();
+      this.stats.lists++;
+      const listed = await this.api.list(DEADLINE_SECONDS);
+      if (listed === undefined) throw new Error("the engine did not list its containers");
+      for (const facts of listed.values()) {
+        if (facts.id !== undefined && !this.#touched.has(facts.id)) this.#put(facts.id, facts);
+      }
+      this.#touched = undefined;
+      if (since > this.#lastNano) this.#lastNano = since;
+      this.#live = true;
+      await this.#settle();
+      return this.#live && !this.#broken;
+    } catch {
+      this.#teardown();
+      return false;
+    }
+  }
+
+  async #openStream(): Promise<void> {
+    const { res, close } = await this.api.stream(EVENTS_STREAM_PATH, DEADLINE_SECONDS * 1000);
+    this.#closeStream = close;
+    if (res.statusCode !== 200) {
+      res.resume();
+      throw new Error(`GET /events: HTTP ${res.statusCode}`);
+    }
+    const lines = new LineSplitter();
+    res.setEncoding("utf8");
+    res.on("data", (chunk: string) => {
+      if (this.#closeStream !== close) return;
+      for (const line of lines.push(chunk)) {
+        const event = parseEvent(line);
+        if (event) this.#apply(event);
+      }
+    });
+    // The engine restarted or went away: what it did meanwhile is unknown, so the next sync resyncs.
+    const ended = () => {
+      if (this.#closeStream === close) this.#live = false;
+    };
+    res.on("end", ended);
+    res.on("close", ended);
+    res.on("error", ended);
+  }
+
+  async #catchUp(): Promise<boolean> {
+    this.stats.catchUps++;
+    const path = catchUpPath(this.#flavour, this.#lastNano - CATCH_UP_MARGIN_NS, Date.now() + 1);
+    let body: string;
+    try {
+      const answer = await this.api.get(path, DEADLINE_SECONDS * 1000);
+      if (answer.status !== 200) return false;
+      body = answer.body;
+    } catch {
+      return false;
+    }
+    const events = body.split("\n").flatMap((l) => parseEvent(l) ?? []);
+    if (events.length >= MAX_CATCH_UP_EVENTS) return false;
+    for (const e of events) this.#apply(e);
+    await this.#settle();
+    const oldest = this.#lastNano - KEPT_KEYS_NS;
+    for (const [key, t] of this.#applied) if (t < oldest) this.#applied.delete(key);
+    return this.#live && !this.#broken;
+  }
+
+  #apply(e: ContainerEvent): void {
+    if (this.#applied.has(e.key)) return;
+    this.#applied.set(e.key, e.timeNano);
+    if (e.timeNano > this.#lastNano) this.#lastNano = e.timeNano;
+    if (UNCHANGING_ACTIONS.has(e.action)) return;
+    this.#touched?.add(e.id);
+    const gen = ++this.#seq;
+    this.#gen.set(e.id, gen);
+    if (e.action === "remove" || e.action === "destroy") {
+      this.#drop(e.id);
+      return;
+    }
+    const p = this.#refresh(e.id, gen).finally(() => this.#pending.delete(p));
+    this.#pending.add(p);
+  }
+
+  /** The container as the engine shows it now, unless a later event asked again meanwhile. */
+  async #refresh(id: string, gen: number): Promise<void> {
+    this.stats.inspects++;
+    const o = await this.api.inspect([id], DEADLINE_SECONDS);
+    if (this.#gen.get(id) !== gen) return;
+    if (o.status !== "completed") {
+      this.#broken = true;
+      return;
+    }
+    const facts = [...parseInspect(o.stdout).values()].find((f) => f.id === id);
+    if (facts !== undefined) this.#put(id, facts);
+    else if (o.exitCode !== 0 && /no such/i.test(o.stderr)) this.#drop(id);
+    else this.#broken = true;
+  }
+
+  async #settle(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+  }
+
+  #put(id: string, facts: ContainerFacts): void {
+    this.#unindex(id);
+    this.#byId.set(id, facts);
+    const ids = this.#byName.get(facts.name) ?? new Set<string>();
+    ids.add(id);
+    this.#byName.set(facts.name, ids);
+  }
+
+  #drop(id: string): void {
+    this.#unindex(id);
+    this.#byId.delete(id);
+    this.#gen.delete(id);
+  }
+
+  #unindex(id: string): void {
+    const before = this.#byId.get(id);
+    if (before === undefined) return;
+    const ids = this.#byName.get(before.name);
+    ids?.delete(id);
+    if (ids?.size === 0) this.#byName.delete(before.name);
+  }
+
+  #teardown(): void {
+    this.#closeStream?.();
+    this.#closeStream = undefined;
+    this.#live = false;
+    this.#broken = false;
+    this.#touched = undefined;
+    this.#byId.clear();
+    this.#byName.clear();
+    this.#gen.clear();
+    this.#applied.clear();
+  }
+}
