@@ -301,3 +301,73 @@ test.serial(
     t.is((await deploymentsOf(app.id)).length, 1);
   },
 );
+
+test.serial(
+  "forges - a GitLab merge request opened gets a preview answering at its URL from refs/merge-requests/N/head; closed, the preview is removed",
+  async (t) => {
+    const c = await connect("gitlab", gitlab.url, GITLAB_TOKEN);
+    const app = await linkedApp(c.id, "acme/web/app");
+    const on = await s.manage(`/applications/${app.id}`, {
+      method: "PATCH",
+      body: { previews: { enabled: true, domain_pattern: "mr-{number}.{app}.preview.test" } },
+    });
+    t.is(on.status, 200, describe(on));
+    // The request's head lives on a branch; GitLab keeps it at refs/merge-requests/<iid>/head.
+    await repo.git(["checkout", "-q", "-b", "feature"]);
+    const head = await repo.commitVersion("mr");
+    await repo.git(["update-ref", "refs/merge-requests/7/head", head.sha]);
+    await repo.git(["checkout", "-q", "main"]);
+
+    const mr = (action: string) => {
+      const p = fixture("gitlab-merge-request.json");
+      p.project = { ...p.project, id: 4242, path_with_namespace: "acme/web/app" };
+      p.object_attributes = {
+        ...p.object_attributes,
+        iid: 7,
+        action,
+        source_branch: "feature",
+        target_branch: "main",
+        source_project_id: 4242,
+        target_project_id: 4242,
+        last_commit: { ...p.object_attributes.last_commit, id: head.sha },
+      };
+      return JSON.stringify(p);
+    };
+    const deliver = async (action: string) => {
+      const id = randomUUID();
+      const res = await send(
+        `/webhooks/gitlab/${c.id}`,
+        { "x-gitlab-event": "Merge Request Hook", "x-gitlab-event-uuid": id, "x-gitlab-token": c.secret },
+        mr(action),
+      );
+      t.is(res.status, 202);
+      return processed(c.id, id);
+    };
+
+    const opened = await deliver("open");
+    t.is(opened.outcome.result, "deployed", JSON.stringify(opened.outcome));
+    const [preview] = await s.c.db.query<{ id: string; fqdns: string }>(
+      "SELECT id, fqdns FROM applications WHERE preview_of = ?",
+      [app.id],
+    );
+    t.truthy(preview, "a preview application exists");
+    const host = (JSON.parse(preview!.fqdns) as string[])[0]!;
+    t.regex(host, /^mr-7\..+\.preview\.test$/);
+    const [dep] = await deploymentsOf(preview!.id);
+    await s.waitOperation(dep!.operation_id);
+    await waitForBody(s.proxyPort, host, "version mr");
+
+    // A title edit (update without oldrev) changes no code: nothing happens.
+    const edited = await deliver("update");
+    t.is(edited.outcome.result, "ignored");
+
+    const closed = await deliver("close");
+    t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
+    await pollUntil(
+      async () =>
+        (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||
+        undefined,
+      { what: "the preview application removed", timeoutMs: 60_000 },
+    );
+  },
+);
