@@ -143,6 +143,9 @@ export async function serve(
   let forges: ForgeIntegration | undefined;
   if (config.runsApi) {
     github = await startGitHub(config, db, deploys, log.child({ component: "github" }));
+    // Pull requests open previews (previews/service.ts) through the same services as the api.
+    if (github)
+      github.ctx.previews = { config, db, bus, ops, deploys, log: log.child({ component: "previews" }) };
     const forgeLog = log.child({ component: "forges" });
     forges = startForges(config, db, deploys, forgeLog, previewReviews({ config, bus, ops, log: forgeLog }));
     const scheme = config.tls ? "grpcs" : "grpc";

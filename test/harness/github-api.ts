@@ -5,6 +5,8 @@
 //   POST /app/installations/{id}/access_tokens    App JWT → 201 {token, expires_at, ...}
 //   GET  /repositories/{id}                       installation token
 //   POST /repos/{owner}/{repo}/statuses/{sha}     installation token → 201
+//   POST /repos/{owner}/{repo}/issues/{n}/comments, PATCH …/issues/comments/{id}
+//                                    installation token with pull_requests (or issues) write
 //   GET  /repos/{owner}/{repo}/compare/{base}...{head}  installation token (contents: read) →
 //                                    {status, total_commits, files: [{filename, status}]}, at most
 //                                    300 files as GitHub; the files come from `diff` (the test's git)
@@ -69,6 +71,7 @@ const INSTALLATION_PERMISSIONS: Record<string, string> = {
   contents: "read",
   statuses: "write",
   metadata: "read",
+  pull_requests: "write",
 };
 const LEVEL: Record<string, number> = { read: 1, write: 2 };
 
@@ -80,6 +83,8 @@ export interface GitHubApiStandIn {
   installations: Map<number, StandInInstallation>;
   repositories: Map<number, StandInRepository>;
   statuses: PostedStatus[];
+  /** Pull request comments as they are now (a PATCH edits one in place), and how many POSTs and PATCHes came. */
+  comments: { id: number; full_name: string; number: number; body: string; edits: number }[];
   /** Every token minted, in order, with what it was asked for (absent: everything). */
   minted: MintedToken[];
   /** What the compare API answers: the files changed from base to head of a repository (git diff). */
@@ -119,6 +124,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   const installations = new Map<number, StandInInstallation>();
   const repositories = new Map<number, StandInRepository>();
   const statuses: PostedStatus[] = [];
+  const comments: GitHubApiStandIn["comments"] = [];
   const minted: MintedToken[] = [];
   const refused: string[] = [];
   const compared: string[] = [];
@@ -319,6 +325,45 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
         statuses.push({ full_name: full, sha: m[3]!, ...body });
         return send(res, 201, { id: statuses.length, state: body.state, context: body.context ?? "default" });
       }
+      // Pull request comments (previews): POST a new one, PATCH one by its id.
+      m =
+        req.method === "POST"
+          ? /^\/repos\/([^/]+)\/([^/]+)\/issues\/(\d+)\/comments$/.exec(path)
+          : req.method === "PATCH"
+            ? /^\/repos\/([^/]+)\/([^/]+)\/issues\/comments\/(\d+)$/.exec(path)
+            : null;
+      if (m) {
+        const t = tokenOf(req);
+        if (!t) return unauthorized(req, res);
+        const full = `${m[1]}/${m[2]}`;
+        const r = [...repositories.values()].find((x) => x.full_name === full);
+        if (
+          !r ||
+          !installations.get(t.installationId)?.repositories.includes(r.id) ||
+          (t.repositoryIds && !t.repositoryIds.includes(r.id))
+        )
+          return notFound(res);
+        if (t.permissions.pull_requests !== "write" && t.permissions.issues !== "write")
+          return send(res, 403, { message: "Resource not accessible by integration" });
+        if (typeof body.body !== "string" || body.body.length === 0)
+          return send(res, 422, { message: "Validation Failed" });
+        if (req.method === "POST") {
+          const c = {
+            id: 9000 + comments.length,
+            full_name: full,
+            number: Number(m[3]),
+            body: body.body,
+            edits: 0,
+          };
+          comments.push(c);
+          return send(res, 201, { id: c.id, body: c.body });
+        }
+        const c = comments.find((x) => x.id === Number(m![3]) && x.full_name === full);
+        if (!c) return notFound(res);
+        c.body = body.body;
+        c.edits++;
+        return send(res, 200, { id: c.id, body: c.body });
+      }
       notFound(res);
     });
   });
@@ -333,6 +378,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
     installations,
     repositories,
     statuses,
+    comments,
     minted,
     refused,
     acceptsToken: (token) => minted.some((t) => t.token === token && LEVEL[t.permissions.contents ?? ""]),

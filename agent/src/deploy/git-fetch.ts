@@ -94,7 +94,11 @@ export async function fetchSource(
   await mkdir(gitDir, { recursive: true, mode: 0o700 });
   await git.run(["init", "-q", "--bare"], "git init");
   ctx.rec.log("fetch", `fetching ${source.repository}`);
-  const refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
+  // A pull or merge request's head (a preview, a fork's included) is published by
+  // the base repository under its own ref, which the branch and tag fetch skips;
+  // fetched every time, as it moves with each push to the request.
+  const pullRef = PULL_REF.test(source.ref) ? [`+${source.ref}:${source.ref}`] : [];
+  const refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", ...pullRef];
   const fetch = [...reach.config, "fetch", "--no-tags"];
   await git.run([...fetch, "--prune", "--", reach.repository, ...refspecs], "git fetch");
   let sha = await resolve(git, source.ref);
@@ -170,6 +174,8 @@ async function checkedReach(repository: string): Promise<Reach> {
   }
   return { config, repository };
 }
+
+const PULL_REF = /^refs\/(pull|merge-requests)\/\d+\/head$/;
 
 async function resolve(git: Git, ref: string): Promise<string | undefined> {
   for (const c of refCandidates(ref)) {

@@ -22,5 +22,6 @@ export function refCandidates(ref: string): { kind: "branch" | "tag" | "commit";
     { kind: "tag", rev: `refs/tags/${ref}` },
   ];
   if (isCommitSha(ref)) out.push({ kind: "commit", rev: ref.toLowerCase() });
+  if (/^refs\/(pull|merge-requests)\/\d+\/head$/.test(ref)) out.push({ kind: "commit", rev: ref });
   return out;
 }

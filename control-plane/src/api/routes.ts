@@ -10,6 +10,7 @@ import { applicationsRoutes } from "../applications/applications-api.js";
 import { logsRoutes } from "../applications/logs-api.js";
 import { dashboardRoutes } from "../dashboard/static.js";
 import { deploymentsRoutes } from "../deployments/routes.js";
+import { previewRoutes } from "../previews/routes.js";
 import { externalDeployRoutes } from "../external-deploy/routes.js";
 import { forgeRoutes } from "../forges/routes.js";
 import { forgeWebhookRoutes } from "../forges/webhook-route.js";
@@ -62,6 +63,7 @@ export function apiRoutes(
     ...logsRoutes(ctx, closing),
     ...registryCredentialsRoutes(ctx),
     ...deploymentsRoutes(ctx, closing),
+    ...previewRoutes(ctx),
     ...githubRoutes(ctx),
     ...forgeRoutes(ctx),
     ...joinTokensRoutes(ctx),

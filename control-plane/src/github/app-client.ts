@@ -39,7 +39,9 @@ type RequestFn = (route: string, params?: Record<string, unknown>) => Promise<{ 
 type AuthFn = (o: Record<string, unknown>) => Promise<{ token: string; expiresAt?: string }>;
 
 /** What an installation token may do: GitHub's permission names, narrowed per use (least privilege). */
-export type TokenPermissions = Partial<Record<"contents" | "metadata" | "statuses", "read" | "write">>;
+export type TokenPermissions = Partial<
+  Record<"contents" | "metadata" | "statuses" | "pull_requests", "read" | "write">
+>;
 
 /** GitHub's compare API lists at most this many files; a list this long may be cut. */
 const COMPARE_FILE_CAP = 300;
@@ -286,6 +288,51 @@ export class GitHubApp {
     } catch (err) {
       if ((err as { status?: number }).status === 401) this.forgetTokens(installationId);
       throw apiError("reporting a commit status", err);
+    }
+  }
+
+  /**
+   * A preview's one pull request comment (previews): created once, then edited in
+   * place (`commentId`), with a token that may write pull requests on that one
+   * repository. Returns the comment's id. A comment deleted on GitHub (404 on the
+   * edit) is created again.
+   */
+  async upsertComment(
+    installationId: number,
+    repositoryId: number,
+    fullName: string,
+    number: number,
+    commentId: number | null,
+    body: string,
+  ): Promise<number> {
+    const [owner, repo] = fullName.split("/");
+    const token = await this.installationToken(installationId, repositoryId, { pull_requests: "write" });
+    const headers = { authorization: `token ${token}` };
+    try {
+      if (commentId !== null) {
+        try {
+          await this.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+            owner,
+            repo,
+            comment_id: commentId,
+            body,
+            headers,
+          });
+          return commentId;
+        } catch (err) {
+          if ((err as { status?: number }).status !== 404) throw err;
+        }
+      }
+      const { data } = await this.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner,
+        repo,
+        issue_number: number,
+        body,
+        headers,
+      });
+      return Number((data as { id: number }).id);
+    } catch (err) {
+      throw apiError("writing the pull request comment", err);
     }
   }
 }

@@ -2,6 +2,7 @@
 import type { Knex } from "knex";
 import type { Logger } from "pino";
 import type { DeployService } from "../deployments/service.js";
+import type { PreviewContext } from "../previews/service.js";
 import type { GitHubApp } from "./app-client.js";
 
 export interface GitHubContext {
@@ -15,6 +16,8 @@ export interface GitHubContext {
   webhook: { concurrentBodies: number; perIpPerMinute: number };
   /** RELAYCTL_PUBLIC_URL: links in commit statuses, the setup URL. */
   publicUrl: string | undefined;
+  /** Previews of pull requests (previews/service.ts); absent: pull requests are ignored. */
+  previews?: PreviewContext;
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   retryLater,
 } from "./deliveries.js";
 import { installationEvent, installationRepositoriesEvent, repositoryEvent } from "./installations.js";
+import { pullRequestEvent } from "./pull-request.js";
 import { pushEvent } from "./push.js";
 import { reportStatuses } from "./statuses.js";
 
@@ -117,6 +118,8 @@ export class DeliveryProcessor {
     switch (d.event) {
       case "push":
         return pushEvent(this.ctx, d.id, p);
+      case "pull_request":
+        return pullRequestEvent(this.ctx, d.id, action, p);
       case "installation":
         return { outcome: await installationEvent(db, action, p), tenantId: await tenantOf() };
       case "installation_repositories":

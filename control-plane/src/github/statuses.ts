@@ -24,6 +24,8 @@ interface Owed {
   tenant_id: string;
   application_id: string;
   application_name: string;
+  /** The production application's name when the deployment is a preview's. */
+  parent_name: string | null;
   status: string;
   stderr: string | null;
 }
@@ -47,6 +49,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
     .join("operations as o", "o.id", "d.operation_id")
     .join("github_repositories as r", "r.id", "s.repository_id")
     .join("applications as a", "a.id", "d.application_id")
+    .leftJoin("applications as p", "p.id", "a.preview_of")
     .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
     .orderBy("s.created_at", "asc")
     .limit(limit)
@@ -60,6 +63,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       "d.tenant_id",
       "d.application_id",
       "a.name as application_name",
+      "p.name as parent_name",
       "o.status",
       "o.stderr",
     );
@@ -78,7 +82,8 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
         o.commit_sha,
         {
           ...next,
-          context: `relayctl/${o.application_name}`,
+          // A preview's under its production application's name (previews: one per pull request).
+          context: o.parent_name ? `relayctl/${o.parent_name}/preview` : `relayctl/${o.application_name}`,
           ...(target ? { target_url: target } : {}),
         },
       );
