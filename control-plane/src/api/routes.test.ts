@@ -36,6 +36,10 @@ const OWNER_ONLY = [
   "PATCH /api/users/:id",
   "DELETE /api/users/invites/:id",
   "POST /api/github/install-link",
+  "POST /api/forges",
+  "DELETE /api/forges/:id",
+  "PUT /api/applications/:id/forge-repository",
+  "DELETE /api/applications/:id/forge-repository",
 ];
 
 test("routes - every route is declared once, and no two share a method and URL", (t) => {
