@@ -28,6 +28,7 @@ const NAV = [
   "Applications",
   "API Keys",
   "Registry credentials",
+  "GitHub",
   "Activity",
   "Audit log",
   "Members",

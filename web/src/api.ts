@@ -132,6 +132,10 @@ export interface Application {
   health_check_path: string;
   health_check_timeout_seconds: number;
   auto_deploy: boolean;
+  /** GitHub tag pushes matching this pattern deploy; null: tags do not. */
+  deploy_tags?: string | null;
+  /** A push deploys only when a changed file matches one of these globs; null: every push. */
+  watch_paths?: string[] | null;
   /** Where it is served (its default hostname, else its first domain); null when none. */
   url: string | null;
   urls: string[];

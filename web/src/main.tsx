@@ -25,6 +25,7 @@ const NAV = [
   { href: "/app/applications", label: "Applications" },
   { href: "/app/keys", label: "API Keys" },
   { href: "/app/registry", label: "Registry credentials" },
+  { href: "/app/github", label: "GitHub" },
   { href: "/app/activity", label: "Activity" },
   { href: "/app/audit", label: "Audit log" },
   { href: "/app/members", label: "Members", owner: true },

@@ -1,4 +1,5 @@
-// The application's fields (source, build, port, health check, domains, auto-deploy),
+// The application's fields (source, build, port, health check, domains, auto-deploy and
+// which pushes deploy: deploy_tags, watch_paths),
 // one form for creating and for editing. Edit sends only the fields that changed.
 // Every field is held in state, so a refused save keeps what the person typed (a
 // re-render used to put the stored values back), and the refusal is shown beside
@@ -27,6 +28,8 @@ interface Values {
   health_check_path: string;
   health_check_timeout_seconds: string;
   auto_deploy: boolean;
+  deploy_tags: string;
+  watch_paths: string;
 }
 type Name = keyof Values;
 
@@ -47,6 +50,8 @@ const SPECS: Record<string, FieldSpec<Name>> = {
   health_check_path: { field: "health_check_path", label: "Health check path" },
   health_check_timeout_seconds: { field: "health_check_timeout_seconds", label: "Health check timeout" },
   auto_deploy: { field: "auto_deploy", label: "Automatic deploys" },
+  deploy_tags: { field: "deploy_tags", label: "Tags that deploy" },
+  watch_paths: { field: "watch_paths", label: "Watched paths", item: "Watched path" },
 };
 
 /** API field names a message may mention, in the form's words. */
@@ -54,6 +59,8 @@ const MENTIONS = {
   git_repository: "a Git repository URL",
   git_credential: "a Git credential",
   dockerfile: "Dockerfile",
+  deploy_tags: "the tag pattern",
+  watch_paths: "the watched paths",
 };
 
 function valuesOf(app: Application | undefined, servers: Server[]): Values {
@@ -72,6 +79,8 @@ function valuesOf(app: Application | undefined, servers: Server[]): Values {
     health_check_path: app?.health_check_path ?? "/",
     health_check_timeout_seconds: String(app?.health_check_timeout_seconds ?? 30),
     auto_deploy: app?.auto_deploy ?? false,
+    deploy_tags: app?.deploy_tags ?? "",
+    watch_paths: app?.watch_paths?.join("\n") ?? "",
   };
 }
 
@@ -102,6 +111,9 @@ function bodyOf(v: Values, app: Application | undefined): AppBody {
     health_check_path: v.health_check_path.trim() || "/",
     health_check_timeout_seconds: Number(v.health_check_timeout_seconds || 30),
     auto_deploy: v.auto_deploy,
+    // Empty means "not set" (null), which the API reads as: no tag deploys, every push does.
+    deploy_tags: v.deploy_tags.trim() || null,
+    watch_paths: lines(v.watch_paths).length > 0 ? lines(v.watch_paths) : null,
   };
   if (v.deploy_branch.trim()) body.deploy_branch = v.deploy_branch.trim();
   return body;
@@ -150,14 +162,22 @@ export function AppForm({
     if (error?.field === name) setError(undefined);
   };
   /** A control's value, change handler and error state. */
-  const ctl = (name: Exclude<Name, "auto_deploy">) => ({
+  const ctl = (name: Exclude<Name, "auto_deploy">, hint?: string) => ({
     name,
     id: `${p}-${name}`,
     value: v[name],
     onInput: (e: Event) => set(name, (e.currentTarget as HTMLInputElement).value),
     "aria-invalid": error?.field === name ? ("true" as const) : undefined,
-    "aria-describedby": error?.field === name ? errId : undefined,
+    "aria-describedby":
+      [hint ? `${p}-${name}-hint` : "", error?.field === name ? errId : ""].filter(Boolean).join(" ") ||
+      undefined,
   });
+  /** A field's help text, which its control names in aria-describedby (ctl's hint). */
+  const help = (name: Name, text: ComponentChildren) => (
+    <span class="hint" id={`${p}-${name}-hint`}>
+      {text}
+    </span>
+  );
   const note = (name: Name) =>
     error?.field === name ? (
       <span class="field-error" id={errId}>
@@ -282,6 +302,42 @@ export function AppForm({
           </label>
           {note("auto_deploy")}
         </div>
+        <fieldset>
+          <legend>Which pushes deploy (GitHub)</legend>
+          {field(
+            "deploy_tags",
+            "Tags that deploy",
+            <>
+              <input {...ctl("deploy_tags", "hint")} placeholder="v*" autoComplete="off" spellcheck={false} />
+              {help(
+                "deploy_tags",
+                <>
+                  A pushed tag matching this pattern deploys the commit it names (<code>*</code> any
+                  characters, <code>?</code> one). Empty: tags do not deploy.
+                </>,
+              )}
+            </>,
+          )}
+          {field(
+            "watch_paths",
+            "Watched paths (one per line)",
+            <>
+              <textarea
+                {...ctl("watch_paths", "hint")}
+                rows={2}
+                placeholder="services/api/**"
+                spellcheck={false}
+              />
+              {help(
+                "watch_paths",
+                <>
+                  A push to the deploy branch deploys only when a changed file matches one of these globs (
+                  <code>**</code> crosses folders). Empty: every push deploys.
+                </>,
+              )}
+            </>,
+          )}
+        </fieldset>
       </div>
     </Form>
   );
