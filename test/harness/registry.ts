@@ -29,10 +29,13 @@ export interface Registry {
 interface RegistryOptions {
   username: string;
   password: string;
+  /** No authentication at all: anyone pulls and pushes (an image a CI pushed to a public registry). */
+  open?: boolean;
 }
 
 function writeConfig(dir: string, opts: RegistryOptions): string {
-  writeFileSync(join(dir, "htpasswd"), execFileSync("htpasswd", ["-Bbn", opts.username, opts.password]));
+  if (!opts.open)
+    writeFileSync(join(dir, "htpasswd"), execFileSync("htpasswd", ["-Bbn", opts.username, opts.password]));
   const file = join(dir, "config.yml");
   writeFileSync(
     file,
@@ -42,7 +45,7 @@ function writeConfig(dir: string, opts: RegistryOptions): string {
       `storage: { filesystem: { rootdirectory: ${join(dir, "data")} } }`,
       // Port 0: the registry binds a port and logs it ("listening on 127.0.0.1:P").
       `http: { addr: "127.0.0.1:0", secret: test-only-secret }`,
-      `auth: { htpasswd: { realm: relayctl-test, path: ${join(dir, "htpasswd")} } }`,
+      opts.open ? "" : `auth: { htpasswd: { realm: relayctl-test, path: ${join(dir, "htpasswd")} } }`,
       "",
     ].join("\n"),
   );
@@ -69,9 +72,16 @@ function login(host: string, opts: RegistryOptions, authfile: string): Promise<v
   });
 }
 
-/** A registry on a loopback port that lets `username`:`password` (only) push and pull. */
-export async function startRegistry(username: string, password: string): Promise<Registry> {
-  const opts: RegistryOptions = { username, password };
+/**
+ * A registry on a loopback port that lets `username`:`password` (only) push and pull;
+ * with `{open: true}`, anyone (username and password are then unused).
+ */
+export async function startRegistry(
+  username: string,
+  password: string,
+  options: { open?: boolean } = {},
+): Promise<Registry> {
+  const opts: RegistryOptions = { username, password, open: options.open };
   const dir = makeTempDir("registry");
   const config = writeConfig(dir, opts);
   const proc = new ManagedProcess({
@@ -101,9 +111,12 @@ export async function startRegistry(username: string, password: string): Promise
       const authDir = makeTempDir("registry-auth");
       const authfile = join(authDir, "auth.json");
       try {
-        await login(host, opts, authfile);
         await podman(["tag", localImage, ref]);
-        await podman(["push", "-q", "--tls-verify=false", "--authfile", authfile, ref]);
+        if (opts.open) await podman(["push", "-q", "--tls-verify=false", ref]);
+        else {
+          await login(host, opts, authfile);
+          await podman(["push", "-q", "--tls-verify=false", "--authfile", authfile, ref]);
+        }
       } finally {
         rmSync(authDir, { recursive: true, force: true });
       }

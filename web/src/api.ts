@@ -65,6 +65,7 @@ export async function request<T>(method: string, path: string, body?: unknown): 
 export const get = <T>(path: string) => request<T>("GET", path);
 export const post = <T>(path: string, body: unknown = {}) => request<T>("POST", path, body);
 export const patch = <T>(path: string, body: unknown) => request<T>("PATCH", path, body);
+export const put = <T>(path: string, body: unknown) => request<T>("PUT", path, body);
 export const del = (path: string) => request<void>("DELETE", path);
 
 /** Query string from the set values only. */
@@ -136,6 +137,10 @@ export interface Application {
   deploy_tags?: string | null;
   /** A push deploys only when a changed file matches one of these globs; null: every push. */
   watch_paths?: string[] | null;
+  /** Its preview settings (a preview's own application has none). */
+  previews?: PreviewSettings;
+  /** A preview's own application: the application it previews; null or absent otherwise. */
+  preview_of?: string | null;
   /** Where it is served (its default hostname, else its first domain); null when none. */
   url: string | null;
   urls: string[];
@@ -147,6 +152,38 @@ export interface Application {
   live_release?: Release | null;
   /** Its newest deployment whatever its outcome; null before the first. */
   last_deployment?: LastDeployment | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface PreviewSettings {
+  enabled: boolean;
+  /** e.g. pr-{number}.{app}.preview.example.com; null: the default hostname scheme. */
+  domain_pattern: string | null;
+  max: number;
+  allow_forks: boolean;
+  copy_secrets: boolean;
+  memory_mb: number | null;
+  cpus: number | null;
+}
+
+/** A preview environment (GET /api/applications/{id}/previews): its own application's id. */
+export interface Preview {
+  id: string;
+  application_id: string;
+  key: string;
+  number: number | null;
+  name: string;
+  source: "github" | "gitlab" | "gitea" | "api";
+  head_ref: string;
+  head_sha: string | null;
+  from_fork: boolean;
+  image: string | null;
+  url: string | null;
+  urls: string[];
+  pull_request_url: string | null;
+  status: "deploying" | "live" | "failed" | "removing";
+  last_deployment: LastDeployment | null;
   created_at: string;
   updated_at: string;
 }

@@ -1,5 +1,7 @@
-// An application's environment variables: write-only (names and when they were set),
-// set one, remove one. Values leave the page with the request and never come back.
+// Environment variables, write-only (names and when they were set), set one, remove one:
+// an application's own (Env) and the values its previews get instead (app-previews.tsx),
+// one editor for both. Values leave the page with the request and never come back.
+import type { ComponentChildren } from "preact";
 import { del, get, post } from "../api";
 import { useWho } from "../session";
 import { ConfirmButton, Empty, Form, Resource, Time, field, useLoad } from "../ui";
@@ -14,32 +16,68 @@ interface EnvVar {
 export function Env({ app }: { app: Application }) {
   const who = useWho();
   const base = `${appBase(who.tenantId, app.id)}/env`;
-  const vars = useLoad(() => get<{ variables: EnvVar[] }>(base), [app.id]);
+  return (
+    <EnvEditor
+      base={base}
+      label="Environment variables"
+      formLabel="Set an environment variable"
+      maySet={who.may(`POST ${APP_ROUTE}/env`)}
+      mayRemove={who.may(`DELETE ${APP_ROUTE}/env/:name`)}
+      save={(variables) => post(base, { variables })}
+      empty="No environment variables. Add one below; it reaches the container at the next deployment."
+      removeNote="The next deployment runs without it."
+    />
+  );
+}
+
+/** The write-only list of `base` (GET: names), its Remove buttons (DELETE base/name) and a Set form. */
+export function EnvEditor({
+  base,
+  label,
+  formLabel,
+  maySet,
+  mayRemove,
+  save,
+  empty,
+  removeNote,
+  hint,
+}: {
+  base: string;
+  label: string;
+  formLabel: string;
+  maySet: boolean;
+  mayRemove: boolean;
+  save: (variables: Record<string, string>) => Promise<unknown>;
+  empty: string;
+  removeNote: string;
+  hint?: ComponentChildren;
+}) {
+  const vars = useLoad(() => get<{ variables: EnvVar[] }>(base), [base]);
   return (
     <>
       <p class="hint">
-        Values are write-only: relayctl seals them and never shows them again. Set a name again to replace its
-        value.
+        {hint ??
+          "Values are write-only: relayctl seals them and never shows them again. Set a name again to replace its value."}
       </p>
-      <Resource r={vars} what="environment variables">
+      <Resource r={vars} what={label.toLowerCase()}>
         {({ variables }) =>
           variables.length === 0 ? (
             <Empty>
-              <p>No environment variables. Add one below; it reaches the container at the next deployment.</p>
+              <p>{empty}</p>
             </Empty>
           ) : (
-            <ul class="list" aria-label="Environment variables">
+            <ul class="list" aria-label={label}>
               {variables.map((v) => (
                 <li key={v.name}>
                   <span class="mono">{v.name}</span>
                   <span class="hint">
                     set <Time iso={v.updated_at} />
                   </span>
-                  {who.may(`DELETE ${APP_ROUTE}/env/:name`) && (
+                  {mayRemove && (
                     <ConfirmButton
                       label="Remove"
                       title={`Remove ${v.name}`}
-                      question={`Remove the variable ${v.name}? The next deployment runs without it.`}
+                      question={`Remove the variable ${v.name}? ${removeNote}`}
                       confirm="Remove variable"
                       action={async () => {
                         await del(`${base}/${encodeURIComponent(v.name)}`);
@@ -53,13 +91,13 @@ export function Env({ app }: { app: Application }) {
           )
         }
       </Resource>
-      {who.may(`POST ${APP_ROUTE}/env`) && (
+      {maySet && (
         <Form
-          label="Set an environment variable"
+          label={formLabel}
           submit="Set variable"
           onSubmit={async (f) => {
             const value = (f.elements.namedItem("value") as HTMLInputElement).value;
-            await post(base, { variables: { [field(f, "name")]: value } });
+            await save({ [field(f, "name")]: value });
             // The value leaves the page with the request: nothing keeps it.
             f.reset();
             vars.reload();

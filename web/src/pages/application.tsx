@@ -1,7 +1,8 @@
 // One application: what is live and where (app-live.tsx), deploy (optional ref), its
 // releases with a rollback button on each kept one and the deployment history
 // (app-releases.tsx), its logs, environment variables (write-only, app-env.tsx), its
-// settings, deletion.
+// previews (app-previews.tsx; a preview's own page says what it previews), its settings,
+// deletion.
 import { useState } from "preact/hooks";
 import { type Application, type Server, del, get, patch, post } from "../api";
 import { navigate } from "../router";
@@ -10,6 +11,7 @@ import { ConfirmButton, Form, Page, Resource, field, useLoad } from "../ui";
 import { AppForm } from "./app-form";
 import { Env } from "./app-env";
 import { LiveNow } from "./app-live";
+import { PREVIEWS_ROUTE, PreviewOf, Previews } from "./app-previews";
 import { Logs } from "./app-logs";
 import { APP_ROUTE, appBase } from "./app-paths";
 import { History, Releases, useReleases } from "./app-releases";
@@ -86,6 +88,7 @@ export function ApplicationPage({ id }: { id: string }) {
       <Resource r={app} what="the application">
         {(a) => (
           <>
+            {a.preview_of && <PreviewOf app={a} />}
             <LiveNow app={a} releases={releases} />
             {who.may(`POST ${APP_ROUTE}/deploy`) && (
               <section aria-labelledby="deploy-h" class="card">
@@ -106,6 +109,12 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="env-h">Environment variables</h2>
               <Env app={a} />
             </section>
+            {!a.preview_of && who.may(`GET ${PREVIEWS_ROUTE}`) && (
+              <section aria-labelledby="previews-h" class="card">
+                <h2 id="previews-h">Previews</h2>
+                <Previews app={a} onSaved={app.reload} />
+              </section>
+            )}
             {who.may(`PUT ${APP_ROUTE}/github-repository`) && (
               <details class="card">
                 <summary>
