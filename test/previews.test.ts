@@ -7,13 +7,14 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { basename, dirname } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
-import { cleanupAll } from "./harness/cleanup";
+import { cleanupAll, onCleanup } from "./harness/cleanup";
 import { podman } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
 import { proxyGet } from "./harness/proxy-client";
+import { startRegistry } from "./harness/registry";
 import { waitForBody } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
 
@@ -31,6 +32,8 @@ let s: DeployStack;
 let app: App;
 let sign: (body: string) => Promise<string>;
 let examples: { name: string; examples: Json[] }[];
+/** An image a CI pipeline built (version 1 of the repository), in an open test registry. */
+let image: string;
 
 const example = (event: string, pick: (e: Json) => boolean): Json => {
   const found = examples.find((e) => e.name === event)?.examples.find(pick);
@@ -135,6 +138,12 @@ test.before(async () => {
   sign = (body) => webhooks.sign(body);
   gh = await startGitHubApi();
   repo = await createAppRepo({ name: "preview-app", first: "1" });
+  const registry = await startRegistry("unused", "unused", { open: true });
+  const local = `localhost/relayctl-test-preview-${randomBytes(4).toString("hex")}:1`;
+  await podman(["build", "-q", "--pull=never", "-t", local, repo.path]);
+  image = await registry.pushImage(local, `preview-ci-${randomBytes(4).toString("hex")}:1`);
+  // A pulled image carries no relayctl labels: the stack's cleanup by label would miss it.
+  onCleanup(() => podman(["rmi", "-f", image]).then(() => undefined));
   git = await startGitHttp(dirname(repo.path), "x-access-token", (token) => gh.acceptsToken(token));
   gh.repositories.set(REPO_ID, {
     id: REPO_ID,
@@ -150,6 +159,7 @@ test.before(async () => {
     repositories: [REPO_ID],
   });
   s = await startDeployStack({
+    registriesConf: registry.registriesConf,
     serverEnv: {
       RELAYCTL_GITHUB_APP_ID: gh.appId,
       RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
@@ -197,7 +207,15 @@ test.serial(
     t.is(api.status, 409, describe(api));
     const ok = await s.manage(`/applications/${app.id}`, {
       method: "PATCH",
-      body: { previews: { enabled: true, domain_pattern: "pr-{number}.{app}.preview.test", max: 2 } },
+      body: {
+        previews: {
+          enabled: true,
+          domain_pattern: "pr-{number}.{app}.preview.test",
+          max: 2,
+          memory_mb: 64,
+          cpus: 0.5,
+        },
+      },
     });
     t.is(ok.status, 200, describe(ok));
     t.like(ok.json.previews, { enabled: true, max: 2, allow_forks: false, copy_secrets: false });
@@ -225,6 +243,15 @@ test.serial(
     await waitForBody(s.proxyPort, hostOf(1), "preview", 10_000, "/cgi-bin/env?GREETING");
     await waitForBody(s.proxyPort, hostOf(1), "<unset>", 10_000, "/cgi-bin/env?SECRET_TOKEN");
     const [p] = await previewsOf();
+    // The owner's limits reach the container (podman with runc, cgroups v1 here, takes them).
+    const [container] = await s.containersOf(p!.id);
+    const limits = await podman([
+      "inspect",
+      "--format",
+      "{{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}",
+      container!,
+    ]);
+    t.is(limits.stdout.trim(), `${64 * 1024 * 1024} 500000000`);
     t.like(p, {
       key: "pr-1",
       number: 1,
@@ -286,9 +313,9 @@ test.serial(
     });
     t.is(both.status, 422, describe(both));
     const first = (await previewsOf()).find((p) => p.key === "pr-1")!;
-    const opened = await s.manage(`/applications/${app.id}/previews`, { body: { name: "ci", ref: "main" } });
+    const opened = await s.manage(`/applications/${app.id}/previews`, { body: { name: "ci", image } });
     t.is(opened.status, 202, describe(opened));
-    t.like(opened.json.preview, { key: "ci", source: "api", number: null });
+    t.like(opened.json.preview, { key: "ci", source: "api", number: null, image });
     const op = await s.waitOperation(String(opened.json.operation_id));
     t.is(op.json.status, "completed", describe(op));
     await waitForBody(s.proxyPort, hostOf("ci"), "version 1", 60_000);
@@ -332,3 +359,29 @@ test.serial(
     });
   },
 );
+
+test.serial("previews - a fork's pull request, once allowed, is built without any env value", async (t) => {
+  const on = await s.manage(`/applications/${app.id}`, {
+    method: "PATCH",
+    body: { previews: { allow_forks: true } },
+  });
+  t.is(on.status, 200, describe(on));
+  t.like(on.json.previews, { allow_forks: true, max: 2, domain_pattern: "pr-{number}.{app}.preview.test" });
+  const v = await pushToPr(5, "fork5");
+  const out = await processed(await deliver("pull_request", prPayload("opened", 5, v.sha, { fork: true })));
+  t.is(out.result, "deployed", JSON.stringify(out));
+  await waitForBody(s.proxyPort, hostOf(5), "version fork5", 120_000);
+  // Not even the preview value: a fork's code gets no env at all.
+  await waitForBody(s.proxyPort, hostOf(5), "<unset>", 10_000, "/cgi-bin/env?GREETING");
+  const p = (await previewsOf()).find((x) => x.key === "pr-5")!;
+  t.like(p, { from_fork: true, head_sha: v.sha });
+  const child = (await s.manage(`/applications/${p.id}`)).json;
+  t.is(child.git_credential, null);
+  t.is((await s.manage(`/applications/${app.id}`, { method: "DELETE" })).status, 204);
+  // Deleting the application deletes its previews, containers and all.
+  t.is((await s.manage(`/applications/${p.id}`)).status, 404);
+  await pollUntil(async () => ((await artifactsOf(p.id)) === 0 ? true : undefined), {
+    what: "the preview's containers and images gone with its application",
+    timeoutMs: 60_000,
+  });
+});
