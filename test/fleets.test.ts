@@ -20,6 +20,8 @@ import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { type ApiResponse, api } from "./harness/http";
 import { proxyGet } from "./harness/proxy-client";
 import { startTraffic } from "./harness/traffic";
+import { pollUntil } from "./harness/wait";
+import { CliUser } from "./harness/cli";
 import { writeFileSync, mkdirSync } from "node:fs";
 
 let s: DeployStack;
@@ -165,25 +167,42 @@ test.serial(
 test.serial(
   "fleets - a label change moves the placement at the next deploy; an offline server with max_failures=1 ends it succeeded with one failed",
   async (t) => {
-    const moved = await s.manage(`/servers/${b.id}/labels`, {
-      method: "PUT",
-      body: { labels: { tier: "db" } },
+    // Through the CLI, as a person would: `servers label`, then `deploy --wait` shows each server's progress.
+    const cli = new CliUser({ RELAYCTL_URL: s.c.baseUrl, RELAYCTL_TOKEN: s.apiKey });
+    const labelled = await cli.run(["servers", "label", b.name, "tier=db"]);
+    t.is(labelled.code, 0, labelled.stderr);
+    t.is(labelled.stdout.trim(), `${b.name}: tier=db`);
+    const patched = await s.manage(`/applications/${app.id}`, {
+      method: "PATCH",
+      body: { rollout_strategy: { max_parallel: 2, max_failures: 1 } },
     });
-    t.is(moved.status, 200, describe(moved));
+    t.is(patched.status, 200, describe(patched));
     await c.agent.stop();
-    const body: Record<string, unknown> = {
-      timeout_seconds: 25,
-      strategy: { max_parallel: 2, max_failures: 1 },
-    };
-    const started = await s.deploy(app.id, body);
-    t.is(started.status, 202, describe(started));
+    const deploying = cli.run(["deploy", app.name, "--wait", "--timeout", "25"], { timeoutMs: 240_000 });
+    const running = await pollUntil(
+      async () => {
+        const list = await s.manage(`/applications/${app.id}/rollouts?limit=1`);
+        const r = (list.json.rollouts as Rollout[])[0];
+        return r && r.status === "running" && !r.servers.some((x) => x.server_name === b.name)
+          ? r
+          : undefined;
+      },
+      { what: "the CLI's rollout to run", timeoutMs: 60_000 },
+    );
     const again = await s.deploy(app.id, {});
     t.is(again.status, 409, describe(again));
-    t.is(again.json.rollout_id, started.json.rollout_id);
-    const op = await s.waitOperation(String(started.json.operation_id), 240_000);
-    const r = await rollout(String(started.json.rollout_id));
+    t.is(again.json.rollout_id, running.rollout_id);
+    const done = await deploying;
+    t.is(done.code, 1, `${done.stdout}\n${done.stderr}`);
+    t.regex(done.stderr, new RegExp(`\\[${a.name}\\] succeeded`));
+    t.regex(done.stderr, new RegExp(`\\[${c.name}\\] failed at deadline`));
+    t.regex(done.stdout, /rollout succeeded: 1 of 2 server\(s\) deployed/);
+    const r = await rollout(running.rollout_id);
     t.is(r.status, "succeeded", JSON.stringify(r));
     t.deepEqual(states(r), { [a.name]: "succeeded", [c.name]: "failed" }, "b left the placement");
+    const op = await s.waitOperation(
+      String((await s.manage(`/applications/${app.id}/rollouts/${r.rollout_id}`)).json.operation_id),
+    );
     t.like(op.json, { status: "completed", result: { exit_code: 1 } }, describe(op));
     t.regex(String((op.json.result as { stderr: string }).stderr), new RegExp(`server '${c.name}' failed`));
     t.is(await bodyAt(a), "version 2");

@@ -13,6 +13,7 @@ import { CliError, EXIT, usageError } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
 import { sseEvents } from "../sse.js";
 import { findDeployment, registerDeployments } from "./deployments.js";
+import { registerRollouts, reportRollout } from "./rollouts.js";
 
 const FINISHED = new Set(["completed", "failed", "timeout"]);
 
@@ -190,12 +191,15 @@ export function registerDeploy(program: Command): void {
     });
 
   registerDeployments(program);
+  registerRollouts(program);
 }
 
 interface Started {
   operation_id: string;
   deployment_id: string;
   status: string;
+  /** A fleet application's deploy is a rollout (docs/fleets.md). */
+  rollout_id?: string;
 }
 
 /**
@@ -211,6 +215,8 @@ async function report(
   what: "Deployment" | "Rollback",
   wait?: boolean,
 ) {
+  if (started.rollout_id)
+    return reportRollout(api, json, app, { ...started, rollout_id: started.rollout_id }, what, wait);
   const id = started.deployment_id;
   if (!wait) {
     const page = `${api.baseUrl}/app/applications/${app.id}/deployments/${id}`;

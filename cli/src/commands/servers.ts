@@ -1,8 +1,9 @@
 // servers: the tenant's servers and their agents: list (connected now or not,
-// the last heartbeat), show one (its applications and newest operations) and
-// remove one (its agent is revoked).
+// the last heartbeat), show one (its applications and newest operations),
+// label one (fleet placement, docs/fleets.md) and remove one (its agent is revoked).
 import type { Command } from "commander";
 import { ctxOf, serverId } from "../context.js";
+import { usageError } from "../errors.js";
 import { emit, printFields, printTable } from "../output.js";
 
 /** GET /api/servers `engine`: null until the agent reports one. */
@@ -33,6 +34,27 @@ export function proxyCell(p: Proxy | null | undefined): string | null {
   return p.ok ? p.kind : `${p.kind} (not answering)`;
 }
 
+/** `k=v k2=v2` for a labels object (sorted by key). */
+export function labelsCell(labels: unknown): string {
+  const l = (labels ?? {}) as Record<string, string>;
+  return Object.keys(l)
+    .sort()
+    .map((k) => `${k}=${l[k]}`)
+    .join(" ");
+}
+
+/** `key=value` sets, `key-` removes; anything else is a usage error. */
+export function applyLabelChanges(labels: Record<string, string>, changes: string[]): Record<string, string> {
+  const out = { ...labels };
+  for (const c of changes) {
+    const i = c.indexOf("=");
+    if (i > 0) out[c.slice(0, i)] = c.slice(i + 1);
+    else if (c.endsWith("-") && c.length > 1) delete out[c.slice(0, -1)];
+    else throw usageError(`'${c}': a label change is key=value (set) or key- (remove)`);
+  }
+  return out;
+}
+
 export function registerServers(program: Command): void {
   const servers = program
     .command("servers")
@@ -56,6 +78,7 @@ export function registerServers(program: Command): void {
           connected: s.connected ? "yes" : "no",
           engine: engineCell(s.engine as Engine | null),
           proxy: proxyCell(s.proxy as Proxy | null),
+          labels: labelsCell(s.labels),
         }));
         printTable(rows, [
           ["ID", "id"],
@@ -66,6 +89,7 @@ export function registerServers(program: Command): void {
           ["LAST SEEN", "last_seen_at"],
           ["ENGINE", "engine"],
           ["PROXY", "proxy"],
+          ["LABELS", "labels"],
         ]);
         // A server that cannot deploy says why and how to fix it, under the table.
         for (const s of r.servers) {
@@ -97,6 +121,7 @@ export function registerServers(program: Command): void {
             engine: engineCell(s.engine as Engine | null),
             proxy: proxyCell(s.proxy as Proxy | null),
             applications: apps.map((a) => a.name),
+            labels: labelsCell(s.labels),
           },
           [
             "id",
@@ -109,6 +134,7 @@ export function registerServers(program: Command): void {
             "agent_version",
             "engine",
             "proxy",
+            "labels",
             "applications",
           ],
         );
@@ -124,6 +150,24 @@ export function registerServers(program: Command): void {
           ["ID", "operation_id"],
         ]);
       });
+    });
+  servers
+    .command("label <server> <changes...>")
+    .description("set (key=value) or remove (key-) a server's labels, which fleet placements select by")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl servers label web-1 region=eu role=web\n  relayctl servers label web-1 role-",
+    )
+    .action(async (server: string, changes: string[], _o: unknown, cmd: Command) => {
+      const { api, json } = ctxOf(cmd);
+      const id = await serverId(api, server);
+      const path = `/api/servers/${encodeURIComponent(id)}`;
+      const now = await api.call<{ labels?: Record<string, string> }>("GET", path, "dashboard");
+      const labels = applyLabelChanges(now.labels ?? {}, changes);
+      const r = await api.call<{ labels: Record<string, string> }>("PUT", `${path}/labels`, "dashboard", {
+        labels,
+      });
+      emit(json, r, () => process.stdout.write(`${server}: ${labelsCell(r.labels) || "(no labels)"}\n`));
     });
   servers
     .command("remove <server>")
