@@ -45,3 +45,12 @@ test("deploy refs - options, revision syntax and control characters are refused"
     t.false(validRef(bad), JSON.stringify(bad));
   }
 });
+
+test("deploy refs - a pull or merge request's head ref is read as it is, after the branch and tag", (t) => {
+  t.deepEqual(
+    refCandidates("refs/pull/12/head").map((c) => c.rev),
+    ["refs/heads/refs/pull/12/head", "refs/tags/refs/pull/12/head", "refs/pull/12/head"],
+  );
+  t.is(refCandidates("refs/merge-requests/3/head").at(-1)?.rev, "refs/merge-requests/3/head");
+  t.is(refCandidates("refs/pull/x/head").length, 2);
+});

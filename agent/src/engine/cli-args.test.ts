@@ -52,3 +52,10 @@ test("engine run args - a name that could carry a value, or a value of two lines
   t.throws(() => runCall(spec({ PATH: "a\nB=c" }), ""), { message: /PATH must be one line/ });
   t.throws(() => runCall(spec({ CERT: "line1\r\nline2" }), ""), { message: /CERT must be one line/ });
 });
+
+test("engine run args - a preview's limits are --memory in bytes and --cpus from thousandths; none without", (t) => {
+  const limited = runCall({ ...spec({}), memoryBytes: 64 * 1024 * 1024, cpuMillis: 500 }, "/dev/shm/d/env");
+  const at = limited.args.indexOf("--memory");
+  t.deepEqual(limited.args.slice(at, at + 4), ["--memory", "67108864b", "--cpus", "0.500"]);
+  t.false(runCall(spec({}), "/dev/shm/d/env").args.some((a) => a === "--memory" || a === "--cpus"));
+});

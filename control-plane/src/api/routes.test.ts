@@ -40,6 +40,9 @@ const OWNER_ONLY = [
   "DELETE /api/forges/:id",
   "PUT /api/applications/:id/forge-repository",
   "DELETE /api/applications/:id/forge-repository",
+  // Preview values are secrets like the production env's.
+  "PUT /api/applications/:id/preview-env",
+  "DELETE /api/applications/:id/preview-env/:name",
 ];
 
 test("routes - every route is declared once, and no two share a method and URL", (t) => {
@@ -84,6 +87,9 @@ const DEPLOYER = [
   "POST /api/tenants/:tenant_id/applications/:application_id/deploy",
   "POST /api/tenants/:tenant_id/applications/:application_id/rollback",
   "GET /api/applications/:id/logs",
+  // A preview is a deployment of the application's code (docs/previews.md).
+  "POST /api/applications/:id/previews",
+  "DELETE /api/applications/:id/previews/:preview_id",
 ];
 /** What needs the owner role or the person's exec grant: what reads the servers' secrets. */
 const EXEC_GRANT = [
