@@ -42,6 +42,7 @@ const KEY_TOOLS = [
 ];
 const ALL_TOOLS = [
   "application_logs",
+  "create_preview",
   "deploy_application",
   "exec_command",
   "get_application",
@@ -50,8 +51,10 @@ const ALL_TOOLS = [
   "list_applications",
   "list_audit_events",
   "list_operations",
+  "list_previews",
   "list_releases",
   "list_servers",
+  "remove_preview",
   "restart_container",
   "rollback_application",
 ];

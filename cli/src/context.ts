@@ -73,8 +73,15 @@ export async function application(api: Api, nameOrId: string): Promise<AppRef & 
     "dashboard",
   );
   const a = applications.find((x) => x.id === nameOrId.toLowerCase() || x.name === nameOrId);
-  if (!a) throw new CliError(`application '${nameOrId}' not found`, EXIT.refused);
-  return a;
+  if (a) return a;
+  // A preview is an application left out of the list (it is listed under its own): by its id.
+  if (UUID.test(nameOrId.toLowerCase()))
+    return api.call<AppRef & Record<string, unknown>>(
+      "GET",
+      `/api/applications/${nameOrId.toLowerCase()}`,
+      "dashboard",
+    );
+  throw new CliError(`application '${nameOrId}' not found`, EXIT.refused);
 }
 
 /** The caller's tenant (for the /api/tenants/{id}/... routes). */

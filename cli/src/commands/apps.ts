@@ -51,6 +51,54 @@ export function releaseLine(v: unknown): string {
   return `${r.deployment_id} (${what.join(", ")}${rollback}) since ${r.since}`;
 }
 
+/**
+ * `env set`'s NAME=value pairs, or one NAME whose value comes from stdin or `file`
+ * (a secret kept off argv), as the API's `variables`; the preview env takes the same.
+ */
+export async function variablesOf(pairs: string[], file?: string): Promise<Record<string, string>> {
+  const variables: Record<string, string> = {};
+  const bare: string[] = [];
+  for (const p of pairs) {
+    const i = p.indexOf("=");
+    const name = i < 0 ? p : p.slice(0, i);
+    if (!ENV_NAME.test(name))
+      throw usageError(`'${name}' is not a variable name (letters, digits, _; not starting with a digit)`);
+    if (name in variables || bare.includes(name)) throw usageError(`${name} is given twice`);
+    if (i < 0) bare.push(name);
+    else variables[name] = p.slice(i + 1);
+  }
+  if (bare.length > 1)
+    throw usageError(
+      `only one NAME can take its value from stdin or --file (got ${bare.join(", ")}): give the others as NAME=value`,
+    );
+  if (file && bare.length === 0) throw usageError("--file is the value of a NAME given without =value");
+  if (bare[0]) variables[bare[0]] = chompOne(file ? readFileSync(file, "utf8") : await readStdin());
+  return variables;
+}
+
+/** "on: at most 5, pr-{number}.shop.example.com, forks not built, secrets not copied, 256 MB, 0.5 CPU" */
+export function previewsLine(v: unknown): string {
+  if (v === null || typeof v !== "object") return "-";
+  const p = v as {
+    enabled: boolean;
+    domain_pattern: string | null;
+    max: number;
+    allow_forks: boolean;
+    copy_secrets: boolean;
+    memory_mb: number | null;
+    cpus: number | null;
+  };
+  const parts = [
+    `at most ${p.max}`,
+    p.domain_pattern ?? "default hostnames",
+    p.allow_forks ? "forks built" : "forks not built",
+    p.copy_secrets ? "production values copied" : "production values not copied",
+    p.memory_mb === null ? "no memory limit" : `${p.memory_mb} MB`,
+    p.cpus === null ? "no CPU limit" : `${p.cpus} CPU`,
+  ];
+  return `${p.enabled ? "on" : "off"}: ${parts.join(", ")}`;
+}
+
 export function registerApps(program: Command): void {
   const apps = program
     .command("apps")
@@ -97,6 +145,7 @@ export function registerApps(program: Command): void {
           ...full,
           live_release: releaseLine(full.live_release),
           container: containerLine(full.container),
+          ...("previews" in full ? { previews: previewsLine(full.previews) } : {}),
         }),
       );
     });
@@ -153,26 +202,8 @@ export function registerApps(program: Command): void {
         "\n  relayctl apps env set shop TLS_KEY --file ./key.pem",
     )
     .action(async (app: string, pairs: string[], o: { file?: string }, cmd: Command) => {
-      const variables: Record<string, string> = {};
-      const bare: string[] = [];
-      for (const p of pairs) {
-        const i = p.indexOf("=");
-        const name = i < 0 ? p : p.slice(0, i);
-        if (!ENV_NAME.test(name))
-          throw usageError(
-            `'${name}' is not a variable name (letters, digits, _; not starting with a digit)`,
-          );
-        if (name in variables || bare.includes(name)) throw usageError(`${name} is given twice`);
-        if (i < 0) bare.push(name);
-        else variables[name] = p.slice(i + 1);
-      }
-      if (bare.length > 1)
-        throw usageError(
-          `only one NAME can take its value from stdin or --file (got ${bare.join(", ")}): give the others as NAME=value`,
-        );
-      if (o.file && bare.length === 0) throw usageError("--file is the value of a NAME given without =value");
+      const variables = await variablesOf(pairs, o.file);
       const { api, json } = ctxOf(cmd);
-      if (bare[0]) variables[bare[0]] = chompOne(o.file ? readFileSync(o.file, "utf8") : await readStdin());
       const a = await application(api, app);
       const tid = await tenantId(api);
       const r = await api.call("POST", `/api/tenants/${tid}/applications/${a.id}/env`, "dashboard", {

@@ -233,9 +233,12 @@ async function report(
   await finish(api, json, `${base}/deployments/${id}`);
 }
 
-/** Follows a deployment to its outcome, prints its view, and fails unless it completed. */
-async function finish(api: Api, json: boolean | undefined, path: string) {
-  const view = await followDeployment(api, path, Boolean(json));
+/**
+ * Follows a deployment to its outcome, prints its view, and fails unless it completed;
+ * `quiet` waits without printing the steps and the log (previews create --wait).
+ */
+export async function finish(api: Api, json: boolean | undefined, path: string, quiet = false) {
+  const view = await followDeployment(api, path, Boolean(json) || quiet);
   emit(json, view, () =>
     printFields(view, [
       "deployment_id",

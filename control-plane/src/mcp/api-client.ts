@@ -18,7 +18,11 @@ export class ApiRefusal extends Error {
 
 export interface ApiCaller {
   /** One JSON request; the parsed body of a 2xx answer, else an ApiRefusal. */
-  json<T = Record<string, unknown>>(method: "GET" | "POST", path: string, body?: unknown): Promise<T>;
+  json<T = Record<string, unknown>>(
+    method: "GET" | "POST" | "DELETE",
+    path: string,
+    body?: unknown,
+  ): Promise<T>;
   /** A text/event-stream answer as it arrives (the deployment live log). */
   stream(path: string, signal: AbortSignal): Promise<NodeJS.ReadableStream>;
 }

@@ -218,6 +218,76 @@ export const TOOLS: ToolSpec[] = [
       api.json("GET", `${await tenantPath(api, a.application_id)}/deployments/${path(a.deployment_id)}`),
   },
   {
+    name: "list_previews",
+    title: "List an application's previews",
+    description:
+      "An application's preview environments, newest first: each one's name (key), status (deploying, live, failed, removing), URL, pull request (number, link) or source 'api', head ref and commit or image, and last deployment. A preview's id is an application id: get_application, get_deployment and application_logs take it.",
+    needs: "dashboard",
+    annotations: read,
+    input: z.strictObject({ application_id: uuidSchema }),
+    output: list("previews"),
+    run: async (a: { application_id: string }, { api }) =>
+      api.json("GET", `/api/applications/${path(a.application_id)}/previews`),
+  },
+  {
+    name: "create_preview",
+    title: "Create a preview",
+    description:
+      "Creates a preview environment of an application (or deploys the preview of that name anew) from a branch, tag or commit (ref, built like the application) or from an image, beside production on the same server; reports each step as progress and answers with the preview and its deployment when it serves (url) or fails. 409 when the application's previews are off.",
+    needs: "dashboard",
+    route: "POST /api/applications/:id/previews",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    input: z.strictObject({
+      application_id: uuidSchema,
+      name: z
+        .string()
+        .max(40)
+        .regex(/^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/, "must be a slug: a-z, 0-9 and '-' inside")
+        .describe("the preview's name, e.g. pr-12 or ci-481"),
+      ref: refSchema.optional().describe("branch, tag or commit to build; default: the deploy branch"),
+      image: z.string().min(1).max(1024).optional().describe("an image to run instead of a build"),
+    }),
+    output: loose({ preview: loose({ id: z.string() }), deployment: loose({ status: z.string() }) }),
+    run: async (
+      a: { application_id: string; name: string; ref?: string; image?: string },
+      { api, progress, signal },
+    ) => {
+      const { application_id, ...body } = a;
+      const started = await api.json<{ preview: { id: string }; deployment_id: string }>(
+        "POST",
+        `/api/applications/${path(application_id)}/previews`,
+        body,
+      );
+      const base = await tenantPath(api, started.preview.id);
+      const deployment = await followDeploymentLog(
+        api,
+        `${base}/deployments/${path(started.deployment_id)}`,
+        progress,
+        signal,
+      );
+      const preview = await api.json<Record<string, unknown>>(
+        "GET",
+        `/api/applications/${path(application_id)}/previews/${path(started.preview.id)}`,
+      );
+      return { preview, deployment };
+    },
+  },
+  {
+    name: "remove_preview",
+    title: "Remove a preview",
+    description:
+      "Removes one preview environment of an application (preview_id from list_previews): its containers, images and route are removed from the server. Production is not touched.",
+    needs: "dashboard",
+    route: "DELETE /api/applications/:id/previews/:preview_id",
+    annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false },
+    input: z.strictObject({ application_id: uuidSchema, preview_id: uuidSchema }),
+    output: loose({ removed: z.boolean() }),
+    run: async (a: { application_id: string; preview_id: string }, { api }) => {
+      await api.json("DELETE", `/api/applications/${path(a.application_id)}/previews/${path(a.preview_id)}`);
+      return { removed: true, preview_id: a.preview_id };
+    },
+  },
+  {
     name: "get_operation",
     title: "Get an operation",
     description: "One operation (exec, deploy, restart...) with its status and whole output.",
