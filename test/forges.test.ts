@@ -13,6 +13,7 @@ import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
+import { CliUser } from "./harness/cli";
 import { type ForgeStandIn, startForgeStandIn } from "./harness/forge-api";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { waitForBody } from "./harness/traffic";
@@ -271,6 +272,8 @@ test.serial(
     t.deepEqual((await s.manage(`/forges/${c.id}/deliveries`)).json.deliveries, []);
     t.is((await deploymentsOf(app.id)).length, 0);
 
+    // The forge's status API fails the first post: it is tried again, and the deploy goes on.
+    gitea.failStatuses(1);
     const ok = await send(hook, forgejo(sign(body)), body);
     t.is(ok.status, 202, JSON.stringify(ok.json));
     const d = await processed(c.id, id);
@@ -279,6 +282,7 @@ test.serial(
     await s.waitOperation(dep!.operation_id);
     await waitForBody(s.proxyPort, app.fqdn, "version 2");
     const posted = await statusesUntilFinal(gitea, next.sha);
+    t.is(gitea.refusedStatuses(), 1);
     t.is(posted[0]!.state, "pending");
     t.is(posted[posted.length - 1]!.state, "success");
     for (const st of posted) {
@@ -369,5 +373,42 @@ test.serial(
         undefined,
       { what: "the preview application removed", timeoutMs: 60_000 },
     );
+  },
+);
+
+test.serial(
+  "forges - the CLI connects a forge with the token on stdin, lists it without secrets, links an application and cannot remove a connection in use",
+  async (t) => {
+    const u = new CliUser({ RELAYCTL_URL: s.c.baseUrl, RELAYCTL_TOKEN: s.apiKey });
+    const name = `cli-${randomUUID().slice(0, 6)}`;
+    const added = await u.run(["forges", "add", name, "--kind", "gitea", "--base-url", gitea.url, "--json"], {
+      input: `${GITEA_TOKEN}\n`,
+    });
+    t.is(added.code, 0, added.stderr);
+    const c = JSON.parse(added.stdout) as Json;
+    t.regex(String(c.webhook_secret), /^[0-9a-f]{64}$/);
+    const listed = await u.run(["forges", "list"]);
+    t.is(listed.code, 0, listed.stderr);
+    t.true(listed.stdout.includes(name));
+    t.false(listed.stdout.includes(String(c.webhook_secret)));
+    t.false(listed.stdout.includes(GITEA_TOKEN));
+    const app = await s.createApp({ git_repository: null, build: undefined });
+    const linked = await u.run([
+      "apps",
+      "link",
+      app.name,
+      "--forge",
+      name,
+      "--project",
+      "acme/app",
+      "--json",
+    ]);
+    t.is(linked.code, 0, linked.stderr);
+    t.is((JSON.parse(linked.stdout) as Json).clone_url, `${gitea.url}/acme/app.git`);
+    const refused = await u.run(["forges", "remove", name]);
+    t.is(refused.code, 65, "a connection in use is refused (409)");
+    t.true(refused.stderr.includes(app.name));
+    t.is((await u.run(["apps", "unlink", app.name])).code, 0);
+    t.is((await u.run(["forges", "remove", name])).code, 0);
   },
 );

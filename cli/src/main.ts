@@ -9,6 +9,7 @@ import { registerAuth } from "./commands/auth.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerDeploy } from "./commands/deploy.js";
 import { registerExec } from "./commands/exec.js";
+import { registerForges } from "./commands/forges.js";
 import { registerKeys } from "./commands/keys.js";
 import { registerLogs } from "./commands/logs.js";
 import { registerMcp } from "./commands/mcp.js";
@@ -68,6 +69,7 @@ registerOps(program);
 registerKeys(program);
 registerAudit(program);
 registerRegistry(program);
+registerForges(program);
 registerMcp(program);
 registerCompletion(program);
 

@@ -32,6 +32,8 @@ export interface ForgeStandIn {
   projectIds: Map<number, string>;
   /** The next n status posts are answered 503 (a forge having a bad moment). */
   failStatuses(n: number): void;
+  /** How many status posts were answered 503 so far. */
+  refusedStatuses(): number;
 }
 
 const readBody = (req: IncomingMessage) =>
@@ -59,6 +61,7 @@ export async function startForgeStandIn(
   const gitRequests: GitHttpRequest[] = [];
   const projectIds = new Map<number, string>();
   let failing = 0;
+  let refused = 0;
   let url = "";
 
   const statusRoute =
@@ -87,6 +90,7 @@ export async function startForgeStandIn(
     const body = JSON.parse((await readBody(req)) || "{}") as Record<string, string>;
     if (failing > 0) {
       failing--;
+      refused++;
       return json(res, 503, { message: "busy" });
     }
     const s: PostedStatus = {
@@ -154,5 +158,6 @@ export async function startForgeStandIn(
     failStatuses: (n) => {
       failing = n;
     },
+    refusedStatuses: () => refused,
   };
 }
