@@ -96,6 +96,31 @@ test.serial("fleets - enrollment labels and the labels API show on the servers",
   );
 });
 
+test.serial("fleets - bad placements, strategies and rollout ids are refused with a detail", async (t) => {
+  const patch = (id: string, body: Record<string, unknown>) =>
+    s.manage(`/applications/${id}`, { method: "PATCH", body });
+  const unknown = await patch(app.id, { placement: { servers: [a.name, "no-such-server"] } });
+  t.is(unknown.status, 422, describe(unknown));
+  t.regex(String(unknown.json.detail), /'no-such-server'/);
+  t.is((await patch(app.id, { placement: { selector: "tier" } })).status, 422);
+  t.is((await patch(app.id, { rollout_strategy: { max_parallel: "0%" } })).status, 422);
+  const bad = await s.deploy(app.id, { strategy: { max_failures: -1 } } as Record<string, unknown>);
+  t.is(bad.status, 422, describe(bad));
+  // A single-server application takes no strategy; a selector that matches nothing deploys nowhere.
+  const single = await s.createApp({}, repo);
+  const noStrategy = await s.deploy(single.id, { strategy: { max_parallel: 2 } } as Record<string, unknown>);
+  t.is(noStrategy.status, 422, describe(noStrategy));
+  t.is((await patch(single.id, { placement: { selector: "tier=nowhere" } })).status, 200);
+  const nowhere = await s.deploy(single.id, {});
+  t.is(nowhere.status, 422, describe(nowhere));
+  t.regex(String(nowhere.json.detail), /matches no server/);
+  const missing = await s.manage(
+    `/applications/${app.id}/rollouts/${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}`,
+  );
+  t.is(missing.status, 404, describe(missing));
+  t.deepEqual(Object.keys(missing.json), ["detail"]);
+});
+
 test.serial("fleets - a key scoped to two of the three servers gets 403 for the whole rollout", async (t) => {
   const created = await s.manage("/automation-keys", {
     body: { name: `two-of-three-${tag}`, servers: [a.id, b.id] },

@@ -25,6 +25,7 @@ import {
   followDeploymentLog,
   followOperation,
 } from "./deploy-follow.js";
+import { followRollout } from "./rollout-follow.js";
 
 export interface ToolEnv {
   api: ApiCaller;
@@ -136,11 +137,14 @@ export const TOOLS: ToolSpec[] = [
     input: deployInput,
     output: loose({ status: z.string() }),
     run: async (a: z.infer<typeof deployInput>, { api, person, progress, readProgress, signal }) => {
-      const started = await api.json<{ operation_id: string; deployment_id: string }>(
+      const started = await api.json<{ operation_id: string; deployment_id: string; rollout_id?: string }>(
         "POST",
         "/api/automation/v1/deploy",
         a,
       );
+      // A fleet application's deploy is a rollout: a person follows its servers (rollout-follow.ts).
+      if (person && started.rollout_id)
+        return followRollout(api, a.application_id, started.rollout_id, progress, signal);
       if (!person) return followOperation(api, started, readProgress, progress, signal);
       const base = await tenantPath(api, a.application_id);
       return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
@@ -156,11 +160,13 @@ export const TOOLS: ToolSpec[] = [
     input: rollbackBody.omit({ run_context: true }),
     output: loose({ status: z.string() }),
     run: async (a: { application_id: string }, { api, person, progress, readProgress, signal }) => {
-      const started = await api.json<{ operation_id: string; deployment_id: string }>(
+      const started = await api.json<{ operation_id: string; deployment_id: string; rollout_id?: string }>(
         "POST",
         "/api/automation/v1/rollback",
         a,
       );
+      if (person && started.rollout_id)
+        return followRollout(api, a.application_id, started.rollout_id, progress, signal);
       if (!person) return followOperation(api, started, readProgress, progress, signal);
       const base = await tenantPath(api, a.application_id);
       return followDeploymentLog(api, `${base}/deployments/${path(started.deployment_id)}`, progress, signal);
