@@ -13,6 +13,7 @@ const HEAVY = [
   "app-runtime",
   "dashboard-browser",
   "deploy-rollback",
+  "fleets",
   "dashboard-apps",
   "cli-deploy",
   "audit-verify",
