@@ -104,6 +104,14 @@ export async function deployPushedCommit(
 ): Promise<{ deploymentId: string } | { reason: string }> {
   const { db } = env;
   const { app, sha } = c;
+  // A fleet's deploy is a rollout, with secrets held by the api instance that
+  // drives it (fleets/rollouts.ts); deploying the home server alone would split the
+  // fleet silently, so a push says why it did not deploy.
+  if (app.placement)
+    return {
+      reason:
+        "a fleet application (with a placement) is not deployed by pushes yet: deploy it through the API or the CLI (docs/fleets.md)",
+    };
   // Forges do not promise delivery order: a push whose commit a newer push
   // already built on arrives stale, and deploying it would go backwards.
   const newer = await db("github_push_deployments")
