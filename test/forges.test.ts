@@ -108,7 +108,7 @@ async function statusesUntilFinal(forge: ForgeStandIn, sha: string) {
 }
 
 test.serial(
-  "forges - a connection shows its webhook secret once and keeps it and the token out of every answer",
+  "forges - a connection shows its webhook secret once and keeps it and the token out of every answer; an application links by project path or GitLab's numeric id",
   async (t) => {
     const c = await connect("gitlab", gitlab.url, GITLAB_TOKEN);
     t.regex(c.secret, /^[0-9a-f]{64}$/);
@@ -146,6 +146,24 @@ test.serial(
     t.regex(String(plain.json.warning), /unencrypted/);
     t.is(plain.json.base_url, "http://gitea.lan");
     t.is((await s.manage(`/forges/${randomUUID()}`)).status, 404);
+    // GitLab's numeric project id: GitLab (asked with the token) names the path and clone URL.
+    gitlab.projectIds.set(4242, "acme/web/app");
+    const app = await s.createApp({ git_repository: null, build: undefined });
+    const byId = await s.manage(`/applications/${app.id}/forge-repository`, {
+      method: "PUT",
+      body: { connection_id: c.id, project: "4242" },
+    });
+    t.is(byId.status, 200, describe(byId));
+    t.is(byId.json.path, "acme/web/app");
+    t.is(byId.json.clone_url, `${gitlab.url}/acme/web/app.git`);
+    for (const project of ["4243", "../etc", "no-slash", "a//b"]) {
+      const bad = await s.manage(`/applications/${app.id}/forge-repository`, {
+        method: "PUT",
+        body: { connection_id: c.id, project },
+      });
+      t.is(bad.status, 422, `${project}: ${describe(bad)}`);
+    }
+    t.is((await s.manage(`/applications/${app.id}/forge-repository`, { method: "DELETE" })).status, 204);
     t.is((await s.manage(`/forges/${plain.json.id}`, { method: "DELETE" })).status, 204);
   },
 );
@@ -290,6 +308,20 @@ test.serial(
       t.is(st.token, GITEA_TOKEN);
       t.is(st.project, "acme/app");
     }
+
+    // The signed body again under another delivery id: a replay, neither recorded nor processed.
+    const replayId = randomUUID();
+    const replay = await send(hook, forgejo(sign(body), "push", replayId), body);
+    t.is(replay.status, 202);
+    t.true(replay.json.duplicate);
+    const listed = (await s.manage(`/forges/${c.id}/deliveries`)).json.deliveries as Json[];
+    t.false(listed.some((x) => x.delivery_id === replayId));
+    const audit = await s.manage("/audit?limit=200&event_type=forge.delivery_replayed");
+    t.true(
+      (audit.json.events as Json[]).some(
+        (e) => e.payload.delivery_id === replayId && e.payload.replay_of === id,
+      ),
+    );
 
     // Gitea's own header names, an event relayctl does not use: 202, recorded, ignored.
     const other = JSON.stringify({ action: "opened", issue: { number: 3 }, repository: p.repository });

@@ -5,10 +5,11 @@
 // so every delivery has its tenant from the start. Claimed with a lease: with
 // several api instances each is processed by one, and one whose processor died
 // is taken up again when its lease runs out.
+import { createHash } from "node:crypto";
 import { gunzipSync, gzipSync } from "node:zlib";
 import type { Knex } from "knex";
 import { appendAuditEvent } from "../audit/audit-log.js";
-import { CLAIM_MS, MAX_ATTEMPTS, type Outcome } from "../github/deliveries.js";
+import { CLAIM_MS, MAX_ATTEMPTS, type Outcome, REPLAY_WINDOW_MS } from "../github/deliveries.js";
 import { isDuplicate } from "../github/sql.js";
 
 export { MAX_ATTEMPTS, type Outcome };
@@ -39,25 +40,80 @@ export interface ForgeDeliveryRow {
 
 export const payloadText = (d: ForgeDeliveryRow) => gunzipSync(d.payload_gz).toString("utf8");
 
-/** True when recorded; false for a redelivery (its id came before). */
-export async function recordForgeDelivery(db: Knex, d: NewForgeDelivery): Promise<boolean> {
-  try {
-    await db("forge_deliveries").insert({
-      connection_id: d.connectionId,
-      tenant_id: d.tenantId,
-      id: d.id,
-      event: d.event,
-      action: d.action,
-      payload_gz: gzipSync(d.payload),
-      status: "pending",
-      attempts: 0,
-      received_at: Date.now(),
-    });
-    return true;
-  } catch (err) {
-    if (isDuplicate(err)) return false;
-    throw err;
+/** What recording did: a redelivery (its id came before) or a replay (its signed body did) records nothing. */
+export type ForgeRecorded = "recorded" | "redelivery" | { replayOf: string };
+
+class Replay extends Error {
+  constructor(readonly replayOf: string) {
+    super("replay");
   }
+}
+
+/**
+ * Records a delivery. With `signed` (Gitea and Forgejo sign the body, not the
+ * delivery id) the same body under another id within REPLAY_WINDOW_MS is a
+ * replay, as for GitHub (github/deliveries.ts): its digest, namespaced by the
+ * connection, is kept in the same github_delivery_digests table. GitLab's token
+ * does not cover the body, so there a body proves nothing more than the token.
+ */
+export async function recordForgeDelivery(
+  db: Knex,
+  d: NewForgeDelivery,
+  signed: boolean,
+  now = Date.now(),
+): Promise<ForgeRecorded> {
+  const digest = createHash("sha256").update(`forge\n${d.connectionId}\n`).update(d.payload).digest("hex");
+  const since = now - REPLAY_WINDOW_MS;
+  try {
+    await db.transaction(async (trx) => {
+      await trx("forge_deliveries").insert({
+        connection_id: d.connectionId,
+        tenant_id: d.tenantId,
+        id: d.id,
+        event: d.event,
+        action: d.action,
+        payload_gz: gzipSync(d.payload),
+        status: "pending",
+        attempts: 0,
+        received_at: now,
+      });
+      if (!signed) return;
+      const seen = await trx("github_delivery_digests")
+        .where({ digest })
+        .first<{ delivery_id: string; received_at: number } | undefined>("delivery_id", "received_at");
+      if (seen && Number(seen.received_at) >= since) throw new Replay(seen.delivery_id);
+      if (seen)
+        await trx("github_delivery_digests")
+          .where({ digest })
+          .update({ delivery_id: d.id, received_at: now });
+      else await trx("github_delivery_digests").insert({ digest, delivery_id: d.id, received_at: now });
+    });
+  } catch (err) {
+    if (err instanceof Replay) return { replayOf: err.replayOf };
+    if (!isDuplicate(err)) throw err;
+    if (await db("forge_deliveries").where({ connection_id: d.connectionId, id: d.id }).first("id"))
+      return "redelivery";
+    const first = await db("github_delivery_digests")
+      .where({ digest })
+      .first<{ delivery_id: string }>("delivery_id");
+    return { replayOf: first?.delivery_id ?? "" };
+  }
+  return "recorded";
+}
+
+/** A replay: logged and audited (`forge.delivery_replayed`) in the connection's tenant, with the source address. */
+export async function recordForgeReplay(
+  db: Knex,
+  log: { warn(o: object, msg: string): void },
+  d: Pick<NewForgeDelivery, "connectionId" | "tenantId" | "id" | "event">,
+  replayOf: string,
+  ip: string,
+): Promise<void> {
+  const facts = { connection_id: d.connectionId, delivery_id: d.id, replay_of: replayOf, event: d.event, ip };
+  log.warn(facts, "forge webhook: a delivery's signed body replayed under another delivery id; ignored");
+  await db.transaction((trx) =>
+    appendAuditEvent(trx, { tenantId: d.tenantId, eventType: "forge.delivery_replayed", payload: facts }),
+  );
 }
 
 /** Claims the oldest delivery waiting (or whose claim ran out); undefined when none. */

@@ -10,7 +10,8 @@
 // The same bounds on unverified bodies as GitHub's (per-IP requests a minute,
 // concurrent bodies, 10 s, 25 MB). A verified delivery is recorded and answered
 // 202 at once, then processed from the record; a redelivery (same delivery id,
-// X-Gitlab-Event-UUID or X-Gitea-Delivery / X-Forgejo-Delivery) is 202 and does nothing again.
+// X-Gitlab-Event-UUID or X-Gitea-Delivery / X-Forgejo-Delivery) is 202 and does nothing again,
+// and so is a Gitea/Forgejo signed body replayed under another delivery id.
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { RcError } from "../errors.js";
@@ -20,7 +21,7 @@ import { open } from "../registry/crypto.js";
 import { BodySlots, type Reading, admitSender, boundedBody } from "../webhooks/bounded-body.js";
 import { type ConnectionRow, connectionById, receiverOf, sha256Hex } from "./connections.js";
 import type { ForgeContext } from "./context.js";
-import { recordForgeDelivery } from "./deliveries.js";
+import { recordForgeDelivery, recordForgeReplay } from "./deliveries.js";
 
 const HEX_SIGNATURE = /^(?:sha256=)?([0-9a-f]{64})$/;
 
@@ -44,33 +45,46 @@ export const forgeWebhookRoutes = (ctx: ForgeContext, nudge: () => void): RouteS
   const slots = new BodySlots(ctx.webhook.concurrentBodies);
   const admitted = new WeakMap<FastifyRequest, Admitted>();
 
+  /** The connection the URL names, once the sender's proof that can be had before the body holds. */
+  const admitConnection = async (req: FastifyRequest, receiver: "gitlab" | "gitea") => {
+    const id = (req.params as { connection_id?: string }).connection_id ?? "";
+    // An unknown URL and a wrong secret get the same answer.
+    const c = await connectionById(ctx.db, id);
+    if (!c || receiverOf(c.kind) !== receiver) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
+    if (receiver === "gitlab") {
+      const token = header(req, "x-gitlab-token") ?? "";
+      const ok =
+        token.length > 0 &&
+        timingSafeEqual(
+          Buffer.from(sha256Hex(token), "hex"),
+          Buffer.from(c.webhook_secret_sha256 ?? "", "hex"),
+        );
+      if (!ok) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
+    } else if (!giteaSignature(req)) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
+    return c;
+  };
+  const giteaSecret = (c: ConnectionRow) => {
+    if (!ctx.masterKey) throw new RcError("RC_ERR_MASTER_KEY_UNSET");
+    return open(ctx.masterKey, c.webhook_secret_sealed ?? "");
+  };
+
   /** The connection and the sender's proof, before the body is read; then the body. */
   const admitBody =
     (receiver: "gitlab" | "gitea") =>
     async (req: FastifyRequest, reply: FastifyReply, payload: NodeJS.ReadableStream) => {
-      const id = (req.params as { connection_id?: string }).connection_id ?? "";
-      // Asked first, so an unknown URL and a wrong secret cannot be told apart by the answer.
-      const c = await connectionById(ctx.db, id);
-      let hmac: ReturnType<typeof createHmac> | undefined;
-      if (!c || receiverOf(c.kind) !== receiver) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
-      if (receiver === "gitlab") {
-        const token = header(req, "x-gitlab-token") ?? "";
-        const ok =
-          token.length > 0 &&
-          timingSafeEqual(
-            Buffer.from(sha256Hex(token), "hex"),
-            Buffer.from(c.webhook_secret_sha256 ?? "", "hex"),
-          );
-        if (!ok) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
-      } else {
-        if (!giteaSignature(req)) throw new RcError("RC_ERR_FORGE_WEBHOOK_SECRET");
-        if (!ctx.masterKey) throw new RcError("RC_ERR_MASTER_KEY_UNSET");
-        hmac = createHmac("sha256", open(ctx.masterKey, c.webhook_secret_sealed ?? ""));
-      }
+      // The per-IP bound first, so guessing connections or secrets is bounded too; the
+      // body slot taken here is given back when the sender proves nothing.
       const release = await admitSender(ctx.db, req, reply, slots, ctx.webhook.perIpPerMinute, "forge");
-      const reading: Admitted = { release, connection: c };
-      admitted.set(req, reading);
-      return boundedBody(payload, reply, reading, hmac, WEBHOOK_BODY_DEADLINE_MS, "the forge's");
+      try {
+        const c = await admitConnection(req, receiver);
+        const hmac = receiver === "gitea" ? createHmac("sha256", giteaSecret(c)) : undefined;
+        const reading: Admitted = { release, connection: c };
+        admitted.set(req, reading);
+        return boundedBody(payload, reply, reading, hmac, WEBHOOK_BODY_DEADLINE_MS, "the forge's");
+      } catch (err) {
+        release();
+        throw err;
+      }
     };
 
   const receive = (receiver: "gitlab" | "gitea") => async (req: FastifyRequest, reply: FastifyReply) => {
@@ -108,16 +122,20 @@ export const forgeWebhookRoutes = (ctx: ForgeContext, nudge: () => void): RouteS
     const p = payload as Record<string, unknown>;
     const attrs = p.object_attributes as Record<string, unknown> | undefined;
     const action = receiver === "gitlab" ? attrs?.action : p.action;
-    const recorded = await recordForgeDelivery(ctx.db, {
+    const delivery = {
       connectionId: a.connection.id,
       tenantId: a.connection.tenant_id,
       id,
       event: event.slice(0, 64),
       action: typeof action === "string" ? action.slice(0, 64) : null,
       payload: raw,
-    });
-    if (recorded) nudge();
-    return reply.status(202).send({ delivery_id: id, duplicate: !recorded });
+    };
+    const recorded = await recordForgeDelivery(ctx.db, delivery, receiver === "gitea");
+    if (recorded === "recorded") nudge();
+    // A replay is answered like a redelivery: it did nothing, and says no more.
+    else if (recorded !== "redelivery")
+      await recordForgeReplay(ctx.db, req.log, delivery, recorded.replayOf, req.ip);
+    return reply.status(202).send({ delivery_id: id, duplicate: recorded !== "recorded" });
   };
 
   return (["gitlab", "gitea"] as const).map((receiver) =>
