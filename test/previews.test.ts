@@ -272,6 +272,13 @@ test.serial(
     const sync = await processed(await deliver("pull_request", prPayload("synchronize", 1, v2.sha)));
     t.is(sync.result, "deployed", JSON.stringify(sync));
     await waitForBody(s.proxyPort, hostOf(1), "version pr1-b", 120_000);
+    // The same head again (another hook's delivery: the same body twice is a replay, refused
+    // before it is recorded): nothing deployed twice.
+    const other = prPayload("synchronize", 1, v2.sha);
+    other.hook = { id: 2 };
+    const again = await processed(await deliver("pull_request", other));
+    t.is(again.result, "nothing", JSON.stringify(again));
+    t.regex(JSON.stringify(again.skipped), /already deployed/);
     const statuses = await pollUntil(
       async () => {
         const mine = gh.statuses.filter((x) => x.sha === v2.sha);

@@ -92,6 +92,22 @@ export async function onPullRequest(
       result: "ignored",
       detail: `${what} comes from a fork: not built, since ${parent.name} does not allow fork previews (previews.allow_forks)`,
     };
+  // Per-commit idempotence: a redelivered event (or one of another hook) for a
+  // head already deployed since the preview's last change deploys nothing again.
+  const current = await previewByKey(ctx.db, parent.id, key);
+  if (current && current.preview_head_sha === ev.headSha) {
+    const since = await ctx
+      .db("deployments")
+      .where({ application_id: current.id })
+      .andWhere("created_at", ">=", Number(current.preview_last_activity_at ?? 0))
+      .first<{ id: string } | undefined>("id");
+    if (since)
+      return {
+        result: "ignored",
+        detail: `${what}: ${ev.headSha.slice(0, 12)} was already deployed to preview ${current.name} (deployment ${since.id})`,
+        previewId: current.id,
+      };
+  }
   const d = await openPreview(
     ctx,
     parent,

@@ -42,6 +42,9 @@ export interface PreviewSpec {
   image: string | null;
 }
 
+/** The fleet columns (fleets/app-fields.ts) a preview does not take from its parent. */
+const FLEET_COLUMNS = ["placement", "rollout_strategy"];
+
 /** Application names are at most 128 characters (applications-api.ts). */
 const NAME_MAX = 128;
 const CONTAINER_MAX = 255;
@@ -149,6 +152,8 @@ export async function upsertPreview(
         preview_of: parent.id,
         preview_key: spec.key,
         preview_comment_id: null,
+        // A preview runs on its parent's server only: a fleet's placement is not its own.
+        ...Object.fromEntries(FLEET_COLUMNS.filter((c) => c in parent).map((c) => [c, null])),
         created_at: now,
       };
   await db.transaction(async (trx) => {
