@@ -4,8 +4,11 @@
 // deploy_tags and watch_paths save and say a refusal beside their field; the preview
 // settings persist; a preview made from an image is listed, answers at its URL through
 // Caddy, its own page says what it previews and links both ways, and Remove takes it
-// away (route and containers); the preview env editor sets and removes a value. Every
-// page passes axe-core at laptop and phone widths. One browser, one stack, in order.
+// away (route and containers); the preview env editor sets and removes a value; Git hosts
+// (GitLab, Gitea, Forgejo connections): connected with the webhook secret shown once (and
+// that secret authenticates a GitLab delivery, listed under the connection), an
+// application linked to a project, removal refused while linked. Every page passes
+// axe-core at laptop and phone widths. One browser, one stack, in order.
 import { randomBytes } from "node:crypto";
 import test, { type ExecutionContext } from "ava";
 import type { Locator, Page } from "playwright-core";
@@ -24,6 +27,7 @@ import { createAppRepo } from "./harness/git-repo";
 import { createOwner } from "./harness/people";
 import { proxyGet } from "./harness/proxy-client";
 import { type Registry, startRegistry } from "./harness/registry";
+import { request } from "./harness/http";
 import { pollUntil } from "./harness/wait";
 
 const DEPLOY_MS = 150_000;
@@ -301,3 +305,77 @@ test.serial("previews - the preview env editor sets a value (never shown) and re
   await section.getByText("No preview values.").waitFor();
   t.deepEqual((await s.manage(`/applications/${parent.id}/preview-env`)).json.variables, []);
 });
+
+test.serial(
+  "git hosts - connected with the webhook secret shown once, which a GitLab delivery needs; a project linked; removal refused while linked",
+  async (t) => {
+    const token = `glpat-${suffix}-secret`;
+    await open("/app/forges", "Git hosts");
+    await page.getByText("No Git hosts connected.").waitFor();
+    const form = page.getByRole("form", { name: "Connect a Git host" });
+    await form.getByLabel("Kind").selectOption("gitlab");
+    await form.getByLabel("Name").fill(`gl-${suffix}`);
+    await form.getByLabel("Address").fill("https://gitlab.example.test");
+    await form.getByLabel(/API token/).fill(token);
+    await form.getByRole("button", { name: "Connect" }).click();
+    const added = page.getByTestId("forge-added");
+    await added.waitFor();
+    const secret = await added.getByLabel("Webhook secret").inputValue();
+    t.regex(secret, /^[0-9a-f]{64}$/);
+    t.regex((await added.textContent()) ?? "", /Merge request events/);
+    t.false((await page.content()).includes(token), "the API token is not on the page");
+    const [forge] = (await s.manage("/forges")).json.forges as { id: string; webhook_url: string }[];
+    t.true((await added.textContent())?.includes(forge!.webhook_url));
+    const row = page.locator(`tr[data-forge="gl-${suffix}"]`);
+    t.regex((await row.textContent()) ?? "", /GitLab.*https:\/\/gitlab\.example\.test/);
+    await axeBothWidths(t, "Git hosts with a secret shown once");
+
+    // The secret shown is the one GitLab must send: a wrong one is refused, this one recorded.
+    const deliver = (secretToken: string) =>
+      request(s.c, `/webhooks/gitlab/${forge!.id}`, {
+        key: null,
+        body: { object_kind: "push", ref: "refs/heads/main", project: { path_with_namespace: "acme/none" } },
+        headers: {
+          "x-gitlab-token": secretToken,
+          "x-gitlab-event": "Push Hook",
+          "x-gitlab-event-uuid": randomBytes(8).toString("hex"),
+        },
+      });
+    t.true((await deliver("not-the-secret")).status >= 400);
+    t.is((await deliver(secret)).status, 202);
+    await open("/app/forges", "Git hosts");
+    t.false((await page.content()).includes(secret), "the secret is shown only once");
+    await page.getByText(`Recent deliveries of gl-${suffix}`).click();
+    await page
+      .getByRole("list", { name: `Deliveries of gl-${suffix}` })
+      .getByText("Push Hook")
+      .waitFor();
+
+    // An application linked to a project on it, from its page.
+    await open(`/app/applications/${parent.id}`, parent.name);
+    await page.getByText("Git host project", { exact: true }).click();
+    const link = page.getByRole("form", { name: "Link a Git host project" });
+    await link.getByLabel("Project").fill("acme/shop");
+    await link.getByRole("button", { name: "Link project" }).click();
+    await page.getByTestId("forge-link").getByText(`Linked to acme/shop on gl-${suffix}`).waitFor();
+    t.like((await s.manage(`/applications/${parent.id}/forge-repository`)).json, {
+      connection_id: forge!.id,
+      project: "acme/shop",
+    });
+    await axeBothWidths(t, "an application linked to a Git host project");
+
+    // Removing the connection while it is linked is refused, saying why; unlinked, it goes.
+    await open("/app/forges", "Git hosts");
+    await row.getByRole("button", { name: `Remove gl-${suffix}` }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Remove connection" }).click();
+    await dialog.getByRole("alert").waitFor();
+    t.is(((await s.manage("/forges")).json.forges as unknown[]).length, 1, "still there");
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    t.is((await s.manage(`/applications/${parent.id}/forge-repository`, { method: "DELETE" })).status, 204);
+    await row.getByRole("button", { name: `Remove gl-${suffix}` }).click();
+    await dialog.getByRole("button", { name: "Remove connection" }).click();
+    await page.getByText("No Git hosts connected.").waitFor();
+    t.deepEqual((await s.manage("/forges")).json.forges, []);
+  },
+);

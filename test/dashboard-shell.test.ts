@@ -29,6 +29,7 @@ const NAV = [
   "API Keys",
   "Registry credentials",
   "GitHub",
+  "Git hosts",
   "Activity",
   "Audit log",
   "Members",

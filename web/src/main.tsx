@@ -8,6 +8,7 @@ import { ApplicationPage } from "./pages/application";
 import { ApplicationsPage } from "./pages/applications";
 import { AuditPage } from "./pages/audit";
 import { DeploymentPage } from "./pages/deployment";
+import { ForgesPage } from "./pages/forges";
 import { GitHubPage } from "./pages/github";
 import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
@@ -26,6 +27,7 @@ const NAV = [
   { href: "/app/keys", label: "API Keys" },
   { href: "/app/registry", label: "Registry credentials" },
   { href: "/app/github", label: "GitHub" },
+  { href: "/app/forges", label: "Git hosts" },
   { href: "/app/activity", label: "Activity" },
   { href: "/app/audit", label: "Audit log" },
   { href: "/app/members", label: "Members", owner: true },
@@ -49,6 +51,7 @@ const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren
   "/app/members": () => <MembersPage />,
   "/app/account": () => <AccountPage />,
   "/app/github": () => <GitHubPage />,
+  "/app/forges": () => <ForgesPage />,
 };
 
 function route(path: string) {

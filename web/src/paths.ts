@@ -18,6 +18,7 @@ export const PAGE_PATHS = [
   "/app/members",
   "/app/account",
   "/app/github",
+  "/app/forges",
 ] as const;
 
 export type PagePath = (typeof PAGE_PATHS)[number];

@@ -15,6 +15,7 @@ import { PREVIEWS_ROUTE, PreviewOf, Previews } from "./app-previews";
 import { Logs } from "./app-logs";
 import { APP_ROUTE, appBase } from "./app-paths";
 import { History, Releases, useReleases } from "./app-releases";
+import { ForgeRepository } from "./forges";
 import { GitHubRepository } from "./github";
 
 export { appBase } from "./app-paths";
@@ -121,6 +122,14 @@ export function ApplicationPage({ id }: { id: string }) {
                   <h2>GitHub repository</h2>
                 </summary>
                 <GitHubRepository appId={a.id} />
+              </details>
+            )}
+            {!a.preview_of && who.may("PUT /api/applications/:id/forge-repository") && (
+              <details class="card">
+                <summary>
+                  <h2>Git host project</h2>
+                </summary>
+                <ForgeRepository appId={a.id} />
               </details>
             )}
             {who.may("PATCH /api/applications/:id") && (
