@@ -170,14 +170,20 @@ export class ContainerView {
     if (events.length >= MAX_CATCH_UP_EVENTS) return false;
     for (const e of events) this.#apply(e);
     await this.#settle();
+    this.#forgetOldKeys();
+    return this.#live && !this.#broken;
+  }
+
+  /** Keys older than any catch-up reads again; also between syncs, so a long quiet stream stays small. */
+  #forgetOldKeys(): void {
     const oldest = this.#lastNano - KEPT_KEYS_NS;
     for (const [key, t] of this.#applied) if (t < oldest) this.#applied.delete(key);
-    return this.#live && !this.#broken;
   }
 
   #apply(e: ContainerEvent): void {
     if (this.#applied.has(e.key)) return;
     this.#applied.set(e.key, e.timeNano);
+    if (this.#applied.size % 1000 === 0) this.#forgetOldKeys();
     if (e.timeNano > this.#lastNano) this.#lastNano = e.timeNano;
     if (UNCHANGING_ACTIONS.has(e.action)) return;
     this.#touched?.add(e.id);
