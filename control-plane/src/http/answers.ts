@@ -197,6 +197,20 @@ export const application = o({
     .describe(
       "retention: the images of this many newest releases stay on the server for a rollback (default 5)",
     ),
+  previews: o({
+    enabled: z.boolean(),
+    domain_pattern: z.string().nullable(),
+    max: z.int(),
+    allow_forks: z.boolean(),
+    copy_secrets: z.boolean(),
+    memory_mb: z.int().nullable(),
+    cpus: z.number().nullable(),
+  }).describe("preview environments of pull requests and the API (docs/previews.md)"),
+  preview_of: uuid
+    .nullable()
+    .describe(
+      "a preview's production application (GET /api/applications/{id}/previews); null for every other",
+    ),
   live_release: release
     .nullable()
     .describe("the release serving now (the newest deployment that switched traffic); null before the first"),
