@@ -121,3 +121,28 @@ export async function fleetApplicationIdsOn(db: Knex, serverId: string): Promise
     .select<{ id: string }[]>("a.id");
   return rows.map((r) => r.id);
 }
+
+/** Whether a placement names the server now (by id or name, or by its labels). */
+export function placementIncludes(placement: Exclude<Placement, null>, server: ServerLabelRow): boolean {
+  if ("selector" in placement) return matches(labelsOf(server.labels), parseSelector(placement.selector));
+  return placement.servers.some((ref) => ref.toLowerCase() === server.id || ref === server.name);
+}
+
+/** The tenant's fleet applications whose placement names the server now (its page, its removal). */
+export async function fleetApplicationsPlacedOn(
+  db: Knex,
+  tenantId: string,
+  serverId: string,
+): Promise<{ id: string; name: string }[]> {
+  const server = await db("servers")
+    .where({ id: serverId, tenant_id: tenantId })
+    .first<ServerLabelRow | undefined>("id", "name", "labels");
+  if (!server) return [];
+  const apps = await db("applications")
+    .where({ tenant_id: tenantId })
+    .whereNotNull("placement")
+    .select<{ id: string; name: string; placement: string }[]>("id", "name", "placement");
+  return apps
+    .filter((a) => placementIncludes(placementOf(a.placement)!, server))
+    .map(({ id, name }) => ({ id, name }));
+}

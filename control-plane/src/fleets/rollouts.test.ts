@@ -163,3 +163,33 @@ test.serial(
     await ended(t, third.json().rollout_id);
   },
 );
+
+test.serial(
+  "rollouts - a fleet application counts as placed on each server its placement names: shown on the server, and its removal refused",
+  async (t) => {
+    const servers = (
+      await t.context.app.inject({
+        method: "GET",
+        url: "/api/servers",
+        headers: { "x-api-key": t.context.apiKey },
+      })
+    ).json().servers as { id: string; name: string }[];
+    const web2 = servers.find((s) => s.name === "web-2")!;
+    const page = await t.context.app.inject({
+      method: "GET",
+      url: `/api/servers/${web2.id}`,
+      headers: { "x-api-key": t.context.apiKey },
+    });
+    t.deepEqual(
+      page.json().applications.map((a: { name: string }) => a.name),
+      ["shop"],
+    );
+    const removal = await t.context.app.inject({
+      method: "DELETE",
+      url: `/api/servers/${web2.id}`,
+      headers: { "x-api-key": t.context.apiKey },
+    });
+    t.is(removal.statusCode, 409, removal.body);
+    t.regex(removal.json().detail, /shop/);
+  },
+);

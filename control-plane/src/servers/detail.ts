@@ -3,6 +3,7 @@
 import type { Knex } from "knex";
 import type { JobBus } from "../bus/job-bus.js";
 import { RcError } from "../errors.js";
+import { fleetApplicationsPlacedOn } from "../fleets/placement.js";
 import { presentServer } from "./servers.js";
 
 /** Operations shown on a server's page; the Activity page has the rest. */
@@ -19,12 +20,14 @@ export async function serverRowOf(db: Knex, tenantId: string, serverId: string) 
   return row;
 }
 
-/** The applications placed on the server, by name. */
+/** The applications placed on the server, by name: its own, and fleets whose placement names it (fleets/placement.ts). */
 export async function applicationsOn(db: Knex, tenantId: string, serverId: string) {
-  return db("applications")
+  const own = await db("applications")
     .where({ tenant_id: tenantId, server_id: serverId })
-    .orderBy("name", "asc")
     .select<{ id: string; name: string }[]>("id", "name");
+  const fleets = await fleetApplicationsPlacedOn(db, tenantId, serverId);
+  const all = [...own, ...fleets.filter((f) => !own.some((o) => o.id === f.id))];
+  return all.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 async function recentOperations(db: Knex, tenantId: string, serverId: string) {
