@@ -158,8 +158,15 @@ export async function openPreview(
     throw new RcError("RC_ERR_PREVIEWS_DISABLED", `${parent.name} is a preview: previews have no previews`);
   if (!settings.enabled)
     throw new RcError("RC_ERR_PREVIEWS_DISABLED", `previews are not enabled for ${parent.name}`);
-  if (!(await previewByKey(ctx.db, parent.id, spec.key)))
-    await makeRoom(ctx, parent, settings.max - 1, o.actor);
+  const existing = await previewByKey(ctx.db, parent.id, spec.key);
+  const moved = existing !== undefined && existing.server_id !== parent.server_id;
+  // The application moved to another server since: the preview follows it, anew.
+  if (moved)
+    await removePreview(ctx, parent, existing, {
+      ...o.actor,
+      reason: "the application moved to another server",
+    });
+  if (!existing || moved) await makeRoom(ctx, parent, settings.max - 1, o.actor);
   const { row, created } = await upsertPreview(ctx.db, ctx.config.appsUrl, parent, spec, o.actor);
   const server = await ctx
     .db("servers")
