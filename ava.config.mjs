@@ -20,6 +20,7 @@ const HEAVY = [
   "deploy-pipeline",
   "deploy-switch",
   "security-accounts",
+  "previews",
   "github-app",
   "dashboard-deployment-live",
   "mcp",
