@@ -23,6 +23,8 @@ const HEAVY = [
   "previews",
   "github-app",
   "dashboard-deployment-live",
+  "cli-previews",
+  "dashboard-previews",
   "mcp",
   "deploy-back-to-back",
   "master-key-rotation",

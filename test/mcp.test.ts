@@ -162,6 +162,9 @@ const HINTS: Record<string, [boolean, boolean, boolean]> = {
   exec_command: [false, true, false],
   deploy_application: [false, true, false],
   restart_container: [false, true, true],
+  list_previews: [true, false, true],
+  create_preview: [false, false, false],
+  remove_preview: [false, true, true],
 };
 
 test.serial(
