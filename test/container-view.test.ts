@@ -7,7 +7,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
 import http from "node:http";
-import net from "node:net";
 import { join } from "node:path";
 import test from "ava";
 import { ContainerView } from "../agent/src/engine/container-view";
@@ -16,6 +15,7 @@ import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { PortCheck } from "../agent/src/jobs/port-check";
 import type { DesiredRoute } from "../reverse-proxy-sync/src/route";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { EngineRelay } from "./harness/engine-relay";
 import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, publishedPort } from "./harness/containers";
 import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
@@ -32,53 +32,6 @@ class CountingApi extends EngineApi {
 
 let socketPath: string;
 let service: ChildProcess;
-
-/**
- * podman's socket seen through a unix-socket relay that can hold back what the event stream
- * sends (the connection that asks `GET /events?filters=`, not the catch-up's `stream=false`):
- * a stream lagging behind the engine, on demand, as podman's lags behind its events log.
- */
-class LaggingRelay {
-  readonly path = join(makeTempDir("podman-relay"), "podman.sock");
-  #held: Buffer[] | undefined;
-  readonly #streams = new Set<net.Socket>();
-  readonly #server = net.createServer((client) => {
-    const engine = net.connect(socketPath);
-    let isStream: boolean | undefined;
-    client.on("data", (chunk) => {
-      isStream ??= chunk.toString("latin1").startsWith("GET /events?filters=");
-      if (isStream) this.#streams.add(client);
-      engine.write(chunk);
-    });
-    engine.on("data", (chunk) => {
-      if (isStream && this.#held !== undefined) this.#held.push(chunk);
-      else client.write(chunk);
-    });
-    const end = () => {
-      client.destroy();
-      engine.destroy();
-      this.#streams.delete(client);
-    };
-    client.on("close", end).on("error", end);
-    engine.on("close", end).on("error", end);
-  });
-
-  listen(): Promise<void> {
-    onCleanup(() => new Promise<void>((resolve) => this.#server.close(() => resolve())));
-    return new Promise((resolve) => this.#server.listen(this.path, resolve));
-  }
-
-  hold(): void {
-    this.#held = [];
-  }
-
-  /** Sends what was held (to the one stream open), and lets the stream flow again. */
-  release(): void {
-    const held = this.#held ?? [];
-    this.#held = undefined;
-    for (const s of this.#streams) for (const chunk of held) s.write(chunk);
-  }
-}
 
 const ping = () =>
   new Promise<true | undefined>((resolve) => {
@@ -175,7 +128,7 @@ test.serial(
 );
 
 test.serial("container view - a removed container is refused, after the engine was asked once", async (t) => {
-  const relay = new LaggingRelay();
+  const relay = new EngineRelay(socketPath);
   await relay.listen();
   const { api, view, check, done } = setup(relay.path);
   try {
@@ -198,7 +151,7 @@ test.serial("container view - a removed container is refused, after the engine w
 test.serial(
   "container view - removed and created again under its name on another port: the new port, never the old",
   async (t) => {
-    const relay = new LaggingRelay();
+    const relay = new EngineRelay(socketPath);
     await relay.listen();
     const { view, check, done } = setup(relay.path);
     try {
