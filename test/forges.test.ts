@@ -392,6 +392,10 @@ test.serial(
     const [dep] = await deploymentsOf(preview!.id);
     await s.waitOperation(dep!.operation_id);
     await waitForBody(s.proxyPort, host, "version mr");
+    // Reported on the request's head commit, under the preview's own context.
+    const posted = await statusesUntilFinal(gitlab, head.sha);
+    t.is(posted[posted.length - 1]!.state, "success");
+    t.regex(posted[0]!.context, /^relayctl\/.+-pr-7$/);
 
     // A title edit (update without oldrev) changes no code: nothing happens.
     const edited = await deliver("update");

@@ -6,7 +6,8 @@
 //   Gitea:  opened/reopened → opened; synchronized → updated; closed → closed.
 // The head is fetched from the base project's own ref (refs/merge-requests/N/head,
 // refs/pull/N/head), which reaches a fork's commits too; a fork is a request whose
-// source project differs from its target.
+// source project differs from its target. A preview's deployment is reported on the
+// head commit like a push's (statuses.ts), under the preview application's name.
 import type { Logger } from "pino";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
@@ -101,6 +102,17 @@ export const previewReviews =
         { forge: c.kind, forge_connection_id: c.id, forge_delivery_id: d.id, author: req.author ?? null },
       );
       details.push(r.detail);
+      // The preview's deployment is reported on the request's head commit, as a push's is.
+      if (r.deploymentId && req.headSha)
+        await ctx.db("forge_commit_statuses").insert({
+          deployment_id: r.deploymentId,
+          connection_id: c.id,
+          project: app.forge_project,
+          commit_sha: req.headSha,
+          reported_state: null,
+          failures: 0,
+          created_at: Date.now(),
+        });
       if (r.deploymentId)
         outcome.deployments!.push({
           application_id: r.previewId ?? app.id,
