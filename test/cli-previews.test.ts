@@ -160,6 +160,11 @@ test.serial(
     t.regex(unknown.stderr, /preview 'no-such-preview' of .* not found/);
     t.is((await listed()).length, 1, "nothing made by the refused calls");
 
+    // Completion names the application's previews after it.
+    const complete = await completer();
+    t.true((await complete("previews", "remove", parent.name, "")).includes("ci-7"));
+    t.deepEqual(await complete("previews", "show", parent.name, "ci"), ["ci-7"]);
+
     const removed = await u.run(["previews", "remove", parent.name, "ci-7"]);
     t.is(removed.code, 0, removed.stderr);
     t.regex(removed.stdout, /Removing the preview ci-7/);
@@ -192,14 +197,15 @@ test.serial("cli previews - env set, list and unset; values never shown", async 
   t.is(again.code, 65, "a name not set is refused");
 });
 
-test.serial("cli previews - bash completion offers application names after previews commands", async (t) => {
+/** Bash completion as a person has it: this build's script, `relayctl` on PATH, the key's login. */
+async function completer() {
   const script = join(makeTempDir("completion"), "relayctl.bash");
   writeFileSync(script, (await u.run(["completion", "bash"])).stdout);
   const bin = makeTempDir("bin");
   writeFileSync(join(bin, "relayctl"), `#!/bin/sh\nexec "${process.execPath}" "${CLI_MAIN}" "$@"\n`, {
     mode: 0o755,
   });
-  const complete = async (...words: string[]) => {
+  return async (...words: string[]) => {
     const { stdout } = await run(
       "bash",
       [
@@ -216,10 +222,16 @@ test.serial("cli previews - bash completion offers application names after previ
     );
     return stdout.split("\n").filter(Boolean).sort();
   };
+}
+
+test.serial("cli previews - bash completion offers application names after previews commands", async (t) => {
+  const complete = await completer();
   t.deepEqual(await complete("previews", ""), ["--help", "create", "env", "list", "remove", "show"]);
   t.deepEqual(await complete("previews", "list", parent.name.slice(0, 6)), [parent.name]);
   t.true((await complete("previews", "create", "")).includes(parent.name));
   t.true((await complete("previews", "env", "set", "")).includes(parent.name));
+  // No preview now: nothing after the application (but the command's options).
+  t.false((await complete("previews", "remove", parent.name, "")).includes(parent.name));
 });
 
 test.serial(

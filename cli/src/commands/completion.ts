@@ -2,9 +2,11 @@
 // it never drifts from the commands. bash and zsh (through bashcompinit). Where a
 // command's first argument is an application or a server, the script asks
 // `relayctl __complete apps|servers` for their names, with the stored login (or
-// RELAYCTL_TOKEN): quietly nothing when offline, not logged in, or slow.
+// RELAYCTL_TOKEN): quietly nothing when offline, not logged in, or slow. Where the
+// second is a preview (`previews remove <app> <preview>`), `__complete previews <app>`
+// gives that application's preview names.
 import type { Command } from "commander";
-import { ctxOf, isAutomationKey } from "../context.js";
+import { application, ctxOf, isAutomationKey } from "../context.js";
 import { usageError } from "../errors.js";
 
 /** What a command's first argument names: `apps`, `servers`, both (`all`), or nothing to look up. */
@@ -15,6 +17,11 @@ function namesOf(cmd: Command): string {
   return app && server ? "all" : app ? "apps" : server ? "servers" : "";
 }
 
+/** What a command's second argument names: `previews` (of the application before it), or nothing. */
+function secondOf(cmd: Command): string {
+  return cmd.registeredArguments[1]?.name() === "preview" ? "previews" : "";
+}
+
 /** A lookup that takes longer than this is dropped: a completion must not hang the shell. */
 const LOOKUP_MS = 2000;
 
@@ -22,7 +29,7 @@ const LOOKUP_MS = 2000;
 function table(
   cmd: Command,
   path: string[] = [],
-  out: Map<string, { words: string[]; names: string }> = new Map(),
+  out: Map<string, { words: string[]; names: string; second: string }> = new Map(),
 ) {
   const visible = cmd.commands.filter((c) => !c.name().startsWith("__"));
   const words = [
@@ -30,7 +37,7 @@ function table(
     ...cmd.options.map((o) => o.long).filter((x): x is string => Boolean(x)),
     "--help",
   ];
-  out.set(path.join(" "), { words, names: namesOf(cmd) });
+  out.set(path.join(" "), { words, names: namesOf(cmd), second: secondOf(cmd) });
   for (const c of visible) table(c, [...path, c.name()], out);
   return out;
 }
@@ -43,8 +50,18 @@ function valued(cmd: Command, out: Set<string> = new Set()): Set<string> {
 }
 
 /** The names `relayctl __complete <kind>` prints: one a line, nothing on any failure. */
-async function lookUpNames(kind: string, cmd: Command): Promise<string[]> {
+async function lookUpNames(kind: string, app: string | undefined, cmd: Command): Promise<string[]> {
   const { api } = ctxOf(cmd);
+  if (kind === "previews") {
+    if (!app) return [];
+    const a = await application(api, app);
+    const { previews } = await api.call<{ previews: { key: string }[] }>(
+      "GET",
+      `/api/applications/${a.id}/previews`,
+      "dashboard",
+    );
+    return previews.map((p) => p.key).sort();
+  }
   // An rca_ key names only the servers in its scope (the Automation API); it cannot list applications.
   const automation = isAutomationKey(api);
   const get = async (path: string, field: string) =>
@@ -62,13 +79,15 @@ async function lookUpNames(kind: string, cmd: Command): Promise<string[]> {
 
 export function registerCompletion(program: Command): void {
   program
-    .command("__complete <kind>", { hidden: true })
-    .description("print application or server names for shell completion (apps, servers, all)")
-    .action(async (kind: string, _o: unknown, cmd: Command) => {
+    .command("__complete <kind> [app]", { hidden: true })
+    .description(
+      "print application or server names for shell completion (apps, servers, all), or an application's previews (previews <app>)",
+    )
+    .action(async (kind: string, app: string | undefined, _o: unknown, cmd: Command) => {
       let names: string[] = [];
       try {
         names = await Promise.race([
-          lookUpNames(kind, cmd),
+          lookUpNames(kind, app, cmd),
           new Promise<string[]>((resolve) => setTimeout(() => resolve([]), LOOKUP_MS).unref()),
         ]);
       } catch {
@@ -91,13 +110,13 @@ export function registerCompletion(program: Command): void {
       const cases = [...table(program)]
         .map(
           ([path, t]) =>
-            `      "${path}") words="${t.words.join(" ")}"${t.names ? ` names=${t.names}` : ""} ;;`,
+            `      "${path}") words="${t.words.join(" ")}"${t.names ? ` names=${t.names}` : ""}${t.second ? ` second=${t.second}` : ""} ;;`,
         )
         .join("\n");
       // `cmdpath`, not `path`: in zsh `path` is tied to PATH.
       const script = `# relayctl ${shell} completion
 ${shell === "zsh" ? "autoload -U +X bashcompinit && bashcompinit\n" : ""}_relayctl() {
-  local cur prev cmdpath="" w skip=0 names="" dropped=0
+  local cur prev cmdpath="" w skip=0 names="" second="" dropped=0 lastarg=""
   cur="\${COMP_WORDS[COMP_CWORD]}"
   prev="\${COMP_WORDS[COMP_CWORD-1]}"
   for w in "\${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
@@ -112,13 +131,17 @@ ${shell === "zsh" ? "autoload -U +X bashcompinit && bashcompinit\n" : ""}_relayc
   while :; do
     case "$cmdpath" in
 ${cases}
-      *" "*) cmdpath="\${cmdpath% *}"; dropped=1; continue ;;
+      *" "*) lastarg="\${cmdpath##* }"; cmdpath="\${cmdpath% *}"; dropped=$((dropped + 1)); continue ;;
     esac
     break
   done
   # The command's first argument, an application or a server: their names, from the API.
   if [ "$dropped" = 0 ] && [ -n "$names" ] && [ "\${cur#-}" = "$cur" ]; then
     words="$words $("\${COMP_WORDS[0]}" __complete "$names" 2>/dev/null)"
+  fi
+  # Its second argument, a preview of the application given first: that application's previews.
+  if [ "$dropped" = 1 ] && [ -n "$second" ] && [ "\${cur#-}" = "$cur" ]; then
+    words="$words $("\${COMP_WORDS[0]}" __complete "$second" "$lastarg" 2>/dev/null)"
   fi
   COMPREPLY=( $(compgen -W "$words" -- "$cur") )
 }
