@@ -15,7 +15,9 @@
 // its docker-compatible list of 104 containers took 80–95 ms p50 here, its
 // /libpod/containers/json 44–50 ms (podman 4.3.1, 2-core machine, load 0.5–1.1;
 // bench/README.md, route-sync), and the compatible list shows only the first port
-// of a published range.
+// of a published range. It is asked once to build the container view
+// (container-view.ts), which then follows the engine's `/events` on the same
+// socket (`stream`, `get`) instead of listing at each sync.
 import http from "node:http";
 import type { Socket } from "node:net";
 import type { ContainerFacts, PortBinding } from "./container-facts.js";

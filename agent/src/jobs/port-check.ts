@@ -142,9 +142,10 @@ export class PortCheck {
 
   /**
    * The routes the engine API's container list already proves: a running
-   * container publishing the port on the host (host mode). The list is asked
-   * at every sync (podman's own on podman, docker's on docker: engine-api.ts)
-   * and never kept: a container replaced a moment ago is seen as it is now.
+   * container publishing the port on the host (host mode). Asked only when the
+   * container view cannot answer (podman's own list on podman, docker's on
+   * docker: engine-api.ts), and never kept: a container replaced a moment ago is
+   * seen as it is now.
    * Everything else (not listed, stopped, a port only exposed, container-network
    * mode, any refusal and its message) is left to inspect, so the list only ever
    * short-cuts a yes that inspect would give too.
