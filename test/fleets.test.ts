@@ -235,3 +235,25 @@ test.serial(
     t.is(await bodyAt(c), "version 1", "c was offline: its Caddy still serves what it had");
   },
 );
+
+test.serial(
+  "fleets - deleting a fleet application cleans up every server it ran on, an offline one when its agent is back",
+  async (t) => {
+    const deleted = await s.manage(`/applications/${app.id}`, { method: "DELETE" });
+    t.is(deleted.status, 204, describe(deleted));
+    // c's agent is still stopped (the test before): its cleanup waits for its Hello.
+    await c.agent.start();
+    const label = `label=relayctl.application=${app.id}`;
+    for (const srv of [a, b, c]) {
+      await pollUntil(
+        async () => {
+          const out = await srv.podman(["ps", "-a", "-q", "--filter", label]);
+          return out.stdout.trim() === "" ? true : undefined;
+        },
+        { what: `${srv.name}'s containers of the application to be removed`, timeoutMs: 60_000 },
+      );
+      const left = await srv.podman(["ps", "-a", "-q", "--filter", label]);
+      t.is(left.stdout.trim(), "", `${srv.name} still has the application's containers`);
+    }
+  },
+);

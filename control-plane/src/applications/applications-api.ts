@@ -40,7 +40,7 @@ import {
   watchPathsSchema,
 } from "./source.js";
 import { CONTAINER_NAME_PATTERN, MAX_FQDNS } from "./validate.js";
-import { placementSchema } from "../fleets/placement.js";
+import { fleetMembersOf, placementSchema } from "../fleets/placement.js";
 import { strategySchema } from "../fleets/strategy.js";
 import { removePreviewsOf } from "../previews/service.js";
 import { previewSettingsSchema } from "../previews/settings.js";
@@ -329,6 +329,12 @@ export const applicationsRoutes = (ctx: ApiContext): RouteSpec[] => [
         ip: req.ip,
       });
       await cleanUpQuietly(ctx, req.log, { tenantId, row, actor: actorOf(req) });
+      // A fleet's other servers: their route and their cleanup, not waited for (pending until done).
+      for (const s of await fleetMembersOf(ctx.db, row)) {
+        await removeQuietly(ctx, req.log, { tenantId, serverId: s.id, applicationId: row.id, ip: req.ip });
+        const on = { tenantId, row: { ...row, server_id: s.id }, actor: actorOf(req) };
+        await cleanUpQuietly(ctx, req.log, on, { reason: "application deleted", waitMs: 0 });
+      }
       return reply.status(204).send();
     },
   }),

@@ -13,7 +13,7 @@ import type { AppsUrl } from "./app-url.js";
 import { checkDefaultHost } from "./hosts.js";
 import { compileFqdns } from "./validate.js";
 import { type FleetColumns, type FleetInput, fleetColumns, presentFleet } from "../fleets/app-fields.js";
-import { fleetApplicationIdsOn } from "../fleets/placement.js";
+import { fleetApplicationIdsOn, fleetMembersOf } from "../fleets/placement.js";
 import { type PreviewSettingsInput, mergePreviewSettings, previewSettings } from "../previews/settings.js";
 import { isUuid } from "../http/validation.js";
 import { seal } from "../registry/crypto.js";
@@ -402,6 +402,16 @@ export async function deleteApplication(
       applicationName: row.name,
     });
     await trx("application_cleanups").insert(cleanup).onConflict(["application_id", "server_id"]).merge();
+    // A fleet's other servers too (fleets/placement.ts): each cleans up what it ran.
+    for (const s of await fleetMembersOf(trx, row)) {
+      const other = pendingCleanupRow({
+        tenantId,
+        server: s,
+        applicationId: row.id,
+        applicationName: row.name,
+      });
+      await trx("application_cleanups").insert(other).onConflict(["application_id", "server_id"]).merge();
+    }
     await trx("applications").where({ id: row.id }).delete();
   });
   return row;

@@ -146,3 +146,16 @@ export async function fleetApplicationsPlacedOn(
     .filter((a) => placementIncludes(placementOf(a.placement)!, server))
     .map(({ id, name }) => ({ id, name }));
 }
+
+/**
+ * The servers other than its home one where a fleet application ever ran (its
+ * deployments there): what its deletion cleans up besides the home server.
+ */
+export async function fleetMembersOf(db: Knex, app: { id: string; server_id: string }): Promise<ServerRef[]> {
+  return db("deployments as d")
+    .join("servers as s", "s.id", "d.server_id")
+    .where({ "d.application_id": app.id })
+    .whereNot("d.server_id", app.server_id)
+    .distinct("s.id", "s.name")
+    .select<ServerRef[]>();
+}
