@@ -413,6 +413,70 @@ test.serial(
 );
 
 test.serial(
+  "forges - a Gitea pull request opened gets a preview from refs/pull/N/head; closed, it is removed",
+  async (t) => {
+    const c = await connect("gitea", gitea.url, GITEA_TOKEN);
+    const app = await linkedApp(c.id, "acme/app");
+    const on = await s.manage(`/applications/${app.id}`, {
+      method: "PATCH",
+      body: { previews: { enabled: true, domain_pattern: "pr-{number}.{app}.preview.test" } },
+    });
+    t.is(on.status, 200, describe(on));
+    await repo.git(["checkout", "-q", "-b", "gitea-feature"]);
+    const head = await repo.commitVersion("pr");
+    await repo.git(["update-ref", "refs/pull/3/head", head.sha]);
+    await repo.git(["checkout", "-q", "main"]);
+    const pr = (action: string) => {
+      const p = fixture("gitea-pull-request.json");
+      const base = { ...p.repository, full_name: "acme/app", name: "app" };
+      p.action = action;
+      p.number = 3;
+      p.repository = base;
+      p.pull_request = {
+        ...p.pull_request,
+        number: 3,
+        head: { ...p.pull_request.head, ref: "gitea-feature", sha: head.sha, repo: base },
+        base: { ...p.pull_request.base, repo: base },
+      };
+      return JSON.stringify(p);
+    };
+    const deliver = async (action: string) => {
+      const id = randomUUID();
+      const body = pr(action);
+      const res = await send(
+        `/webhooks/gitea/${c.id}`,
+        {
+          "x-gitea-event": "pull_request",
+          "x-gitea-delivery": id,
+          "x-gitea-signature": createHmac("sha256", c.secret).update(body).digest("hex"),
+        },
+        body,
+      );
+      t.is(res.status, 202);
+      return processed(c.id, id);
+    };
+    const opened = await deliver("opened");
+    t.is(opened.outcome.result, "deployed", JSON.stringify(opened.outcome));
+    const [preview] = await s.c.db.query<{ id: string; fqdns: string }>(
+      "SELECT id, fqdns FROM applications WHERE preview_of = ?",
+      [app.id],
+    );
+    const host = (JSON.parse(preview!.fqdns) as string[])[0]!;
+    const [dep] = await deploymentsOf(preview!.id);
+    await s.waitOperation(dep!.operation_id);
+    await waitForBody(s.proxyPort, host, "version pr");
+    const closed = await deliver("closed");
+    t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
+    await pollUntil(
+      async () =>
+        (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||
+        undefined,
+      { what: "the preview application removed", timeoutMs: 60_000 },
+    );
+  },
+);
+
+test.serial(
   "forges - the CLI connects a forge with the token on stdin, lists it without secrets, links an application and cannot remove a connection in use",
   async (t) => {
     const u = new CliUser({ RELAYCTL_URL: s.c.baseUrl, RELAYCTL_TOKEN: s.apiKey });
