@@ -116,7 +116,7 @@ export function ApplicationPage({ id }: { id: string }) {
                 <Previews app={a} onSaved={app.reload} />
               </section>
             )}
-            {who.may(`PUT ${APP_ROUTE}/github-repository`) && (
+            {!a.preview_of && who.may(`PUT ${APP_ROUTE}/github-repository`) && (
               <details class="card">
                 <summary>
                   <h2>GitHub repository</h2>
