@@ -7,9 +7,11 @@
 //   - one server's health check fails with max_failures=0: the rollout halts,
 //     the one already switched goes back to its previous release with no failed
 //     request there, the one after is left untouched;
-//   - a label change moves the placement at the next deploy, and an offline
-//     server there with max_failures=1 ends the rollout succeeded with one failed
-//     (a second rollout meanwhile is a 409).
+//   - a label change moves the placement at the next deploy (the server that
+//     left gives the application up), and an offline server there with
+//     max_failures=1 ends the rollout succeeded with one failed (a second
+//     rollout meanwhile is a 409);
+//   - deleting the application cleans up every server, an offline one later.
 import { join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
@@ -231,7 +233,18 @@ test.serial(
     t.like(op.json, { status: "completed", result: { exit_code: 1 } }, describe(op));
     t.regex(String((op.json.result as { stderr: string }).stderr), new RegExp(`server '${c.name}' failed`));
     t.is(await bodyAt(a), "version 2");
-    t.is(await bodyAt(b), "version 1", "b is no longer placed: not deployed");
+    // b left the placement: once the rollout succeeded it gave the application up (route and containers).
+    t.regex(
+      String((op.json.result as { stdout: string }).stdout),
+      new RegExp(`${b.name}: left the placement`),
+    );
+    const label = `label=relayctl.application=${app.id}`;
+    await pollUntil(
+      async () =>
+        (await b.podman(["ps", "-a", "-q", "--filter", label])).stdout.trim() === "" ? true : undefined,
+      { what: `${b.name}'s containers of the application to be removed`, timeoutMs: 60_000 },
+    );
+    t.not((await proxyGet(b.proxyPort, app.fqdn)).status, 200, "b's proxy no longer routes the application");
     t.is(await bodyAt(c), "version 1", "c was offline: its Caddy still serves what it had");
   },
 );

@@ -32,6 +32,7 @@ import {
   rolloutRows,
   setServerState,
 } from "./store.js";
+import { keepOnTargets, releaseLeavers } from "./moves.js";
 import { type Strategy, batchesOf } from "./strategy.js";
 
 /** Room after the last batch's deadline for the rollbacks of a halt. */
@@ -164,6 +165,7 @@ export class RolloutService {
       startedAt: op.startedAt,
       targets: targets.map((server) => ({ server, state: "pending" })),
     };
+    await keepOnTargets(this.db, app.id, targets);
     const first = await this.#launch(run, batches[0]!);
     const driver = this.#drive(run, first)
       .catch((err) => this.log.error({ err, rollout_id: id }, "rollout driver failed"))
@@ -196,7 +198,10 @@ export class RolloutService {
           await sleep(strategy.pause_seconds * 1000, undefined, { signal: this.#stop.signal });
       }
       if (halted) await this.#halt(run);
-      await this.#finish(run, halted ? "halted" : "succeeded");
+      // The placement moved: servers that left it give the application up (moves.ts).
+      const { app, targets } = run.req;
+      const left = halted ? [] : await releaseLeavers(this.db, this.ops, this.log, app, targets, run.id);
+      await this.#finish(run, halted ? "halted" : "succeeded", undefined, left);
     } catch (err) {
       const why = this.#stop.signal.aborted
         ? "the control plane stopped during the rollout (deployments already on their agents finish on their own)"
@@ -312,10 +317,16 @@ export class RolloutService {
   }
 
   /** Ends the rollout, then its operation: what each server did, and which failed at which step. */
-  async #finish(run: Run, status: "succeeded" | "halted" | "failed", why?: string): Promise<void> {
+  async #finish(
+    run: Run,
+    status: "succeeded" | "halted" | "failed",
+    why?: string,
+    left: ServerRef[] = [],
+  ): Promise<void> {
     const failed = run.targets.filter((t) => t.state === "failed" || t.state === "rollback_failed");
     const stdout = run.targets
       .map((t) => `${t.server.name}: ${t.state}${t.deploymentId ? ` (deployment ${t.deploymentId})` : ""}`)
+      .concat(left.map((s) => `${s.name}: left the placement (cleanup requested)`))
       .join("\n");
     const failedLines = failed.map(
       (t) =>
@@ -338,6 +349,7 @@ export class RolloutService {
           step: t.failedStep ?? null,
           detail: t.detail ?? "",
         })),
+        left_placement: left.map((s) => s.name),
       },
     );
     const stderr = [detail, ...failedLines].join("\n");
