@@ -348,6 +348,10 @@ test.serial(
       await deliver("pull_request", prPayload("closed", 4, v.sha, { merged: true })),
     );
     t.is(closed.result, "removed", JSON.stringify(closed));
+    // Its one comment now says so (edited, not a second one).
+    const said = gh.comments.filter((c) => c.number === 4);
+    t.is(said.length, 1, JSON.stringify(said));
+    t.regex(said[0]!.body, /Removed: the pull request was merged/);
     // The agent removes the containers, then the images (cleanup.ts).
     await pollUntil(async () => ((await artifactsOf(pr4.id)) === 0 ? true : undefined), {
       what: "the closed preview's containers and images gone",

@@ -9,7 +9,7 @@
 // A fork's head is fetched from the base repository's pull ref with the base
 // repository's token: a fork's own credentials are never asked for or used.
 import { urlsOf } from "../applications/hosts.js";
-import type { PreviewRow } from "../previews/store.js";
+import { type PreviewRow, previewByKey } from "../previews/store.js";
 import { type PullRequestEvent, onPullRequest } from "../previews/service.js";
 import type { GitHubContext, Payload } from "./context.js";
 import type { Outcome } from "./deliveries.js";
@@ -96,10 +96,27 @@ export async function pullRequestEvent(
       github_delivery_id: deliveryId,
       github_repository: repoName,
     };
+    // The comment's id goes with the preview's row: read it first to say it was removed.
+    const before = kind === "closed" ? await previewByKey(db, app.id, `pr-${number}`) : undefined;
     const r = await onPullRequest(ctx.previews, ev, actor);
     if (r.result === "ignored") skip(r.detail);
-    else if (r.result === "removed") removed.push(r.detail);
-    else {
+    else if (r.result === "removed") {
+      removed.push(r.detail);
+      if (before?.preview_comment_id != null)
+        await writeComment(
+          ctx,
+          installationId,
+          repositoryId,
+          repoName,
+          number,
+          Number(before.preview_comment_id),
+          [
+            `**relayctl preview of ${app.name}**`,
+            "",
+            `Removed: the pull request was ${pr.merged ? "merged" : "closed"}.`,
+          ],
+        );
+    } else {
       outcome.deployments!.push({
         application_id: app.id,
         deployment_id: r.deploymentId!,
@@ -144,26 +161,47 @@ async function comment(
   const row = await ctx.db("applications").where({ id: previewId }).first<PreviewRow | undefined>();
   if (!row || !ctx.previews) return;
   const { url } = await urlsOf(ctx.db, ctx.previews.config.appsUrl, row);
-  const body = [
-    `**relayctl preview of ${appName}**`,
-    "",
-    url ? `Preview: ${url}` : "This preview has no URL yet (no domain pattern and no RELAYCTL_APPS_URL).",
-    `Commit: ${sha}`,
-    "",
-    "_This comment is kept up to date on every push; the preview is removed when the pull request closes._",
-  ].join("\n");
+  const id = await writeComment(
+    ctx,
+    installationId,
+    repositoryId,
+    fullName,
+    number,
+    row.preview_comment_id === null ? null : Number(row.preview_comment_id),
+    [
+      `**relayctl preview of ${appName}**`,
+      "",
+      url ? `Preview: ${url}` : "This preview has no URL yet (no domain pattern and no RELAYCTL_APPS_URL).",
+      `Commit: ${sha}`,
+      "",
+      "_This comment is kept up to date on every push; the preview is removed when the pull request closes._",
+    ],
+  );
+  if (id !== null && id !== Number(row.preview_comment_id))
+    await ctx.db("applications").where({ id: row.id }).update({ preview_comment_id: id });
+}
+
+/** Writes or edits the comment; its id, or null when GitHub could not be told (logged, not fatal). */
+async function writeComment(
+  ctx: GitHubContext,
+  installationId: number,
+  repositoryId: number,
+  fullName: string,
+  number: number,
+  commentId: number | null,
+  lines: string[],
+): Promise<number | null> {
   try {
-    const id = await ctx.app.upsertComment(
+    return await ctx.app.upsertComment(
       installationId,
       repositoryId,
       fullName,
       number,
-      row.preview_comment_id === null ? null : Number(row.preview_comment_id),
-      body,
+      commentId,
+      lines.join("\n"),
     );
-    if (id !== Number(row.preview_comment_id))
-      await ctx.db("applications").where({ id: row.id }).update({ preview_comment_id: id });
   } catch (err) {
-    ctx.log.warn({ err, application_id: row.id }, "pull request comment not written");
+    ctx.log.warn({ err, pull_request: number }, "pull request comment not written");
+    return null;
   }
 }
