@@ -66,10 +66,12 @@ class Git {
   }
 }
 
+/** `onCommit`: told the commit as soon as it is resolved, before its export (work that can overlap it). */
 export async function fetchSource(
   ctx: DeployContext,
   source: GitSource,
   work: string,
+  onCommit?: (sha: string) => void,
 ): Promise<FetchedSource> {
   const appId = ctx.job.applicationId;
   if (!validApplicationId(appId)) throw new StepError("invalid application id");
@@ -109,6 +111,7 @@ export async function fetchSource(
   }
   if (sha === undefined)
     throw new StepError(`ref '${source.ref}' is no branch, tag or commit of the repository`);
+  onCommit?.(sha);
   const commit = await describe(git, sha);
   const root = join(work, "src");
   await mkdir(root);

@@ -5,23 +5,102 @@
 // release already ran, looked up on the server and never built. Retention
 // (retire.ts) keeps the images of the application's last releases, so a
 // rollback is a start and a switch, not a rebuild.
+//
+// A built image carries its build key (naming.ts: the commit, the Dockerfile
+// and context paths, the engine). A deployment of a commit already built the
+// same way finds that image under the tag the build would give it, with the
+// same key, and runs it as it is: the step says which deployment built it.
+// Same inputs, same image: the build would only redo the cached layers and tag
+// the same result. Retention still sees it as this release's image (its tag and
+// id are the release's), and a failure does not remove it (another release's).
 import type { DeployJob } from "@relayctl/proto";
 import { imageIdOf } from "../engine/engine.js";
 import { type DeployContext, StepError, callOptions, check } from "./context.js";
 import type { FetchedSource } from "./git-fetch.js";
-import { builtImageTag, deployLabels, validImageReference } from "./naming.js";
+import {
+  BUILD_KEY_LABEL,
+  DEPLOYMENT_LABEL,
+  buildKey,
+  builtImageTag,
+  deployLabels,
+  validImageReference,
+} from "./naming.js";
 import { realInsideRepo } from "./repo-paths.js";
 
-/** Returns the image the new container runs. */
-export async function buildImage(ctx: DeployContext, source: FetchedSource | undefined): Promise<string> {
+/** The image the new container runs; `reusedFrom` when an earlier deployment built it. */
+export interface BuiltImage {
+  image: string;
+  /** Known without another inspect when the image was reused. */
+  imageId?: string;
+  /** The deployment that built the reused image. */
+  reusedFrom?: string;
+}
+
+/** An image built before for the same inputs, under the tag this build would give. */
+export interface FoundImage {
+  tag: string;
+  imageId: string;
+  deploymentId: string;
+}
+
+/** The job's Dockerfile and context paths as the build uses them. */
+function buildPaths(ctx: DeployContext): { dockerfileRel: string; contextRel: string } | undefined {
+  const build = ctx.job.build;
+  if (build?.$case !== "dockerfile") return undefined;
+  return {
+    dockerfileRel: build.dockerfile.dockerfile || "Dockerfile",
+    contextRel: build.dockerfile.context || ".",
+  };
+}
+
+function keyOf(ctx: DeployContext, sha: string, paths: { dockerfileRel: string; contextRel: string }) {
+  const { applicationId } = ctx.job;
+  const inputs = { commitSha: sha, dockerfile: paths.dockerfileRel, context: paths.contextRel };
+  return buildKey({ applicationId, ...inputs, engine: ctx.engine.name });
+}
+
+/**
+ * Looks for an image of this commit built with the same key (one image
+ * inspect, started as soon as the fetch knows the commit, beside its export).
+ * Never rejects: any failure to answer is a miss, and the build runs.
+ */
+export async function findBuilt(ctx: DeployContext, sha: string): Promise<FoundImage | undefined> {
+  const paths = buildPaths(ctx);
+  if (paths === undefined) return undefined;
+  const tag = builtImageTag(ctx.job.applicationId, sha, ctx.job.deploymentId);
+  try {
+    const o = await ctx.engine.imageLabels(tag, [BUILD_KEY_LABEL, DEPLOYMENT_LABEL], callOptions(ctx));
+    if (o.status !== "completed" || o.exitCode !== 0) return undefined;
+    const [rawId = "", key = "", deploymentId = ""] = o.stdout.trim().split("\t");
+    const imageId = imageIdOf(rawId);
+    if (imageId === undefined || key !== keyOf(ctx, sha, paths)) return undefined;
+    return { tag, imageId, deploymentId };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Returns the image the new container runs; `found`: what findBuilt answered for this commit. */
+export async function buildImage(
+  ctx: DeployContext,
+  source: FetchedSource | undefined,
+  found?: Promise<FoundImage | undefined>,
+): Promise<BuiltImage> {
   const { job, engine, rec } = ctx;
   const build = job.build;
-  if (build?.$case === "image") return pull(ctx, build.image);
-  if (build?.$case === "release") return kept(ctx, build.release.image, build.release.deploymentId);
-  if (build?.$case !== "dockerfile") throw new StepError("the job names no build (dockerfile or image)");
+  if (build?.$case === "image") return { image: await pull(ctx, build.image) };
+  if (build?.$case === "release")
+    return { image: await kept(ctx, build.release.image, build.release.deploymentId) };
+  const paths = buildPaths(ctx);
+  if (paths === undefined) throw new StepError("the job names no build (dockerfile or image)");
   if (source === undefined) throw new StepError("a dockerfile build needs the application's git repository");
-  const dockerfileRel = build.dockerfile.dockerfile || "Dockerfile";
-  const contextRel = build.dockerfile.context || ".";
+  const { dockerfileRel, contextRel } = paths;
+  const prior = await found;
+  if (prior !== undefined) {
+    const by = prior.deploymentId || "an earlier deployment";
+    rec.log("build", `reused image ${prior.imageId} built by deployment ${by} (same commit and build)`);
+    return { image: prior.tag, imageId: prior.imageId, reusedFrom: by };
+  }
   const dockerfile = await realInsideRepo(source.root, dockerfileRel);
   if (dockerfile === undefined)
     throw new StepError(`dockerfile '${dockerfileRel}' is not a file inside the repository`);
@@ -33,7 +112,8 @@ export async function buildImage(ctx: DeployContext, source: FetchedSource | und
     "build",
     `building ${tag} with ${engine.name} (dockerfile ${dockerfileRel}, context ${contextRel})`,
   );
-  const labels = deployLabels(job.applicationId, job.deploymentId);
+  const key = keyOf(ctx, source.commit.sha, paths);
+  const labels = { ...deployLabels(job.applicationId, job.deploymentId), [BUILD_KEY_LABEL]: key };
   const live = (text: string, from?: "stdout" | "stderr") => rec.stream("build", text, from);
   const spec = { contextDir, dockerfile, tag, labels };
   let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
@@ -45,7 +125,7 @@ export async function buildImage(ctx: DeployContext, source: FetchedSource | und
     o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   }
   check(o, `${engine.name} build`);
-  return tag;
+  return { image: tag };
 }
 
 /** A rollback's image: on the server, or the step fails naming the release. */

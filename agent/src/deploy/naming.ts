@@ -2,11 +2,29 @@
 // container `<base>-<deployment id first 8>`, the image
 // `relayctl/<application id>:<commit sha first 12>` (the deployment id's first 8
 // without a commit) and the labels both carry, by which retire finds the old
-// containers of an application.
+// containers of an application. A built image also carries its build key
+// (image-step.ts: what makes a rebuild of the same commit unnecessary).
+import { createHash } from "node:crypto";
 import { validContainerName } from "../engine/engine.js";
 
 export const APPLICATION_LABEL = "relayctl.application";
 export const DEPLOYMENT_LABEL = "relayctl.deployment";
+export const BUILD_KEY_LABEL = "relayctl.build-key";
+
+/** What a Dockerfile build's result depends on; equal keys build the same image. */
+export interface BuildInputs {
+  applicationId: string;
+  commitSha: string;
+  dockerfile: string;
+  context: string;
+  engine: string;
+}
+
+/** The build's key: a hash of its inputs (the JSON of a fixed field order), hex. */
+export function buildKey(i: BuildInputs): string {
+  const fields = [i.applicationId, i.commitSha, i.dockerfile, i.context, i.engine];
+  return createHash("sha256").update(JSON.stringify(fields)).digest("hex");
+}
 
 export function containerName(baseName: string, deploymentId: string): string {
   return `${baseName}-${deploymentId.replace(/-/g, "").slice(0, 8)}`;

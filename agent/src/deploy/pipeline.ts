@@ -14,7 +14,7 @@ import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
 import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
 import { healthCheck } from "./health-check.js";
-import { buildImage, imageIdOfRef } from "./image-step.js";
+import { type FoundImage, buildImage, findBuilt, imageIdOfRef } from "./image-step.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
 import { completed, ended, summary } from "./result.js";
@@ -44,6 +44,8 @@ export interface State {
   image: string;
   /** The image's engine id (`sha256:...`), known after the build step. */
   imageId: string;
+  /** The image was built by an earlier deployment (same commit and build): a failure keeps it. */
+  reused: boolean;
   name: string;
   hostPort: number;
   upstream: string;
@@ -84,6 +86,7 @@ export async function runDeployment(
   const state: State = {
     image: "",
     imageId: "",
+    reused: false,
     name: "",
     hostPort: 0,
     upstream: "",
@@ -153,13 +156,18 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
   const work = await workDir();
   try {
     let source: FetchedSource | undefined;
+    let found: Promise<FoundImage | undefined> | undefined;
     const src = job.source;
     if (job.build?.$case === "release")
       rec.skip("fetch", `rollback to release ${job.build.release.deploymentId}: nothing to fetch`);
     else if (src === undefined) rec.skip("fetch", "no git repository: the image is pulled as it is");
     else {
       const fetched = await step(ctx, state, "fetch", () =>
-        preflight(job).then(() => fetchSource(ctx, src, work)),
+        preflight(job).then(() =>
+          fetchSource(ctx, src, work, (sha) => {
+            found = findBuilt(ctx, sha);
+          }),
+        ),
       );
       source = fetched;
       state.commit = fetched.commit;
@@ -167,11 +175,13 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
     }
     state.image = await step(ctx, state, "build", async () => {
       if (src === undefined) await preflight(job);
-      const image = await buildImage(ctx, source);
-      state.imageId = await imageIdOfRef(ctx, image);
-      return image;
+      const built = await buildImage(ctx, source, found);
+      state.reused = built.reusedFrom !== undefined;
+      state.imageId = built.imageId ?? (await imageIdOfRef(ctx, built.image));
+      return built.image;
     });
-    rec.succeed("build", `image ${state.image} (${state.imageId.slice(0, 19)})`);
+    const how = state.reused ? "reused" : "image";
+    rec.succeed("build", `${how} ${state.image} (${state.imageId.slice(0, 19)})`);
   } finally {
     await removeWorkDir(work);
   }
@@ -219,10 +229,10 @@ async function preflight(job: DeployJob): Promise<void> {
 /**
  * A failed deployment's built image goes with its container, unless a release
  * still needs it (the same commit built before gives the same image) or it is
- * not one the pipeline built (a pulled image, a rollback's). A line for the log.
+ * not one the pipeline built (a pulled image, a rollback's, a reused one). A line for the log.
  */
 async function removeFailedImage(ctx: DeployContext, state: State): Promise<string> {
-  if (ctx.job.build?.$case !== "dockerfile" || state.imageId === "") return "";
+  if (ctx.job.build?.$case !== "dockerfile" || state.imageId === "" || state.reused) return "";
   if (ctx.job.keepImages.includes(state.imageId) || ctx.job.keepImages.includes(state.image)) return "";
   const o = await ctx.engine.removeImage(state.imageId, {
     deadlineSeconds: CLEANUP_SECONDS,

@@ -192,6 +192,14 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(["image", "inspect", "--format", "{{.Id}}", image], opts);
   }
 
+  imageLabels(image: string, keys: string[], opts: CallOptions): Promise<EngineOutcome> {
+    // `.Config.Labels`: where both CLIs' image inspect keep the labels a build set.
+    const format = ["{{.Id}}", ...keys.map((k) => `{{index .Config.Labels ${JSON.stringify(k)}}}`)].join(
+      '{{"\\t"}}',
+    );
+    return this.#cli(["image", "inspect", "--format", format, image], opts);
+  }
+
   #login(login: RegistryLogin, opts: CallOptions, use: AuthUse): Promise<EngineOutcome> {
     const args = this.#split(["login", login.registry, "-u", login.username, "--password-stdin"], use);
     return runCli({

@@ -144,6 +144,12 @@ export interface ContainerEngine {
   imageIdsByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
   /** `image inspect`: the image's id on stdout (docker `sha256:<hex>`, podman bare hex). */
   imageId(image: string, opts: CallOptions): Promise<EngineOutcome>;
+  /**
+   * `image inspect` of one image: its id, then the value of each label in `keys`
+   * (empty when it has none), tab-separated on one line. A non-zero exit when
+   * there is no such image. Keys are the caller's constants (no quote in them).
+   */
+  imageLabels(image: string, keys: string[], opts: CallOptions): Promise<EngineOutcome>;
 }
 
 /** An image id as both CLIs may print it, as `sha256:<hex>`; undefined when it is not one. */
