@@ -339,7 +339,7 @@ test.serial(
 );
 
 test.serial(
-  "forges - a GitLab merge request opened gets a preview answering at its URL from refs/merge-requests/N/head; closed, the preview is removed",
+  "forges - a GitLab merge request opened gets a preview answering at its URL from refs/merge-requests/N/head and one note with the URL, edited on a push; closed, the preview is removed and the note says so",
   async (t) => {
     const c = await connect("gitlab", gitlab.url, GITLAB_TOKEN);
     const app = await linkedApp(c.id, "acme/web/app");
@@ -354,7 +354,7 @@ test.serial(
     await repo.git(["update-ref", "refs/merge-requests/7/head", head.sha]);
     await repo.git(["checkout", "-q", "main"]);
 
-    const mr = (action: string) => {
+    const mr = (action: string, sha: string, oldrev?: string) => {
       const p = fixture("gitlab-merge-request.json");
       p.project = { ...p.project, id: 4242, path_with_namespace: "acme/web/app" };
       p.object_attributes = {
@@ -365,16 +365,17 @@ test.serial(
         target_branch: "main",
         source_project_id: 4242,
         target_project_id: 4242,
-        last_commit: { ...p.object_attributes.last_commit, id: head.sha },
+        last_commit: { ...p.object_attributes.last_commit, id: sha },
+        ...(oldrev ? { oldrev } : {}),
       };
       return JSON.stringify(p);
     };
-    const deliver = async (action: string) => {
+    const deliver = async (action: string, sha = head.sha, oldrev?: string) => {
       const id = randomUUID();
       const res = await send(
         `/webhooks/gitlab/${c.id}`,
         { "x-gitlab-event": "Merge Request Hook", "x-gitlab-event-uuid": id, "x-gitlab-token": c.secret },
-        mr(action),
+        mr(action, sha, oldrev),
       );
       t.is(res.status, 202);
       return processed(c.id, id);
@@ -396,13 +397,47 @@ test.serial(
     const posted = await statusesUntilFinal(gitlab, head.sha);
     t.is(posted[posted.length - 1]!.state, "success");
     t.regex(posted[0]!.context, /^relayctl\/.+-pr-7$/);
+    // One note on the merge request, with the preview's URL and commit, written with the project token.
+    const notes = () => gitlab.comments.filter((n) => n.project === "acme/web/app" && n.number === 7);
+    t.is(notes().length, 1, JSON.stringify(gitlab.comments));
+    t.true(notes()[0]!.body.includes(host), notes()[0]!.body);
+    t.true(notes()[0]!.body.includes(head.sha), notes()[0]!.body);
+    t.deepEqual(
+      gitlab.commentWrites.map((w) => [w.method, w.token]),
+      [["POST", GITLAB_TOKEN]],
+    );
 
     // A title edit (update without oldrev) changes no code: nothing happens.
     const edited = await deliver("update");
     t.is(edited.outcome.result, "ignored");
 
-    const closed = await deliver("close");
+    // A push to the request: the same note is edited (PUT), even past a forge's bad moment.
+    await repo.git(["checkout", "-q", "feature"]);
+    const next = await repo.commitVersion("mr2");
+    await repo.git(["update-ref", "refs/merge-requests/7/head", next.sha]);
+    await repo.git(["checkout", "-q", "main"]);
+    gitlab.failComments(1);
+    const pushed = await deliver("update", next.sha, head.sha);
+    t.is(pushed.outcome.result, "deployed", JSON.stringify(pushed.outcome));
+    t.deepEqual(
+      gitlab.commentWrites.map((w) => w.method),
+      ["POST", "PUT"],
+    );
+    t.is(notes().length, 1);
+    t.true(notes()[0]!.body.includes(next.sha), notes()[0]!.body);
+    t.true(notes()[0]!.body.includes(host), notes()[0]!.body);
+    const second = (await deploymentsOf(preview!.id)).at(-1)!;
+    await s.waitOperation(second.operation_id);
+    await waitForBody(s.proxyPort, host, "version mr2");
+
+    const closed = await deliver("merge");
     t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
+    t.is(notes().length, 1);
+    t.regex(notes()[0]!.body, /Removed: the merge request was merged/);
+    t.deepEqual(
+      gitlab.commentWrites.map((w) => w.method),
+      ["POST", "PUT", "PUT"],
+    );
     await pollUntil(
       async () =>
         (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||
@@ -413,7 +448,7 @@ test.serial(
 );
 
 test.serial(
-  "forges - a Gitea pull request opened gets a preview from refs/pull/N/head; closed, it is removed",
+  "forges - a Gitea pull request opened gets a preview from refs/pull/N/head and one comment with the URL, edited on a push; closed, it is removed and the comment says so",
   async (t) => {
     const c = await connect("gitea", gitea.url, GITEA_TOKEN);
     const app = await linkedApp(c.id, "acme/app");
@@ -426,7 +461,7 @@ test.serial(
     const head = await repo.commitVersion("pr");
     await repo.git(["update-ref", "refs/pull/3/head", head.sha]);
     await repo.git(["checkout", "-q", "main"]);
-    const pr = (action: string) => {
+    const pr = (action: string, sha: string) => {
       const p = fixture("gitea-pull-request.json");
       const base = { ...p.repository, full_name: "acme/app", name: "app" };
       p.action = action;
@@ -435,14 +470,15 @@ test.serial(
       p.pull_request = {
         ...p.pull_request,
         number: 3,
-        head: { ...p.pull_request.head, ref: "gitea-feature", sha: head.sha, repo: base },
+        merged: false,
+        head: { ...p.pull_request.head, ref: "gitea-feature", sha, repo: base },
         base: { ...p.pull_request.base, repo: base },
       };
       return JSON.stringify(p);
     };
-    const deliver = async (action: string) => {
+    const deliver = async (action: string, sha = head.sha) => {
       const id = randomUUID();
-      const body = pr(action);
+      const body = pr(action, sha);
       const res = await send(
         `/webhooks/gitea/${c.id}`,
         {
@@ -465,8 +501,37 @@ test.serial(
     const [dep] = await deploymentsOf(preview!.id);
     await s.waitOperation(dep!.operation_id);
     await waitForBody(s.proxyPort, host, "version pr");
-    const closed = await deliver("closed");
+    // One comment on the pull request (Gitea's issue comments), with the preview's URL.
+    const said = () => gitea.comments.filter((n) => n.project === "acme/app" && n.number === 3);
+    t.is(said().length, 1, JSON.stringify(gitea.comments));
+    t.true(said()[0]!.body.includes(host), said()[0]!.body);
+    t.deepEqual(
+      gitea.commentWrites.map((w) => [w.method, w.token]),
+      [["POST", GITEA_TOKEN]],
+    );
+    // A push (synchronized): the same comment edited in place (PATCH), no second one.
+    await repo.git(["checkout", "-q", "gitea-feature"]);
+    const next = await repo.commitVersion("pr2");
+    await repo.git(["update-ref", "refs/pull/3/head", next.sha]);
+    await repo.git(["checkout", "-q", "main"]);
+    const pushed = await deliver("synchronized", next.sha);
+    t.is(pushed.outcome.result, "deployed", JSON.stringify(pushed.outcome));
+    t.deepEqual(
+      gitea.commentWrites.map((w) => w.method),
+      ["POST", "PATCH"],
+    );
+    t.is(said().length, 1);
+    t.true(said()[0]!.body.includes(next.sha), said()[0]!.body);
+    const second = (await deploymentsOf(preview!.id)).at(-1)!;
+    await s.waitOperation(second.operation_id);
+    const closed = await deliver("closed", next.sha);
     t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
+    t.is(said().length, 1);
+    t.regex(said()[0]!.body, /Removed: the pull request was closed/);
+    t.deepEqual(
+      gitea.commentWrites.map((w) => w.method),
+      ["POST", "PATCH", "PATCH"],
+    );
     await pollUntil(
       async () =>
         (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||

@@ -5,9 +5,14 @@
 // project token it was given, the way each forge takes it:
 //   GitLab  POST /api/v4/projects/{id or url-encoded path}/statuses/{sha}, PRIVATE-TOKEN
 //           GET  /api/v4/projects/{id}: path_with_namespace, http_url_to_repo
+//           POST /api/v4/projects/{id}/merge_requests/{iid}/notes {body} → 201 {id, body}
+//           PUT  /api/v4/projects/{id}/merge_requests/{iid}/notes/{note_id} {body} → 200
 //   Gitea   POST /api/v1/repos/{owner}/{repo}/statuses/{sha}, Authorization: token …
+//           POST /api/v1/repos/{owner}/{repo}/issues/{index}/comments {body} → 201 {id, body}
+//           PATCH /api/v1/repos/{owner}/{repo}/issues/comments/{id} {body} → 200
 //   git     Basic auth with the token as the password (any user name)
-// Every status posted is recorded (with the token it came with) for the test to read.
+// Every status posted is recorded (with the token it came with) for the test to
+// read, and so is every comment write, beside each comment's current text.
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { onCleanup } from "./cleanup";
 import { type GitHttpRequest, serveCgi } from "./git-http";
@@ -23,6 +28,22 @@ export interface PostedStatus {
   target_url: string | undefined;
 }
 
+/** A merge/pull request comment as the forge holds it now. */
+export interface StoredComment {
+  id: number;
+  project: string;
+  /** GitLab's merge request iid or Gitea's issue index. */
+  number: number;
+  body: string;
+}
+
+/** One comment API call: a creation (POST) or an edit (PUT on GitLab, PATCH on Gitea). */
+export interface CommentWrite {
+  method: string;
+  id: number;
+  token: string | undefined;
+}
+
 export interface ForgeStandIn {
   url: string;
   statuses: PostedStatus[];
@@ -34,6 +55,10 @@ export interface ForgeStandIn {
   failStatuses(n: number): void;
   /** How many status posts were answered 503 so far. */
   refusedStatuses(): number;
+  comments: StoredComment[];
+  commentWrites: CommentWrite[];
+  /** The next n comment writes are answered 503. */
+  failComments(n: number): void;
 }
 
 const readBody = (req: IncomingMessage) =>
@@ -62,12 +87,35 @@ export async function startForgeStandIn(
   const projectIds = new Map<number, string>();
   let failing = 0;
   let refused = 0;
+  const comments: StoredComment[] = [];
+  const commentWrites: CommentWrite[] = [];
+  let failingComments = 0;
   let url = "";
 
   const statusRoute =
     kind === "gitlab"
       ? /^\/api\/v4\/projects\/([^/]+)\/statuses\/([0-9a-f]{40})$/
       : /^\/api\/v1\/repos\/([^/]+)\/([^/]+)\/statuses\/([0-9a-f]{40})$/;
+
+  /** A comment route: its project, request number (absent on Gitea's edit) and comment id (absent on a creation). */
+  const commentRoute = (method: string, path: string) => {
+    if (kind === "gitlab") {
+      const m = /^\/api\/v4\/projects\/([^/]+)\/merge_requests\/(\d+)\/notes(?:\/(\d+))?$/.exec(path);
+      if (!m || method !== (m[3] ? "PUT" : "POST")) return undefined;
+      return {
+        project: decodeURIComponent(m[1]!),
+        number: Number(m[2]),
+        id: m[3] ? Number(m[3]) : undefined,
+      };
+    }
+    const created = /^\/api\/v1\/repos\/([^/]+)\/([^/]+)\/issues\/(\d+)\/comments$/.exec(path);
+    if (created && method === "POST")
+      return { project: `${created[1]}/${created[2]}`, number: Number(created[3]), id: undefined };
+    const edited = /^\/api\/v1\/repos\/([^/]+)\/([^/]+)\/issues\/comments\/(\d+)$/.exec(path);
+    if (edited && method === "PATCH")
+      return { project: `${edited[1]}/${edited[2]}`, number: undefined, id: Number(edited[3]) };
+    return undefined;
+  };
 
   const api = async (req: IncomingMessage, res: ServerResponse, path: string) => {
     const given =
@@ -84,6 +132,37 @@ export async function startForgeStandIn(
         path_with_namespace: p,
         http_url_to_repo: `${url}/${p}.git`,
       });
+    }
+    const note = commentRoute(req.method ?? "", path);
+    if (note) {
+      const body = JSON.parse((await readBody(req)) || "{}") as { body?: unknown };
+      if (typeof body.body !== "string" || body.body === "")
+        return json(res, 400, { message: "body is missing" });
+      if (failingComments > 0) {
+        failingComments--;
+        return json(res, 503, { message: "busy" });
+      }
+      if (note.id === undefined) {
+        const c: StoredComment = {
+          id: 900 + comments.length,
+          project: note.project,
+          number: note.number!,
+          body: body.body,
+        };
+        comments.push(c);
+        commentWrites.push({ method: "POST", id: c.id, token: given });
+        return json(res, 201, { id: c.id, body: c.body });
+      }
+      const c = comments.find(
+        (x) =>
+          x.id === note.id &&
+          x.project === note.project &&
+          (note.number === undefined || x.number === note.number),
+      );
+      if (!c) return json(res, 404, { message: "404 Not found" });
+      c.body = body.body;
+      commentWrites.push({ method: req.method ?? "", id: c.id, token: given });
+      return json(res, 200, { id: c.id, body: c.body });
     }
     const m = statusRoute.exec(path);
     if (req.method !== "POST" || !m) return json(res, 404, { message: "404 Not Found" });
@@ -159,5 +238,10 @@ export async function startForgeStandIn(
       failing = n;
     },
     refusedStatuses: () => refused,
+    comments,
+    commentWrites,
+    failComments: (n) => {
+      failingComments = n;
+    },
   };
 }

@@ -7,12 +7,16 @@
 // The head is fetched from the base project's own ref (refs/merge-requests/N/head,
 // refs/pull/N/head), which reaches a fork's commits too; a fork is a request whose
 // source project differs from its target. A preview's deployment is reported on the
-// head commit like a push's (statuses.ts), under the preview application's name.
+// head commit like a push's (statuses.ts), under the preview application's name,
+// and gets one comment on the request with its URL, edited in place on later
+// pushes and, on close, to say the preview was removed (comments.ts).
 import type { Logger } from "pino";
 import type { JobBus } from "../bus/job-bus.js";
 import type { Config } from "../config.js";
 import type { OperationService } from "../operations/service.js";
 import { type PullRequestEvent, onPullRequest } from "../previews/service.js";
+import { previewByKey } from "../previews/store.js";
+import { commentPreview, commentRemoved } from "./comments.js";
 import type { ConnectionRow } from "./connections.js";
 import type { ForgeContext, Payload } from "./context.js";
 import type { ForgeDeliveryRow, Outcome } from "./deliveries.js";
@@ -77,6 +81,10 @@ export function readRequest(c: ConnectionRow, p: Payload): Request | string {
   };
 }
 
+/** Whether a closing request was merged (GitLab's `merge` action, Gitea's `merged`). */
+const merged = (c: ConnectionRow, p: Payload) =>
+  c.kind === "gitlab" ? p.object_attributes?.action === "merge" : p.pull_request?.merged === true;
+
 /** What previews need beyond the forge's own context. */
 export interface PreviewDeps {
   config: Config;
@@ -96,6 +104,9 @@ export const previewReviews =
     const outcome: Outcome = { result: "nothing", detail: "", deployments: [], skipped: [] };
     const details: string[] = [];
     for (const app of apps) {
+      // The comment's id goes with the preview's row: read it before the close removes it.
+      const before =
+        req.action === "closed" ? await previewByKey(ctx.db, app.id, `pr-${req.number}`) : undefined;
       const r = await onPullRequest(
         { ...deps, db: ctx.db, deploys: ctx.deploys },
         { ...req, tenantId: c.tenant_id, applicationId: app.id },
@@ -120,7 +131,30 @@ export const previewReviews =
           commit_sha: req.headSha,
         });
       else if (r.result === "ignored") outcome.skipped!.push({ application_id: app.id, reason: r.detail });
-      if (r.result === "removed") outcome.result = "removed";
+      if (r.deploymentId && r.previewId && app.forge_project)
+        await commentPreview(
+          ctx,
+          deps.config.appsUrl,
+          c,
+          app.forge_project,
+          req.number,
+          r.previewId,
+          app.name,
+          req.headSha,
+        );
+      if (r.result === "removed") {
+        outcome.result = "removed";
+        if (before?.preview_comment_id != null && app.forge_project)
+          await commentRemoved(
+            ctx,
+            c,
+            app.forge_project,
+            req.number,
+            Number(before.preview_comment_id),
+            app.name,
+            merged(c, p),
+          );
+      }
     }
     if (outcome.deployments!.length > 0) outcome.result = "deployed";
     outcome.detail = details.join("; ");
