@@ -19,8 +19,10 @@ import {
   axeViolations,
   describeViolations,
   launchBrowser,
+  publishScreenshots,
+  screenshot,
 } from "./harness/browser";
-import { cleanupAll, onCleanup } from "./harness/cleanup";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { podman, removeAppContainers } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { createAppRepo } from "./harness/git-repo";
@@ -37,6 +39,8 @@ let s: DeployStack;
 let registry: Registry;
 let b: Session;
 let page: Page;
+let shots: string;
+let allPassed = true;
 let parent: App;
 /** The image "CI" pushed: it serves "version preview-image". */
 let image: string;
@@ -58,11 +62,19 @@ test.before(async () => {
   const owner = await createOwner(s.c.db.url, s.c.tenantId);
   b = await launchBrowser(s.c.baseUrl);
   page = b.page;
+  shots = makeTempDir("previews-shots");
   await page.goto("/login?next=/app/");
   await page.getByLabel("E-mail").fill(owner.email);
   await page.getByLabel("Password").fill(owner.password);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.waitForURL(/\/app\//);
+});
+// Only a run where every test passed replaces the screenshots the docs show (before cleanupAll).
+test.afterEach.always((t) => {
+  if (!t.passed) allPassed = false;
+});
+test.after(() => {
+  if (allPassed) publishScreenshots(b);
 });
 test.after.always(cleanupAll);
 
@@ -72,8 +84,11 @@ async function open(path: string, heading: string) {
   await page.locator(".loading").first().waitFor({ state: "detached" });
 }
 
-/** No serious or critical axe violation, at laptop and at phone width. */
-async function axeBothWidths(t: ExecutionContext, name: string) {
+/**
+ * No serious or critical axe violation, at laptop and at phone width; with `shot`, a
+ * screenshot at each (the laptop's with `region` in view, the phone's the whole page).
+ */
+async function axeBothWidths(t: ExecutionContext, name: string, shot?: { name: string; region: Locator }) {
   for (const [width, size] of [
     ["laptop", LAPTOP],
     ["phone", PHONE],
@@ -81,6 +96,10 @@ async function axeBothWidths(t: ExecutionContext, name: string) {
     await page.setViewportSize(size);
     const violations = await axeViolations(page);
     t.deepEqual(violations, [], `${name} at ${width} width: ${describeViolations(violations)}`);
+    if (shot && size === LAPTOP) {
+      await shot.region.scrollIntoViewIfNeeded();
+      await screenshot(b, shots, shot.name);
+    } else if (shot) await screenshot(b, shots, `${shot.name}-phone`, true);
   }
   await page.setViewportSize(LAPTOP);
 }
@@ -251,7 +270,7 @@ test.serial(
       `/app/applications/${listed!.id}/deployments/${listed!.last_deployment.deployment_id}`,
     );
     t.is((await proxyGet(s.proxyPort, host)).body.trim(), "version preview-image");
-    await axeBothWidths(t, "application page with a preview");
+    await axeBothWidths(t, "application page with a preview", { name: "previews", region: section });
 
     // The preview's own page is an application page that says what it previews.
     await row.getByRole("link", { name: "ci-1", exact: true }).click();
@@ -350,6 +369,10 @@ test.serial(
       .getByRole("list", { name: `Deliveries of gl-${suffix}` })
       .getByText("Push Hook")
       .waitFor();
+    await axeBothWidths(t, "Git hosts with a delivery", {
+      name: "git-hosts",
+      region: page.getByRole("heading", { level: 1, name: "Git hosts" }),
+    });
 
     // An application linked to a project on it, from its page.
     await open(`/app/applications/${parent.id}`, parent.name);
