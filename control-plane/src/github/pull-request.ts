@@ -5,10 +5,12 @@
 // application's result is recorded in the delivery's outcome, as a push's is.
 // A deployed preview gets a commit status on the head commit under
 // `relayctl/<application>/preview` (statuses.ts) and one pull request comment
-// with its URL, edited in place on later pushes (its id is kept on the preview).
+// with its URL, edited in place on later pushes (its id is kept on the preview),
+// in the words of previews/comment.ts that every forge's comment shares.
 // A fork's head is fetched from the base repository's pull ref with the base
 // repository's token: a fork's own credentials are never asked for or used.
 import { urlsOf } from "../applications/hosts.js";
+import { previewCommentBody, removedCommentBody } from "../previews/comment.js";
 import { type PreviewRow, previewByKey } from "../previews/store.js";
 import { type PullRequestEvent, onPullRequest } from "../previews/service.js";
 import type { GitHubContext, Payload } from "./context.js";
@@ -110,11 +112,7 @@ export async function pullRequestEvent(
           repoName,
           number,
           Number(before.preview_comment_id),
-          [
-            `**relayctl preview of ${app.name}**`,
-            "",
-            `Removed: the pull request was ${pr.merged ? "merged" : "closed"}.`,
-          ],
+          removedCommentBody(app.name, pr.merged === true),
         );
     } else {
       outcome.deployments!.push({
@@ -168,14 +166,7 @@ async function comment(
     fullName,
     number,
     row.preview_comment_id === null ? null : Number(row.preview_comment_id),
-    [
-      `**relayctl preview of ${appName}**`,
-      "",
-      url ? `Preview: ${url}` : "This preview has no URL yet (no domain pattern and no RELAYCTL_APPS_URL).",
-      `Commit: ${sha}`,
-      "",
-      "_This comment is kept up to date on every push; the preview is removed when the pull request closes._",
-    ],
+    previewCommentBody(appName, url, sha),
   );
   if (id !== null && id !== Number(row.preview_comment_id))
     await ctx.db("applications").where({ id: row.id }).update({ preview_comment_id: id });
@@ -189,17 +180,10 @@ async function writeComment(
   fullName: string,
   number: number,
   commentId: number | null,
-  lines: string[],
+  body: string,
 ): Promise<number | null> {
   try {
-    return await ctx.app.upsertComment(
-      installationId,
-      repositoryId,
-      fullName,
-      number,
-      commentId,
-      lines.join("\n"),
-    );
+    return await ctx.app.upsertComment(installationId, repositoryId, fullName, number, commentId, body);
   } catch (err) {
     ctx.log.warn({ err, pull_request: number }, "pull request comment not written");
     return null;
