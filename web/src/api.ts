@@ -98,6 +98,8 @@ export interface Server {
   connected?: boolean;
   /** The container engine the agent last reported; null when it never did. */
   engine?: ServerEngine | null;
+  /** Its labels, key=value pairs a fleet's placement selects servers by (docs/fleets.md). */
+  labels?: Record<string, string>;
 }
 
 export interface ServerEngine {
@@ -137,6 +139,10 @@ export interface Application {
   deploy_tags?: string | null;
   /** A push deploys only when a changed file matches one of these globs; null: every push. */
   watch_paths?: string[] | null;
+  /** Fleets: the servers it runs on (a list by id or name, or a label selector); null: its server_id alone. */
+  placement?: Placement;
+  /** Fleets: its rollouts' default strategy; null: the defaults. */
+  rollout_strategy?: RolloutStrategy | null;
   /** Its preview settings (a preview's own application has none). */
   previews?: PreviewSettings;
   /** A preview's own application: the application it previews; null or absent otherwise. */
@@ -154,6 +160,16 @@ export interface Application {
   last_deployment?: LastDeployment | null;
   created_at: string;
   updated_at: string;
+}
+
+export type Placement = { servers: string[] } | { selector: string } | null;
+
+export interface RolloutStrategy {
+  max_parallel?: number | string;
+  max_failures?: number;
+  pause_seconds?: number;
+  canary?: boolean;
+  auto_rollback?: boolean;
 }
 
 export interface PreviewSettings {

@@ -1,9 +1,10 @@
 // One server's page (issue 31, defect 7): its state (polled every 2 s, "unknown"
 // while the control plane does not answer), agent version, container engine,
 // reverse proxy, the machine's uptime, since when its agent is connected and its
-// last heartbeat; the applications placed on it and its newest operations; and,
-// for owners, its removal, which revokes the agent (refused while applications
-// live on it, and the dialog says so first).
+// last heartbeat; its labels (owners edit them, server-labels.tsx); the
+// applications placed on it and its newest operations; and, for owners, its
+// removal, which revokes the agent (refused while applications live on it, and
+// the dialog says so first).
 import { del, get } from "../api";
 import { type ServerPageData, serverPath } from "../api-servers";
 import { navigate } from "../router";
@@ -11,6 +12,7 @@ import { useWho } from "../session";
 import { Table } from "../table";
 import { ConfirmButton, Empty, Page, Resource, Time, useLoad, when } from "../ui";
 import { OutcomeBadge } from "./activity";
+import { LabelChips, LabelsEditor } from "./server-labels";
 import { ConnectedBadge, UnreachableBanner, useUnreachableSince } from "./server-state";
 import { Engine, POLL_MS, ReverseProxy } from "./servers";
 
@@ -145,6 +147,14 @@ export function ServerPage({ id }: { id: string }) {
         {(s) => (
           <div class="server-page" data-server-path={serverPath(s.id)}>
             <Facts s={s} unknown={unreachable !== undefined} />
+            <section aria-labelledby="labels-h">
+              <h2 id="labels-h">Labels</h2>
+              {who.may("PUT /api/servers/:server_id/labels") ? (
+                <LabelsEditor serverId={s.id} labels={s.labels ?? {}} onSaved={server.reload} />
+              ) : (
+                <LabelChips labels={s.labels} none="No labels." />
+              )}
+            </section>
             <section aria-labelledby="apps-h">
               <h2 id="apps-h">Applications</h2>
               {s.applications.length === 0 ? (

@@ -9,6 +9,7 @@ import { type ServerProxy, type ServerRow, serverPath } from "../api-servers";
 import { useWho } from "../session";
 import { Table } from "../table";
 import { Empty, Form, Page, Resource, SecretOnce, Time, field, useLoad } from "../ui";
+import { LabelChips } from "./server-labels";
 import { ConnectedBadge, UnreachableBanner, useUnreachableSince } from "./server-state";
 
 interface JoinToken {
@@ -136,6 +137,7 @@ export function ServersPage() {
                   head: "State",
                   cell: (s) => <ConnectedBadge connected={s.connected} unknown={unreachable !== undefined} />,
                 },
+                { head: "Labels", cell: (s) => <LabelChips labels={s.labels} /> },
                 { head: "Host name", cell: (s) => s.hostname ?? "—" },
                 { head: "Agent", cell: (s) => s.agent_version ?? "—" },
                 { head: "Container engine", cell: (s) => <Engine engine={s.engine} /> },
