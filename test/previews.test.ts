@@ -14,7 +14,7 @@ import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
 import { proxyGet } from "./harness/proxy-client";
-import { startRegistry } from "./harness/registry";
+import { type Registry, startRegistry } from "./harness/registry";
 import { waitForBody } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
 
@@ -32,8 +32,10 @@ let s: DeployStack;
 let app: App;
 let sign: (body: string) => Promise<string>;
 let examples: { name: string; examples: Json[] }[];
-/** An image a CI pipeline built (version 1 of the repository), in an open test registry. */
+/** An image a CI pipeline built (version 1 of the repository), in a test registry that needs a login. */
 let image: string;
+let registry: Registry;
+const REGISTRY_PASSWORD = `pw-${randomBytes(6).toString("hex")}`;
 
 const example = (event: string, pick: (e: Json) => boolean): Json => {
   const found = examples.find((e) => e.name === event)?.examples.find(pick);
@@ -138,7 +140,8 @@ test.before(async () => {
   sign = (body) => webhooks.sign(body);
   gh = await startGitHubApi();
   repo = await createAppRepo({ name: "preview-app", first: "1" });
-  const registry = await startRegistry("unused", "unused", { open: true });
+  // A private registry: the API preview pulls with the credential its request names.
+  registry = await startRegistry("puller", REGISTRY_PASSWORD);
   const local = `localhost/relayctl-test-preview-${randomBytes(4).toString("hex")}:1`;
   await podman(["build", "-q", "--pull=never", "-t", local, repo.path]);
   image = await registry.pushImage(local, `preview-ci-${randomBytes(4).toString("hex")}:1`);
@@ -320,7 +323,23 @@ test.serial(
     });
     t.is(both.status, 422, describe(both));
     const first = (await previewsOf()).find((p) => p.key === "pr-1")!;
-    const opened = await s.manage(`/applications/${app.id}/previews`, { body: { name: "ci", image } });
+    const unknown = await s.manage(`/applications/${app.id}/previews`, {
+      body: { name: "ci", image, registry_credential_id: randomUUID() },
+    });
+    t.is(unknown.status, 422, describe(unknown));
+    t.regex(String(unknown.json.detail), /^registry_credential_id: unknown registry credential/);
+    const cred = await s.manage("/registry-credentials", {
+      body: {
+        name: `preview-reg-${randomBytes(3).toString("hex")}`,
+        registry_url: `http://${registry.host}`,
+        username: "puller",
+        password: REGISTRY_PASSWORD,
+      },
+    });
+    t.is(cred.status, 201, describe(cred));
+    const opened = await s.manage(`/applications/${app.id}/previews`, {
+      body: { name: "ci", image, registry_credential_id: cred.json.id },
+    });
     t.is(opened.status, 202, describe(opened));
     t.like(opened.json.preview, { key: "ci", source: "api", number: null, image });
     const op = await s.waitOperation(String(opened.json.operation_id));

@@ -217,14 +217,15 @@ async function audited<T>(
 /** A registry credential named by a build must be the tenant's own (422 otherwise, like key scopes). */
 async function checkCredential(db: Knex, tenantId: string, build: ReturnType<typeof compileBuild>) {
   if (build?.type !== "image" || !build.registry_credential_id) return;
+  await checkRegistryCredential(db, tenantId, build.registry_credential_id, "build.registry_credential_id");
+}
+
+/** 422 unless `id` is one of the tenant's registry credentials; `field` names it in the detail. */
+export async function checkRegistryCredential(db: Knex, tenantId: string, id: string, field: string) {
   const found = await db("registry_credentials")
-    .where({ id: build.registry_credential_id.toLowerCase(), tenant_id: tenantId })
+    .where({ id: id.toLowerCase(), tenant_id: tenantId })
     .first("id");
-  if (!found)
-    throw new RcError(
-      "RC_ERR_VALIDATION",
-      `build.registry_credential_id: unknown registry credential '${build.registry_credential_id}'`,
-    );
+  if (!found) throw new RcError("RC_ERR_VALIDATION", `${field}: unknown registry credential '${id}'`);
 }
 
 /** The columns a deploy source sets, checked; secrets sealed (never stored in the clear). */

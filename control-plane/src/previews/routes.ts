@@ -13,6 +13,7 @@ import { z } from "zod";
 import { urlsOf } from "../applications/hosts.js";
 import { lastDeploymentsOf } from "../applications/last-deployment.js";
 import { parseBuild, refSchema } from "../applications/source.js";
+import { checkRegistryCredential } from "../applications/store.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
 import { envNames, nothing } from "../http/answers.js";
@@ -45,8 +46,15 @@ const createBody = z
       .describe("the preview's key: its name is <application>-<name>; the same name again redeploys it"),
     ref: refSchema.optional().describe("branch, tag or commit to build; default: the application's branch"),
     image: imageRef.optional().describe("an image to run instead of a build (a CI pipeline's own)"),
+    registry_credential_id: z
+      .uuid()
+      .optional()
+      .describe(
+        "the registry credential that pulls `image`; default: the application's own when its image is on the same registry",
+      ),
   })
-  .refine((b) => !(b.ref && b.image), { error: "ref and image exclude each other" });
+  .refine((b) => !(b.ref && b.image), { error: "ref and image exclude each other" })
+  .refine((b) => !b.registry_credential_id || b.image, { error: "registry_credential_id goes with image" });
 
 const lastDeployment = o({
   deployment_id: z.string(),
@@ -159,6 +167,13 @@ export const previewRoutes = (ctx: ApiContext): RouteSpec[] => {
         const body = req.body;
         const p = req.principal;
         const before = await previewByKey(ctx.db, parent.id, body.name);
+        if (body.registry_credential_id)
+          await checkRegistryCredential(
+            ctx.db,
+            p.tenantId,
+            body.registry_credential_id,
+            "registry_credential_id",
+          );
         const d = await openPreview(
           pctx(req),
           parent,
@@ -171,6 +186,7 @@ export const previewRoutes = (ctx: ApiContext): RouteSpec[] => {
             fromFork: false,
             url: null,
             image: body.image ?? null,
+            registryCredentialId: body.registry_credential_id ?? null,
           },
           {
             commitRef: body.image ? undefined : (body.ref ?? parent.deploy_branch),

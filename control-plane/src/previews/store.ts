@@ -7,8 +7,10 @@ import { randomUUID } from "node:crypto";
 import type { Knex } from "knex";
 import type { AppsUrl } from "../applications/app-url.js";
 import { checkDefaultHost } from "../applications/hosts.js";
+import { parseBuild } from "../applications/source.js";
 import type { ApplicationRow } from "../applications/store.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
+import { imageRegistry } from "../deployments/job.js";
 import { RcError } from "../errors.js";
 import { isUuid } from "../http/validation.js";
 import { previewHost, previewSettings } from "./settings.js";
@@ -40,6 +42,8 @@ export interface PreviewSpec {
   url: string | null;
   /** An API preview of an image the caller built: the child's build is that image. */
   image: string | null;
+  /** The registry credential that pulls `image` (checked as the tenant's by the route). */
+  registryCredentialId?: string | null;
 }
 
 /** The fleet columns (fleets/app-fields.ts) a preview does not take from its parent. */
@@ -86,10 +90,19 @@ export async function previewByKey(db: Knex, parentId: string, key: string) {
   return db("applications").where({ preview_of: parentId, preview_key: key }).first<PreviewRow | undefined>();
 }
 
-/** The build a preview runs: the parent's, or the image an API preview names. */
-function childBuild(parent: PreviewRow, image: string | null): string | null {
-  if (image) return JSON.stringify({ type: "image", image, registry_credential_id: null });
-  return parent.build;
+/**
+ * The build a preview runs: the parent's, or the image an API preview names,
+ * pulled with the credential the request names or else, when the image is on
+ * the registry the parent's own image comes from, the parent's credential (a
+ * pipeline's preview image usually sits beside its production image).
+ */
+function childBuild(parent: PreviewRow, spec: PreviewSpec): string | null {
+  if (!spec.image) return parent.build;
+  let credential = spec.registryCredentialId ?? null;
+  const own = parseBuild(parent.build);
+  if (!credential && own?.type === "image" && imageRegistry(own.image) === imageRegistry(spec.image))
+    credential = own.registry_credential_id;
+  return JSON.stringify({ type: "image", image: spec.image, registry_credential_id: credential });
 }
 
 /**
@@ -118,7 +131,7 @@ export async function upsertPreview(
   const fields = {
     ...credential,
     git_repository: spec.image ? null : parent.git_repository,
-    build: childBuild(parent, spec.image),
+    build: childBuild(parent, spec),
     container_port: parent.container_port,
     health_check_path: parent.health_check_path,
     health_check_timeout_seconds: parent.health_check_timeout_seconds,
