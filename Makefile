@@ -113,6 +113,7 @@ bench: system-deps kernel-settings node-deps build
 	bash -c 'ulimit -n 65536 2>/dev/null; node bench/agent-fanin.mjs'
 	node bench/route-sync.mjs
 	node bench/deploy.mjs
+	node bench/fleet-rollout.mjs
 	node bench/quickstart.mjs
 
 .PHONY: hello help node-deps system-deps dev-deps kernel-settings build proto proto-check action action-check lint typecheck-tests dev test bench

@@ -120,6 +120,8 @@ export class SimAgent {
           agentVersion: "bench-sim-0",
           bootId: "bench-sim-boot",
           hostname: `sim-${this.serverId.slice(0, 8)}`,
+          // Every scalar set: ts-proto's encoder writes an int64 it is not given as undefined and throws.
+          bootedAtUnixMs: 0,
           runningOperationIds: [],
         },
       },
