@@ -55,8 +55,12 @@ function message(issue: Issue): string {
     case "invalid_format":
       if (issue.format === "uuid") return "must be a UUID";
       if (issue.format === "datetime") return "must be an ISO 8601 date-time with a time zone";
+      // A route's own words for a pattern (`.regex(re, { error })`) win over the
+      // pattern itself; zod's default message starts "Invalid".
       if (issue.format === "regex")
-        return `must match pattern "${String(issue.pattern).replace(/^\/|\/$/g, "")}"`;
+        return issue.message && !issue.message.startsWith("Invalid")
+          ? issue.message
+          : `must match pattern "${String(issue.pattern).replace(/^\/|\/$/g, "")}"`;
       return `must be a valid ${issue.format}`;
     case "invalid_value":
       return `must be one of: ${issue.values.map(String).join(", ")}`;
