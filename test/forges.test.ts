@@ -14,7 +14,7 @@ import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { CliUser } from "./harness/cli";
-import { type ForgeStandIn, startForgeStandIn } from "./harness/forge-api";
+import { type ForgeStandIn, type StoredComment, startForgeStandIn } from "./harness/forge-api";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { waitForBody } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
@@ -338,8 +338,16 @@ test.serial(
   },
 );
 
+/** Waits until the request's one comment (on the stand-in forge) contains `text`. */
+async function noteSays(forge: ForgeStandIn, mine: () => StoredComment[], text: string) {
+  await pollUntil(() => (mine()[0]?.body.includes(text) ? true : undefined), {
+    what: `the comment saying ${JSON.stringify(text)}: ${JSON.stringify(forge.comments)}`,
+    timeoutMs: 60_000,
+  });
+}
+
 test.serial(
-  "forges - a GitLab merge request opened gets a preview answering at its URL from refs/merge-requests/N/head and one note with the URL, edited on a push; closed, the preview is removed and the note says so",
+  "forges - a GitLab merge request opened gets a preview answering at its URL from refs/merge-requests/N/head and one note with the URL and the deployment's state, edited on a push; closed, the preview is removed and the note says so",
   async (t) => {
     const c = await connect("gitlab", gitlab.url, GITLAB_TOKEN);
     const app = await linkedApp(c.id, "acme/web/app");
@@ -397,15 +405,20 @@ test.serial(
     const posted = await statusesUntilFinal(gitlab, head.sha);
     t.is(posted[posted.length - 1]!.state, "success");
     t.regex(posted[0]!.context, /^relayctl\/.+-pr-7$/);
-    // One note on the merge request, with the preview's URL and commit, written with the project token.
+    // One note on the merge request, with the preview's URL and commit, written with the
+    // project token, then edited to say how the deployment went (with its page).
     const notes = () => gitlab.comments.filter((n) => n.project === "acme/web/app" && n.number === 7);
+    const writes = (method: string) => gitlab.commentWrites.filter((w) => w.method === method).length;
     t.is(notes().length, 1, JSON.stringify(gitlab.comments));
     t.true(notes()[0]!.body.includes(host), notes()[0]!.body);
     t.true(notes()[0]!.body.includes(head.sha), notes()[0]!.body);
-    t.deepEqual(
-      gitlab.commentWrites.map((w) => [w.method, w.token]),
-      [["POST", GITLAB_TOKEN]],
+    await noteSays(
+      gitlab,
+      notes,
+      `deployed and serving (https://relayctl.example/app/applications/${preview!.id}/deployments/${dep!.id})`,
     );
+    t.is(writes("POST"), 1);
+    t.true(gitlab.commentWrites.every((w) => w.token === GITLAB_TOKEN));
 
     // A title edit (update without oldrev) changes no code: nothing happens.
     const edited = await deliver("update");
@@ -417,27 +430,24 @@ test.serial(
     await repo.git(["update-ref", "refs/merge-requests/7/head", next.sha]);
     await repo.git(["checkout", "-q", "main"]);
     gitlab.failComments(1);
+    const puts = writes("PUT");
     const pushed = await deliver("update", next.sha, head.sha);
     t.is(pushed.outcome.result, "deployed", JSON.stringify(pushed.outcome));
-    t.deepEqual(
-      gitlab.commentWrites.map((w) => w.method),
-      ["POST", "PUT"],
-    );
+    t.true(writes("PUT") > puts, JSON.stringify(gitlab.commentWrites));
+    t.is(writes("POST"), 1);
     t.is(notes().length, 1);
     t.true(notes()[0]!.body.includes(next.sha), notes()[0]!.body);
     t.true(notes()[0]!.body.includes(host), notes()[0]!.body);
     const second = (await deploymentsOf(preview!.id)).at(-1)!;
     await s.waitOperation(second.operation_id);
     await waitForBody(s.proxyPort, host, "version mr2");
+    await noteSays(gitlab, notes, `${next.sha}\nDeployment: deployed and serving`);
 
     const closed = await deliver("merge");
     t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
     t.is(notes().length, 1);
     t.regex(notes()[0]!.body, /Removed: the merge request was merged/);
-    t.deepEqual(
-      gitlab.commentWrites.map((w) => w.method),
-      ["POST", "PUT", "PUT"],
-    );
+    t.is(writes("POST"), 1);
     await pollUntil(
       async () =>
         (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||
@@ -448,7 +458,7 @@ test.serial(
 );
 
 test.serial(
-  "forges - a Gitea pull request opened gets a preview from refs/pull/N/head and one comment with the URL, edited on a push; closed, it is removed and the comment says so",
+  "forges - a Gitea pull request opened gets a preview from refs/pull/N/head and one comment with the URL and the deployment's state, edited on a push; closed, it is removed and the comment says so",
   async (t) => {
     const c = await connect("gitea", gitea.url, GITEA_TOKEN);
     const app = await linkedApp(c.id, "acme/app");
@@ -503,35 +513,31 @@ test.serial(
     await waitForBody(s.proxyPort, host, "version pr");
     // One comment on the pull request (Gitea's issue comments), with the preview's URL.
     const said = () => gitea.comments.filter((n) => n.project === "acme/app" && n.number === 3);
+    const writes = (method: string) => gitea.commentWrites.filter((w) => w.method === method).length;
     t.is(said().length, 1, JSON.stringify(gitea.comments));
     t.true(said()[0]!.body.includes(host), said()[0]!.body);
-    t.deepEqual(
-      gitea.commentWrites.map((w) => [w.method, w.token]),
-      [["POST", GITEA_TOKEN]],
-    );
+    await noteSays(gitea, said, `${head.sha}\nDeployment: deployed and serving`);
+    t.is(writes("POST"), 1);
+    t.true(gitea.commentWrites.every((w) => w.token === GITEA_TOKEN));
     // A push (synchronized): the same comment edited in place (PATCH), no second one.
     await repo.git(["checkout", "-q", "gitea-feature"]);
     const next = await repo.commitVersion("pr2");
     await repo.git(["update-ref", "refs/pull/3/head", next.sha]);
     await repo.git(["checkout", "-q", "main"]);
+    const patches = writes("PATCH");
     const pushed = await deliver("synchronized", next.sha);
     t.is(pushed.outcome.result, "deployed", JSON.stringify(pushed.outcome));
-    t.deepEqual(
-      gitea.commentWrites.map((w) => w.method),
-      ["POST", "PATCH"],
-    );
+    t.true(writes("PATCH") > patches, JSON.stringify(gitea.commentWrites));
     t.is(said().length, 1);
     t.true(said()[0]!.body.includes(next.sha), said()[0]!.body);
     const second = (await deploymentsOf(preview!.id)).at(-1)!;
     await s.waitOperation(second.operation_id);
+    await noteSays(gitea, said, `${next.sha}\nDeployment: deployed and serving`);
     const closed = await deliver("closed", next.sha);
     t.is(closed.outcome.result, "removed", JSON.stringify(closed.outcome));
     t.is(said().length, 1);
     t.regex(said()[0]!.body, /Removed: the pull request was closed/);
-    t.deepEqual(
-      gitea.commentWrites.map((w) => w.method),
-      ["POST", "PATCH", "PATCH"],
-    );
+    t.is(writes("POST"), 1);
     await pollUntil(
       async () =>
         (await s.c.db.query("SELECT 1 FROM applications WHERE preview_of = ?", [app.id])).length === 0 ||

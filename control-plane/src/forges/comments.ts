@@ -1,14 +1,18 @@
 // A preview's one comment on its GitLab merge request or Gitea/Forgejo pull
 // request, as GitHub's (github/pull-request.ts) and in the same words
 // (previews/comment.ts): written after each of the preview's deployments starts,
-// edited in place later (its id kept on the preview's row, preview_comment_id),
-// and on close edited to say the preview was removed. A write that fails is
+// edited in place later (its id kept on the preview's row, preview_comment_id):
+// with the deployment's final state when the status pass reports it
+// (statuses.ts, the same fixed sentences as the commit status, and only while
+// that commit is still the preview's head), and on close to say the preview
+// was removed. The delivery processor and the status pass take turns in one
+// loop (processor.ts), so a removal is not overwritten by that process's pass.
+// A write that fails is
 // tried again a few times, then logged (the forge's answer, never the token);
 // it never fails the deployment or the delivery.
 import { setTimeout as sleep } from "node:timers/promises";
-import type { AppsUrl } from "../applications/app-url.js";
 import { urlsOf } from "../applications/hosts.js";
-import { previewCommentBody, removedCommentBody } from "../previews/comment.js";
+import { type CommentState, previewCommentBody, removedCommentBody } from "../previews/comment.js";
 import type { PreviewRow } from "../previews/store.js";
 import { apiToken, type ConnectionRow } from "./connections.js";
 import type { ForgeContext } from "./context.js";
@@ -46,20 +50,24 @@ async function write(
   }
 }
 
-/** After a preview's deployment started: its URL and commit, in the one comment. */
+/**
+ * A preview's URL, commit and deployment state, in the one comment: when its
+ * deployment starts and when it ends. Nothing once the preview is gone or
+ * another commit is its head (that commit's comment is the one to show).
+ */
 export async function commentPreview(
   ctx: ForgeContext,
-  appsUrl: AppsUrl | undefined,
   c: ConnectionRow,
   project: string,
   number: number,
   previewId: string,
   appName: string,
   sha: string,
+  state: CommentState,
 ): Promise<void> {
   const row = await ctx.db("applications").where({ id: previewId }).first<PreviewRow | undefined>();
-  if (!row) return;
-  const { url } = await urlsOf(ctx.db, appsUrl, row);
+  if (!row || (row.preview_head_sha && row.preview_head_sha !== sha)) return;
+  const { url } = await urlsOf(ctx.db, ctx.appsUrl, row);
   const known = row.preview_comment_id === null ? null : Number(row.preview_comment_id);
   const id = await write(
     ctx,
@@ -67,7 +75,7 @@ export async function commentPreview(
     project,
     number,
     known,
-    previewCommentBody(appName, url, sha, requestWord(c)),
+    previewCommentBody(appName, url, sha, requestWord(c), state),
   );
   if (id !== null && id !== known)
     await ctx.db("applications").where({ id: row.id }).update({ preview_comment_id: id });

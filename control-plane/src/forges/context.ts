@@ -4,6 +4,7 @@
 // one set of limits for every forge's pushes.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
+import type { AppsUrl } from "../applications/app-url.js";
 import type { DeployService } from "../deployments/service.js";
 
 export interface ForgeContext {
@@ -16,6 +17,8 @@ export interface ForgeContext {
   webhook: { concurrentBodies: number; perIpPerMinute: number };
   /** RELAYCTL_PUBLIC_URL: webhook URLs shown to owners, links in commit statuses. */
   publicUrl: string | undefined;
+  /** RELAYCTL_APPS_URL: a preview's URL in its comment when it has no domain pattern. */
+  appsUrl: AppsUrl | undefined;
 }
 
 /** A forge's JSON payload, read field by field with fallbacks. */

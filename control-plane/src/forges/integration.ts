@@ -34,6 +34,7 @@ export function startForges(
     deployTimeoutSeconds: config.githubDeployTimeoutSeconds,
     webhook: config.githubWebhook,
     publicUrl: config.publicUrl,
+    appsUrl: config.appsUrl,
   };
   deploys.useSourceCredentials((a) => forgeCredential(ctx, a));
   const processor = new ForgeProcessor(ctx, review);

@@ -17,6 +17,7 @@ import type { OperationService } from "../operations/service.js";
 import { type PullRequestEvent, onPullRequest } from "../previews/service.js";
 import { previewByKey } from "../previews/store.js";
 import { commentPreview, commentRemoved } from "./comments.js";
+import { forgeState } from "./statuses.js";
 import type { ConnectionRow } from "./connections.js";
 import type { ForgeContext, Payload } from "./context.js";
 import type { ForgeDeliveryRow, Outcome } from "./deliveries.js";
@@ -132,16 +133,14 @@ export const previewReviews =
         });
       else if (r.result === "ignored") outcome.skipped!.push({ application_id: app.id, reason: r.detail });
       if (r.deploymentId && r.previewId && app.forge_project)
-        await commentPreview(
-          ctx,
-          deps.config.appsUrl,
-          c,
-          app.forge_project,
-          req.number,
-          r.previewId,
-          app.name,
-          req.headSha,
-        );
+        await commentPreview(ctx, c, app.forge_project, req.number, r.previewId, app.name, req.headSha, {
+          description: forgeState(c.kind, {
+            status: "running",
+            stderr: null,
+            dispatched_at: null,
+            reported_state: null,
+          }).description,
+        });
       if (r.result === "removed") {
         outcome.result = "removed";
         if (before?.preview_comment_id != null && app.forge_project)

@@ -5,9 +5,11 @@
 // the deployment as the link. A pass sends each state that changed since the
 // forge was last told; a post that fails is tried again on the next passes, and
 // after MAX_FAILURES the state is given up (logged, without the token): the next
-// state is still sent, and a status never fails a deploy.
+// state is still sent, and a status never fails a deploy. A preview's final
+// state also goes into its request's comment (comments.ts).
 import type { ForgeKind } from "./connections.js";
 import { apiToken, type ConnectionRow } from "./connections.js";
+import { commentPreview } from "./comments.js";
 import type { ForgeContext } from "./context.js";
 import { postStatus } from "./forge-api.js";
 
@@ -25,6 +27,10 @@ interface Owed {
   status: string;
   stderr: string | null;
   dispatched_at: number | null;
+  /** A preview's parent, request number and its parent's name (the comment's title). */
+  preview_of: string | null;
+  preview_number: number | null;
+  parent_name: string | null;
 }
 
 /** The state in the forge's own words, and a fixed description. */
@@ -59,6 +65,7 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
     .join("deployments as d", "d.id", "s.deployment_id")
     .join("operations as o", "o.id", "d.operation_id")
     .join("applications as a", "a.id", "d.application_id")
+    .leftJoin("applications as p", "p.id", "a.preview_of")
     .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
     .orderBy("s.created_at", "asc")
     .limit(limit)
@@ -72,6 +79,9 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
       "d.application_id",
       "d.dispatched_at",
       "a.name as application_name",
+      "a.preview_of",
+      "a.preview_number",
+      "p.name as parent_name",
       "o.status",
       "o.stderr",
     );
@@ -107,10 +117,34 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
           : "commit status not reported; retried",
       );
       await row.update(givenUp ? { reported_state: next.state, failures: 0 } : { failures });
+      if (givenUp) await finalComment(ctx, c, o, next.state, next.description, target);
       continue;
     }
     await row.update({ reported_state: next.state, failures: 0 });
+    await finalComment(ctx, c, o, next.state, next.description, target);
     sent++;
   }
   return sent;
+}
+
+/** A preview's deployment ended: its request's comment says how (never failing the pass). */
+async function finalComment(
+  ctx: ForgeContext,
+  c: ConnectionRow,
+  o: Owed,
+  state: string,
+  description: string,
+  link: string | undefined,
+) {
+  if (!FINAL.includes(state) || !o.preview_of || o.preview_number === null || !o.parent_name) return;
+  await commentPreview(
+    ctx,
+    c,
+    o.project,
+    Number(o.preview_number),
+    o.application_id,
+    o.parent_name,
+    o.commit_sha,
+    { description, ...(link ? { link } : {}) },
+  );
 }

@@ -6,18 +6,26 @@
 
 const title = (appName: string) => `**relayctl preview of ${appName}**`;
 
-/** The comment while the preview runs: its URL and the commit deployed. */
+/** Where the preview's deployment stands: a fixed sentence (never its output) and the deployment's page. */
+export interface CommentState {
+  description: string;
+  link?: string;
+}
+
+/** The comment while the preview runs: its URL, the commit deployed and, when known, how that went. */
 export function previewCommentBody(
   appName: string,
   url: string | null,
   sha: string,
   request = "pull request",
+  state?: CommentState,
 ): string {
   return [
     title(appName),
     "",
     url ? `Preview: ${url}` : "This preview has no URL yet (no domain pattern and no RELAYCTL_APPS_URL).",
     `Commit: ${sha}`,
+    ...(state ? [`Deployment: ${state.description}${state.link ? ` (${state.link})` : ""}`] : []),
     "",
     `_This comment is kept up to date on every push; the preview is removed when the ${request} closes._`,
   ].join("\n");
