@@ -153,8 +153,8 @@ test.serial(
     t.regex(both.stderr, /--ref and --image: give one/);
     const badImage = await u.run(["previews", "create", parent.name, "--name", "x", "--image", "bad image"]);
     t.is(badImage.code, 65, badImage.stderr);
-    // The API says which field (its words are the API's own).
-    t.regex(badImage.stderr, /^relayctl: image: must /);
+    // The API says which field, in words.
+    t.regex(badImage.stderr, /^relayctl: image: must be an image reference/);
     const unknown = await u.run(["previews", "remove", parent.name, "no-such-preview"]);
     t.is(unknown.code, 65);
     t.regex(unknown.stderr, /preview 'no-such-preview' of .* not found/);
