@@ -1,5 +1,6 @@
 // The application's fields (source, build, port, health check, domains, auto-deploy and
-// which pushes deploy: deploy_tags, watch_paths),
+// which pushes deploy: deploy_tags, watch_paths; where it runs and its rollout
+// strategy, app-fleet.tsx),
 // one form for creating and for editing. Edit sends only the fields that changed.
 // Every field is held in state, so a refused save keeps what the person typed (a
 // re-render used to put the stored values back), and the refusal is shown beside
@@ -9,6 +10,14 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Application, Build, Server } from "../api";
 import { Form, lines } from "../ui";
+import {
+  FLEET_SPECS,
+  FleetFields,
+  type FleetName,
+  type FleetValues,
+  fleetBodyOf,
+  fleetValuesOf,
+} from "./app-fleet";
 import { type FieldError, type FieldSpec, fieldErrorOf } from "./field-errors";
 
 export type AppBody = Record<string, unknown>;
@@ -147,7 +156,8 @@ export function AppForm({
   onSave: (body: AppBody) => Promise<unknown>;
 }) {
   const [v, setV] = useState<Values>(() => valuesOf(app, servers));
-  const [error, setError] = useState<FieldError<Name>>();
+  const [fleet, setFleet] = useState<FleetValues>(() => fleetValuesOf(app, servers));
+  const [error, setError] = useState<FieldError<Name | FleetName>>();
   const fields = useRef<HTMLDivElement>(null);
   const p = app ? `edit-${app.id.slice(0, 8)}` : "new";
   const errId = `${p}-error`;
@@ -159,6 +169,10 @@ export function AppForm({
 
   const set = (name: Name, value: string | boolean) => {
     setV((old) => ({ ...old, [name]: value }));
+    if (error?.field === name) setError(undefined);
+  };
+  const setFleetValue = <K extends FleetName>(name: K, value: FleetValues[K]) => {
+    setFleet((old) => ({ ...old, [name]: value }));
     if (error?.field === name) setError(undefined);
   };
   /** A control's value, change handler and error state. */
@@ -200,11 +214,11 @@ export function AppForm({
       submit={submit}
       onSubmit={async () => {
         setError(undefined);
-        const body = bodyOf(v, app);
+        const body = { ...bodyOf(v, app), ...fleetBodyOf(fleet, app, servers) };
         try {
           await onSave(app ? changed(body, app) : body);
         } catch (err) {
-          const e = fieldErrorOf(err, SPECS, MENTIONS);
+          const e = fieldErrorOf<Name | FleetName>(err, { ...SPECS, ...FLEET_SPECS }, MENTIONS);
           if (!e) throw err;
           setError(e);
           // The form's own note says it was not saved and where to look.
@@ -287,6 +301,9 @@ export function AppForm({
             )}
           </div>
         </fieldset>
+        {!app?.preview_of && (
+          <FleetFields v={fleet} set={setFleetValue} servers={servers} p={p} error={error} errId={errId} />
+        )}
         <div class="field">
           <label class="check" for={`${p}-auto_deploy`}>
             <input
