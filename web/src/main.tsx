@@ -13,6 +13,7 @@ import { GitHubPage } from "./pages/github";
 import { KeysPage } from "./pages/keys";
 import { MembersPage } from "./pages/members";
 import { RegistryPage } from "./pages/registry";
+import { RolloutPage } from "./pages/rollout";
 import { ServerPage } from "./pages/server";
 import { ServersPage } from "./pages/servers";
 import { HOME, type PagePath, matchPage } from "./paths";
@@ -43,6 +44,7 @@ const PAGES: { [P in PagePath]: (p: Record<string, string>) => ComponentChildren
   "/app/applications/:id/deployments/:deploymentId": (p) => (
     <DeploymentPage appId={p.id} deploymentId={p.deploymentId} />
   ),
+  "/app/applications/:id/rollouts/:rolloutId": (p) => <RolloutPage appId={p.id} rolloutId={p.rolloutId} />,
   "/app/keys": () => <KeysPage tab="api" />,
   "/app/keys/automation": () => <KeysPage tab="automation" />,
   "/app/registry": () => <RegistryPage />,

@@ -10,6 +10,7 @@ export const PAGE_PATHS = [
   "/app/applications",
   "/app/applications/:id",
   "/app/applications/:id/deployments/:deploymentId",
+  "/app/applications/:id/rollouts/:rolloutId",
   "/app/keys",
   "/app/keys/automation",
   "/app/registry",

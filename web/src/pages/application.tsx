@@ -2,7 +2,8 @@
 // releases with a rollback button on each kept one and the deployment history
 // (app-releases.tsx), its logs, environment variables (write-only, app-env.tsx), its
 // previews (app-previews.tsx; a preview's own page says what it previews), its settings,
-// deletion.
+// deletion. A fleet application's deploy opens its rollout, and its rollouts are listed
+// (rollout.tsx).
 import { useState } from "preact/hooks";
 import { type Application, type Server, del, get, patch, post } from "../api";
 import { navigate } from "../router";
@@ -15,6 +16,7 @@ import { PREVIEWS_ROUTE, PreviewOf, Previews } from "./app-previews";
 import { Logs } from "./app-logs";
 import { APP_ROUTE, appBase } from "./app-paths";
 import { History, Releases, useReleases } from "./app-releases";
+import { Rollouts, rolloutPath } from "./rollout";
 import { ForgeRepository } from "./forges";
 import { GitHubRepository } from "./github";
 
@@ -28,11 +30,13 @@ function DeployForm({ app }: { app: Application }) {
       submit="Deploy"
       onSubmit={async (f) => {
         const ref = field(f, "commit_ref");
-        const started = await post<{ deployment_id: string }>(
+        const started = await post<{ deployment_id: string; rollout_id?: string }>(
           `${appBase(who.tenantId, app.id)}/deploy`,
           ref ? { commit_ref: ref } : {},
         );
-        navigate(`/app/applications/${app.id}/deployments/${started.deployment_id}`);
+        // A fleet's deploy is a rollout over its servers: its page shows them all.
+        if (started.rollout_id) navigate(rolloutPath(app.id, started.rollout_id));
+        else navigate(`/app/applications/${app.id}/deployments/${started.deployment_id}`);
       }}
     >
       <label>
@@ -101,6 +105,12 @@ export function ApplicationPage({ id }: { id: string }) {
               <h2 id="releases-h">Releases</h2>
               <Releases app={a} list={releases} />
             </section>
+            {a.placement && (
+              <section aria-labelledby="rollouts-h">
+                <h2 id="rollouts-h">Rollouts</h2>
+                <Rollouts app={a} />
+              </section>
+            )}
             <section aria-labelledby="history-h">
               <h2 id="history-h">Deployments</h2>
               <History app={a} />
