@@ -25,6 +25,7 @@ const HEAVY = [
   "dashboard-deployment-live",
   "cli-previews",
   "dashboard-previews",
+  "dashboard-fleets",
   "mcp",
   "deploy-back-to-back",
   "master-key-rotation",
