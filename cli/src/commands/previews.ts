@@ -161,6 +161,10 @@ export function registerPreviews(program: Command): void {
   previews
     .command("show <app> <preview>")
     .description("show one preview (by name or id)")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl previews show shop pr-12\n  relayctl previews show shop ci-481 --json",
+    )
     .action(async (app: string, preview: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);
@@ -187,6 +191,10 @@ function registerPreviewEnv(previews: Command): void {
       "set preview values: NAME=value pairs, or one NAME whose value is read from stdin (or --file)",
     )
     .option("--file <path>", "read the value of the one NAME from this file instead of stdin")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  relayctl previews env set shop DATABASE_URL=postgres://preview-db/shop LOG_LEVEL=debug\n  printf '%s' \"$STRIPE_TEST_KEY\" | relayctl previews env set shop STRIPE_KEY",
+    )
     .action(async (app: string, pairs: string[], o: { file?: string }, cmd: Command) => {
       const variables = await variablesOf(pairs, o.file);
       const { api, json } = ctxOf(cmd);
@@ -200,6 +208,7 @@ function registerPreviewEnv(previews: Command): void {
   env
     .command("unset <app> <name>")
     .description("remove one preview value")
+    .addHelpText("after", "\nExample:\n  relayctl previews env unset shop DATABASE_URL")
     .action(async (app: string, name: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);
@@ -211,6 +220,7 @@ function registerPreviewEnv(previews: Command): void {
   env
     .command("list <app>")
     .description("list preview value names and when they changed (never values)")
+    .addHelpText("after", "\nExample:\n  relayctl previews env list shop --json")
     .action(async (app: string, _o: unknown, cmd: Command) => {
       const { api, json } = ctxOf(cmd);
       const a = await application(api, app);
