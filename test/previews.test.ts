@@ -293,9 +293,16 @@ test.serial(
       statuses.every((x) => x.context === `relayctl/${app.name}/preview`),
       JSON.stringify(statuses),
     );
-    const comments = gh.comments.filter((c) => c.number === 1);
+    // One comment, edited (not repeated) when each deployment starts and ends, saying how it went.
+    const comments = await pollUntil(
+      () => {
+        const mine = gh.comments.filter((c) => c.number === 1);
+        return mine[0]?.body.includes(`${v2.sha}\nDeployment: deployed and serving`) ? mine : undefined;
+      },
+      { what: "the comment saying the pushed commit is deployed", timeoutMs: 30_000 },
+    );
     t.is(comments.length, 1, JSON.stringify(gh.comments));
-    t.is(comments[0]!.edits, 1);
+    t.true(comments[0]!.edits >= 2, JSON.stringify(comments));
     t.regex(comments[0]!.body, new RegExp(`https://${hostOf(1).replaceAll(".", "\\.")}`));
     t.regex(comments[0]!.body, new RegExp(v2.sha));
   },

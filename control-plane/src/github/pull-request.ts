@@ -10,7 +10,7 @@
 // A fork's head is fetched from the base repository's pull ref with the base
 // repository's token: a fork's own credentials are never asked for or used.
 import { urlsOf } from "../applications/hosts.js";
-import { previewCommentBody, removedCommentBody } from "../previews/comment.js";
+import { type CommentState, previewCommentBody, removedCommentBody } from "../previews/comment.js";
 import { type PreviewRow, previewByKey } from "../previews/store.js";
 import { type PullRequestEvent, onPullRequest } from "../previews/service.js";
 import type { GitHubContext, Payload } from "./context.js";
@@ -128,7 +128,19 @@ export async function pullRequestEvent(
         reported_state: null,
         created_at: Date.now(),
       });
-      await comment(ctx, installationId, repositoryId, repoName, number, r.previewId!, app.name, ev.headSha);
+      await commentPreview(
+        ctx,
+        installationId,
+        repositoryId,
+        repoName,
+        number,
+        r.previewId!,
+        app.name,
+        ev.headSha,
+        {
+          description: "relayctl is deploying this commit",
+        },
+      );
     }
   }
   const n = outcome.deployments!.length;
@@ -145,8 +157,14 @@ export async function pullRequestEvent(
   return { tenantId, outcome };
 }
 
-/** The preview's one comment on the pull request, written or edited in place; a failure is logged, not fatal. */
-async function comment(
+/**
+ * The preview's one comment on the pull request, written or edited in place
+ * when its deployment starts and when it ends (statuses.ts: only while that
+ * commit is still the preview's head; the delivery processor and the status
+ * pass take turns in one loop, so a removal is not overwritten); a failure is
+ * logged, not fatal.
+ */
+export async function commentPreview(
   ctx: GitHubContext,
   installationId: number,
   repositoryId: number,
@@ -155,9 +173,10 @@ async function comment(
   previewId: string,
   appName: string,
   sha: string,
+  state: CommentState,
 ) {
   const row = await ctx.db("applications").where({ id: previewId }).first<PreviewRow | undefined>();
-  if (!row || !ctx.previews) return;
+  if (!row || !ctx.previews || (row.preview_head_sha && row.preview_head_sha !== sha)) return;
   const { url } = await urlsOf(ctx.db, ctx.previews.config.appsUrl, row);
   const id = await writeComment(
     ctx,
@@ -166,7 +185,7 @@ async function comment(
     fullName,
     number,
     row.preview_comment_id === null ? null : Number(row.preview_comment_id),
-    previewCommentBody(appName, url, sha),
+    previewCommentBody(appName, url, sha, "pull request", state),
   );
   if (id !== null && id !== Number(row.preview_comment_id))
     await ctx.db("applications").where({ id: row.id }).update({ preview_comment_id: id });

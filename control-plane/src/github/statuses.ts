@@ -10,9 +10,11 @@
 // person following it from GitHub can open (the API's URL needs an API key).
 // Descriptions are fixed sentences: a deploy's error output can carry anything
 // (paths, hosts, build output) and a public repository's statuses are public;
-// the why is behind the link.
+// the why is behind the link. A preview's final state also goes into its pull
+// request's comment (pull-request.ts).
 import type { CommitState } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
+import { commentPreview } from "./pull-request.js";
 
 interface Owed {
   deployment_id: string;
@@ -26,6 +28,7 @@ interface Owed {
   application_name: string;
   /** The production application's name when the deployment is a preview's. */
   parent_name: string | null;
+  preview_number: number | null;
   status: string;
   stderr: string | null;
 }
@@ -64,6 +67,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       "d.application_id",
       "a.name as application_name",
       "p.name as parent_name",
+      "a.preview_number",
       "o.status",
       "o.stderr",
     );
@@ -99,6 +103,18 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       .where({ deployment_id: o.deployment_id })
       .update({ reported_state: next.state });
     sent++;
+    if (o.parent_name && o.preview_number !== null && FINAL.includes(next.state))
+      await commentPreview(
+        ctx,
+        Number(o.installation_id),
+        Number(o.repository_id),
+        o.full_name,
+        Number(o.preview_number),
+        o.application_id,
+        o.parent_name,
+        o.commit_sha,
+        { description: next.description, ...(target ? { link: target } : {}) },
+      );
   }
   return sent;
 }
