@@ -114,7 +114,7 @@ test.serial(
     await open(`/app/applications/${app.id}`, app.name);
     await page.getByText("Settings", { exact: true }).click();
     const form = page.getByRole("form", { name: "Edit application" });
-    await form.getByLabel("On the servers matching a label selector").check();
+    await form.getByLabel("Runs on").selectOption({ label: "the servers matching a label selector" });
     const selector = form.getByRole("textbox", { name: "Label selector" });
     const matches = form.getByTestId("selector-matches");
     await selector.fill("tier=nowhere");

@@ -154,25 +154,19 @@ export function FleetFields({
   return (
     <fieldset>
       <legend>Where it runs</legend>
-      <div class="field" role="radiogroup" aria-label="Placement" {...aria("placement_kind")}>
-        {(
-          [
-            ["single", "On its server alone"],
-            ["servers", "On a list of servers"],
-            ["selector", "On the servers matching a label selector"],
-          ] as const
-        ).map(([kind, label]) => (
-          <label class="check" key={kind}>
-            <input
-              type="radio"
-              name="placement_kind"
-              value={kind}
-              checked={v.placement_kind === kind}
-              onChange={() => set("placement_kind", kind)}
-            />
-            {label}
-          </label>
-        ))}
+      <div class="field">
+        <label for={`${p}-placement_kind`}>Runs on</label>
+        <select
+          id={`${p}-placement_kind`}
+          name="placement_kind"
+          value={v.placement_kind}
+          onChange={(e) => set("placement_kind", e.currentTarget.value as FleetValues["placement_kind"])}
+          {...aria("placement_kind")}
+        >
+          <option value="single">its server alone</option>
+          <option value="servers">a list of servers</option>
+          <option value="selector">the servers matching a label selector</option>
+        </select>
         {note("placement_kind")}
       </div>
       {v.placement_kind === "servers" && (
