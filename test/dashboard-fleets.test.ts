@@ -5,7 +5,8 @@
 // application's settings place it by a label selector whose matching servers show
 // as it is typed, with a rollout strategy; Deploy opens the rollout's page, whose
 // grid of servers × steps goes to succeeded on its own and links each server's
-// deployment; the application lists the rollout. axe at laptop and phone widths,
+// deployment; the application lists the rollout; Roll back on it is a rollout too,
+// every server back to its release before. axe at laptop and phone widths,
 // and nothing scrolls sideways at phone width.
 import test, { type ExecutionContext } from "ava";
 import type { Page } from "playwright-core";
@@ -20,7 +21,7 @@ import {
 import { cleanupAll } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
-import { createAppRepo } from "./harness/git-repo";
+import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { createOwner } from "./harness/people";
 import { proxyGet } from "./harness/proxy-client";
 
@@ -31,12 +32,13 @@ let s: DeployStack;
 let b: Session;
 let page: Page;
 let app: App;
+let repo: AppRepo;
 let one: FleetServer;
 let two: FleetServer;
 
 test.before(async () => {
-  const [repo, stack] = await Promise.all([createAppRepo({ first: "1" }), startDeployStack()]);
-  s = stack;
+  const [r, stack] = await Promise.all([createAppRepo({ first: "1" }), startDeployStack()]);
+  [repo, s] = [r, stack];
   [one, two] = await Promise.all([
     addFleetServer(s, `${tag}-one`, { tier: "web" }),
     addFleetServer(s, `${tag}-two`, { zone: "b" }),
@@ -187,3 +189,42 @@ test.serial(
     await page.waitForURL(new RegExp(`/rollouts/${rolloutId}$`));
   },
 );
+
+/** Waits on the rollout page (it refreshes on its own) for the rollout's end; its id and status. */
+async function rolloutEnd() {
+  await page.waitForURL(/\/rollouts\/[0-9a-f-]{36}$/);
+  const id = page.url().split("/").pop()!;
+  await page
+    .getByTestId("rollout-status")
+    .getByText(/^(succeeded|halted|failed)$/)
+    .waitFor({ timeout: ROLLOUT_MS });
+  return { id, status: (await page.getByTestId("rollout-status").textContent())?.trim() };
+}
+
+test.serial("dashboard fleets - Roll back on a fleet rolls every server back, as a rollout", async (t) => {
+  await repo.commitVersion("2");
+  await open(`/app/applications/${app.id}`, app.name);
+  await page.getByRole("form", { name: "Deploy" }).getByRole("button", { name: "Deploy" }).click();
+  t.is((await rolloutEnd()).status, "succeeded");
+  for (const srv of [one, two]) t.is((await proxyGet(srv.proxyPort, app.fqdn)).body, "version 2", srv.name);
+
+  await open(`/app/applications/${app.id}`, app.name);
+  const live = page.getByRole("region", { name: "Live now" });
+  await live.getByRole("button", { name: /^Roll back to / }).click();
+  const dialog = page.getByRole("dialog");
+  t.regex((await dialog.textContent()) ?? "", /Roll back every server of this fleet/);
+  await dialog.getByRole("button", { name: "Roll back" }).click();
+  const end = await rolloutEnd();
+  t.is(end.status, "succeeded");
+  const r = (await s.manage(`/applications/${app.id}/rollouts/${end.id}`)).json;
+  t.is(r.kind, "rollback");
+  for (const srv of [one, two]) t.is((await proxyGet(srv.proxyPort, app.fqdn)).body, "version 1", srv.name);
+  // A fleet's releases are per server: no release of the home server's list is offered alone.
+  t.is(
+    await page
+      .getByRole("table", { name: "Releases" })
+      .getByRole("button", { name: /Roll back/ })
+      .count(),
+    0,
+  );
+});

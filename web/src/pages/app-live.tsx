@@ -8,6 +8,7 @@ import { navigate } from "../router";
 import { useWho } from "../session";
 import { AppUrl, Badge, ConfirmButton, type Loaded, Time } from "../ui";
 import { APP_ROUTE, appBase } from "./app-paths";
+import { rolloutPath } from "./rollout";
 
 /** The badge colours of the operation statuses that mean the same (a running app is good news). */
 export const STATE_BADGE: Record<AppContainer["state"], string> = {
@@ -56,9 +57,16 @@ function Actions({ app, live, previous }: { app: Application; live: Release; pre
   const who = useWho();
   const base = appBase(who.tenantId, app.id);
   const start = async (path: string, body: Record<string, string>) => {
-    const started = await post<{ deployment_id: string }>(`${base}/${path}`, body);
-    navigate(deploymentPath(app.id, started.deployment_id));
+    const started = await post<{ deployment_id: string; rollout_id?: string }>(`${base}/${path}`, body);
+    // A fleet's deploy or rollback is a rollout over its servers: its page shows them all.
+    navigate(
+      started.rollout_id
+        ? rolloutPath(app.id, started.rollout_id)
+        : deploymentPath(app.id, started.deployment_id),
+    );
   };
+  // A fleet rolls back as a whole, each server to the release before its own live one (no release named).
+  const fleet = Boolean(app.placement);
   const commit = short(live.commit_sha);
   return (
     <div class="row">
@@ -81,10 +89,14 @@ function Actions({ app, live, previous }: { app: Application; live: Release; pre
           <ConfirmButton
             label="Roll back"
             title={`Roll back to ${short(previous.commit_sha) ?? previous.deployment_id}`}
-            question={`Roll back to the release of ${short(previous.commit_sha) ?? "an earlier image"}${previous.commit_message ? ` (${previous.commit_message})` : ""}, first live ${new Date(previous.since).toLocaleString()}? Its image and configuration are started again beside the live one; nothing is built.`}
+            question={
+              fleet
+                ? "Roll back every server of this fleet to the release before its live one? Each one's earlier image and configuration are started again beside its live one, server by server as the rollout strategy says; nothing is built."
+                : `Roll back to the release of ${short(previous.commit_sha) ?? "an earlier image"}${previous.commit_message ? ` (${previous.commit_message})` : ""}, first live ${new Date(previous.since).toLocaleString()}? Its image and configuration are started again beside the live one; nothing is built.`
+            }
             confirm="Roll back"
             danger={false}
-            action={() => start("rollback", { release: previous.deployment_id })}
+            action={() => start("rollback", fleet ? {} : { release: previous.deployment_id })}
           />
         ) : (
           <span class="hint">No earlier release is kept to roll back to.</span>

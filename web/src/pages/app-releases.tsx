@@ -125,6 +125,9 @@ export function Releases({ app, list }: { app: Application; list: Loaded<{ relea
                 cell: (r) =>
                   r.live ? (
                     <Badge status="live" />
+                  ) : r.image_kept && app.placement ? (
+                    // A fleet's releases are per server: it rolls back as a whole (Roll back above).
+                    <span class="hint">kept</span>
                   ) : r.image_kept && who.may(`POST ${APP_ROUTE}/rollback`) ? (
                     <ConfirmButton
                       label="Roll back"
