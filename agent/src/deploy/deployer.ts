@@ -9,7 +9,11 @@
 // (retire.ts removes only what its deployment listed); the image prune takes a
 // turn of its own, so it never runs between another deployment's build and start.
 // A deployment that waits for its turn says so in its log ("queue" step), with times.
+// The engine's run, remove and inspect go through its API socket when it answers
+// one (engine/api-engine.ts), the CLI otherwise.
 import type { DeployJob, JobProgress, JobResult } from "@relayctl/proto";
+import { withEngineApi } from "../engine/api-engine.js";
+import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import { failedResult } from "../jobs/exec.js";
 import type { DeploySettings } from "./context.js";
@@ -44,8 +48,30 @@ export class Deployer {
   /** What last took each application's turn and has not ended: named in a waiting line. */
   readonly #holder = new Map<string, string>();
   readonly #retiring = new Set<Promise<void>>();
+  /** One API client per engine socket, its connections kept open between deployments. */
+  readonly #apis = new Map<string, EngineApi>();
 
   constructor(readonly options: DeployerOptions) {}
+
+  /** Closes the connections kept to engine sockets (a deployer that runs no more). */
+  close(): void {
+    for (const api of this.#apis.values()) api.close();
+    this.#apis.clear();
+  }
+
+  /** The engine with its API socket where the CLI would find one (DOCKER_HOST / CONTAINER_HOST, or its default). */
+  #engine(): ContainerEngine {
+    const engine = this.options.engine();
+    const path = engineSocketPath(engine.name);
+    if (path === undefined) return engine;
+    const key = `${engine.name} ${path}`;
+    let api = this.#apis.get(key);
+    if (api === undefined) {
+      api = new EngineApi(engine.name, path);
+      this.#apis.set(key, api);
+    }
+    return withEngineApi(engine, api);
+  }
 
   run(operationId: string, job: DeployJob): Promise<JobResult> {
     return new Promise<JobResult>((resolve) => {
@@ -59,7 +85,7 @@ export class Deployer {
       let engine: ContainerEngine | undefined;
       const deployment = async () => {
         const engineProblem = await o.engineProblem?.();
-        engine = o.engine();
+        engine = this.#engine();
         const deps = {
           engine,
           engineProblem,

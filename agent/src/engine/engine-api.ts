@@ -310,10 +310,19 @@ export class EngineApi {
     });
   }
 
-  #get(path: string, timeoutMs: number): Promise<ApiAnswer> {
+  /**
+   * One call with a JSON body (the deploy's create, start, remove: api-engine.ts);
+   * rejects when the socket does not answer.
+   */
+  send(method: "POST" | "DELETE", path: string, timeoutMs: number, body?: unknown): Promise<ApiAnswer> {
+    return this.#get(path, timeoutMs, method, body === undefined ? undefined : JSON.stringify(body));
+  }
+
+  #get(path: string, timeoutMs: number, method = "GET", body?: string): Promise<ApiAnswer> {
     return new Promise((resolve, reject) => {
+      const headers = body === undefined ? {} : { "content-type": "application/json" };
       const req = http.request(
-        { socketPath: this.socketPath, path, method: "GET", agent: this.#agent, timeout: timeoutMs },
+        { socketPath: this.socketPath, path, method, headers, agent: this.#agent, timeout: timeoutMs },
         (res) => {
           const chunks: Buffer[] = [];
           res.on("data", (c: Buffer) => chunks.push(c));
@@ -330,7 +339,7 @@ export class EngineApi {
       req.on("socket", (s: Socket) => this.#watch(s));
       req.on("timeout", () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
       req.on("error", reject);
-      req.end();
+      req.end(body);
     });
   }
 }

@@ -1,0 +1,154 @@
+// The deployment's run, inspect and remove through the engine's API socket (a
+// real `podman system service`, seen through the harness's relay) when the
+// engine serves one (agent/src/engine/api-engine.ts): the container is created
+// and started by the API with what the CLI's run would set (env, labels, port on
+// 127.0.0.1, --init, restart policy, memory limit), serves through Caddy, and the
+// retire removes the old one by the API. Without a socket the CLI runs it.
+// (podman's CLI goes to CONTAINER_HOST too, through its own /v<version>/libpod/
+// paths: the compatible paths counted here are the agent's.)
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import http from "node:http";
+import { join } from "node:path";
+import { type DeployJob, type DeployReport, JobStatus } from "@relayctl/proto";
+import test from "ava";
+import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
+import { EngineRelay } from "./harness/engine-relay";
+import { createAppRepo } from "./harness/git-repo";
+import { type PipelineStack, startPipelineStack } from "./harness/pipeline-stack";
+import { proxyGet } from "./harness/proxy-client";
+import { pollUntil } from "./harness/wait";
+
+let stack: PipelineStack;
+let relay: EngineRelay;
+
+test.before(async () => {
+  // The service and the CLI (the fallback) read the same containers.conf.
+  Object.assign(process.env, podmanAgentEnv);
+  const socketPath = join(makeTempDir("podman-api"), "podman.sock");
+  const service = spawn("podman", ["system", "service", "--time=0", `unix://${socketPath}`], {
+    env: process.env,
+    stdio: "ignore",
+  });
+  onCleanup(async () => {
+    service.kill("SIGTERM");
+  });
+  const ping = () =>
+    new Promise<true | undefined>((resolve) => {
+      const req = http.get({ socketPath, path: "/_ping", agent: false }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode === 200 ? true : undefined));
+      });
+      req.on("error", () => resolve(undefined));
+    });
+  await pollUntil(ping, { what: `podman system service on ${socketPath}`, timeoutMs: 15_000 });
+  relay = new EngineRelay(socketPath);
+  await relay.listen();
+  stack = await startPipelineStack({ drainSeconds: 1 });
+  // Its keep-alive connections to the relay would hold the relay's close.
+  onCleanup(async () => stack.deployer.close());
+});
+test.after.always(cleanupAll);
+
+function app() {
+  const id = randomUUID();
+  const suffix = id.slice(0, 6);
+  onCleanup(() => removeAppContainers(id));
+  return { id, suffix, fqdn: `api-${suffix}.example.test` };
+}
+
+async function deploy(a: ReturnType<typeof app>, repoPath: string, over: Partial<DeployJob> = {}) {
+  const j: DeployJob = {
+    deploymentId: randomUUID(),
+    applicationId: a.id,
+    applicationName: `api-${a.suffix}`,
+    source: { repository: repoPath, ref: "main", credential: undefined, allowLocalSources: true },
+    build: { $case: "dockerfile", dockerfile: { dockerfile: "Dockerfile", context: "." } },
+    containerPort: 8080,
+    healthCheckPath: "/",
+    healthCheckTimeoutSeconds: 20,
+    env: {},
+    fqdns: [a.fqdn],
+    containerBaseName: `api-${a.suffix}`,
+    deadlineUnixMs: Date.now() + 90_000,
+    keepImages: [],
+    limits: undefined,
+    ...over,
+  };
+  const result = await stack.deployer.run(randomUUID(), j);
+  if (result.detail?.$case !== "deploy") throw new Error(`no DeployReport: ${JSON.stringify(result)}`);
+  if (result.status !== JobStatus.JOB_STATUS_COMPLETED) throw new Error(`deploy failed: ${result.stderr}`);
+  const report: DeployReport = result.detail.deploy;
+  onCleanup(() =>
+    podman(["image", "rm", "-f", report.image]).then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
+  return report;
+}
+
+const inspectField = async (name: string, format: string) =>
+  (await podman(["container", "inspect", "--format", format, name])).stdout.trim();
+
+test.serial(
+  "deploy engine api - run, inspect and remove go through the socket with the run's settings",
+  async (t) => {
+    process.env.CONTAINER_HOST = `unix://${relay.path}`;
+    const a = app();
+    const repo = await createAppRepo({ first: "1" });
+    const secret = `value with spaces ${randomUUID()}`;
+    const limits = { memoryBytes: 64 * 1024 * 1024, cpuMillis: 500 };
+    const first = await deploy(a, repo.path, { env: { APP_SECRET: secret }, limits });
+    const name = first.containerName;
+    t.is(relay.count(new RegExp(`^POST /containers/create\\?name=${name}$`)), 1, "created by the API");
+    t.is(relay.count(/^POST \/containers\/[0-9a-f]{64}\/start$/), 1, "started by the API");
+    t.true(relay.count(new RegExp(`^GET /containers/${name}/json$`)) >= 1, "its port read by the API");
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 1");
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn, "/cgi-bin/env?APP_SECRET")).body, secret);
+    t.is(await inspectField(name, "{{.HostConfig.Init}}"), "true");
+    t.is(await inspectField(name, "{{.HostConfig.RestartPolicy.Name}}"), "unless-stopped");
+    t.is(await inspectField(name, "{{.HostConfig.Memory}}"), String(limits.memoryBytes));
+    t.is(await inspectField(name, "{{.HostConfig.NanoCpus}}"), "500000000");
+    t.is(await inspectField(name, '{{index .Config.Labels "relayctl.application"}}'), a.id);
+    t.regex(
+      await inspectField(name, "{{json .NetworkSettings.Ports}}"),
+      /"8080\/tcp":\[\{"HostIp":"127\.0\.0\.1"/,
+    );
+
+    // The next deployment's retire removes the old container by the API.
+    await repo.commitVersion("2");
+    await deploy(a, repo.path);
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 2");
+    await pollUntil(
+      () => (relay.count(new RegExp(`^DELETE /containers/${name}\\?force=true$`)) > 0 ? true : undefined),
+      {
+        what: "the retire's DELETE of the old container",
+        timeoutMs: 30_000,
+      },
+    );
+    await pollUntil(
+      () =>
+        podman(["container", "exists", name]).then(
+          () => undefined,
+          () => true,
+        ),
+      { what: "the old container gone", timeoutMs: 30_000 },
+    );
+    t.pass();
+  },
+);
+
+test.serial("deploy engine api - without a socket that answers, the CLI runs the container", async (t) => {
+  // The default socket (root: /run/podman/podman.sock) is not there; the CLI itself is local again.
+  Reflect.deleteProperty(process.env, "CONTAINER_HOST");
+  const seen = relay.requests.length;
+  const a = app();
+  const repo = await createAppRepo({ first: "cli" });
+  const report = await deploy(a, repo.path, { env: { APP_SECRET: "via the env file" } });
+  t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version cli");
+  t.is((await proxyGet(stack.caddy.httpPort, a.fqdn, "/cgi-bin/env?APP_SECRET")).body, "via the env file");
+  t.is(await inspectField(report.containerName, "{{.HostConfig.Init}}"), "true");
+  t.is(relay.requests.length, seen, "nothing reached the relay");
+});
