@@ -13,6 +13,8 @@
 // Same inputs, same image: the build would only redo the cached layers and tag
 // the same result. Retention still sees it as this release's image (its tag and
 // id are the release's), and a failure does not remove it (another release's).
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import type { DeployJob } from "@relayctl/proto";
 import { imageIdOf } from "../engine/engine.js";
 import { type DeployContext, StepError, callOptions, check } from "./context.js";
@@ -30,7 +32,7 @@ import { realInsideRepo } from "./repo-paths.js";
 /** The image the new container runs; `reusedFrom` when an earlier deployment built it. */
 export interface BuiltImage {
   image: string;
-  /** Known without another inspect when the image was reused. */
+  /** Known without another inspect: the build's --iidfile, or the reused image's. */
   imageId?: string;
   /** The deployment that built the reused image. */
   reusedFrom?: string;
@@ -115,7 +117,9 @@ export async function buildImage(
   const key = keyOf(ctx, source.commit.sha, paths);
   const labels = { ...deployLabels(job.applicationId, job.deploymentId), [BUILD_KEY_LABEL]: key };
   const live = (text: string, from?: "stdout" | "stderr") => rec.stream("build", text, from);
-  const spec = { contextDir, dockerfile, tag, labels };
+  // The id the engine writes there is the release's image id: no inspect after the build.
+  const iidFile = join(source.dir, "image-id");
+  const spec = { contextDir, dockerfile, tag, labels, iidFile };
   let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   if (o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(o.stderr + o.stdout)) {
     rec.log(
@@ -125,7 +129,8 @@ export async function buildImage(
     o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   }
   check(o, `${engine.name} build`);
-  return { image: tag };
+  const imageId = imageIdOf(await readFile(iidFile, "utf8").catch(() => ""));
+  return imageId === undefined ? { image: tag } : { image: tag, imageId };
 }
 
 /** A rollback's image: on the server, or the step fails naming the release. */

@@ -56,5 +56,6 @@ function runArgs(spec: RunSpec, envFile: string | undefined): string[] {
 }
 
 export function buildArgs(spec: BuildSpec): string[] {
-  return ["build", "-f", spec.dockerfile, "-t", spec.tag, ...labelArgs(spec.labels), spec.contextDir];
+  const iid = spec.iidFile ? ["--iidfile", spec.iidFile] : [];
+  return ["build", "-f", spec.dockerfile, "-t", spec.tag, ...labelArgs(spec.labels), ...iid, spec.contextDir];
 }

@@ -58,6 +58,8 @@ export interface BuildSpec {
   dockerfile: string;
   tag: string;
   labels: Record<string, string>;
+  /** `--iidfile`: where the engine writes the built image's id (no inspect after the build). */
+  iidFile?: string;
 }
 
 export interface RunSpec {
