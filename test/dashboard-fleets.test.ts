@@ -6,8 +6,11 @@
 // as it is typed, with a rollout strategy; Deploy opens the rollout's page, whose
 // grid of servers × steps goes to succeeded on its own and links each server's
 // deployment; the application lists the rollout; Roll back on it is a rollout too,
-// every server back to its release before. axe at laptop and phone widths,
+// every server back to its release before; a halted rollout says why, names the
+// failed server and step, and shows the switched one rolled back. axe at laptop and phone widths,
 // and nothing scrolls sideways at phone width.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
 import type { Page } from "playwright-core";
 import {
@@ -18,7 +21,7 @@ import {
   describeViolations,
   launchBrowser,
 } from "./harness/browser";
-import { cleanupAll } from "./harness/cleanup";
+import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
@@ -228,3 +231,41 @@ test.serial("dashboard fleets - Roll back on a fleet rolls every server back, as
     0,
   );
 });
+
+test.serial(
+  "dashboard fleets - a halted rollout says why and names the failed server and its step",
+  async (t) => {
+    // Server two's base image is broken (its httpd never answers): the new version fails its health check there only.
+    const ctx = makeTempDir("bad-base");
+    mkdirSync(ctx, { recursive: true });
+    writeFileSync(
+      join(ctx, "Containerfile"),
+      'FROM localhost/relayctl-test-busybox:1\nRUN rm /bin/httpd && printf "#!/bin/sh\\nexec sleep 2147483647\\n" > /bin/httpd && chmod +x /bin/httpd\n',
+    );
+    await two.podman(["build", "-q", "-t", "localhost/relayctl-test-busybox:1", ctx]);
+    t.teardown(() => two.podman(["rmi", "-f", "localhost/relayctl-test-busybox:1"]).then(() => {}));
+    await repo.commitVersion("3");
+
+    await open(`/app/applications/${app.id}`, app.name);
+    await page.getByRole("form", { name: "Deploy" }).getByRole("button", { name: "Deploy" }).click();
+    const end = await rolloutEnd();
+    t.is(end.status, "halted");
+    const failed = page.getByTestId("rollout-failed");
+    t.regex((await failed.textContent()) ?? "", new RegExp(`${two.name}: failed at step health_check`));
+    t.truthy((await page.getByTestId("rollout-detail").textContent())?.trim(), "the halt's reason is shown");
+    const grid = page.getByTestId("rollout-grid");
+    t.is(await grid.locator(`tr[data-server="${two.name}"]`).getAttribute("data-state"), "failed");
+    t.is(
+      (
+        await grid.locator(`tr[data-server="${two.name}"] td[data-label="health check"]`).textContent()
+      )?.trim(),
+      "failed",
+    );
+    // The server already switched goes back to its previous release (the page follows it there).
+    await grid
+      .locator(`tr[data-server="${one.name}"][data-state="rolled_back"]`)
+      .waitFor({ timeout: 60_000 });
+    await grid.getByRole("link", { name: `rollback on ${one.name}` }).waitFor();
+    await checkPage(t, "a halted rollout");
+  },
+);

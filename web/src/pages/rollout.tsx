@@ -47,6 +47,8 @@ const POLL_MS = 1000;
 /** The pipeline's steps in their order (agent/src/deploy/recorder.ts); a step not here is added after. */
 const STEPS = ["queue", "fetch", "build", "start", "health_check", "switch", "retire"];
 const FINISHED = new Set(["completed", "failed", "timeout"]);
+/** A server's states that still change after the rollout's own status is final (a halt's rollbacks). */
+const MOVING = new Set(["deploying", "rolling_back"]);
 /** Finished, and no step runs any more (retire drains after the result): not asked again. */
 const done = (d: Deployment | undefined) =>
   d !== undefined && FINISHED.has(d.status) && !(d.steps ?? []).some((s) => s.status === "running");
@@ -132,7 +134,10 @@ function useRollout(tenantId: string, appId: string, rolloutId: string) {
         setRollout(r);
         setSteps({ ...known.current });
         setError(undefined);
-        const finished = r.status !== "running" && open.every((id) => done(known.current[id]));
+        const finished =
+          r.status !== "running" &&
+          !r.servers.some((x) => MOVING.has(x.state)) &&
+          open.every((id) => done(known.current[id]));
         const late = Date.now() > Date.parse(r.deadline_at) + 60_000;
         if (finished || late) {
           setStopped(late && !finished);
