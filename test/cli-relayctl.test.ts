@@ -124,7 +124,10 @@ test.serial("cli - keys, registry, apps, servers and audit commands over the API
   t.is((await login(u)).code, 0);
   const servers = await u.run(["servers", "list"]);
   t.is(servers.code, 0, servers.stderr);
-  t.regex(servers.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+  t.regex(
+    servers.stdout,
+    /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY\s+LABELS$/m,
+  );
   // The cluster's agent is connected now: its row says so.
   t.regex(servers.stdout, new RegExp(`^${c.serverId}\\s+${c.serverName}\\s+yes\\s`, "m"));
 

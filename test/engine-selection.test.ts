@@ -155,14 +155,14 @@ test.serial(
     // `relayctl servers` shows both servers' engines, and the reason under the table.
     const cli = await new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: apiKey }).run(["servers"]);
     t.is(cli.code, 0, cli.stderr);
-    t.regex(cli.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+    t.regex(cli.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY\s+LABELS$/m);
     t.regex(
       cli.stdout,
-      new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*\\s+none$`, "m"),
+      new RegExp(`^${c.serverId}\\s+${c.serverName}\\s.*\\spodman \\d+\\.\\d+\\S*\\s+none\\s+-$`, "m"),
     );
     t.regex(
       cli.stdout,
-      new RegExp(`^${server.serverId}\\s+${server.serverName}\\s.*\\snone working\\s+none$`, "m"),
+      new RegExp(`^${server.serverId}\\s+${server.serverName}\\s.*\\snone working\\s+none\\s+-$`, "m"),
     );
     t.true(cli.stdout.includes(`\n${server.serverName}: ${none.detail}\n`), cli.stdout);
 

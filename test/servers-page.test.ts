@@ -174,7 +174,7 @@ test.serial("servers - relayctl servers list shows CONNECTED and LAST SEEN; show
   const u = new CliUser({ RELAYCTL_URL: c.baseUrl, RELAYCTL_TOKEN: key });
   const list = await u.run(["servers", "list"]);
   t.is(list.code, 0, list.stderr);
-  t.regex(list.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY$/m);
+  t.regex(list.stdout, /^ID\s+NAME\s+CONNECTED\s+HOSTNAME\s+AGENT\s+LAST SEEN\s+ENGINE\s+PROXY\s+LABELS$/m);
   t.regex(list.stdout, new RegExp(`^${c.serverId}\\s+${c.serverName}\\s+yes\\s`, "m"));
   t.regex(list.stdout, new RegExp(`^${idle.serverId}\\s+${idle.serverName}\\s+no\\s`, "m"));
   const shown = await u.run(["servers", "show", c.serverName]);

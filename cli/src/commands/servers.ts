@@ -34,13 +34,18 @@ export function proxyCell(p: Proxy | null | undefined): string | null {
   return p.ok ? p.kind : `${p.kind} (not answering)`;
 }
 
-/** `k=v k2=v2` for a labels object (sorted by key). */
+/**
+ * `k=v,k2=v2` for a labels object (sorted by key), `-` for none: one word, like
+ * every other cell, so a table's columns split on spaces for scripts.
+ */
 export function labelsCell(labels: unknown): string {
   const l = (labels ?? {}) as Record<string, string>;
-  return Object.keys(l)
-    .sort()
-    .map((k) => `${k}=${l[k]}`)
-    .join(" ");
+  return (
+    Object.keys(l)
+      .sort()
+      .map((k) => `${k}=${l[k]}`)
+      .join(",") || "-"
+  );
 }
 
 /** `key=value` sets, `key-` removes; anything else is a usage error. */
@@ -167,7 +172,11 @@ export function registerServers(program: Command): void {
       const r = await api.call<{ labels: Record<string, string> }>("PUT", `${path}/labels`, "dashboard", {
         labels,
       });
-      emit(json, r, () => process.stdout.write(`${server}: ${labelsCell(r.labels) || "(no labels)"}\n`));
+      emit(json, r, () =>
+        process.stdout.write(
+          `${server}: ${Object.keys(r.labels ?? {}).length ? labelsCell(r.labels) : "(no labels)"}\n`,
+        ),
+      );
     });
   servers
     .command("remove <server>")
