@@ -11,6 +11,7 @@
 // temp dir, builds every image FROM a local busybox image (nothing is pulled), and removes all of
 // it on exit. Writes bench/results/deploy.json.
 import { execFileSync, spawn } from "node:child_process";
+import http from "node:http";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { copyFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -38,7 +39,16 @@ const ROLLBACK_GOAL_MS = 3000;
 /** The agent's default (RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS): untimed everywhere but back to back. */
 const DRAIN_SECONDS = 5;
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
-const GOAL_MAX_RATIO = 1.2;
+/** Issue 34, goal 4: a deploy at most as long as the plain script. */
+const GOAL_MAX_RATIO = 1.0;
+/**
+ * 1 (default): the agent reaches podman through \`podman system service\` (CONTAINER_HOST), as
+ * where podman.socket runs: the deployment's run, inspect and remove go through the API
+ * (agent/src/engine/api-engine.ts), and podman's own CLI calls go to the service too. 0: no socket.
+ */
+const ENGINE_API = (process.env.BENCH_ENGINE_API ?? "1") !== "0";
+/** Issue 29: the second of two deploys back to back against the first. */
+const B2B_MAX_RATIO = 1.2;
 const STEPS = ["fetch", "build", "start", "health_check", "switch"];
 /** How often both sides look at Caddy for the new version (fresh connection each time). */
 const ANSWER_POLL_MS = 20;
@@ -385,10 +395,10 @@ function report(result) {
       met: value <= GOAL_MAX_RATIO,
     },
     {
-      name: `back to back: second/first ≤ ${GOAL_MAX_RATIO}× (POST → serving, p50)`,
+      name: `back to back: second/first ≤ ${B2B_MAX_RATIO}× (POST → serving, p50)`,
       value: b2bRatio,
-      limit: GOAL_MAX_RATIO,
-      met: b2bRatio <= GOAL_MAX_RATIO,
+      limit: B2B_MAX_RATIO,
+      met: b2bRatio <= B2B_MAX_RATIO,
     },
     {
       name: `rollback: POST → old version serving ≤ ${ROLLBACK_GOAL_MS} ms (max of ${rb.rollbacks})`,
@@ -413,6 +423,26 @@ function report(result) {
   return goals;
 }
 
+/** \`podman system service\` on a socket in the temp dir, ready when GET /_ping answers. */
+async function startPodmanApi(group, tmp) {
+  const socketPath = join(tmp, "podman.sock");
+  group.start("podman-api", "podman", ["system", "service", "--time=0", `unix://${socketPath}`], { env });
+  const ping = () =>
+    new Promise((resolve) => {
+      const req = http.get({ socketPath, path: "/_ping", agent: false }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode === 200));
+      });
+      req.on("error", () => resolve(false));
+    });
+  const deadline = Date.now() + 15_000;
+  while (!(await ping())) {
+    if (Date.now() > deadline) throw new Error(`podman system service did not answer on ${socketPath}`);
+    await sleep(50);
+  }
+  return socketPath;
+}
+
 // --- main ------------------------------------------------------------------------------------------
 
 async function run(group, tmp) {
@@ -424,6 +454,7 @@ async function run(group, tmp) {
     startCaddy(group, tmp, "caddy"),
     startCaddy(group, tmp, "caddy-script"),
   ]);
+  const engineSocket = ENGINE_API ? await startPodmanApi(group, tmp) : undefined;
   const stack = await startRelayctl(group, tmp, {
     natsUrl: nats.url,
     databaseUrl: db.url,
@@ -439,6 +470,7 @@ async function run(group, tmp) {
       RELAYCTL_AGENT_CADDY_LISTEN: `127.0.0.1:${caddy.httpPort}`,
       RELAYCTL_AGENT_CADDY_AUTO_HTTPS: "false",
       RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: String(DRAIN_SECONDS),
+      ...(engineSocket ? { CONTAINER_HOST: `unix://${engineSocket}` } : {}),
     },
   });
   const repo = createRepo(join(tmp, "app"));
@@ -513,6 +545,7 @@ async function main() {
       warmup: WARMUP,
       deploys_in_a_row: IN_A_ROW,
       back_to_back_pairs: PAIRS,
+      engine_api: ENGINE_API,
       rollbacks: ROLLBACKS,
       drain_seconds: DRAIN_SECONDS,
       answer_poll_ms: ANSWER_POLL_MS,
