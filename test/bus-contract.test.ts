@@ -112,6 +112,8 @@ for (const [name, open] of Object.entries(adapters)) {
           knownApplicationIds: [uuid()],
           removeApplicationIds: [],
           deadlineSeconds: 120,
+          drainApplicationIds: [],
+          undrainApplicationIds: [],
         },
       },
     };

@@ -7,6 +7,7 @@ import { cleanupAll } from "../../test/harness/cleanup";
 import { freePort } from "../../test/harness/ports";
 import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy-client";
 import { CaddyWriter, caddyRouteJson } from "./caddy-writer.js";
+import { HEALTH_PATH } from "./route.js";
 
 test.after.always(cleanupAll);
 
@@ -79,6 +80,8 @@ test("caddy - routes it does not own are kept before the catch-all, exact hosts 
   await writer.apply({ upsert: [exact], remove: [] });
   const ids = (await server()).routes.map((r) => r["@id"] ?? "foreign");
   t.deepEqual(ids, [
+    `relayctl-health-${exact.applicationId}`,
+    `relayctl-health-${wild.applicationId}`,
     `relayctl-app-${exact.applicationId}`,
     `relayctl-app-${wild.applicationId}`,
     "foreign",
@@ -140,4 +143,31 @@ test("caddy - a route with a bad domain never reaches Caddy", async (t) => {
   const err = await t.throwsAsync(writer.apply({ upsert: [route(["bad;.example.test"], 80)], remove: [] }));
   t.regex(err?.message ?? "", /invalid domain name/);
   t.false((await caddy.admin("GET", "/config/")).text.includes("bad;"));
+});
+
+test("caddy - the health path is answered by Caddy: 200 live, 503 draining, the app's own paths untouched", async (t) => {
+  const { writer, server, port } = await setup();
+  const one = await startBackend("one");
+  const r = route(["shop.example.test"], one.port);
+  await writer.apply({ upsert: [r], remove: [] });
+  await waitForBackend(port, "shop.example.test", "one", WAIT_MS);
+  t.deepEqual(await proxyGet(port, "shop.example.test", HEALTH_PATH), { status: 200, body: "live\n" });
+  t.is((await proxyGet(port, "shop.example.test", "/.well-known/relayctl/healthz")).body, "backend one");
+  t.deepEqual((await writer.readAll()).get(r.applicationId), { ...r, pristine: true });
+  await writer.apply({ upsert: [{ ...r, draining: true }], remove: [] });
+  t.deepEqual(await proxyGet(port, "shop.example.test", HEALTH_PATH), { status: 503, body: "draining\n" });
+  t.is((await proxyGet(port, "shop.example.test")).body, "backend one", "traffic still flows while draining");
+  t.deepEqual((await writer.readAll()).get(r.applicationId), { ...r, draining: true, pristine: true });
+  const ids = (await server()).routes.map((x) => x["@id"]);
+  t.deepEqual(ids, [
+    `relayctl-health-${r.applicationId}`,
+    `relayctl-app-${r.applicationId}`,
+    "relayctl-catchall",
+  ]);
+  await writer.apply({ upsert: [], remove: [r.applicationId] });
+  t.is((await proxyGet(port, "shop.example.test", HEALTH_PATH)).status, 404, "no route: the catch-all");
+  t.deepEqual(
+    (await server()).routes.map((x) => x["@id"]),
+    ["relayctl-catchall"],
+  );
 });

@@ -8,9 +8,14 @@
 // only its admin config) but refuses an existing key; PATCH replaces an existing
 // value but fails with "invalid traversal path" on a missing one; errors are
 // HTTP 4xx/5xx with {"error": "<message>"}.
+//
+// Each application also gets a health route, "relayctl-health-<id>", matching
+// its hosts and exactly HEALTH_PATH, answered by Caddy itself (200 live, 503
+// draining). It is a route of its own ahead of the application routes, not a
+// subroute inside the application's, so the application route keeps its shape.
 import { type AdminResponse, caddyAdmin } from "./caddy-admin.js";
 import type { LiveRoute, RouteChange, RouteWriter } from "./route-writer.js";
-import { type RenderedRoute, sortedFqdns } from "./route.js";
+import { HEALTH_PATH, type RenderedRoute, sortedFqdns } from "./route.js";
 import { assertRenderable } from "./writer-support.js";
 
 export interface CaddyWriterOptions {
@@ -27,6 +32,7 @@ export interface CaddyWriterOptions {
 type Json = Record<string, unknown>;
 
 const ROUTE_ID_PREFIX = "relayctl-app-";
+const HEALTH_ID_PREFIX = "relayctl-health-";
 const CATCH_ALL_ID = "relayctl-catchall";
 // A config load on a busy Caddy can take a while, but never this long.
 const REQUEST_TIMEOUT_MS = 60_000;
@@ -55,6 +61,23 @@ export function caddyRouteJson(route: RenderedRoute): Json {
   };
 }
 
+/** The health route this writer produces for one application: the proxy answers, the app never sees it. */
+export function caddyHealthJson(route: RenderedRoute): Json {
+  const draining = route.draining === true;
+  return {
+    "@id": `${HEALTH_ID_PREFIX}${route.applicationId}`,
+    match: [{ host: route.fqdns, path: [HEALTH_PATH] }],
+    handle: [
+      {
+        handler: "static_response",
+        status_code: draining ? 503 : 200,
+        body: draining ? "draining\n" : "live\n",
+      },
+    ],
+    terminal: true,
+  };
+}
+
 const CATCH_ALL: Json = {
   "@id": CATCH_ALL_ID,
   handle: [{ handler: "static_response", status_code: 404, body: "no route for this host\n" }],
@@ -67,14 +90,29 @@ function managedId(route: unknown): string | undefined {
     : undefined;
 }
 
-function parseRoute(applicationId: string, route: Json): LiveRoute {
+function healthId(route: unknown): string | undefined {
+  const id = isObject(route) ? route["@id"] : undefined;
+  return typeof id === "string" && id.startsWith(HEALTH_ID_PREFIX)
+    ? id.slice(HEALTH_ID_PREFIX.length)
+    : undefined;
+}
+
+function parseRoute(applicationId: string, route: Json, health: Json | undefined): LiveRoute {
   const match = Array.isArray(route.match) ? route.match[0] : undefined;
   const hosts = isObject(match) && Array.isArray(match.host) ? match.host.map(String) : [];
   const handle = Array.isArray(route.handle) ? route.handle[0] : undefined;
   const upstream = isObject(handle) && Array.isArray(handle.upstreams) ? handle.upstreams[0] : undefined;
   const dial = isObject(upstream) && typeof upstream.dial === "string" ? upstream.dial : "";
-  const live = { applicationId, fqdns: sortedFqdns(hosts), upstream: dial };
-  return { ...live, pristine: canonical(route) === canonical(caddyRouteJson(live)) };
+  const answer = Array.isArray(health?.handle) ? health.handle[0] : undefined;
+  const draining = isObject(answer) && answer.status_code === 503;
+  const live: RenderedRoute = { applicationId, fqdns: sortedFqdns(hosts), upstream: dial };
+  if (draining) live.draining = true;
+  // A route without its health route (written before there was one) is drift too: rewritten whole.
+  const pristine =
+    canonical(route) === canonical(caddyRouteJson(live)) &&
+    health !== undefined &&
+    canonical(health) === canonical(caddyHealthJson(live));
+  return { ...live, pristine };
 }
 
 // Exact host names before wildcards: Caddy tries routes in order, and
@@ -86,6 +124,7 @@ function byPrecedence(a: Json, b: Json): number {
 
 export class CaddyWriter implements RouteWriter {
   readonly kind = "caddy" as const;
+  readonly drains = true;
   readonly #admin: string;
   readonly #serverName: string;
   readonly #serverPath: string;
@@ -105,10 +144,15 @@ export class CaddyWriter implements RouteWriter {
     const server = await this.#readServer();
     this.#snapshot = { server, at: Date.now() };
     const routes = server && Array.isArray(server.routes) ? server.routes : [];
+    const health = new Map<string, Json>();
+    for (const route of routes) {
+      const id = healthId(route);
+      if (id !== undefined && isObject(route)) health.set(id, route);
+    }
     const out = new Map<string, LiveRoute>();
     for (const route of routes) {
       const id = managedId(route);
-      if (id !== undefined && isObject(route)) out.set(id, parseRoute(id, route));
+      if (id !== undefined && isObject(route)) out.set(id, parseRoute(id, route, health.get(id)));
     }
     return out;
   }
@@ -124,17 +168,33 @@ export class CaddyWriter implements RouteWriter {
     await this.#request(server ? "PATCH" : "PUT", this.#serverPath, next);
   }
 
-  /** The server after the change: our routes first, everyone else's next, the catch-all last. */
+  /**
+   * The server after the change: our health routes first (a path within a host is
+   * narrower than the host), our application routes next, everyone else's after,
+   * the catch-all last.
+   */
   #nextServer(server: Json | undefined, change: RouteChange): Json {
     const upserts = new Map(change.upsert.map((r) => [r.applicationId, caddyRouteJson(r)]));
     const gone = new Set([...change.remove, ...upserts.keys()]);
     const managed: Json[] = [...upserts.values()];
+    const health: Json[] = change.upsert.map(caddyHealthJson);
+    const oldHealth = new Map<string, Json>();
     const foreign: unknown[] = [];
-    for (const route of server && Array.isArray(server.routes) ? server.routes : []) {
+    const routes = server && Array.isArray(server.routes) ? server.routes : [];
+    for (const route of routes) {
+      const id = healthId(route);
+      if (id !== undefined && isObject(route)) oldHealth.set(id, route);
+    }
+    for (const route of routes) {
       const id = managedId(route);
       if (id === undefined) {
-        if (!(isObject(route) && route["@id"] === CATCH_ALL_ID)) foreign.push(route);
-      } else if (!gone.has(id) && isObject(route)) managed.push(route);
+        const ours = healthId(route) !== undefined || (isObject(route) && route["@id"] === CATCH_ALL_ID);
+        if (!ours) foreign.push(route);
+      } else if (!gone.has(id) && isObject(route)) {
+        managed.push(route);
+        const kept = oldHealth.get(id);
+        if (kept) health.push(kept);
+      }
     }
     // Settings of the server we do not own (logs, timeouts, other automatic_https keys) are kept.
     const { automatic_https: oldHttps, ...rest } = server ?? {};
@@ -143,7 +203,7 @@ export class CaddyWriter implements RouteWriter {
     return {
       ...rest,
       listen: this.#listen,
-      routes: [...managed.sort(byPrecedence), ...foreign, CATCH_ALL],
+      routes: [...health.sort(byPrecedence), ...managed.sort(byPrecedence), ...foreign, CATCH_ALL],
       ...(Object.keys(https).length > 0 ? { automatic_https: https } : {}),
     };
   }

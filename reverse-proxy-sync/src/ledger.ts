@@ -19,6 +19,8 @@ export interface LedgerEntry {
   imageTag: string;
   /** Epoch milliseconds of the apply. */
   appliedAt: number;
+  /** Marked draining on this server (its health path answers 503); absent is live. */
+  draining?: boolean;
 }
 
 const VERSION = 1;
@@ -35,7 +37,8 @@ function isEntry(v: unknown): v is LedgerEntry {
     typeof e.containerName === "string" &&
     typeof e.containerPort === "number" &&
     typeof e.imageTag === "string" &&
-    typeof e.appliedAt === "number"
+    typeof e.appliedAt === "number" &&
+    (e.draining === undefined || typeof e.draining === "boolean")
   );
 }
 

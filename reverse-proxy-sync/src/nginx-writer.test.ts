@@ -12,6 +12,7 @@ import { nginxBinary, startNginx } from "../../test/harness/nginx";
 import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy-client";
 import { pollUntil } from "../../test/harness/wait";
 import { NginxWriter } from "./nginx-writer.js";
+import { HEALTH_PATH } from "./route.js";
 
 test.after.always(cleanupAll);
 
@@ -175,4 +176,28 @@ test("nginx - routes with injected text never reach a config file", async (t) =>
     message: /invalid upstream/,
   });
   t.deepEqual(readdirSync(nginx.confDir), []);
+});
+
+test("nginx - the health path is answered by nginx: 200 live, 503 draining, the app's own paths untouched", async (t) => {
+  const { writer, port } = await setup();
+  const one = await startBackend("one");
+  const r = route(["shop.example.test"], one.port);
+  await writer.apply({ upsert: [r], remove: [] });
+  await waitForBackend(port, "shop.example.test", "one", WAIT_MS);
+  t.deepEqual(await proxyGet(port, "shop.example.test", HEALTH_PATH), { status: 200, body: "live\n" });
+  t.is((await proxyGet(port, "shop.example.test", `${HEALTH_PATH}/x`)).body, "backend one");
+  await writer.apply({ upsert: [{ ...r, draining: true }], remove: [] });
+  await pollUntil(
+    async () => ((await proxyGet(port, "shop.example.test", HEALTH_PATH)).status === 503 ? true : undefined),
+    { what: "the health path to answer 503", timeoutMs: WAIT_MS },
+  );
+  t.is((await proxyGet(port, "shop.example.test", HEALTH_PATH)).body, "draining\n");
+  t.is((await proxyGet(port, "shop.example.test")).body, "backend one", "traffic still flows while draining");
+  t.deepEqual((await writer.readAll()).get(r.applicationId), { ...r, draining: true, pristine: true });
+  await writer.apply({ upsert: [r], remove: [] });
+  await pollUntil(
+    async () => ((await proxyGet(port, "shop.example.test", HEALTH_PATH)).status === 200 ? true : undefined),
+    { what: "the health path to answer 200 again", timeoutMs: WAIT_MS },
+  );
+  t.deepEqual((await writer.readAll()).get(r.applicationId), { ...r, pristine: true });
 });

@@ -12,7 +12,7 @@ import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import type { LiveRoute, RouteChange, RouteWriter } from "./route-writer.js";
-import { type RenderedRoute, sortedFqdns } from "./route.js";
+import { HEALTH_PATH, type RenderedRoute, sortedFqdns } from "./route.js";
 import {
   FileJournal,
   assertRenderable,
@@ -40,6 +40,7 @@ const NGINX_TIMEOUT_MS = 60_000;
 
 export class NginxWriter implements RouteWriter {
   readonly kind = "nginx" as const;
+  readonly drains = true;
   readonly #confDir: string;
   readonly #listen: string;
   readonly #bin: string;
@@ -62,6 +63,12 @@ export class NginxWriter implements RouteWriter {
       "server {",
       `    listen ${this.#listen};`,
       `    server_name ${route.fqdns.join(" ")};`,
+      "",
+      // Answered by nginx itself for a load balancer (fleets.md "Traffic"); only this exact path.
+      `    location = ${HEALTH_PATH} {`,
+      "        default_type text/plain;",
+      route.draining ? '        return 503 "draining\\n";' : '        return 200 "live\\n";',
+      "    }",
       "",
       "    location / {",
       `        proxy_pass http://${route.upstream};`,
@@ -114,7 +121,12 @@ export class NginxWriter implements RouteWriter {
   #parse(applicationId: string, content: string): LiveRoute {
     const names = /^\s*server_name\s+([^;]*);/m.exec(content)?.[1]?.trim().split(/\s+/) ?? [];
     const upstream = /^\s*proxy_pass\s+http:\/\/([^;\s]+);/m.exec(content)?.[1] ?? "";
-    const live = { applicationId, fqdns: sortedFqdns(names.filter((n) => n.length > 0)), upstream };
+    const live: RenderedRoute = {
+      applicationId,
+      fqdns: sortedFqdns(names.filter((n) => n.length > 0)),
+      upstream,
+    };
+    if (/^\s*return 503 /m.test(content)) live.draining = true;
     return { ...live, pristine: content === this.render(live) };
   }
 

@@ -8,7 +8,7 @@ import { cleanupAll, makeTempDir } from "../../test/harness/cleanup";
 import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy-client";
 import { CaddyWriter } from "./caddy-writer.js";
 import { RouteLedger } from "./ledger.js";
-import type { DesiredRoute } from "./route.js";
+import { type DesiredRoute, HEALTH_PATH } from "./route.js";
 import { RouteSyncer } from "./route-syncer.js";
 
 test.after.always(cleanupAll);
@@ -191,4 +191,26 @@ test("syncer - container-network upstream: Caddy dials <container_name>:<port>, 
   const moved = await onHost.sync({ routes: [r] });
   t.deepEqual(statuses(moved), ["synced"]);
   t.not(moved.routes[0]!.signatureHash, report.routes[0]!.signatureHash);
+});
+
+test("syncer - drain marks the health path 503 in the ledger, a later sync of the route keeps it, undrain ends it", async (t) => {
+  const { syncer, ledgerFile, port } = await setup();
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const r = desired(["shop.example.test"], one.port);
+  await syncer.sync({ routes: [r] });
+  await waitForBackend(port, "shop.example.test", "one", WAIT_MS);
+  const health = () => proxyGet(port, "shop.example.test", HEALTH_PATH);
+  t.is((await health()).status, 200);
+  const drained = await syncer.sync({ routes: [], drain: [r.applicationId, randomUUID()] });
+  t.deepEqual(statuses(drained), ["synced"], "only the application this server has a route for");
+  t.deepEqual(await health(), { status: 503, body: "draining\n" });
+  t.true((await RouteLedger.open(ledgerFile)).get(r.applicationId)?.draining);
+  // A deployment's switch: a new upstream, still draining until told otherwise.
+  await syncer.sync({ routes: [{ ...r, containerPort: two.port, imageTag: "app:2" }] });
+  await waitForBackend(port, "shop.example.test", "two", WAIT_MS);
+  t.is((await health()).status, 503);
+  t.deepEqual(statuses(await syncer.sync({ routes: [], undrain: [r.applicationId] })), ["synced"]);
+  t.deepEqual(await health(), { status: 200, body: "live\n" });
+  t.is((await RouteLedger.open(ledgerFile)).get(r.applicationId)?.draining, undefined);
+  t.is((await proxyGet(port, "shop.example.test")).body, "backend two");
 });

@@ -34,6 +34,15 @@ export interface SyncRequest {
   knownApplicationIds?: string[];
   /** Applications whose routes are removed explicitly (an application was deleted). */
   remove?: string[];
+  /**
+   * Applications marked draining on this server: their health path answers 503
+   * until they are in `undrain`. Kept in the ledger, so every later sync (a
+   * deployment's switch) writes the route still draining. An application this
+   * server has no route for has nothing to drain (its host is the catch-all's 404).
+   */
+  drain?: string[];
+  /** Applications whose drain ends: their health path answers 200 again. */
+  undrain?: string[];
 }
 
 export type RouteStatus = "synced" | "noop" | "drift_recovered" | "failed";
@@ -83,7 +92,18 @@ export class RouteSyncer {
   }
 
   async #sync(req: SyncRequest): Promise<SyncReport> {
-    const plans = this.#plan(req.routes);
+    const draining = this.#drainState(req);
+    const asked = new Set(req.routes.map((r) => r.applicationId));
+    // A drain change of a route not asked for rewrites it as the ledger last applied it.
+    const fromLedger = [...draining.keys()]
+      .filter((id) => !asked.has(id))
+      .flatMap((id) => {
+        const e = this.#ledger.get(id);
+        if (e === undefined) return [];
+        const { applicationId, containerName, containerPort, imageTag, fqdns, upstream } = e;
+        return [{ applicationId, containerName, containerPort, imageTag, fqdns, upstream }];
+      });
+    const plans = this.#plan([...req.routes, ...fromLedger], draining);
     const valid = plans.filter((p) => p.outcome.status !== "failed");
     let live: Map<string, LiveRoute>;
     try {
@@ -106,16 +126,27 @@ export class RouteSyncer {
       }
     }
     const removed = removals.filter((id) => live.has(id) || this.#ledger.get(id) !== undefined);
-    await this.#record(valid, removed);
+    await this.#record(valid, removed, draining);
     return { routes: plans.map((p) => p.outcome), removed };
   }
 
+  /** The drain state each application asked about, or with a change, is to have after this sync. */
+  #drainState(req: SyncRequest): Map<string, boolean> {
+    const out = new Map<string, boolean>();
+    for (const r of req.routes)
+      out.set(r.applicationId, this.#ledger.get(r.applicationId)?.draining === true);
+    for (const id of req.undrain ?? []) if (validApplicationId(id)) out.set(id, false);
+    for (const id of req.drain ?? []) if (validApplicationId(id)) out.set(id, true);
+    return out;
+  }
+
   /** Outcomes start as `synced`; routes that must not reach the proxy are `failed` here. */
-  #plan(routes: DesiredRoute[]): Plan[] {
+  #plan(routes: DesiredRoute[], draining: Map<string, boolean>): Plan[] {
     const seen = new Set<string>();
     const claimed = new Map<string, string>();
     return routes.map((route) => {
       const rendered = renderRoute(route, this.#mode);
+      if (this.#writer.drains && draining.get(route.applicationId)) rendered.draining = true;
       const outcome: RouteOutcome = {
         applicationId: route.applicationId,
         status: "synced",
@@ -139,8 +170,11 @@ export class RouteSyncer {
 
   #classify(p: Plan, live: LiveRoute | undefined): void {
     const serving = live?.pristine === true && sameRoute(live, p.rendered);
-    const sameSignature = this.#ledger.get(p.route.applicationId)?.signatureHash === p.outcome.signatureHash;
-    if (sameSignature) p.outcome.status = serving ? "noop" : "drift_recovered";
+    const entry = this.#ledger.get(p.route.applicationId);
+    const sameSignature = entry?.signatureHash === p.outcome.signatureHash;
+    // A drain change is a change we asked for, not drift.
+    const drainChanged = (entry?.draining ?? false) !== (p.rendered.draining ?? false);
+    if (sameSignature && !drainChanged) p.outcome.status = serving ? "noop" : "drift_recovered";
     // A new signature the proxy already serves as we would write it (the ledger was lost, or only
     // the image tag changed): recorded as synced without touching the proxy.
     p.write = !serving;
@@ -160,8 +194,13 @@ export class RouteSyncer {
     return [...out].filter((id) => !requested.has(id) && validApplicationId(id)).sort();
   }
 
-  async #record(valid: Plan[], removed: string[]): Promise<void> {
-    const changed = valid.filter((p) => p.outcome.status !== "noop");
+  async #record(valid: Plan[], removed: string[], draining: Map<string, boolean>): Promise<void> {
+    const drainOf = (id: string) => draining.get(id) ?? this.#ledger.get(id)?.draining === true;
+    const changed = valid.filter(
+      (p) =>
+        p.outcome.status !== "noop" ||
+        drainOf(p.route.applicationId) !== (this.#ledger.get(p.route.applicationId)?.draining === true),
+    );
     if (changed.length === 0 && removed.length === 0) return;
     const appliedAt = Date.now();
     for (const { route, rendered, outcome } of changed) {
@@ -175,6 +214,7 @@ export class RouteSyncer {
         containerPort,
         imageTag,
         appliedAt,
+        ...(drainOf(route.applicationId) ? { draining: true } : {}),
       });
     }
     for (const id of removed) this.#ledger.delete(id);

@@ -24,6 +24,8 @@ export interface RouteChange {
 
 export interface RouteWriter {
   readonly kind: "caddy" | "nginx" | "traefik";
+  /** Writes the health path (HEALTH_PATH) and its drain state; absent: the proxy has none. */
+  readonly drains?: boolean;
   /** Every route this writer manages, keyed by application id, read from the live proxy. */
   readAll(): Promise<Map<string, LiveRoute>>;
   /**

@@ -35,7 +35,18 @@ export interface RenderedRoute {
   fqdns: string[];
   /** host:port */
   upstream: string;
+  /**
+   * The application is draining on this server: its health path
+   * (HEALTH_PATH) answers 503 `draining` instead of 200 `live`. Absent is live.
+   */
+  draining?: boolean;
 }
+
+/**
+ * Answered by the proxy itself on every application route it writes (caddy and
+ * nginx), for a load balancer in front of a fleet (docs/fleets.md "Traffic").
+ */
+export const HEALTH_PATH = "/.well-known/relayctl/health";
 
 // RFC 1123 labels: letters, digits, inner hyphens, 1-63 characters.
 const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -132,10 +143,11 @@ export function routeSignature(route: DesiredRoute, mode: UpstreamMode): string 
   return `sha256:${createHash("sha256").update(canonical).digest("hex")}`;
 }
 
-/** Same domains and upstream. */
+/** Same domains, upstream and drain state. */
 export function sameRoute(a: RenderedRoute, b: RenderedRoute): boolean {
   return (
     a.upstream === b.upstream &&
+    (a.draining ?? false) === (b.draining ?? false) &&
     a.fqdns.length === b.fqdns.length &&
     a.fqdns.every((f, i) => f === b.fqdns[i])
   );

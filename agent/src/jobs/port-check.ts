@@ -272,5 +272,7 @@ export async function syncCheckedRoutes(
   });
   const report = await syncer.sync({ ...req, routes: passed });
   const synced = report.routes[Symbol.iterator]();
-  return { routes: outcomes.map((o) => o ?? synced.next().value!), removed: report.removed };
+  const routes = outcomes.map((o) => o ?? synced.next().value!);
+  // Then the routes a drain change rewrote from the ledger (not in req.routes).
+  return { routes: [...routes, ...synced], removed: report.removed };
 }

@@ -205,8 +205,16 @@ export class RouteSyncRunner {
         imageTag: r.imageTag,
         fqdns: r.fqdns,
       })),
-      knownApplicationIds: job.knownApplicationIds,
+      // proto3 cannot tell an empty list from none: a drain job (drain or undrain ids, no
+      // known ids) removes nothing, where a plain job with none removes every other route.
+      knownApplicationIds:
+        job.knownApplicationIds.length === 0 &&
+        job.drainApplicationIds.length + job.undrainApplicationIds.length > 0
+          ? undefined
+          : job.knownApplicationIds,
       remove: job.removeApplicationIds,
+      drain: job.drainApplicationIds,
+      undrain: job.undrainApplicationIds,
     });
   }
 }

@@ -82,6 +82,8 @@ export async function runRouteJob(
     knownApplicationIds: known,
     removeApplicationIds: spec.remove,
     deadlineSeconds: DEADLINE_SECONDS,
+    drainApplicationIds: [],
+    undrainApplicationIds: [],
   };
   const outcome = await ctx.ops.run(op, { $case: "routeSync", routeSync }, waitMs);
   const operationId = op.id;

@@ -766,6 +766,15 @@ export interface RouteSyncJob {
   /** Applications removed explicitly (an application was deleted). */
   removeApplicationIds: string[];
   deadlineSeconds: number;
+  /**
+   * Applications marked draining on this server (a fleet rollout, before the
+   * server's deployment): their routes' health path /.well-known/relayctl/health
+   * answers 503 instead of 200, kept in the route ledger until undrained. A job
+   * with drain or undrain ids and no known_application_ids removes nothing.
+   */
+  drainApplicationIds: string[];
+  /** Applications whose drain ends: the health path answers 200 again. */
+  undrainApplicationIds: string[];
 }
 
 export interface RouteSpec {
@@ -5130,7 +5139,14 @@ export const RebootJob: MessageFns<RebootJob> = {
 };
 
 function createBaseRouteSyncJob(): RouteSyncJob {
-  return { routes: [], knownApplicationIds: [], removeApplicationIds: [], deadlineSeconds: 0 };
+  return {
+    routes: [],
+    knownApplicationIds: [],
+    removeApplicationIds: [],
+    deadlineSeconds: 0,
+    drainApplicationIds: [],
+    undrainApplicationIds: [],
+  };
 }
 
 export const RouteSyncJob: MessageFns<RouteSyncJob> = {
@@ -5146,6 +5162,12 @@ export const RouteSyncJob: MessageFns<RouteSyncJob> = {
     }
     if (message.deadlineSeconds !== 0) {
       writer.uint32(32).uint32(message.deadlineSeconds);
+    }
+    for (const v of message.drainApplicationIds) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.undrainApplicationIds) {
+      writer.uint32(50).string(v!);
     }
     return writer;
   },
@@ -5195,6 +5217,22 @@ export const RouteSyncJob: MessageFns<RouteSyncJob> = {
             message.deadlineSeconds = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.drainApplicationIds.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.undrainApplicationIds.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5227,6 +5265,16 @@ export const RouteSyncJob: MessageFns<RouteSyncJob> = {
         : isSet(object.deadline_seconds)
           ? globalThis.Number(object.deadline_seconds)
           : 0,
+      drainApplicationIds: globalThis.Array.isArray(object?.drainApplicationIds)
+        ? object.drainApplicationIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.drain_application_ids)
+          ? object.drain_application_ids.map((e: any) => globalThis.String(e))
+          : [],
+      undrainApplicationIds: globalThis.Array.isArray(object?.undrainApplicationIds)
+        ? object.undrainApplicationIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.undrain_application_ids)
+          ? object.undrain_application_ids.map((e: any) => globalThis.String(e))
+          : [],
     };
   },
 
@@ -5244,6 +5292,12 @@ export const RouteSyncJob: MessageFns<RouteSyncJob> = {
     if (message.deadlineSeconds !== 0) {
       obj.deadlineSeconds = Math.round(message.deadlineSeconds);
     }
+    if (message.drainApplicationIds?.length) {
+      obj.drainApplicationIds = message.drainApplicationIds;
+    }
+    if (message.undrainApplicationIds?.length) {
+      obj.undrainApplicationIds = message.undrainApplicationIds;
+    }
     return obj;
   },
 
@@ -5256,6 +5310,8 @@ export const RouteSyncJob: MessageFns<RouteSyncJob> = {
     message.knownApplicationIds = object.knownApplicationIds?.map((e) => e) || [];
     message.removeApplicationIds = object.removeApplicationIds?.map((e) => e) || [];
     message.deadlineSeconds = object.deadlineSeconds ?? 0;
+    message.drainApplicationIds = object.drainApplicationIds?.map((e) => e) || [];
+    message.undrainApplicationIds = object.undrainApplicationIds?.map((e) => e) || [];
     return message;
   },
 };
