@@ -2,7 +2,8 @@
 // 127.0.0.1 that the engine picks (`-p 127.0.0.1::<container port>`) and the step reads
 // back with `container inspect`. The agent chooses no port itself: a port found free here
 // and handed to the engine could be taken by another process before the engine binds it.
-// The application's env reaches the container only: an env file (engine/cli-args.ts),
+// The application's env reaches the container only: the create request's body when the
+// engine's API socket answers (engine/api-engine.ts), else an env file (engine/cli-args.ts);
 // never argv and never the engine CLI's own environment.
 //
 // Restart policy: `--restart unless-stopped` on both engines, so a crashed app comes back
