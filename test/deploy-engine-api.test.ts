@@ -143,12 +143,14 @@ test.serial(
 test.serial("deploy engine api - without a socket that answers, the CLI runs the container", async (t) => {
   // The default socket (root: /run/podman/podman.sock) is not there; the CLI itself is local again.
   Reflect.deleteProperty(process.env, "CONTAINER_HOST");
-  const seen = relay.requests.length;
+  // The agent's own calls (compatible paths); the first test's retire may still run podman's CLI through it.
+  const agentCalls = () => relay.count(/^[A-Z]+ \/containers\//);
+  const seen = agentCalls();
   const a = app();
   const repo = await createAppRepo({ first: "cli" });
   const report = await deploy(a, repo.path, { env: { APP_SECRET: "via the env file" } });
   t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version cli");
   t.is((await proxyGet(stack.caddy.httpPort, a.fqdn, "/cgi-bin/env?APP_SECRET")).body, "via the env file");
   t.is(await inspectField(report.containerName, "{{.HostConfig.Init}}"), "true");
-  t.is(relay.requests.length, seen, "nothing reached the relay");
+  t.is(agentCalls(), seen, "the agent asked the relay nothing");
 });
