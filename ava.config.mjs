@@ -22,6 +22,7 @@ const HEAVY = [
   "deploy-switch",
   "security-accounts",
   "previews",
+  "forges",
   "github-app",
   "dashboard-deployment-live",
   "cli-previews",
@@ -43,6 +44,9 @@ const HEAVY = [
   "cli-install",
   "external-deploy",
   "security-github",
+  "external-deploy-view",
+  "deploy-image-reuse",
+  "container-view",
 ];
 
 const rank = (file) => {
