@@ -17,6 +17,7 @@ const HEAVY = [
   "dashboard-fleets",
   "dashboard-apps",
   "cli-deploy",
+  "fleets-drain",
   "audit-verify",
   "deploy-pipeline",
   "deploy-switch",

@@ -32,6 +32,7 @@ import {
   rolloutRows,
   setServerState,
 } from "./store.js";
+import { setDraining } from "./drain.js";
 import { keepOnTargets, releaseLeavers } from "./moves.js";
 import { type Strategy, batchesOf } from "./strategy.js";
 
@@ -62,6 +63,8 @@ interface Target {
   state: ServerState;
   failedStep?: string | null;
   detail?: string;
+  /** Marked draining on its proxy by this rollout, until its deployment ends. */
+  drained?: boolean;
 }
 
 interface Run {
@@ -102,7 +105,7 @@ export class RolloutService {
       for (const p of b) batchOf[p] = i;
     });
     const now = Date.now();
-    const perBatchMs = base.timeoutSeconds * 1000 + strategy.pause_seconds * 1000;
+    const perBatchMs = (base.timeoutSeconds + strategy.pause_seconds + (strategy.drain_seconds ?? 0)) * 1000;
     const deadlineAt = now + perBatchMs * batches.length;
     const runId = base.runId ?? id;
     await claimRollout(
@@ -166,7 +169,9 @@ export class RolloutService {
       targets: targets.map((server) => ({ server, state: "pending" })),
     };
     await keepOnTargets(this.db, app.id, targets);
-    const first = await this.#launch(run, batches[0]!);
+    // With a drain the first deployment starts only after drain_seconds: the driver
+    // launches every batch, and the answer names the rollout in its place.
+    const first = strategy.drain_seconds ? [] : await this.#launch(run, batches[0]!);
     const driver = this.#drive(run, first)
       .catch((err) => this.log.error({ err, rollout_id: id }, "rollout driver failed"))
       .finally(() => this.#drivers.delete(driver));
@@ -187,7 +192,8 @@ export class RolloutService {
       let failures = 0;
       let halted = false;
       for (let b = 0; b < run.batches.length; b++) {
-        const launched = b === 0 ? first : await this.#launch(run, run.batches[b]!);
+        const launched =
+          b === 0 && !strategy.drain_seconds ? first : await this.#launch(run, run.batches[b]!);
         await Promise.all(launched.map((t) => this.#settle(run, t)));
         failures += launched.filter((t) => t.state === "failed").length;
         if (failures > strategy.max_failures) {
@@ -208,12 +214,21 @@ export class RolloutService {
         : "the rollout driver failed";
       await this.#finish(run, "failed", why).catch(() => {});
       if (!this.#stop.signal.aborted) throw err;
+    } finally {
+      // A driver that failed or stopped mid-batch still gives back the servers it drained.
+      await Promise.all(run.targets.filter((t) => t.drained).map((t) => this.#drain(run, t, false)));
     }
   }
 
   /** Starts the deployments of one batch; a server whose deployment cannot start fails here. */
   async #launch(run: Run, positions: number[]): Promise<Target[]> {
-    const { app, base, kind } = run.req;
+    const { app, base, kind, strategy } = run.req;
+    if (strategy.drain_seconds) {
+      // Every server of the batch drains at once, then the load balancer has drain_seconds to see it.
+      const drained = await Promise.all(positions.map((p) => this.#drain(run, run.targets[p]!, true)));
+      if (drained.some(Boolean))
+        await sleep(strategy.drain_seconds * 1000, undefined, { signal: this.#stop.signal });
+    }
     return Promise.all(
       positions.map(async (p) => {
         const t = run.targets[p]!;
@@ -237,6 +252,7 @@ export class RolloutService {
         } catch (err) {
           if (this.#stop.signal.aborted) throw err;
           Object.assign(t, { state: "failed", failedStep: "start", detail: (err as Error).message });
+          await this.#drain(run, t, false);
           await setServerState(this.db, run.id, t.server.id, {
             state: "failed",
             failed_step: "start",
@@ -252,6 +268,8 @@ export class RolloutService {
   async #settle(run: Run, t: Target): Promise<void> {
     if (!t.operationId) return;
     const end = await this.#awaitOperation(t.operationId);
+    // Its new release is live, or its old one still is: the load balancer may send traffic again.
+    await this.#drain(run, t, false);
     if (end.status === "completed" && Number(end.exit_code) === 0) {
       t.state = "succeeded";
       await setServerState(this.db, run.id, t.server.id, { state: "succeeded" });
@@ -361,6 +379,23 @@ export class RolloutService {
       duration_ms: Date.now() - run.startedAt,
       error: status === "succeeded" ? null : detail,
     });
+  }
+
+  /** Marks the application draining (or live again) on a target's proxy; false when it did not take. */
+  async #drain(run: Run, t: Target, draining: boolean): Promise<boolean> {
+    if (draining === Boolean(t.drained)) return draining;
+    const { app, base } = run.req;
+    const ok = await setDraining(this.ops, this.log, {
+      tenantId: base.tenantId,
+      server: t.server,
+      keyId: base.keyId,
+      runId: run.runId,
+      rolloutId: run.id,
+      applicationId: app.id,
+      draining,
+    });
+    if (ok || !draining) t.drained = draining && ok;
+    return ok;
   }
 
   async #audit(tenantId: string, eventType: string, payload: Record<string, unknown>): Promise<void> {

@@ -56,3 +56,11 @@ test("placement - a selector is key=value pairs; every pair must match", (t) => 
   ])
     t.false(placementSchema.safeParse(bad).success, JSON.stringify(bad));
 });
+
+test("strategy - drain_seconds is 0 to 600, and a strategy without a drain has no drain_seconds", (t) => {
+  t.false(strategySchema.safeParse({ drain_seconds: 601 }).success);
+  t.false(strategySchema.safeParse({ drain_seconds: -1 }).success);
+  t.false(strategySchema.safeParse({ drain_seconds: 1.5 }).success);
+  t.is(compileStrategy({ drain_seconds: 30 }).drain_seconds, 30);
+  t.false("drain_seconds" in compileStrategy({ drain_seconds: 30 }, { drain_seconds: 0 }));
+});

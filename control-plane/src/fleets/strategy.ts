@@ -7,6 +7,9 @@
 //   canary        the first batch is one server alone. @default false
 //   auto_rollback on a halt, servers this rollout already switched go back to
 //                 their previous release. @default true
+//   drain_seconds before each server's deployment, its health path answers 503
+//                 this long (a load balancer takes it out), until the deployment
+//                 ends (drain.ts). 0 to 600. @default 0 (no drain)
 import { z } from "zod";
 
 export const strategySchema = z
@@ -21,6 +24,7 @@ export const strategySchema = z
     pause_seconds: z.int().min(0).max(3600).optional(),
     canary: z.boolean().optional(),
     auto_rollback: z.boolean().optional(),
+    drain_seconds: z.int().min(0).max(600).optional(),
   })
   .describe("how a fleet application's deploy rolls out over its servers");
 
@@ -32,6 +36,8 @@ export interface Strategy {
   pause_seconds: number;
   canary: boolean;
   auto_rollback: boolean;
+  /** Absent when 0: a strategy without a drain reads as it did before there was one. */
+  drain_seconds?: number;
 }
 
 /** The strategy with every default filled: the request's fields over the application's. */
@@ -43,6 +49,7 @@ export function compileStrategy(app: StrategyInput | null, req?: StrategyInput):
     pause_seconds: s.pause_seconds ?? 0,
     canary: s.canary ?? false,
     auto_rollback: s.auto_rollback ?? true,
+    ...(s.drain_seconds ? { drain_seconds: s.drain_seconds } : {}),
   };
 }
 

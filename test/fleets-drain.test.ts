@@ -1,0 +1,122 @@
+// Fleets behind a load balancer (issue 33, "Traffic"): every route's health path
+// /.well-known/relayctl/health is answered by the server's own Caddy, 200 while
+// the application is live there and 503 while a rollout drains it. Two real
+// servers (harness/fleet-stack.ts), each with its agent, podman store and Caddy.
+//   - drain_seconds=0 (the default): the health path never answers 503;
+//   - drain_seconds=2: server a's health path goes 200 → 503 → 200, the 503 seen
+//     before a's deployment switched, while its own `/` still answers from the
+//     old release.
+import { setTimeout as delay } from "node:timers/promises";
+import test from "ava";
+import { describe } from "./harness/assertions";
+import { cleanupAll } from "./harness/cleanup";
+import { type App, type AppFields, type DeployStack, startDeployStack } from "./harness/deploy-stack";
+import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
+import { type AppRepo, createAppRepo } from "./harness/git-repo";
+import { proxyGet } from "./harness/proxy-client";
+
+const HEALTH = "/.well-known/relayctl/health";
+// How often the watcher asks, as a load balancer's check interval would (not a wait for an outcome).
+const POLL_MS = 100;
+
+let s: DeployStack;
+let repo: AppRepo;
+let app: App;
+let a: FleetServer;
+let b: FleetServer;
+const tag = `d${Math.random().toString(36).slice(2, 7)}`;
+
+test.before(async () => {
+  repo = await createAppRepo({ first: "1" });
+  s = await startDeployStack();
+  [a, b] = await Promise.all([addFleetServer(s, `${tag}-a`), addFleetServer(s, `${tag}-b`)]);
+  const fields = {
+    server_id: a.id,
+    health_check_timeout_seconds: 4,
+    placement: { servers: [a.name, b.name] },
+  } as AppFields;
+  app = await s.createApp(fields, repo);
+});
+test.after.always(cleanupAll);
+
+interface Seen {
+  at: number;
+  health: number;
+  body: string;
+}
+
+/** Asks server a's Caddy for the health path and `/` (with the app's Host) until stopped. */
+function watch(srv: FleetServer) {
+  const seen: Seen[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const at = Date.now();
+      const health = await proxyGet(srv.proxyPort, app.fqdn, HEALTH).catch(() => undefined);
+      const root = await proxyGet(srv.proxyPort, app.fqdn).catch(() => undefined);
+      if (health && root) seen.push({ at, health: health.status, body: `${root.status} ${root.body}` });
+      await delay(POLL_MS);
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+    return seen;
+  };
+}
+
+/** Consecutive duplicates collapsed: 200 200 503 200 → 200 503 200. */
+const runs = (xs: number[]) => xs.filter((x, i) => i === 0 || xs[i - 1] !== x);
+
+async function rollOut(strategy: Record<string, unknown>) {
+  const started = await s.deploy(app.id, { strategy } as Record<string, unknown>);
+  if (started.status !== 202) throw new Error(`POST /deploy: ${describe(started)}`);
+  const op = await s.waitOperation(String(started.json.operation_id), 240_000);
+  const res = await s.manage(`/applications/${app.id}/rollouts/${started.json.rollout_id}`);
+  return { op, rollout: res.json as { status: string; servers: { deployment_id: string }[] } };
+}
+
+test.serial("fleets drain - a bad drain_seconds is refused with a detail", async (t) => {
+  const res = await s.deploy(app.id, { strategy: { drain_seconds: 601 } } as Record<string, unknown>);
+  t.is(res.status, 422, describe(res));
+  t.regex(String(res.json.detail), /drain_seconds/);
+});
+
+test.serial("fleets drain - without drain_seconds the health path never answers 503", async (t) => {
+  const stop = watch(a);
+  const { op, rollout } = await rollOut({ max_parallel: 1 });
+  const seen = await stop();
+  t.like(op.json, { status: "completed" }, describe(op));
+  t.is(rollout.status, "succeeded");
+  t.false(
+    seen.some((x) => x.health === 503),
+    JSON.stringify(runs(seen.map((x) => x.health))),
+  );
+  t.deepEqual(await proxyGet(a.proxyPort, app.fqdn, HEALTH), { status: 200, body: "live\n" });
+  t.is((await proxyGet(b.proxyPort, app.fqdn, HEALTH)).status, 200);
+});
+
+test.serial(
+  "fleets drain - with drain_seconds=2 server a answers 200 → 503 → 200, drained before its switch, its old release still serving",
+  async (t) => {
+    await repo.commitVersion("2");
+    const stop = watch(a);
+    const { op, rollout } = await rollOut({ max_parallel: 1, drain_seconds: 2 });
+    const seen = await stop();
+    t.like(op.json, { status: "completed" }, describe(op));
+    t.is(rollout.status, "succeeded");
+    t.deepEqual(runs(seen.map((x) => x.health)), [200, 503, 200]);
+    const dep = await s.deployment(app.id, rollout.servers[0]!.deployment_id);
+    const steps = dep.json.steps as { name: string; started_at: string }[];
+    const switched = Date.parse(steps.find((x) => x.name === "switch")!.started_at);
+    const draining = seen.filter((x) => x.health === 503);
+    t.true(draining[0]!.at < switched, `first 503 at ${draining[0]!.at}, switch at ${switched}`);
+    // At least drain_seconds of 503 before the deployment began to switch.
+    t.true(switched - draining[0]!.at >= 2000, `${switched - draining[0]!.at} ms drained before the switch`);
+    const before = draining.filter((x) => x.at < switched).map((x) => x.body);
+    t.true(before.length > 0);
+    t.deepEqual([...new Set(before)], ["200 version 1"], "the old release answers while draining");
+    t.deepEqual(await proxyGet(a.proxyPort, app.fqdn), { status: 200, body: "version 2" });
+    t.deepEqual(await proxyGet(a.proxyPort, app.fqdn, HEALTH), { status: 200, body: "live\n" });
+  },
+);
