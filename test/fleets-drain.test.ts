@@ -116,6 +116,8 @@ test.serial(
     const before = draining.filter((x) => x.at < switched).map((x) => x.body);
     t.true(before.length > 0);
     t.deepEqual([...new Set(before)], ["200 version 1"], "the old release answers while draining");
+    // The switch's own route write keeps the drain (the route ledger has it): 503 lasts until the deployment ends.
+    t.true(draining.at(-1)!.at > switched, `last 503 at ${draining.at(-1)!.at}, switch at ${switched}`);
     t.deepEqual(await proxyGet(a.proxyPort, app.fqdn), { status: 200, body: "version 2" });
     t.deepEqual(await proxyGet(a.proxyPort, app.fqdn, HEALTH), { status: 200, body: "live\n" });
   },
