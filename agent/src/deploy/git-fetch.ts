@@ -1,12 +1,14 @@
 // The fetch step: the application's repository into a cache (a bare repository
 // per application in <stateDir>/deploy/<application id>/), fetched by URL each
 // time so no remote, and no credential, is ever stored in its config; the ref
-// resolved (refs.ts); the commit described (git log); and that commit exported
-// into a temp dir that is the build context (removed by the caller).
+// resolved and described in one `git log` per candidate (refs.ts); and that
+// commit exported into a temp dir that is the build context (removed by the
+// caller) by one `read-tree -u`. A redeploy runs three git processes (fetch,
+// log, read-tree), as a plain script would; the first also runs `init`.
 // Credentials reach git only through GIT_ASKPASS reading the git child's own
 // environment; credential helpers are switched off and prompts fail.
 import { lookup } from "node:dns/promises";
-import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { access, chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -93,8 +95,16 @@ export async function fetchSource(
     RELAYCTL_GIT_USERNAME: source.credential?.username ?? "",
     RELAYCTL_GIT_PASSWORD: source.credential?.password ?? "",
   });
-  await mkdir(gitDir, { recursive: true, mode: 0o700 });
-  await git.run(["init", "-q", "--bare"], "git init");
+  // An existing cache repository needs no init (git's own test of one: its HEAD).
+  if (
+    !(await access(join(gitDir, "HEAD")).then(
+      () => true,
+      () => false,
+    ))
+  ) {
+    await mkdir(gitDir, { recursive: true, mode: 0o700 });
+    await git.run(["init", "-q", "--bare"], "git init");
+  }
   ctx.rec.log("fetch", `fetching ${source.repository}`);
   // A pull or merge request's head (a preview, a fork's included) is published by
   // the base repository under its own ref, which the branch and tag fetch skips;
@@ -103,21 +113,21 @@ export async function fetchSource(
   const refspecs = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*", ...pullRef];
   const fetch = [...reach.config, "fetch", "--no-tags"];
   await git.run([...fetch, "--prune", "--", reach.repository, ...refspecs], "git fetch");
-  let sha = await resolve(git, source.ref);
-  if (sha === undefined && /^[0-9a-f]{40}$/i.test(source.ref)) {
+  let commit = await resolve(git, source.ref);
+  if (commit === undefined && /^[0-9a-f]{40}$/i.test(source.ref)) {
     // A commit no branch or tag reaches: servers that allow it hand it out by SHA.
     await git.run([...fetch, "--", reach.repository, source.ref], "git fetch of the commit");
-    sha = await resolve(git, source.ref);
+    commit = await resolve(git, source.ref);
   }
-  if (sha === undefined)
+  if (commit === undefined)
     throw new StepError(`ref '${source.ref}' is no branch, tag or commit of the repository`);
-  onCommit?.(sha);
-  const commit = await describe(git, sha);
+  onCommit?.(commit.sha);
   const root = join(work, "src");
   await mkdir(root);
+  // A fresh index in the temp dir: --reset reads the commit's tree into it and
+  // -u writes its files (modes and symlinks as checkout-index would) into root.
   const index = { GIT_INDEX_FILE: join(work, "index") };
-  await git.run(["--work-tree", root, "read-tree", sha], "git read-tree", index);
-  await git.run(["--work-tree", root, "checkout-index", "-a", "-f"], "git checkout-index", index);
+  await git.run(["--work-tree", root, "read-tree", "--reset", "-u", commit.sha], "git read-tree", index);
   return { commit, dir: work, root };
 }
 
@@ -180,27 +190,25 @@ async function checkedReach(repository: string): Promise<Reach> {
 
 const PULL_REF = /^refs\/(pull|merge-requests)\/\d+\/head$/;
 
-async function resolve(git: Git, ref: string): Promise<string | undefined> {
+/** The first candidate naming a commit, described by the same `git log` that resolves it. */
+async function resolve(git: Git, ref: string): Promise<CommitInfo | undefined> {
   for (const c of refCandidates(ref)) {
-    const sha = await git.tryRun([
-      "rev-parse",
-      "--verify",
-      "--quiet",
+    const out = await git.tryRun([
+      "log",
+      "-1",
+      "--no-walk",
+      "--format=%H%x00%s%x00%an <%ae>",
       "--end-of-options",
       `${c.rev}^{commit}`,
+      "--",
     ]);
-    if (sha) {
+    const [sha = "", message = "", author = ""] = (out ?? "").split("\0");
+    if (/^[0-9a-f]{40,64}$/.test(sha)) {
       git.ctx.rec.log("fetch", `${ref} is a ${c.kind}: ${sha}`);
-      return sha;
+      return { sha, message, author };
     }
   }
   return undefined;
-}
-
-async function describe(git: Git, sha: string): Promise<CommitInfo> {
-  const out = await git.tryRun(["log", "-1", "--format=%H%x00%s%x00%an <%ae>", sha, "--"]);
-  const [full, message, author] = (out ?? "").split("\0");
-  return { sha: full || sha, message: message ?? "", author: author ?? "" };
 }
 
 /** A temp dir for one deployment's export and askpass helper. */

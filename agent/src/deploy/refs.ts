@@ -15,7 +15,7 @@ export function isCommitSha(ref: string): boolean {
   return /^[0-9a-f]{7,40}$/i.test(ref);
 }
 
-/** What `git rev-parse` is asked, in order; the first that names a commit wins. */
+/** What `git log` is asked, in order; the first that names a commit wins. */
 export function refCandidates(ref: string): { kind: "branch" | "tag" | "commit"; rev: string }[] {
   const out: { kind: "branch" | "tag" | "commit"; rev: string }[] = [
     { kind: "branch", rev: `refs/heads/${ref}` },
