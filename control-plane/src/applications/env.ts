@@ -4,7 +4,9 @@
 // reads show names and when each was set, never a value.
 // The same bound as a request's env holds for the stored set (200 names, 64 KB
 // of names and values), so a deployment's env always fits what an agent takes.
-// Changes are audited by name only.
+// Changes are audited by name only. Two sets live by these rules: production's
+// (application_env) and the values previews get (application_preview_env,
+// previews/store.ts says who gets what); each function takes the set.
 import type { Knex } from "knex";
 import { LIMITS, envBytes } from "../http/schemas.js";
 import { appendAuditEvent } from "../audit/audit-log.js";
@@ -24,8 +26,28 @@ export interface EnvListing {
   variables: { name: string; updated_at: string | null }[];
 }
 
-export async function listEnv(db: Knex, applicationId: string): Promise<EnvListing> {
-  const rows = await db("application_env")
+/** One stored set of an application's variables. */
+export interface EnvSet {
+  table: "application_env" | "application_preview_env";
+  /** Audit event types: `<events>_set`, `<events>_unset`. */
+  events: "application.env" | "application.preview_env";
+  /** What a 404 calls one of them. */
+  noun: string;
+}
+
+export const PRODUCTION_ENV: EnvSet = {
+  table: "application_env",
+  events: "application.env",
+  noun: "environment variable",
+};
+export const PREVIEW_ENV: EnvSet = {
+  table: "application_preview_env",
+  events: "application.preview_env",
+  noun: "preview environment variable",
+};
+
+export async function listEnv(db: Knex, applicationId: string, set = PRODUCTION_ENV): Promise<EnvListing> {
+  const rows = await db(set.table)
     .where({ application_id: applicationId })
     .orderBy("name", "asc")
     .select<EnvRow[]>("name", "updated_at");
@@ -33,8 +55,8 @@ export async function listEnv(db: Knex, applicationId: string): Promise<EnvListi
 }
 
 /** The values, for a deployment's job, and for a log read to scrub (logs-api.ts). */
-export async function openEnv(db: Knex, masterKey: Buffer, applicationId: string) {
-  const rows = await db("application_env")
+export async function openEnv(db: Knex, masterKey: Buffer, applicationId: string, set = PRODUCTION_ENV) {
+  const rows = await db(set.table)
     .where({ application_id: applicationId })
     .select<EnvRow[]>("name", "value_sealed");
   return Object.fromEntries(rows.map((r) => [r.name, open(masterKey, r.value_sealed)]));
@@ -56,13 +78,14 @@ export async function setEnv(
   app: ApplicationRow,
   vars: Record<string, string>,
   actor: Actor,
+  set = PRODUCTION_ENV,
 ): Promise<EnvListing> {
   const key = requireMasterKey(masterKey);
   const names = Object.keys(vars).sort();
   if (names.length === 0)
     throw new RcError("RC_ERR_VALIDATION", "variables: must name at least one variable");
   await db.transaction(async (trx) => {
-    const current = await trx("application_env")
+    const current = await trx(set.table)
       .where({ application_id: app.id })
       .forUpdate()
       .select<EnvRow[]>("name", "value_sealed");
@@ -83,8 +106,8 @@ export async function setEnv(
         `variables: names and values total ${size} bytes, over the ${LIMITS.envBytes}-byte bound`,
       );
     const now = Date.now();
-    await trx("application_env").where({ application_id: app.id }).whereIn("name", names).delete();
-    await trx("application_env").insert(
+    await trx(set.table).where({ application_id: app.id }).whereIn("name", names).delete();
+    await trx(set.table).insert(
       names.map((name) => ({
         application_id: app.id,
         name,
@@ -92,15 +115,21 @@ export async function setEnv(
         updated_at: now,
       })),
     );
-    await audit(trx, app, "application.env_set", names, actor);
+    await audit(trx, app, `${set.events}_set`, names, actor);
   });
-  return listEnv(db, app.id);
+  return listEnv(db, app.id, set);
 }
 
-export async function unsetEnv(db: Knex, app: ApplicationRow, name: string, actor: Actor): Promise<void> {
+export async function unsetEnv(
+  db: Knex,
+  app: ApplicationRow,
+  name: string,
+  actor: Actor,
+  set = PRODUCTION_ENV,
+): Promise<void> {
   await db.transaction(async (trx) => {
-    const n = await trx("application_env").where({ application_id: app.id, name }).delete();
-    if (n === 0) throw new RcError("RC_ERR_ENV_VAR_NOT_FOUND", `environment variable '${name}' is not set`);
-    await audit(trx, app, "application.env_unset", [name], actor);
+    const n = await trx(set.table).where({ application_id: app.id, name }).delete();
+    if (n === 0) throw new RcError("RC_ERR_ENV_VAR_NOT_FOUND", `${set.noun} '${name}' is not set`);
+    await audit(trx, app, `${set.events}_unset`, [name], actor);
   });
 }

@@ -4,7 +4,6 @@
 // that changed. Woken when a delivery is recorded, else every second; one
 // delivery at a time per process keeps pushes in order, which is what lets a
 // newer push supersede a queued older one.
-import { setTimeout as sleep } from "node:timers/promises";
 import type { ConnectionRow } from "./connections.js";
 import type { ForgeContext, Payload } from "./context.js";
 import {
@@ -18,8 +17,7 @@ import {
 } from "./deliveries.js";
 import { forgePushEvent } from "./push.js";
 import { reportForgeStatuses } from "./statuses.js";
-
-const IDLE_MS = 1000;
+import { DeliveryLoop, failedAttempt } from "../webhooks/delivery-loop.js";
 
 /** What a merge or pull request event does (previews), when something handles it. */
 export type ReviewHandler = (
@@ -42,45 +40,29 @@ function kindOf(c: ConnectionRow, event: string): "push" | "review" | undefined 
 }
 
 export class ForgeProcessor {
-  readonly #stop = new AbortController();
-  #wake: (() => void) | undefined;
-  #loop: Promise<void> | undefined;
+  readonly #loop: DeliveryLoop;
 
   constructor(
     readonly ctx: ForgeContext,
     readonly review?: ReviewHandler,
-  ) {}
+  ) {
+    this.#loop = new DeliveryLoop("forge", ctx.log, async () => {
+      const busy = await this.processOne();
+      await reportForgeStatuses(this.ctx);
+      return busy;
+    });
+  }
 
   start(): void {
-    this.#loop ??= this.#run();
+    this.#loop.start();
   }
 
   nudge(): void {
-    this.#wake?.();
+    this.#loop.nudge();
   }
 
   async close(): Promise<void> {
-    this.#stop.abort();
-    this.#wake?.();
-    await this.#loop;
-  }
-
-  async #run(): Promise<void> {
-    while (!this.#stop.signal.aborted) {
-      let busy = false;
-      try {
-        busy = await this.processOne();
-        await reportForgeStatuses(this.ctx);
-      } catch (err) {
-        this.ctx.log.error({ err }, "forge delivery processing failed");
-      }
-      if (busy || this.#stop.signal.aborted) continue;
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        sleep(IDLE_MS, undefined, { signal: this.#stop.signal }).then(resolve, resolve);
-      });
-      this.#wake = undefined;
-    }
+    await this.#loop.close();
   }
 
   /** Processes the next delivery; false when there was none. */
@@ -91,17 +73,9 @@ export class ForgeProcessor {
     try {
       outcome = await this.#handle(d);
     } catch (err) {
-      const last = Number(d.attempts) >= MAX_ATTEMPTS;
-      this.ctx.log.warn(
-        { err, delivery_id: d.id, attempt: Number(d.attempts) },
-        last ? "forge delivery failed; given up" : "forge delivery failed; retried later",
-      );
-      const failed = {
-        result: "error",
-        detail: `processing failed (attempt ${d.attempts} of ${MAX_ATTEMPTS}${last ? ", given up" : ", retried later"}): ${(err as Error).message}`,
-      };
-      if (last) await finishForgeDelivery(this.ctx.db, d, "failed", failed);
-      else await retryForgeLater(this.ctx.db, d.seq, Number(d.attempts), failed);
+      const failed = failedAttempt(this.ctx.log, "forge", d, err, MAX_ATTEMPTS);
+      if (failed.last) await finishForgeDelivery(this.ctx.db, d, "failed", failed.outcome);
+      else await retryForgeLater(this.ctx.db, d.seq, Number(d.attempts), failed.outcome);
       return true;
     }
     await finishForgeDelivery(this.ctx.db, d, "done", outcome);

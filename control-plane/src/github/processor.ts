@@ -5,7 +5,6 @@
 // deliveries recorded by another instance or before a restart are taken up.
 // One delivery at a time per process keeps pushes in the order they arrived,
 // which is what lets a newer push supersede a queued older one.
-import { setTimeout as sleep } from "node:timers/promises";
 import type { GitHubContext, Payload } from "./context.js";
 import {
   type DeliveryRow,
@@ -20,50 +19,33 @@ import {
 import { installationEvent, installationRepositoriesEvent, repositoryEvent } from "./installations.js";
 import { pullRequestEvent } from "./pull-request.js";
 import { pushEvent } from "./push.js";
+import { DeliveryLoop, failedAttempt } from "../webhooks/delivery-loop.js";
 import { reportStatuses } from "./statuses.js";
-
-const IDLE_MS = 1000;
 
 type Handled = { outcome: Outcome; tenantId: string | null };
 
 export class DeliveryProcessor {
-  readonly #stop = new AbortController();
-  #wake: (() => void) | undefined;
-  #loop: Promise<void> | undefined;
+  readonly #loop: DeliveryLoop;
 
-  constructor(readonly ctx: GitHubContext) {}
+  constructor(readonly ctx: GitHubContext) {
+    this.#loop = new DeliveryLoop("github", ctx.log, async () => {
+      const busy = await this.processOne();
+      await reportStatuses(this.ctx);
+      return busy;
+    });
+  }
 
   start(): void {
-    this.#loop ??= this.#run();
+    this.#loop.start();
   }
 
   /** A delivery was recorded: look now rather than at the next tick. */
   nudge(): void {
-    this.#wake?.();
+    this.#loop.nudge();
   }
 
   async close(): Promise<void> {
-    this.#stop.abort();
-    this.#wake?.();
-    await this.#loop;
-  }
-
-  async #run(): Promise<void> {
-    while (!this.#stop.signal.aborted) {
-      let busy = false;
-      try {
-        busy = await this.processOne();
-        await reportStatuses(this.ctx);
-      } catch (err) {
-        this.ctx.log.error({ err }, "github delivery processing failed");
-      }
-      if (busy || this.#stop.signal.aborted) continue;
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-        sleep(IDLE_MS, undefined, { signal: this.#stop.signal }).then(resolve, resolve);
-      });
-      this.#wake = undefined;
-    }
+    await this.#loop.close();
   }
 
   /** Processes the next delivery; false when there was none. */
@@ -74,15 +56,7 @@ export class DeliveryProcessor {
     try {
       handled = await this.#handle(d);
     } catch (err) {
-      const last = Number(d.attempts) >= MAX_ATTEMPTS;
-      this.ctx.log.warn(
-        { err, delivery_id: d.id, attempt: Number(d.attempts) },
-        last ? "github delivery failed; given up" : "github delivery failed; retried later",
-      );
-      const outcome = {
-        result: "error",
-        detail: `processing failed (attempt ${d.attempts} of ${MAX_ATTEMPTS}${last ? ", given up" : ", retried later"}): ${(err as Error).message}`,
-      };
+      const { last, outcome } = failedAttempt(this.ctx.log, "github", d, err, MAX_ATTEMPTS);
       // A delivery that fails is its installation's tenant's to see too (a
       // push must never silently do nothing); when even that cannot be read,
       // the next attempt or the binding (adoptDeliveries) attributes it.

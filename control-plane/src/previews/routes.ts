@@ -13,6 +13,7 @@ import { z } from "zod";
 import { urlsOf } from "../applications/hosts.js";
 import { lastDeploymentsOf } from "../applications/last-deployment.js";
 import { parseBuild, refSchema } from "../applications/source.js";
+import { PREVIEW_ENV, listEnv, setEnv, unsetEnv } from "../applications/env.js";
 import { checkRegistryCredential } from "../applications/store.js";
 import { auditActor } from "../auth/principal.js";
 import { RcError } from "../errors.js";
@@ -21,7 +22,6 @@ import type { ApiContext } from "../http/context.js";
 import { MANAGEMENT, type RouteSpec, route } from "../http/route.js";
 import { envSchema } from "../http/schemas.js";
 import { iso } from "../lib/time.js";
-import { listPreviewEnv, setPreviewEnv, unsetPreviewEnv } from "./env.js";
 import { openPreview, removePreview } from "./service.js";
 import { type PreviewRow, getParent, getPreviewRow, listPreviewRows, previewByKey } from "./store.js";
 
@@ -247,7 +247,7 @@ export const previewRoutes = (ctx: ApiContext): RouteSpec[] => {
       responses: { 200: envNames },
       handler: async (req) => {
         const parent = await getParent(ctx.db, req.principal.tenantId, req.params.id);
-        return listPreviewEnv(ctx.db, parent.id);
+        return listEnv(ctx.db, parent.id, PREVIEW_ENV);
       },
     }),
     route({
@@ -261,7 +261,7 @@ export const previewRoutes = (ctx: ApiContext): RouteSpec[] => {
       handler: async (req) => {
         const parent = await getParent(ctx.db, req.principal.tenantId, req.params.id);
         if (parent.preview_of) throw new RcError("RC_ERR_PREVIEWS_DISABLED", `${parent.name} is a preview`);
-        return setPreviewEnv(ctx.db, ctx.config.masterKey, parent, req.body.variables, actorOf(req));
+        return setEnv(ctx.db, ctx.config.masterKey, parent, req.body.variables, actorOf(req), PREVIEW_ENV);
       },
     }),
     route({
@@ -273,7 +273,7 @@ export const previewRoutes = (ctx: ApiContext): RouteSpec[] => {
       responses: { 204: nothing },
       handler: async (req, reply) => {
         const parent = await getParent(ctx.db, req.principal.tenantId, req.params.id);
-        await unsetPreviewEnv(ctx.db, parent, req.params.name, actorOf(req));
+        await unsetEnv(ctx.db, parent, req.params.name, actorOf(req), PREVIEW_ENV);
         return reply.status(204).send();
       },
     }),
