@@ -8,6 +8,7 @@
 //     old release.
 import { setTimeout as delay } from "node:timers/promises";
 import test from "ava";
+import type { ApiResponse } from "./harness/http";
 import { describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type App, type AppFields, type DeployStack, startDeployStack } from "./harness/deploy-stack";
@@ -68,12 +69,13 @@ function watch(srv: FleetServer) {
 /** Consecutive duplicates collapsed: 200 200 503 200 → 200 503 200. */
 const runs = (xs: number[]) => xs.filter((x, i) => i === 0 || xs[i - 1] !== x);
 
-async function rollOut(strategy: Record<string, unknown>) {
+async function rollOut(strategy: Record<string, unknown>, early?: (started: ApiResponse) => Promise<void>) {
   const started = await s.deploy(app.id, { strategy } as Record<string, unknown>);
   if (started.status !== 202) throw new Error(`POST /deploy: ${describe(started)}`);
+  await early?.(started);
   const op = await s.waitOperation(String(started.json.operation_id), 240_000);
   const res = await s.manage(`/applications/${app.id}/rollouts/${started.json.rollout_id}`);
-  return { op, rollout: res.json as { status: string; servers: { deployment_id: string }[] } };
+  return { started, op, rollout: res.json as { status: string; servers: { deployment_id: string }[] } };
 }
 
 test.serial("fleets drain - a bad drain_seconds is refused with a detail", async (t) => {
@@ -84,8 +86,9 @@ test.serial("fleets drain - a bad drain_seconds is refused with a detail", async
 
 test.serial("fleets drain - without drain_seconds the health path never answers 503", async (t) => {
   const stop = watch(a);
-  const { op, rollout } = await rollOut({ max_parallel: 1 });
+  const { started, op, rollout } = await rollOut({ max_parallel: 1 });
   const seen = await stop();
+  t.is(started.json.deployment_id, rollout.servers[0]!.deployment_id, "the answer names a's deployment");
   t.like(op.json, { status: "completed" }, describe(op));
   t.is(rollout.status, "succeeded");
   t.false(
@@ -101,8 +104,24 @@ test.serial(
   async (t) => {
     await repo.commitVersion("2");
     const stop = watch(a);
-    const { op, rollout } = await rollOut({ max_parallel: 1, drain_seconds: 2 });
+    // Asked at once, inside the 2 s drain: a's deployment is not there yet, and the 404 says why.
+    let early: ApiResponse | undefined;
+    const { started, op, rollout } = await rollOut({ max_parallel: 1, drain_seconds: 2 }, async (st) => {
+      early = await s.deployment(app.id, String(st.json.deployment_id));
+    });
     const seen = await stop();
+    t.is(early!.status, 404, describe(early!));
+    t.is(early!.json.rollout_id, started.json.rollout_id);
+    t.regex(
+      String(early!.json.detail),
+      new RegExp(`has not started yet: rollout '${started.json.rollout_id}' starts it on server '${a.name}'`),
+    );
+    // The answer's deployment_id became server a's deployment once its drain ended.
+    t.not(started.json.deployment_id, started.json.rollout_id);
+    t.is(started.json.deployment_id, rollout.servers[0]!.deployment_id);
+    const mine = await s.deployment(app.id, String(started.json.deployment_id));
+    t.is(mine.status, 200, describe(mine));
+    t.like(mine.json, { status: "completed" });
     t.like(op.json, { status: "completed" }, describe(op));
     t.is(rollout.status, "succeeded");
     t.deepEqual(runs(seen.map((x) => x.health)), [200, 503, 200]);

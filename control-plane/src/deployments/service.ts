@@ -51,6 +51,11 @@ export interface DeployRequest {
   rollback?: RollbackTarget;
   /** The container's limits (a preview's settings); absent: none. */
   limits?: { memoryMb: number | null; cpus: number | null };
+  /**
+   * The deployment's id, chosen by the caller before it starts (a rollout names
+   * each server's deployment when it is created, fleets/rollouts.ts); absent: a new one.
+   */
+  deploymentId?: string;
 }
 
 /**
@@ -113,7 +118,7 @@ export class DeployService {
   }
 
   async request(r: DeployRequest): Promise<Deployment> {
-    const deploymentId = randomUUID();
+    const deploymentId = r.deploymentId ?? randomUUID();
     const release = r.rollback?.release;
     const commitRef = release
       ? (release.commit_sha ?? release.commit_ref)

@@ -5,6 +5,7 @@
 // deployment of the application or for its agent.
 import type { Knex } from "knex";
 import { RcError } from "../errors.js";
+import { plannedDeployment } from "../fleets/store.js";
 import { iso } from "../lib/time.js";
 import { type DeploymentRow, QUEUE_SEQ } from "./store.js";
 
@@ -105,13 +106,31 @@ export async function listDeployments(
   return { deployments: page.map((r) => present(r, appUrl)), next_cursor: next };
 }
 
+/**
+ * The 404 of a deployment id no deployment has. A rollout answers its first
+ * server's deployment id before that deployment exists (after a drain, docs/fleets.md):
+ * the detail then says so and names the rollout (`rollout_id`) to follow.
+ */
+async function notFound(db: Knex, applicationId: string, id: string): Promise<RcError> {
+  const planned = /^[0-9a-f-]{36}$/i.test(id)
+    ? await plannedDeployment(db, applicationId, id.toLowerCase())
+    : undefined;
+  if (!planned) return new RcError("RC_ERR_DEPLOYMENT_NOT_FOUND", `deployment '${id}' not found`);
+  const { rollout_id, server_name, state, status } = planned;
+  const detail =
+    status === "running" && state === "pending"
+      ? `deployment '${id}' has not started yet: rollout '${rollout_id}' starts it on server '${server_name}' in its turn (after draining that server when the strategy has drain_seconds); follow the rollout`
+      : `deployment '${id}' was never started: rollout '${rollout_id}' left server '${server_name}' ${state}`;
+  return new RcError("RC_ERR_DEPLOYMENT_NOT_FOUND", detail, { extra: { rollout_id } });
+}
+
 async function findRow(db: Knex, tenantId: string, applicationId: string, id: string): Promise<Joined> {
   const row = /^[0-9a-f-]{36}$/i.test(id)
     ? await joined(db)
         .where({ "d.id": id.toLowerCase(), "d.tenant_id": tenantId, "d.application_id": applicationId })
         .first<Joined | undefined>(COLUMNS)
     : undefined;
-  if (!row) throw new RcError("RC_ERR_DEPLOYMENT_NOT_FOUND", `deployment '${id}' not found`);
+  if (!row) throw await notFound(db, applicationId, id);
   return row;
 }
 

@@ -58,7 +58,10 @@ export interface RolloutStarted {
 
 interface Target {
   server: ServerRef;
+  /** Its deployment's id, chosen when the rollout is created (its rollout_servers row has it). */
+  plannedId: string;
   operationId?: string;
+  /** Set once that deployment started. */
   deploymentId?: string;
   state: ServerState;
   failedStep?: string | null;
@@ -108,6 +111,7 @@ export class RolloutService {
     const perBatchMs = (base.timeoutSeconds + strategy.pause_seconds + (strategy.drain_seconds ?? 0)) * 1000;
     const deadlineAt = now + perBatchMs * batches.length;
     const runId = base.runId ?? id;
+    const plannedIds = targets.map(() => randomUUID());
     await claimRollout(
       this.db,
       {
@@ -143,7 +147,8 @@ export class RolloutService {
           servers: targets.map((s) => s.name),
           trigger: base.trigger,
         },
-        together: (trx, operationId, at) => rolloutRows(trx, id, operationId, targets, batchOf, at),
+        together: (trx, operationId, at) =>
+          rolloutRows(trx, id, operationId, targets, batchOf, plannedIds, at),
       });
     } catch (err) {
       await dropClaim(this.db, id).catch(() => {});
@@ -166,18 +171,18 @@ export class RolloutService {
       runId,
       batches,
       startedAt: op.startedAt,
-      targets: targets.map((server) => ({ server, state: "pending" })),
+      targets: targets.map((server, i) => ({ server, plannedId: plannedIds[i]!, state: "pending" })),
     };
     await keepOnTargets(this.db, app.id, targets);
     // With a drain the first deployment starts only after drain_seconds: the driver
-    // launches every batch, and the answer names the rollout in its place.
+    // launches every batch, and the answer names the id that deployment will have.
     const first = strategy.drain_seconds ? [] : await this.#launch(run, batches[0]!);
     const driver = this.#drive(run, first)
       .catch((err) => this.log.error({ err, rollout_id: id }, "rollout driver failed"))
       .finally(() => this.#drivers.delete(driver));
     this.#drivers.add(driver);
-    const firstDeployment = first.find((t) => t.deploymentId)?.deploymentId;
-    return { rolloutId: id, operationId: op.id, deploymentId: firstDeployment ?? id };
+    // Position 0 is always in the first batch (batchesOf).
+    return { rolloutId: id, operationId: op.id, deploymentId: run.targets[0]!.plannedId };
   }
 
   /** Stops every driver; their rollouts end failed (deployments on agents finish on their own). */
@@ -238,6 +243,7 @@ export class RolloutService {
             kind === "rollback" ? await rollbackTarget(this.db, onServer, undefined) : undefined;
           const d = await this.deploys.request({
             ...base,
+            deploymentId: t.plannedId,
             app: onServer,
             server: t.server,
             runId: run.runId,

@@ -107,6 +107,7 @@ export function rolloutRows(
   operationId: string,
   targets: ServerRef[],
   batchOf: number[],
+  deploymentIds: string[],
   now: number,
 ): Knex.QueryBuilder[] {
   return [
@@ -119,6 +120,8 @@ export function rolloutRows(
         position: i,
         batch: batchOf[i]!,
         state: "pending",
+        // Chosen now, so the deploy's answer names a deployment its server will have (issue 33).
+        deployment_id: deploymentIds[i]!,
         updated_at: now,
       })),
     ),
@@ -195,6 +198,20 @@ export async function getRollout(db: Knex, applicationId: string, rolloutId: str
   if (!r) throw new RcError("RC_ERR_ROLLOUT_NOT_FOUND", `rollout '${rolloutId}' not found`);
   const servers = await db("rollout_servers").where({ rollout_id: r.id }).select<RolloutServerRow[]>();
   return presentRollout(r, servers);
+}
+
+/**
+ * The rollout that named a deployment id no deployment has (yet): the server
+ * waits for its batch or its drain, or the rollout never started it (skipped,
+ * failed to start, ended early). Undefined when no rollout of the application named it.
+ */
+export async function plannedDeployment(db: Knex, applicationId: string, deploymentId: string) {
+  return db("rollout_servers as s")
+    .join("rollouts as r", "r.id", "s.rollout_id")
+    .where({ "s.deployment_id": deploymentId, "r.application_id": applicationId })
+    .first<
+      { rollout_id: string; server_name: string; state: ServerState; status: RolloutStatus } | undefined
+    >("r.id as rollout_id", "s.server_name", "s.state", "r.status");
 }
 
 /** The application's rollouts, newest first (at most `limit`), each with its servers. */

@@ -25,6 +25,14 @@ export interface RolloutServer {
   updated_at: string;
 }
 
+/**
+ * Whether the server's deployment exists: its id is chosen when the rollout is
+ * created, before it starts (after its batch's turn and drain), and a skipped
+ * server or one that failed to start never has it.
+ */
+const started = (s: RolloutServer) =>
+  s.state !== "pending" && s.state !== "skipped" && !(s.state === "failed" && s.failed_step === "start");
+
 export interface Rollout {
   rollout_id: string;
   application_id: string;
@@ -120,7 +128,9 @@ function useRollout(tenantId: string, appId: string, rolloutId: string) {
         const r = await get<Rollout>(
           `/api/applications/${encodeURIComponent(appId)}/rollouts/${encodeURIComponent(rolloutId)}`,
         );
-        const ids = r.servers.flatMap((s) => [s.deployment_id, s.rollback_deployment_id]).filter(Boolean);
+        const ids = r.servers
+          .flatMap((s) => [started(s) ? s.deployment_id : null, s.rollback_deployment_id])
+          .filter(Boolean);
         const open = (ids as string[]).filter((id) => !done(known.current[id]));
         const got = await Promise.all(
           open.map((id) =>
@@ -191,7 +201,7 @@ function Grid({ r, steps }: { r: Rollout; steps: Record<string, Deployment> }) {
           head: "Deployment",
           cell: (s) => (
             <>
-              {s.deployment_id ? (
+              {s.deployment_id && started(s) ? (
                 <a href={deploymentPath(r.application_id, s.deployment_id)}>deployment on {s.server_name}</a>
               ) : (
                 "—"
