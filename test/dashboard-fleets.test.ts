@@ -138,11 +138,27 @@ test.serial(
     t.is((await s.manage(`/applications/${app.id}`)).json.placement, null, "nothing saved");
 
     await form.getByLabel("Servers at once").fill("100%");
+    // A drain past 600 s is refused beside its own field, its hint naming the health path.
+    const drain = form.getByRole("textbox", { name: "Drain before each server (seconds)" });
+    const hintId = (await drain.getAttribute("aria-describedby"))?.split(" ")[0];
+    t.regex((await form.locator(`[id="${hintId}"]`).textContent()) ?? "", /\/\.well-known\/relayctl\/health/);
+    await drain.fill("601");
+    await form.getByRole("button", { name: "Save changes" }).click();
+    // The earlier error stays until the answer replaces it: wait for this one's words.
+    const drainError = form.locator(".field-error", { hasText: /^Drain before each server: / });
+    await drainError.waitFor();
+    t.regex((await drainError.textContent()) ?? "", /^Drain before each server: must be <= 600$/);
+    t.is(await form.locator(".field-error").count(), 1, "one error, beside the drain");
+    t.is(await drain.getAttribute("aria-invalid"), "true");
+    t.is(await form.getByLabel("Servers at once").getAttribute("aria-invalid"), null);
+    t.is((await s.manage(`/applications/${app.id}`)).json.placement, null, "nothing saved");
+
+    await drain.fill("2");
     await form.getByRole("button", { name: "Save changes" }).click();
     await page.getByText("Saved.").waitFor();
     const stored = (await s.manage(`/applications/${app.id}`)).json;
     t.deepEqual(stored.placement, { selector: "tier=web" });
-    t.deepEqual(stored.rollout_strategy, { max_parallel: "100%" });
+    t.deepEqual(stored.rollout_strategy, { max_parallel: "100%", drain_seconds: 2 });
     await checkPage(t, "the settings with a selector placement");
   },
 );

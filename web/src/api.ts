@@ -168,6 +168,8 @@ export interface RolloutStrategy {
   max_parallel?: number | string;
   max_failures?: number;
   pause_seconds?: number;
+  /** 0-600: the health path answers 503 this long before each server's deployment (docs/fleets.md). */
+  drain_seconds?: number;
   canary?: boolean;
   auto_rollback?: boolean;
 }

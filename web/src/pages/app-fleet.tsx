@@ -16,6 +16,7 @@ export interface FleetValues {
   max_parallel: string;
   max_failures: string;
   pause_seconds: string;
+  drain_seconds: string;
   canary: boolean;
   auto_rollback: boolean;
 }
@@ -29,6 +30,7 @@ export const FLEET_SPECS: Record<string, FieldSpec<FleetName>> = {
   "rollout_strategy.max_parallel": { field: "max_parallel", label: "Servers at once" },
   "rollout_strategy.max_failures": { field: "max_failures", label: "Failures tolerated" },
   "rollout_strategy.pause_seconds": { field: "pause_seconds", label: "Pause between batches" },
+  "rollout_strategy.drain_seconds": { field: "drain_seconds", label: "Drain before each server" },
 };
 
 /** The servers a placement list names, as ids (a name is matched too: the API takes both). */
@@ -46,6 +48,7 @@ export function fleetValuesOf(app: Application | undefined, servers: Server[]): 
     max_parallel: st.max_parallel === undefined ? "1" : String(st.max_parallel),
     max_failures: String(st.max_failures ?? 0),
     pause_seconds: String(st.pause_seconds ?? 0),
+    drain_seconds: String(st.drain_seconds ?? 0),
     canary: st.canary ?? false,
     auto_rollback: st.auto_rollback ?? true,
   };
@@ -72,6 +75,8 @@ export function fleetBodyOf(v: FleetValues, app: Application | undefined, server
   if (v.max_failures.trim() && Number(v.max_failures) !== 0) strategy.max_failures = Number(v.max_failures);
   if (v.pause_seconds.trim() && Number(v.pause_seconds) !== 0)
     strategy.pause_seconds = Number(v.pause_seconds);
+  if (v.drain_seconds.trim() && Number(v.drain_seconds) !== 0)
+    strategy.drain_seconds = Number(v.drain_seconds);
   if (v.canary) strategy.canary = true;
   if (!v.auto_rollback) strategy.auto_rollback = false;
   return { placement, rollout_strategy: Object.keys(strategy).length > 0 ? strategy : null };
@@ -133,7 +138,11 @@ export function FleetFields({
         {error?.text}
       </span>
     ) : null;
-  const text = (name: "max_parallel" | "max_failures" | "pause_seconds", label: string, hint: string) => (
+  const text = (
+    name: "max_parallel" | "max_failures" | "pause_seconds" | "drain_seconds",
+    label: string,
+    hint: string,
+  ) => (
     <div class="field">
       <label for={`${p}-${name}`}>{label}</label>
       <input
@@ -224,6 +233,11 @@ export function FleetFields({
             {text("max_parallel", "Servers at once", "A number, or a percentage of the fleet such as 25%.")}
             {text("max_failures", "Failures tolerated", "One more failed server halts the rollout.")}
             {text("pause_seconds", "Pause between batches (seconds)", "0 to 3600.")}
+            {text(
+              "drain_seconds",
+              "Drain before each server (seconds)",
+              "0 to 600; 0 drains nothing. For a load balancer: each server's proxy answers 503 on /.well-known/relayctl/health this long before that server's deployment (and until it ends). Set at least the balancer's check interval × its unhealthy threshold.",
+            )}
           </div>
           <label class="check">
             <input
