@@ -7,7 +7,7 @@
 // the agent's next Hello).
 import { type CleanupJob, type JobResult, JobStatus } from "@relayctl/proto";
 import { APPLICATION_LABEL } from "../deploy/naming.js";
-import type { ContainerEngine, EngineOutcome } from "../engine/engine.js";
+import { type ContainerEngine, type EngineOutcome, STORE_RACE } from "../engine/engine.js";
 import { failedResult } from "../jobs/exec.js";
 
 const DEFAULT_DEADLINE_SECONDS = 120;
@@ -18,6 +18,10 @@ const lines = (o: EngineOutcome) =>
     .map((l) => l.trim())
     .filter(Boolean);
 const ok = (o: EngineOutcome) => o.status === "completed" && o.exitCode === 0;
+/** A call that failed on the shared store's race (or found its image already removed). */
+const raced = (o: EngineOutcome) =>
+  o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(`${o.stderr}${o.stdout}`);
+const RACE_RETRIES = 3;
 
 export async function runCleanupJob(
   engine: ContainerEngine,
@@ -52,13 +56,18 @@ export async function runCleanupJob(
     if (ok(rm)) removedContainers.push(name);
     else errors.push(`rm ${name}: ${rm.error ?? rm.stderr.trim()}`);
   }
-  const images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
+  // The store is shared with other applications' retires and cleanups: a list
+  // that meets an image being removed is asked again (engine.ts STORE_RACE), and
+  // an image gone by the time it is removed is gone, which is what was asked.
+  let images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
+  for (let retry = 0; retry < RACE_RETRIES && raced(images); retry++)
+    images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
   if (!ok(images)) errors.push(`list images: ${images.error ?? images.stderr.trim()}`);
   // An image tagged twice is listed twice: each tag is removed, the last one removes the image.
   for (const ref of new Set(lines(images).filter((r) => !r.includes("<none>")))) {
     const rmi = await engine.removeImage(ref, opts());
     if (ok(rmi)) removedImages.push(ref);
-    else errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
+    else if (!raced(rmi)) errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
   }
 
   const summary = [

@@ -16,7 +16,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { DeployJob } from "@relayctl/proto";
-import { imageIdOf } from "../engine/engine.js";
+import { STORE_RACE, imageIdOf } from "../engine/engine.js";
 import { type DeployContext, StepError, callOptions, check } from "./context.js";
 import type { FetchedSource } from "./git-fetch.js";
 import {
@@ -157,13 +157,6 @@ export async function imageIdOfRef(ctx: DeployContext, image: string): Promise<s
   if (id === undefined) throw new StepError(`${ctx.engine.name} image inspect printed no image id`);
   return id;
 }
-
-/**
- * podman's layer cache lookup fails when an image it considered is removed at
- * that moment (another application's retire pruning its old images): a race of
- * the shared store, worth one more try.
- */
-const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 
 async function pull(ctx: DeployContext, image: Extract<DeployJob["build"], { $case: "image" }>["image"]) {
   const ref = image.image;

@@ -154,6 +154,13 @@ export interface ContainerEngine {
   imageLabels(image: string, keys: string[], opts: CallOptions): Promise<EngineOutcome>;
 }
 
+/**
+ * podman's shared image store answers a read or a build that meets an image
+ * another process is removing at that moment (another application's retire or
+ * cleanup) with one of these: a race of the store, worth another try.
+ */
+export const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
+
 /** An image id as both CLIs may print it, as `sha256:<hex>`; undefined when it is not one. */
 export function imageIdOf(text: string): string | undefined {
   const m = /^(?:sha256:)?([0-9a-f]{64})$/.exec(text.trim());
