@@ -108,6 +108,9 @@ test.before(async () => {
   await podman([
     "run",
     "-d",
+    // The image was just built here: never a pull (a store race then reads "image not known",
+    // which the harness tries again, instead of a pull from a registry named localhost).
+    "--pull=never",
     "--init",
     "--network",
     "host",
@@ -134,7 +137,17 @@ test.before(async () => {
 
   // The image's own admin CLI, one-shot containers on the same database.
   const admin = async (args: string[]) => {
-    const out = await podman(["run", "--rm", "--network", "host", ...env, APP_IMAGE, "admin", ...args]);
+    const out = await podman([
+      "run",
+      "--rm",
+      "--pull=never",
+      "--network",
+      "host",
+      ...env,
+      APP_IMAGE,
+      "admin",
+      ...args,
+    ]);
     return JSON.parse(out.stdout.trim().split("\n").pop()!) as Record<string, string>;
   };
   const tenant = await admin(["create-tenant", "--name", `image-${suffix}`]);

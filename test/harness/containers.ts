@@ -31,20 +31,23 @@ export const podmanAgentEnv: Record<string, string> = {
 
 /**
  * podman's image store is shared by every test file running at once: a build
- * whose layer cache lookup meets an image another file is removing fails with
- * "layer not known". That is a race of the store, not of the code under test:
- * the build is tried again (the agent does the same, agent/src/deploy/image-step.ts).
+ * whose layer cache lookup, or a list or run whose image lookup, meets an image
+ * another file is removing fails with "layer not known" or "image not known".
+ * That is a race of the store, not of the code under test: the call is tried
+ * again (the agent does the same: image-step.ts, containers/cleanup.ts).
  */
 const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
+const RACY = new Set(["build", "images", "ps", "run"]);
 
 export async function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
   const once = () => run("podman", args, { env: { ...process.env, CONTAINERS_CONF }, timeout: 120_000 });
-  try {
-    return await once();
-  } catch (err) {
-    if (args[0] !== "build" || !STORE_RACE.test(String((err as { stderr?: string }).stderr ?? err)))
-      throw err;
-    return once();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await once();
+    } catch (err) {
+      const raced = STORE_RACE.test(String((err as { stderr?: string }).stderr ?? err));
+      if (!RACY.has(args[0] ?? "") || !raced || attempt >= 3) throw err;
+    }
   }
 }
 
