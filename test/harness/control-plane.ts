@@ -1,6 +1,6 @@
 // relayctl-server as a process: `serve` in role api, gateway or all, and the admin commands.
 import { join } from "node:path";
-import { run } from "@relayctl/devkit";
+import { freePort, run } from "@relayctl/devkit";
 import { ManagedProcess, cleanEnv } from "./process";
 import { SERVER_MAIN, parseJsonOutput } from "./programs";
 
@@ -50,10 +50,11 @@ export const TEST_TIMINGS = {
  */
 export const SHORT_LEASE = { RELAYCTL_LEASE_MS: "3000" };
 
-function serverEnv(opts: ControlPlaneOptions, gatewayPort: number): NodeJS.ProcessEnv {
+function serverEnv(opts: ControlPlaneOptions, gatewayPort: number, picked: boolean): NodeJS.ProcessEnv {
   const gateway = `127.0.0.1:${gatewayPort}`;
   // Role all with port 0 announces the port its own gateway got.
-  const publicUrl = opts.publicGatewayUrl ?? (gatewayPort !== 0 ? `grpc://${gateway}` : undefined);
+  // A port picked for the first start leaves the public URL to the server (grpcs:// with TLS).
+  const publicUrl = opts.publicGatewayUrl ?? (gatewayPort !== 0 && !picked ? `grpc://${gateway}` : undefined);
   return cleanEnv({
     RELAYCTL_ROLE: opts.role,
     RELAYCTL_DATABASE_URL: opts.databaseUrl,
@@ -93,12 +94,17 @@ export class ControlPlane {
 
   /** Starts `serve` and waits for its "listening" lines. */
   async start(): Promise<this> {
+    // A gateway keeps its port across restarts (agents look for it there). Port 0 would give
+    // it one of the kernel's ephemeral range, which any outgoing connection may hold while the
+    // gateway is down (CI saw a restart fail with EADDRINUSE): pick one below that range.
+    const picked = this.opts.role !== "api" && this.opts.gatewayPort === undefined;
+    if (picked) this.opts.gatewayPort = await freePort();
     const n = this.generations.length + 1;
     const proc = new ManagedProcess({
       name: `server-${this.opts.role}#${n}`,
       command: process.execPath,
       args: [SERVER_MAIN, "serve"],
-      env: serverEnv(this.opts, this.opts.gatewayPort ?? 0),
+      env: serverEnv(this.opts, this.opts.gatewayPort ?? 0, picked),
       logFile: join(this.opts.dir, `server-${this.opts.role}-${n}.log`),
     });
     this.generations.push(proc);
