@@ -30,7 +30,17 @@ const REGISTRY_PASSWORD = `regpw-${randomBytes(8).toString("hex")}`;
 const PROVIDER_TOKEN = `hcloud-${randomBytes(8).toString("hex")}`;
 const GIT_PASSWORD = `gitpw-${randomBytes(8).toString("hex")}`;
 const ENV_VALUES = { DB_PASSWORD: `envpw-${randomBytes(8).toString("hex")}`, GREETING: "hello" };
-const PLANTED = [REGISTRY_PASSWORD, PROVIDER_TOKEN, GIT_PASSWORD, ...Object.values(ENV_VALUES)];
+const FORGE_TOKEN = `forge-${randomBytes(8).toString("hex")}`;
+const PREVIEW_VALUE = `preview-${randomBytes(8).toString("hex")}`;
+/** Every secret sealed before the rotation; the Gitea connection's webhook secret joins it (made by the server). */
+const PLANTED = [
+  REGISTRY_PASSWORD,
+  PROVIDER_TOKEN,
+  GIT_PASSWORD,
+  ...Object.values(ENV_VALUES),
+  FORGE_TOKEN,
+  PREVIEW_VALUE,
+];
 
 let c: Cluster;
 let apiKey: string;
@@ -71,6 +81,11 @@ async function sealedValues(): Promise<string[]> {
     ...(await q("SELECT token_ciphertext AS v FROM server_providers")),
     ...(await q("SELECT git_password_sealed AS v FROM applications WHERE git_password_sealed IS NOT NULL")),
     ...(await q("SELECT value_sealed AS v FROM application_env ORDER BY name")),
+    ...(await q("SELECT value_sealed AS v FROM application_preview_env ORDER BY name")),
+    ...(await q("SELECT api_token_sealed AS v FROM forge_connections")),
+    ...(await q(
+      "SELECT webhook_secret_sealed AS v FROM forge_connections WHERE webhook_secret_sealed IS NOT NULL",
+    )),
   ];
 }
 
@@ -133,6 +148,16 @@ test.before(async () => {
     body: { variables: ENV_VALUES },
   });
   if (env.status !== 200) throw new Error(`env: ${describe(env)}`);
+  const previewEnv = await manage(c, `/applications/${appId}/preview-env`, {
+    method: "PUT",
+    body: { variables: { PREVIEW_SECRET: PREVIEW_VALUE } },
+  });
+  if (previewEnv.status !== 200) throw new Error(`preview env: ${describe(previewEnv)}`);
+  const forge = await manage(c, "/forges", {
+    body: { kind: "gitea", name: "git", base_url: "http://127.0.0.1:3000", api_token: FORGE_TOKEN },
+  });
+  if (forge.status !== 201) throw new Error(`forge connection: ${describe(forge)}`);
+  PLANTED.push(String(forge.json.webhook_secret));
 });
 test.after.always(cleanupAll);
 
@@ -163,7 +188,7 @@ test.serial(
       RELAYCTL_AUDIT_HMAC_KEY: pinnedAuditKey,
     });
     t.is(wrong.code, 1);
-    t.regex(wrong.stderr, /nothing re-sealed: 5 stored secret\(s\) open under neither/);
+    t.regex(wrong.stderr, /nothing re-sealed: 8 stored secret\(s\) open under neither/);
     t.true(
       wrong.stderr.includes(`registry_credentials.password_ciphertext (id=${credentialId})`),
       wrong.stderr,
@@ -180,12 +205,12 @@ test.serial(
     const before = await sealedValues();
     const dry = await admin(["rotate-master-key", "--dry-run"], env);
     t.is(dry.code, 0, dry.stderr);
-    t.like(dry.json, { dry_run: true, resealed: 5, already_new_key: 0 });
+    t.like(dry.json, { dry_run: true, resealed: 8, already_new_key: 0 });
     t.deepEqual(await sealedValues(), before, "a dry run writes nothing");
 
     const rotated = await admin(["rotate-master-key"], env);
     t.is(rotated.code, 0, rotated.stderr);
-    t.like(rotated.json, { dry_run: false, resealed: 5, already_new_key: 0 });
+    t.like(rotated.json, { dry_run: false, resealed: 8, already_new_key: 0 });
     t.deepEqual(
       (rotated.json.columns as { table: string; resealed: number }[]).map((x) => [x.table, x.resealed]),
       [
@@ -195,10 +220,14 @@ test.serial(
         ["application_env", 2],
         // Releases' sealed env: this application has not been deployed yet.
         ["deployments", 0],
+        ["application_preview_env", 1],
+        // The Gitea connection's API token, then its webhook secret.
+        ["forge_connections", 1],
+        ["forge_connections", 1],
       ],
     );
     const again = await admin(["rotate-master-key"], env);
-    t.like(again.json, { resealed: 0, already_new_key: 5 }, again.stderr);
+    t.like(again.json, { resealed: 0, already_new_key: 8 }, again.stderr);
 
     const after = await sealedValues();
     t.deepEqual(

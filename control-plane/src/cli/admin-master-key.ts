@@ -32,6 +32,9 @@ export const SEALED_COLUMNS: readonly SealedColumn[] = [
   { table: "applications", keys: ["id"], column: "git_password_sealed" },
   { table: "application_env", keys: ["application_id", "name"], column: "value_sealed" },
   { table: "deployments", keys: ["id"], column: "env_sealed" },
+  { table: "application_preview_env", keys: ["application_id", "name"], column: "value_sealed" },
+  { table: "forge_connections", keys: ["id"], column: "api_token_sealed" },
+  { table: "forge_connections", keys: ["id"], column: "webhook_secret_sealed" },
 ];
 
 interface SealedColumn {
