@@ -18,9 +18,12 @@ const lines = (o: EngineOutcome) =>
     .map((l) => l.trim())
     .filter(Boolean);
 const ok = (o: EngineOutcome) => o.status === "completed" && o.exitCode === 0;
-/** A call that failed on the shared store's race (or found its image already removed). */
-const raced = (o: EngineOutcome) =>
-  o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(`${o.stderr}${o.stdout}`);
+const failedWith = (o: EngineOutcome, re: RegExp) =>
+  o.status === "completed" && o.exitCode !== 0 && re.test(`${o.stderr}${o.stdout}`);
+/** A list that failed on the shared store's race. */
+const raced = (o: EngineOutcome) => failedWith(o, STORE_RACE);
+/** An rm of an image another process removed first (a layer race may leave it: not this). */
+const alreadyGone = (o: EngineOutcome) => failedWith(o, /image not known|no such image/i);
 const RACE_RETRIES = 3;
 
 export async function runCleanupJob(
@@ -67,7 +70,7 @@ export async function runCleanupJob(
   for (const ref of new Set(lines(images).filter((r) => !r.includes("<none>")))) {
     const rmi = await engine.removeImage(ref, opts());
     if (ok(rmi)) removedImages.push(ref);
-    else if (!raced(rmi)) errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
+    else if (!alreadyGone(rmi)) errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
   }
 
   const summary = [
