@@ -34,8 +34,11 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 // requests over enough keys that none passes this many.
 const REQUESTS_PER_KEY = 90;
 
-// Issue 17: the full path's p50 at most 2.5 x the bare pty spawn, its p99 at most 3 x its p50.
-const GOAL_API_OVER_PTY_MAX = 2.5;
+// Issue 34: the full path's p50 at most 1.15 x its floor's (the same hops with only the guarantees'
+// costs, measured in the same run: a ratio that holds on every machine kind, where issue 17's
+// 2.5 x the bare pty fell below the floor itself on fast-fork machines), its p99 at most 3 x its
+// p50, and at least 30 x faster than a fresh ssh connection.
+const GOAL_API_OVER_FLOOR_MAX = 1.15;
 const GOAL_API_P99_OVER_P50_MAX = 3;
 const GOAL_SSH_FRESH_OVER_API_MIN = 30;
 
@@ -367,15 +370,15 @@ const ROWS = [
 
 function goals(results) {
   const api = results.api_exec?.p50_ms;
-  const apiOverPty = ratio(api, results.pty_true?.p50_ms);
+  const apiOverFloor = ratio(api, results.floor_pty?.p50_ms);
   const sshOverApi = ratio(results.ssh_fresh?.p50_ms, api);
   const p99OverP50 = ratio(results.api_exec?.p99_ms, api);
   return [
     {
-      name: `api exec p50 <= ${GOAL_API_OVER_PTY_MAX} x bare pty p50`,
-      value: apiOverPty,
-      limit: GOAL_API_OVER_PTY_MAX,
-      met: apiOverPty == null ? null : apiOverPty <= GOAL_API_OVER_PTY_MAX,
+      name: `api exec p50 <= ${GOAL_API_OVER_FLOOR_MAX} x floor p50`,
+      value: apiOverFloor,
+      limit: GOAL_API_OVER_FLOOR_MAX,
+      met: apiOverFloor == null ? null : apiOverFloor <= GOAL_API_OVER_FLOOR_MAX,
     },
     {
       name: `api exec p99 <= ${GOAL_API_P99_OVER_P50_MAX} x its p50`,
@@ -384,7 +387,7 @@ function goals(results) {
       met: p99OverP50 == null ? null : p99OverP50 <= GOAL_API_P99_OVER_P50_MAX,
     },
     {
-      name: `fresh ssh p50 / api exec p50 >= ${GOAL_SSH_FRESH_OVER_API_MIN}`,
+      name: `api exec p50 >= ${GOAL_SSH_FRESH_OVER_API_MIN} x faster than fresh ssh p50`,
       value: sshOverApi,
       limit: GOAL_SSH_FRESH_OVER_API_MIN,
       met: sshOverApi == null ? null : sshOverApi >= GOAL_SSH_FRESH_OVER_API_MIN,
