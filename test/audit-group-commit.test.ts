@@ -3,13 +3,15 @@
 // with its own batcher) sharing one tenant's chain, lose nothing — each operation has exactly one
 // start and one completion event — and the chain verifies; a write that fails inside a batch
 // fails alone; and after the database is killed in the middle of such a load, every write that
-// was answered is there and the chain still verifies.
+// was answered is there and the chain still verifies. Operations started on a guessed chain
+// head (noteChainHead: what an automation key's admission reads) commit in one round trip, and
+// a stale guess, also under two instances racing, never forks the chain.
 import { randomBytes, randomUUID } from "node:crypto";
 import { DeployReport } from "@relayctl/proto";
 import test from "ava";
 import type { Knex } from "knex";
 import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain-key";
-import { commitAudited } from "../control-plane/src/audit/group-commit";
+import { commitAudited, guessStats, noteChainHead } from "../control-plane/src/audit/group-commit";
 import { verifyTenantChain } from "../control-plane/src/audit/verify";
 import { createTenant } from "../control-plane/src/cli/admin";
 import { migrate, openDb } from "../control-plane/src/db/knex";
@@ -352,6 +354,134 @@ test.serial(
     } finally {
       await db.destroy();
       await other.destroy();
+    }
+  },
+);
+
+/** The tenant's chain head as admission reads it (outside any lock). */
+async function readHead(db: Knex, tenantId: string) {
+  const h = await db("audit_chain_heads").where({ tenant_id: tenantId }).first("head", "seq");
+  return { head: h.head as string | null, seq: Number(h.seq) };
+}
+
+/** Statements `db` sends while `body` runs (knex's query events: also queryOn's). */
+async function statementsDuring(db: Knex, body: () => Promise<unknown>): Promise<string[]> {
+  const sent: string[] = [];
+  const listen = (q: { sql: string }) => sent.push(q.sql);
+  db.on("query", listen);
+  try {
+    await body();
+  } finally {
+    db.off("query", listen);
+  }
+  return sent;
+}
+
+test.serial(
+  "group commit - a guessed chain head: one round trip; a stale guess is rolled back and goes the locking way, the chain never forks",
+  async (t) => {
+    const info = await server.createDatabase();
+    const a = openDb(info.url);
+    const b = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(a);
+      noteChainHead(a, tenantId, await readHead(a, tenantId));
+      const before = { ...guessStats(a) };
+      const fresh = await statementsDuring(a, () => start(a, tenantId, serverId));
+      t.is(fresh.length, 1, `one round trip on a fresh guess: ${fresh.join(" | ")}`);
+      t.is(guessStats(a).guessed, before.guessed + 1);
+      // Another instance moves the head: a's guess (its own last commit) is now stale.
+      const stale = await readHead(a, tenantId);
+      await start(b, tenantId, serverId);
+      await start(b, tenantId, serverId);
+      noteChainHead(a, tenantId, stale);
+      const second = await start(a, tenantId, serverId);
+      t.is(guessStats(a).stale, before.stale + 1, "the stale guess was found stale");
+      t.is(guessStats(a).guessed, before.guessed + 1, "and not committed on");
+      const per = await eventCounts(a, tenantId);
+      t.is(per.size, 4);
+      t.deepEqual(per.get(second.id), ["operation.exec"]);
+      const report = await verifyTenantChain(a, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 4);
+      const head = await readHead(a, tenantId);
+      t.is(head.seq, 4, "the head is the last of the four events");
+    } finally {
+      await a.destroy();
+      await b.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - two instances starting on guessed heads read before each start, while completions move the chain: nothing lost, chain verifies",
+  async (t) => {
+    const info = await server.createDatabase();
+    const a = openDb(info.url);
+    const b = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(a);
+      const before = { a: { ...guessStats(a) }, b: { ...guessStats(b) } };
+      const ids: string[] = [];
+      // Each worker reads the head (as admission does), then starts an operation on that guess,
+      // and the other instance finishes it: the guesses go stale under the workers' feet.
+      const worker = async (db: Knex, other: Knex, n: number) => {
+        for (let i = 0; i < n; i++) {
+          noteChainHead(db, tenantId, await readHead(db, tenantId));
+          const { id } = await start(db, tenantId, serverId);
+          ids.push(id);
+          if (!(await finishOperation(other, id, done, serverId, tenantId)))
+            throw new Error(`${id} not finished`);
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, (_, w) => (w % 2 ? worker(a, b, 25) : worker(b, a, 25))));
+      t.is(ids.length, 200);
+      const per = await eventCounts(a, tenantId);
+      t.is(per.size, 200);
+      for (const id of ids) t.deepEqual(per.get(id), ["operation.completed", "operation.exec"], id);
+      const report = await verifyTenantChain(a, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 400);
+      const guessed = guessStats(a).guessed - before.a.guessed + guessStats(b).guessed - before.b.guessed;
+      t.true(guessed > 0, "some batches committed on a guessed head");
+      t.log(
+        `guessed ${guessed}, stale ${guessStats(a).stale - before.a.stale + guessStats(b).stale - before.b.stale}`,
+      );
+    } finally {
+      await a.destroy();
+      await b.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - two instances guessing the same head at once: one commits on it, the other finds it stale, both land in one chain",
+  async (t) => {
+    const info = await server.createDatabase();
+    const a = openDb(info.url);
+    const b = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(a);
+      const head = await readHead(a, tenantId);
+      noteChainHead(a, tenantId, head);
+      noteChainHead(b, tenantId, head);
+      const [x, y] = await Promise.all([start(a, tenantId, serverId), start(b, tenantId, serverId)]);
+      const stats = [guessStats(a), guessStats(b)];
+      t.deepEqual(
+        stats.map((s) => s.guessed + s.stale),
+        [1, 1],
+        "each tried its guess once",
+      );
+      t.is(stats[0]!.guessed + stats[1]!.guessed, 1, "only one committed on the shared guess");
+      const per = await eventCounts(a, tenantId);
+      t.deepEqual(per.get(x.id), ["operation.exec"]);
+      t.deepEqual(per.get(y.id), ["operation.exec"]);
+      const report = await verifyTenantChain(a, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is((await readHead(a, tenantId)).seq, head.seq + 2);
+    } finally {
+      await a.destroy();
+      await b.destroy();
     }
   },
 );

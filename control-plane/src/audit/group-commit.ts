@@ -13,6 +13,20 @@
 // database, so other processes and other audited writes interleave by batch);
 // a write that fails does not take the others with it (the batch is rolled
 // back and each write is retried alone, so only the failing one fails).
+//
+// The keyed chain needs the head in Node (the HMAC key never goes to the
+// database), which costs a round trip to lock and read it before the writes.
+// When this process has a recent guess of the head (noteChainHead: the
+// automation key's admission reads it in its own round trip, and every commit
+// here leaves its new head), a batch of bulk writes without reads goes in ONE
+// round trip instead: the head's UPDATE comes first and moves it only from the
+// guessed seq, so it takes the head's lock in the order every append does; when
+// it moved nothing (ROW_COUNT() = 0: the guess was stale) the next statement
+// inserts the tenant's head row again, which its primary key refuses, and the
+// refused statement stops the multi-statement before any event and before
+// COMMIT. A stale guess is rolled back whole and the batch goes the locking
+// way; the guesses of that tenant then rest a second, so a busy chain written
+// by several processes pays for at most one miss a second.
 import { AsyncResource } from "node:async_hooks";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
@@ -69,6 +83,15 @@ const LOCK_ATTEMPTS = 4;
 /** Writes per transaction at most (bounded statement size and lock time). */
 const MAX_BATCH = 200;
 
+/** How long a tenant's guessed head is not used after one turned out stale. */
+const GUESS_REST_MS = 1000;
+
+/** A tenant's chain head as this process last read or wrote it. */
+export interface ChainHead {
+  head: string | null;
+  seq: number;
+}
+
 /** Consecutive items of one bulk kind, in batch order. */
 function runsOf(batch: Pending[]): { kind: BulkKind<unknown, unknown>; items: unknown[] }[] {
   const runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[] = [];
@@ -83,6 +106,12 @@ function runsOf(batch: Pending[]): { kind: BulkKind<unknown, unknown>; items: un
 class GroupCommitter {
   readonly #queues = new Map<string, Pending[]>();
   readonly #mysql: boolean;
+  /** Tenant → the newest head seen (read by admission or left by a commit here). */
+  readonly #guesses = new Map<string, ChainHead>();
+  /** Tenant → until when its guesses rest after a stale one. */
+  readonly #resting = new Map<string, number>();
+  /** Batches committed in one round trip on a guessed head, and guesses found stale (tests read them). */
+  readonly stats = { guessed: 0, stale: 0 };
 
   constructor(readonly db: Knex) {
     this.#mysql = db.client.config.client === "mysql2";
@@ -92,6 +121,25 @@ class GroupCommitter {
     // The write runs in its caller's async context, whoever drains the batch: its
     // queries belong to its own request (trace spans, request id), not the drainer's.
     return this.#enqueue(tenantId, { write: AsyncResource.bind(write) });
+  }
+
+  /** Keeps `head` as the tenant's guess when it is newer than the one kept. */
+  note(tenantId: string, head: ChainHead): void {
+    if (!this.#mysql) return;
+    const kept = this.#guesses.get(tenantId);
+    if (kept && kept.seq > head.seq) return;
+    if (!kept && this.#guesses.size >= MAX_GUESSES) this.#guesses.clear();
+    this.#guesses.set(tenantId, head);
+  }
+
+  /** The tenant's guess, unless none is kept or they rest after a stale one. */
+  #guess(tenantId: string): ChainHead | undefined {
+    const until = this.#resting.get(tenantId);
+    if (until !== undefined) {
+      if (Date.now() < until) return undefined;
+      this.#resting.delete(tenantId);
+    }
+    return this.#guesses.get(tenantId);
   }
 
   /** A bulk item is written with the others of its kind, in the drainer's context (one statement for all). */
@@ -128,12 +176,16 @@ class GroupCommitter {
   async #commit(tenantId: string, batch: Pending[], attempt = 1): Promise<void> {
     let values: unknown[];
     try {
-      // Two round trips when every write is a bulk one and only the first kind reads (a
-      // later kind's read must see the earlier kinds' writes).
+      // One round trip when every write is a bulk one without reads and the head is guessed;
+      // two when only the first kind reads (a later kind's read must see the earlier kinds' writes).
       const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
-      values = runs?.every((r, i) => i === 0 || !r.kind.read)
-        ? await this.#twoRoundTrips(tenantId, runs)
-        : await this.#inTransaction(tenantId, batch);
+      const guess = runs?.every((r) => !r.kind.read) ? this.#guess(tenantId) : undefined;
+      const guessed = runs && guess ? await this.#oneRoundTrip(tenantId, runs, guess) : undefined;
+      values =
+        guessed ??
+        (runs?.every((r, i) => i === 0 || !r.kind.read)
+          ? await this.#twoRoundTrips(tenantId, runs)
+          : await this.#inTransaction(tenantId, batch));
     } catch (err) {
       // A deadlock's victim was rolled back whole (InnoDB): the same batch again. The
       // operations' rows are also locked by acks and lease renewals, in another order.
@@ -238,7 +290,78 @@ class GroupCommitter {
       writes.push(...chainWrites(tenantId, chained));
       await sendInOrder(db, writes, conn, "COMMIT");
       open = false;
+      this.note(tenantId, { head: chained.head, seq: chained.seq });
       return done.map((d) => d.value);
+    } finally {
+      try {
+        if (open) await queryOn(db, conn, "ROLLBACK");
+      } catch {
+        // A broken connection: the server rolls back when it goes.
+      }
+      await db.client.releaseConnection(conn);
+    }
+  }
+
+  /**
+   * A batch of bulk writes without reads on MySQL in ONE round trip, chained
+   * after `guess`: START TRANSACTION, the head moved only from the guessed seq,
+   * the events, the writes, COMMIT. Undefined when the guess was stale (or the
+   * attempt failed otherwise): nothing of it was committed, and the caller
+   * takes the locking way, whose own errors are the caller's to handle.
+   */
+  async #oneRoundTrip(
+    tenantId: string,
+    runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[],
+    guess: ChainHead,
+  ): Promise<unknown[] | undefined> {
+    const db = this.db;
+    const done: WriteOutcome<unknown>[] = [];
+    const writes: Write[] = [];
+    for (const r of runs) {
+      const out = r.kind.plan(db, r.items, []);
+      if (out.outcomes.length !== r.items.length)
+        throw new Error("audit: a bulk write answered the wrong count");
+      done.push(...out.outcomes);
+      writes.push(...out.writes);
+    }
+    const events = done.flatMap((d) => (d.event ? [d.event] : []));
+    if (events.length === 0) return undefined;
+    if (events.some((e) => e.tenantId !== tenantId))
+      throw new Error("audit: the event belongs to another tenant's chain");
+    const chained = chainRows(guess, events);
+    const [insertEvents] = chainWrites(tenantId, chained);
+    const moveHead: Statement = {
+      sql: "UPDATE `audit_chain_heads` SET `head` = ?, `seq` = ? WHERE `tenant_id` = ? AND `seq` = ?",
+      bindings: [chained.head, chained.seq, tenantId, guess.seq],
+    };
+    // The head did not move (it is past the guess): a duplicate of its row, refused, ends it here.
+    const staleStops: Statement = {
+      sql: "INSERT INTO `audit_chain_heads` (`tenant_id`, `seq`) SELECT ?, 0 FROM DUAL WHERE ROW_COUNT() = 0",
+      bindings: [tenantId],
+    };
+    const statements = [moveHead, staleStops, insertEvents!, ...writes.map(compiled)];
+    const conn = await db.client.acquireConnection();
+    let open = false;
+    try {
+      open = true;
+      await queryOn(
+        db,
+        conn,
+        ["START TRANSACTION", ...statements.map((c) => c.sql), "COMMIT"].join(";\n"),
+        statements.flatMap((c) => c.bindings),
+      );
+      open = false;
+      this.stats.guessed++;
+      this.note(tenantId, { head: chained.head, seq: chained.seq });
+      return done.map((d) => d.value);
+    } catch (err) {
+      if (!open) throw err;
+      // Stale (the next seq is taken), or any other refusal: rolled back below, then the locking way.
+      if (isStoreUnavailable(err)) throw err;
+      this.stats.stale++;
+      this.#guesses.delete(tenantId);
+      this.#resting.set(tenantId, Date.now() + GUESS_REST_MS);
+      return undefined;
     } finally {
       try {
         if (open) await queryOn(db, conn, "ROLLBACK");
@@ -256,7 +379,33 @@ const lockHead = (tenantId: string): Statement => ({
   bindings: [tenantId],
 });
 
+/** Tenants whose guessed heads one process keeps at most. */
+const MAX_GUESSES = 10_000;
+
 const committers = new WeakMap<Knex, GroupCommitter>();
+
+function committerOf(db: Knex): GroupCommitter {
+  let committer = committers.get(db);
+  if (!committer) {
+    committer = new GroupCommitter(db);
+    committers.set(db, committer);
+  }
+  return committer;
+}
+
+/**
+ * A tenant's chain head as just read (outside any lock): the guess that lets
+ * its next batch of operations commit in one round trip. A stale guess costs
+ * only a retry the locking way; it can never fork the chain.
+ */
+export function noteChainHead(db: Knex, tenantId: string, head: ChainHead): void {
+  committerOf(db).note(tenantId, head);
+}
+
+/** Batches committed on a guessed head, and guesses found stale, in this process (for tests). */
+export function guessStats(db: Knex): { guessed: number; stale: number } {
+  return committerOf(db).stats;
+}
 
 /**
  * Runs `write` in a transaction that holds `tenantId`'s chain head, appends the
@@ -264,12 +413,7 @@ const committers = new WeakMap<Knex, GroupCommitter>();
  * the other audited writes of this process for the same tenant.
  */
 export function commitAudited<T>(db: Knex, tenantId: string, write: AuditedWrite<T>): Promise<T> {
-  let committer = committers.get(db);
-  if (!committer) {
-    committer = new GroupCommitter(db);
-    committers.set(db, committer);
-  }
-  return committer.submit(tenantId, write);
+  return committerOf(db).submit(tenantId, write);
 }
 
 /**
@@ -284,10 +428,5 @@ export function commitAuditedBulk<I, T>(
   kind: BulkKind<I, T>,
   item: I,
 ): Promise<T> {
-  let committer = committers.get(db);
-  if (!committer) {
-    committer = new GroupCommitter(db);
-    committers.set(db, committer);
-  }
-  return committer.submitBulk(tenantId, kind, item);
+  return committerOf(db).submitBulk(tenantId, kind, item);
 }

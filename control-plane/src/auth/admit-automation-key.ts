@@ -10,9 +10,13 @@
 // limit — is read on every request, in the same round trip as the rate-limit
 // increment and after it, so a revoke or change committed before a request
 // arrives is what that request sees, on every api instance: nothing to
-// invalidate, no staleness.
+// invalidate, no staleness. The same read brings the tenant's audit chain head
+// (outside any lock), the guess with which the operation the request may start
+// commits in one round trip (audit/group-commit.ts; a stale guess only costs a
+// retry the locking way).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
+import { noteChainHead } from "../audit/group-commit.js";
 import { RcError } from "../errors.js";
 import { KEY_ROW_COLUMNS, type KeyRow, actorOfKey, presentedKeyHash, principalOf } from "./automation-key.js";
 import { ipAllowed } from "./ip-allowlist.js";
@@ -21,8 +25,12 @@ import type { Principal } from "./principal.js";
 import { countRequestReading, judge } from "./rate-limit.js";
 import { enforceWindow } from "./security-audit.js";
 
-/** The key's row, read with every request's rate-limit increment (fixed text: db/statement.ts). */
-const KEY_ROW_SQL = `SELECT ${KEY_ROW_COLUMNS.map((c) => `\`${c}\``).join(", ")} FROM \`automation_keys\` WHERE \`id\` = ?`;
+/** The key's row and its tenant's chain head, read with every request's rate-limit increment (fixed text: db/statement.ts). */
+const KEY_COLUMNS = KEY_ROW_COLUMNS.map((c) => `k.\`${c}\``).join(", ");
+const HEAD_COLUMNS = "h.`head` AS `chain_head`, h.`seq` AS `chain_seq`";
+const KEY_ROW_SQL = `SELECT ${KEY_COLUMNS}, ${HEAD_COLUMNS} FROM \`automation_keys\` k LEFT JOIN \`audit_chain_heads\` h ON h.\`tenant_id\` = k.\`tenant_id\` WHERE k.\`id\` = ?`;
+
+type KeyRowWithHead = KeyRow & { chain_head: string | null; chain_seq: number | string | null };
 
 /** Token hash → key id, per database; emptied when full (a miss costs one lookup). */
 const keyIds = new WeakMap<Knex, Map<string, string>>();
@@ -56,7 +64,7 @@ export async function admitAutomationKey(
 ): Promise<Principal> {
   const hash = presentedKeyHash(req);
   const keyId = await keyIdOf(db, hash);
-  const counted = await countRequestReading<KeyRow>(db, keyId, 60, () => ({
+  const counted = await countRequestReading<KeyRowWithHead>(db, keyId, 60, () => ({
     sql: KEY_ROW_SQL,
     bindings: [keyId],
   }));
@@ -67,6 +75,8 @@ export async function admitAutomationKey(
     throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
   }
   req.keyActor = actorOfKey(row);
+  if (row.chain_seq !== null)
+    noteChainHead(db, row.tenant_id, { head: row.chain_head, seq: Number(row.chain_seq) });
   await enforceWindow(db, req.log, reply, req.keyActor, req.ip, judge(counted, Number(row.rate_limit)));
   const p = principalOf(row);
   if (!ipAllowed(p.ipAllowlist, req.ip)) {
