@@ -3,13 +3,18 @@
 // credential — Hello, Welcome, heartbeats at the interval the gateway asks for, an immediate
 // JobResult (exit 0, no pty) for every Job, which acks it as the real agent's result does for a job
 // finished within its ackAfterMs (a duplicate delivery gets a JobAck), ResultAck — and reconnects after the stream
-// ends with exponential backoff and full jitter, as the real agent does. What the control plane
-// sees is an agent; only the command is not run.
+// ends on the real agent's schedule and channel options: its Backoff class and CHANNEL_OPTIONS
+// (agent/dist). The agent makes a new client per session; a simulated one keeps its client (a
+// channel of its own, whose own backoff those options keep below the schedule's), since 10,000
+// new channels a second would cost this one machine more than the gateway they test. What the
+// control plane sees is an agent; only the command is not run.
 import { fork } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Metadata, credentials } from "@grpc/grpc-js";
 import { AgentGatewayClient, JobStatus } from "@relayctl/proto";
+import { Backoff } from "../../agent/dist/connection/backoff.js";
+import { CHANNEL_OPTIONS } from "../../agent/dist/connection/gateway-client.js";
 
 const DEFAULT_HEARTBEAT_MS = 5000;
 
@@ -23,8 +28,8 @@ export class SimAgent {
     this.credential = credential;
     this.serverId = serverId;
     this.counters = counters;
-    this.backoff = backoff;
-    this.attempt = 0;
+    // The real agent's reconnect schedule (agent/src/connection/backoff.ts), its defaults.
+    this.backoff = new Backoff(backoff.minMs, backoff.maxMs);
     this.connected = false;
     this.stopped = false;
     /** Operation ids answered and not yet ResultAcked: re-sent after the next Welcome. */
@@ -39,14 +44,12 @@ export class SimAgent {
 
   #dial() {
     if (this.stopped) return;
-    this.client ??= new AgentGatewayClient(this.gatewayAddress, credentials.createInsecure(), {
-      "grpc.keepalive_time_ms": 15_000,
-      "grpc.keepalive_timeout_ms": 10_000,
-      "grpc.keepalive_permit_without_calls": 1,
-      // One connection per agent, as separate agent processes have (grpc-js would otherwise
-      // share one connection among clients of the same address).
-      "grpc.use_local_subchannel_pool": 1,
-    });
+    // One connection per agent, as separate agent processes have (its own subchannel).
+    this.client ??= new AgentGatewayClient(
+      this.gatewayAddress,
+      credentials.createInsecure(),
+      CHANNEL_OPTIONS,
+    );
     const md = new Metadata();
     md.set("authorization", `Bearer ${this.credential}`);
     const call = this.client.connect(md);
@@ -64,14 +67,12 @@ export class SimAgent {
         call.cancel();
       } catch {}
       if (this.stopped) return;
-      // Full jitter: a random delay up to min(max, min * 2^attempt).
-      const cap = Math.min(this.backoff.maxMs, this.backoff.minMs * 2 ** this.attempt++);
-      setTimeout(() => this.#dial(), Math.random() * cap);
+      setTimeout(() => this.#dial(), this.backoff.next());
     };
     call.on("data", (m) => {
       const msg = m.msg;
       if (msg?.$case === "welcome") {
-        this.attempt = 0;
+        this.backoff.reset();
         this.connected = true;
         this.counters.connects++;
         this.connectedAt = performance.now();

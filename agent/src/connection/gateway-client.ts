@@ -7,10 +7,19 @@ import { AgentGatewayClient } from "@relayctl/proto";
 // The stream is idle apart from heartbeats, and a gateway that vanished without a
 // FIN (host down, network cut) would otherwise be noticed only when the kernel
 // gives up on unacked writes, minutes later. HTTP/2 pings find it within ~25 s.
-const CHANNEL_OPTIONS: ChannelOptions = {
+// The agent's own schedule (backoff.ts) decides when it dials again, not grpc-js's:
+// a channel keeps a reconnect backoff of its own (1 s, ×1.6 per failure up to 120 s,
+// reset only by a connection) during which a call fails at once without dialling,
+// and its shared subchannel pool would hand that state to the next session's client.
+// So each client has its own subchannel, and the channel's own backoff stays below
+// the agent's smallest delay.
+export const CHANNEL_OPTIONS: ChannelOptions = {
   "grpc.keepalive_time_ms": 15_000,
   "grpc.keepalive_timeout_ms": 10_000,
   "grpc.keepalive_permit_without_calls": 1,
+  "grpc.use_local_subchannel_pool": 1,
+  "grpc.initial_reconnect_backoff_ms": 100,
+  "grpc.max_reconnect_backoff_ms": 100,
 };
 
 export function parseGatewayUrl(url: string): { address: string; tls: boolean } {
