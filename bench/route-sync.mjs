@@ -2,8 +2,9 @@
 // make bench: end-to-end route-sync latency for 1, 10 and 100 applications on one server through a
 // real Caddy (session + sync over HTTP → MariaDB → NATS → gateway → gRPC → agent → Caddy admin
 // API), against loading the same routes straight into Caddy's admin API — in one run, as ratios —
-// and against a floor: the agent's per-sync engine call (its container view's catch-up, one
-// `GET /events` since the last event: its port check cannot do with less) plus that direct load.
+// and against a floor: the agent's per-sync catch-up with its engine (its container view's: a read
+// of podman's events file from where the last stopped, or one `GET /events` since the last event
+// where there is no such file: its port check cannot do with less) plus that direct load.
 // The container list a sync used to make is timed alongside, for context.
 // Starts its own nats-server, MariaDB and Caddy on free loopback ports in a temp dir and removes all
 // of it on exit, also after an error or Ctrl-C. Writes bench/results/route-sync.json.
@@ -14,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { caddyAdmin } from "@relayctl/reverse-proxy-sync";
 import { ContainerView } from "../agent/dist/engine/container-view.js";
 import { EngineApi } from "../agent/dist/engine/engine-api.js";
+import { podmanEventsLogPath } from "../agent/dist/engine/events-file.js";
 import { startCaddy } from "./lib/caddy.mjs";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
 import { run as runCmd } from "./lib/processes.mjs";
@@ -134,10 +136,10 @@ async function startPodmanApi(group, tmp) {
 }
 
 /**
- * The floor's engine call: what the agent's port check asks the engine per sync, its container
- * view's catch-up (container-view.ts `current`, the same class on the same socket: one
- * `GET /events` since the last event applied), timed; checked (untimed) to show every container
- * of `names` running in the view.
+ * The floor's engine part: what the agent's port check does per sync, its container view's
+ * catch-up (container-view.ts `current`, the same class on the same socket and events file: a read
+ * of the file from where the last stopped, once proven), timed; checked (untimed) to show every
+ * container of `names` running in the view.
  */
 async function timedCatchUp(view, names) {
   const t0 = performance.now();
@@ -502,7 +504,8 @@ async function run(group, tmp) {
   log(`starting ${maxApps} podman containers`);
   const stopContainers = await startContainers(tmp, names);
   const engineApi = new EngineApi("podman", podmanSocket);
-  const view = new ContainerView(engineApi);
+  // As the agent builds it: reading podman's events file once proven (the agent's env has CONTAINERS_CONF too).
+  const view = new ContainerView(engineApi, podmanEventsLogPath(podmanEnv));
   try {
     const apps = await createApplications(stack, maxApps);
     const flavour = await engineApi.listFlavour(15);

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import test from "ava";
 import { ContainerView } from "../agent/src/engine/container-view";
 import { EngineApi } from "../agent/src/engine/engine-api";
+import { podmanEventsLogPath } from "../agent/src/engine/events-file";
 import { PodmanEngine } from "../agent/src/engine/podman-engine";
 import { PortCheck } from "../agent/src/jobs/port-check";
 import type { DesiredRoute } from "../reverse-proxy-sync/src/route";
@@ -99,7 +100,8 @@ const route = (containerName: string, containerPort: number): DesiredRoute => ({
 
 function setup(path = socketPath) {
   const api = new CountingApi("podman", path);
-  const view = new ContainerView(api);
+  // As the agent builds it: with podman's events file (this machine's: the `file` logger).
+  const view = new ContainerView(api, podmanEventsLogPath());
   const check = new PortCheck(new PodmanEngine(), "host", api, view);
   const done = () => {
     view.close();
@@ -173,6 +175,7 @@ test.serial(
         t.true(byOldHostPort !== undefined && "error" in byOldHostPort, `round ${round}: the old host port`);
       }
       t.is(view.stats.lists, 1);
+      t.true(view.stats.fileCatchUps >= 3, "caught up from podman's events file");
     } finally {
       done();
     }

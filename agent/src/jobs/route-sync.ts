@@ -22,6 +22,7 @@ import {
 import type { ProxyConfig } from "../config.js";
 import { ContainerView } from "../engine/container-view.js";
 import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
+import { podmanEventsLogPath } from "../engine/events-file.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import { type EngineSetting, selectEngine } from "../engine/select.js";
 import { proxyWriteFailed } from "../proxy-status/proxy-monitor.js";
@@ -195,7 +196,8 @@ export class RouteSyncRunner {
       this.#view.close();
       this.#view = undefined;
     }
-    if (api !== undefined) this.#view ??= new ContainerView(api);
+    // Podman's events file, when it answers on this socket (libpod) and proves to be the one it reads.
+    if (api !== undefined) this.#view ??= new ContainerView(api, podmanEventsLogPath());
     const check = new PortCheck(engine, this.proxy.upstream, api, this.#view);
     return syncCheckedRoutes(syncer, check, {
       routes: job.routes.map((r) => ({
