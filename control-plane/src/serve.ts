@@ -4,12 +4,10 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "pino";
-import { buildApi } from "./api/app.js";
 import { DeployService } from "./deployments/service.js";
 import { RolloutService } from "./fleets/rollouts.js";
-import { type ForgeIntegration, startForges } from "./forges/integration.js";
-import { previewReviews } from "./forges/reviews.js";
-import { type GitHubIntegration, startGitHub } from "./github/integration.js";
+import type { ForgeIntegration } from "./forges/integration.js";
+import type { GitHubIntegration } from "./github/integration.js";
 import { recordProgress } from "./deployments/store.js";
 import type { JobBus } from "./bus/job-bus.js";
 import { MemoryBus } from "./bus/memory-bus.js";
@@ -25,7 +23,7 @@ import { StreamRegistry } from "./gateway/registry.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
-import { type GatewayHttp, startGatewayHttp } from "./api/gateway-app.js";
+import type { GatewayHttp } from "./api/gateway-app.js";
 import { countDbErrors, observeAgentsConnected } from "./observability/metrics.js";
 import { logTracingState, startTracing, stopTracing } from "./tracing/index.js";
 import { traceQueries } from "./tracing/knex.js";
@@ -127,6 +125,9 @@ export async function serve(
   // Role all serves /metrics, /healthz and /readyz on its api; a lone gateway on its own listener.
   let gatewayHttp: GatewayHttp | undefined;
   if (config.role === "gateway" && config.metrics.gatewayListen) {
+    // Loaded once the gateway listens (as the api's modules below, only by the role that runs
+    // them): agents dial back as soon as it does after a restart (bench/agent-fanin.mjs).
+    const { startGatewayHttp } = await import("./api/gateway-app.js");
     const health = { db, bus, busName: config.bus === "nats" ? "nats" : "job bus" };
     gatewayHttp = await startGatewayHttp(
       config.metrics.gatewayListen,
@@ -142,6 +143,12 @@ export async function serve(
   let github: GitHubIntegration | undefined;
   let forges: ForgeIntegration | undefined;
   if (config.runsApi) {
+    const [{ buildApi }, { startForges }, { previewReviews }, { startGitHub }] = await Promise.all([
+      import("./api/app.js"),
+      import("./forges/integration.js"),
+      import("./forges/reviews.js"),
+      import("./github/integration.js"),
+    ]);
     github = await startGitHub(config, db, deploys, log.child({ component: "github" }));
     // Pull requests open previews (previews/service.ts) through the same services as the api.
     if (github)
