@@ -526,10 +526,12 @@ async function removeContainers(appId) {
     ...(await ids(["ps", "-a", "-q", "--filter", `name=${SCRIPT_PREFIX}`])),
   ];
   if (containers.length) await podman(["rm", "-f", "-t", "0", ...containers]);
-  const images = [
-    ...(await ids(["images", "-q", "--filter", label])),
-    ...(await ids(["images", "-q", "--filter", `reference=localhost/${SCRIPT_PREFIX}`])),
-  ];
+  // By tag: the agent's built images carry no label (agent/src/deploy/image-ledger.ts), and
+  // an image of the same files may be another user's of the machine's podman under its own tag.
+  const ours = [`localhost/relayctl/${appId}:`, `localhost/${SCRIPT_PREFIX}:`];
+  const images = (await ids(["images", "--format", "{{.Repository}}:{{.Tag}}"])).filter((r) =>
+    ours.some((p) => r.startsWith(p)),
+  );
   if (images.length) await podman(["rmi", "-f", ...new Set(images)]);
 }
 

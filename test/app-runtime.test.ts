@@ -12,7 +12,7 @@ import { join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
-import { podman } from "./harness/containers";
+import { appImageIds, podman } from "./harness/containers";
 import { type App, DEPLOY_WAIT_MS, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { createAppRepo } from "./harness/git-repo";
 import { proxyGet } from "./harness/proxy-client";
@@ -114,8 +114,9 @@ async function killApp(name: string): Promise<number> {
 
 const labelled = async (kind: "ps" | "images", appId: string) => {
   const filter = `label=relayctl.application=${appId}`;
-  const args = kind === "ps" ? ["ps", "-a", "-q", "--filter", filter] : ["images", "-q", "--filter", filter];
-  return (await podman(args)).stdout.split("\n").filter(Boolean);
+  // Built images carry no label: the application's are tagged in its repository.
+  if (kind === "images") return appImageIds(appId);
+  return (await podman(["ps", "-a", "-q", "--filter", filter])).stdout.split("\n").filter(Boolean);
 };
 
 test.serial("running app - a killed app process comes back, serves again and is reported", async (t) => {

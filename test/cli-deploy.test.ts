@@ -12,7 +12,7 @@ import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { chunkyLine, commitChunkyBuild } from "./harness/chunky-build";
 import { CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { podman, podmanAgentEnv } from "./harness/containers";
+import { podman, podmanAgentEnv, removeAppImages } from "./harness/containers";
 import { createAppRepo } from "./harness/git-repo";
 import { Browser, createOwner } from "./harness/people";
 
@@ -65,9 +65,7 @@ async function createApp(repoPath = repo): Promise<{ name: string; id: string }>
       () => ({ stdout: "" }),
     );
     for (const cid of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", cid]).catch(() => {});
-    const images = await podman(["images", "-q", `relayctl/${id}`]).catch(() => ({ stdout: "" }));
-    for (const img of new Set(images.stdout.split("\n").filter(Boolean)))
-      await podman(["rmi", "-f", img]).catch(() => {});
+    await removeAppImages(id);
   });
   return { name, id };
 }

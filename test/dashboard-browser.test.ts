@@ -29,7 +29,7 @@ import {
   screenshot,
 } from "./harness/browser";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, removeAppContainers } from "./harness/containers";
+import { removeAppContainers, removeAppImages } from "./harness/containers";
 import { type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { api, request } from "./harness/http";
@@ -279,10 +279,7 @@ test.serial(
     const appId = page.url().split("/").pop()!;
     onCleanup(async () => {
       await removeAppContainers(appId);
-      const images = (await podman(["images", "-q", "--filter", `label=relayctl.application=${appId}`]))
-        .stdout;
-      const ids = [...new Set(images.split("\n").filter(Boolean))];
-      if (ids.length) await podman(["rmi", "-f", ...ids]);
+      await removeAppImages(appId);
     });
     await page.getByRole("heading", { level: 1, name }).waitFor();
 

@@ -19,7 +19,7 @@ import { selectEngine } from "../agent/src/engine/select";
 import { RouteSyncRunner } from "../agent/src/jobs/route-sync";
 import { startCaddy } from "./harness/caddy";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
+import { podman, podmanAgentEnv, removeAppContainers, removeAppImages } from "./harness/containers";
 import { createAppRepo } from "./harness/git-repo";
 
 process.env.CONTAINERS_CONF = podmanAgentEnv.CONTAINERS_CONF;
@@ -48,13 +48,7 @@ async function appJob(): Promise<DeployJob> {
   const base = `deptest-${applicationId.slice(0, 6)}`;
   onCleanup(() => removeAppContainers(applicationId));
   const repo = await createAppRepo({ first: "1" });
-  const sha = repo.head().sha;
-  onCleanup(() =>
-    podman(["image", "rm", "-f", `relayctl/${applicationId}:${sha.slice(0, 12)}`]).then(
-      () => undefined,
-      () => undefined,
-    ),
-  );
+  onCleanup(() => removeAppImages(applicationId));
   return {
     deploymentId: randomUUID(),
     applicationId,

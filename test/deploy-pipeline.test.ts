@@ -125,7 +125,7 @@ test.serial(
     t.is(first.report.commit?.sha, sha1);
     t.is(first.report.commit?.message, "Release 1");
     t.is(first.report.commit?.author, `${AUTHOR.name} <${AUTHOR.email}>`);
-    t.is(first.report.image, `relayctl/${app.id}:${sha1.slice(0, 12)}`);
+    t.regex(first.report.image, new RegExp(`^relayctl/${app.id}:${sha1.slice(0, 12)}-[0-9a-f]{12}$`));
     t.is(
       first.report.containerName,
       `${app.base}-${first.report.deploymentId.replace(/-/g, "").slice(0, 8)}`,

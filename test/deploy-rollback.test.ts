@@ -9,7 +9,7 @@
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
-import { podman } from "./harness/containers";
+import { appImageIds } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { type ApiResponse, api } from "./harness/http";
@@ -65,21 +65,7 @@ async function steps(id: string): Promise<Step[]> {
 }
 
 /** The application's images on the shared podman, by id. */
-async function imageIds(): Promise<string[]> {
-  const out = await podman([
-    "images",
-    "--no-trunc",
-    "--format",
-    "{{.ID}}",
-    "--filter",
-    `label=relayctl.application=${app.id}`,
-  ]);
-  const ids = out.stdout
-    .split("\n")
-    .filter(Boolean)
-    .map((id) => (id.startsWith("sha256:") ? id : `sha256:${id}`));
-  return [...new Set(ids)].sort();
-}
+const imageIds = () => appImageIds(app.id);
 
 const body = async () => (await proxyGet(s.proxyPort, app.fqdn)).body;
 const envOf = async (name: string) => (await proxyGet(s.proxyPort, app.fqdn, `/cgi-bin/env?${name}`)).body;

@@ -128,13 +128,16 @@ test.serial("deploy - the first deploy serves the new version through Caddy", as
   t.deepEqual(inspect.HostConfig.PortBindings, {
     "8080/tcp": [{ HostIp: "127.0.0.1", HostPort: String(v.host_port) }],
   });
-  // The image it built: tagged with the commit, labelled with the application and deployment.
+  // The image it built: tagged with the commit and the build in the application's repository,
+  // with no label (a --label costs podman 4.3 a LABEL step and one more image commit).
+  t.regex(String(v.image), new RegExp(`^relayctl/${app.id}:${sha.slice(0, 12)}-[0-9a-f]{12}$`));
   const [image] = JSON.parse(
     (await podman(["image", "inspect", "--format", "json", String(v.image)])).stdout,
   ) as {
     Labels: Record<string, string> | null;
   }[];
-  t.like(image?.Labels, { "relayctl.application": app.id, "relayctl.deployment": id });
+  t.falsy(image?.Labels?.["relayctl.application"]);
+  t.falsy(image?.Labels?.["relayctl.deployment"]);
   await waitRetired(id);
 });
 

@@ -15,7 +15,7 @@ import { Agent, enroll } from "./harness/agent";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { podman, podmanAgentEnv, removeAppContainers } from "./harness/containers";
+import { podmanAgentEnv, removeAppContainers, removeAppImages } from "./harness/containers";
 import { TEST_MASTER_KEY } from "./harness/control-plane";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { APP_PORT, createAppRepo } from "./harness/git-repo";
@@ -140,9 +140,7 @@ test.before(async () => {
   appId = String(app.json.id);
   onCleanup(async () => {
     await removeAppContainers(appId);
-    const images = await podman(["images", "-q", "--filter", `label=relayctl.application=${appId}`]);
-    const ids = [...new Set(images.stdout.split("\n").filter(Boolean))];
-    if (ids.length > 0) await podman(["rmi", "-f", ...ids]);
+    await removeAppImages(appId);
   });
   const env = await manage(c, `/tenants/${c.tenantId}/applications/${app.json.id}/env`, {
     body: { variables: ENV_VALUES },

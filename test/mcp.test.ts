@@ -20,7 +20,14 @@ import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
 import { CLI_MAIN, CliUser, collect, waitForStderr } from "./harness/cli";
 import { type Cluster, startCluster } from "./harness/cluster";
-import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, startWebContainer } from "./harness/containers";
+import {
+  BASE_IMAGE,
+  buildBaseImage,
+  podman,
+  podmanAgentEnv,
+  removeAppImages,
+  startWebContainer,
+} from "./harness/containers";
 import { request } from "./harness/http";
 import { Browser, createOwner, deviceTokens } from "./harness/people";
 
@@ -398,9 +405,7 @@ async function createApp(): Promise<{ appId: string; name: string }> {
       () => ({ stdout: "" }),
     );
     for (const cid of stdout.split("\n").filter(Boolean)) await podman(["rm", "-f", cid]).catch(() => {});
-    const images = await podman(["images", "-q", `relayctl/${appId}`]).catch(() => ({ stdout: "" }));
-    for (const img of new Set(images.stdout.split("\n").filter(Boolean)))
-      await podman(["rmi", "-f", img]).catch(() => {});
+    await removeAppImages(appId);
   });
   return { appId, name };
 }

@@ -8,7 +8,7 @@ import { basename, dirname } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, onCleanup } from "./harness/cleanup";
-import { podman } from "./harness/containers";
+import { appImageIds, podman } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
@@ -127,9 +127,7 @@ const previewsOf = async () => {
 };
 /** Containers and images on the machine labelled with the application. */
 async function artifactsOf(appId: string): Promise<number> {
-  const label = `label=relayctl.application=${appId}`;
-  const images = (await podman(["images", "-q", "--filter", label])).stdout.split("\n").filter(Boolean);
-  return (await s.containersOf(appId)).length + images.length;
+  return (await s.containersOf(appId)).length + (await appImageIds(appId)).length;
 }
 const hostOf = (n: number | string) => `pr-${n}.${app.name}.preview.test`;
 

@@ -92,6 +92,37 @@ export async function removeAppContainers(applicationId: string): Promise<void> 
   if (ids.length > 0) await podman(["rm", "-f", "-t", "0", ...ids]);
 }
 
+/** `<id> <repository>:<tag>` of each image tagged in the application's repository `relayctl/<id>`. */
+async function appImageTags(applicationId: string): Promise<{ id: string; ref: string }[]> {
+  const out = await podman(["images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"]);
+  return out.stdout
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter(([, ref]) => (ref ?? "").replace(/^localhost\//, "").startsWith(`relayctl/${applicationId}:`))
+    .map(([id = "", ref = ""]) => ({ id: id.startsWith("sha256:") ? id : `sha256:${id}`, ref }));
+}
+
+/**
+ * Ids (`sha256:...`) of the images the agent built for the application: tagged in its
+ * repository `relayctl/<application id>` (built images carry no labels: the agent's
+ * deploy/image-ledger.ts). Filtered here by the tag's prefix: podman's reference filter
+ * also lists every other tag of a matching image.
+ */
+export async function appImageIds(applicationId: string): Promise<string[]> {
+  return [...new Set((await appImageTags(applicationId)).map((i) => i.id))].sort();
+}
+
+/**
+ * Removes the images the agent built for the application (a test's own cleanup), by
+ * their tags: without labels, two applications built from the same files share one
+ * image (podman's layer cache gives the same id), and removing it by id would take it
+ * from under another test's application.
+ */
+export async function removeAppImages(applicationId: string): Promise<void> {
+  const refs = (await appImageTags(applicationId)).map((i) => i.ref);
+  if (refs.length > 0) await podman(["image", "rm", ...refs]).catch(() => undefined);
+}
+
 export interface WebContainer {
   name: string;
   /** The container port that serves `backend <backend>`. */

@@ -6,7 +6,7 @@
 // dashboard do, and remove every container and image the agent made for the
 // stack's applications at cleanup (podman is shared).
 import { onCleanup } from "./cleanup";
-import { podman, podmanAgentEnv, removeAppContainers } from "./containers";
+import { podman, podmanAgentEnv, removeAppContainers, removeAppImages } from "./containers";
 import { APP_PORT, type AppRepo } from "./git-repo";
 import { type ApiResponse, api, waitForOperationEnd } from "./http";
 import { type RouteStack, startRouteStack } from "./route-stack";
@@ -87,9 +87,7 @@ function uniq(prefix: string): string {
 
 async function removeAppArtifacts(appId: string): Promise<void> {
   await removeAppContainers(appId);
-  const label = `label=relayctl.application=${appId}`;
-  const images = (await podman(["images", "-q", "--filter", label])).stdout.split("\n").filter(Boolean);
-  if (images.length > 0) await podman(["rmi", "-f", ...new Set(images)]);
+  await removeAppImages(appId);
 }
 
 export async function startDeployStack(opts: DeployStackOptions = {}): Promise<DeployStack> {

@@ -2,12 +2,16 @@
 // in the application's deploy turn (dispatcher.ts), after any deployment
 // received before it. Its route comes off the proxy, then every container
 // labelled relayctl.application=<id> is removed (rm -f: stopped and removed at
-// once, as nothing serves through it any more), then every image with the label. Done twice it finds nothing and completes: the control plane sends
+// once, as nothing serves through it any more), then every image of the application
+// (deploy/app-images.ts: its tags, and what the image ledger recorded for it), and
+// its ledger entries. Done twice it finds nothing and completes: the control plane sends
 // it again when it cannot know the first one ran (a pending cleanup, re-sent at
 // the agent's next Hello).
 import { type CleanupJob, type JobResult, JobStatus } from "@relayctl/proto";
+import { applicationImages, removalTargets } from "../deploy/app-images.js";
+import type { ImageLedger } from "../deploy/image-ledger.js";
 import { APPLICATION_LABEL } from "../deploy/naming.js";
-import { type ContainerEngine, type EngineOutcome, STORE_RACE } from "../engine/engine.js";
+import type { ContainerEngine, EngineOutcome } from "../engine/engine.js";
 import { failedResult } from "../jobs/exec.js";
 
 const DEFAULT_DEADLINE_SECONDS = 120;
@@ -20,18 +24,16 @@ const lines = (o: EngineOutcome) =>
 const ok = (o: EngineOutcome) => o.status === "completed" && o.exitCode === 0;
 const failedWith = (o: EngineOutcome, re: RegExp) =>
   o.status === "completed" && o.exitCode !== 0 && re.test(`${o.stderr}${o.stdout}`);
-/** A list that failed on the shared store's race. */
-const raced = (o: EngineOutcome) => failedWith(o, STORE_RACE);
 /** An rm of an image another process removed first (a layer race may leave it: not this). */
 const alreadyGone = (o: EngineOutcome) => failedWith(o, /image not known|no such image/i);
-const RACE_RETRIES = 3;
 
 export async function runCleanupJob(
   engine: ContainerEngine,
   operationId: string,
   job: CleanupJob,
   /** Takes the application's route off the proxy; a line for the output, or an error. */
-  removeRoute?: (applicationId: string) => Promise<string>,
+  removeRoute: ((applicationId: string) => Promise<string>) | undefined,
+  ledger: ImageLedger,
 ): Promise<JobResult> {
   // The control plane sends a UUID; the agent does not trust the wire (it ends up in a filter).
   if (!/^[0-9a-f-]{8,64}$/i.test(job.applicationId))
@@ -60,18 +62,20 @@ export async function runCleanupJob(
     else errors.push(`rm ${name}: ${rm.error ?? rm.stderr.trim()}`);
   }
   // The store is shared with other applications' retires and cleanups: a list
-  // that meets an image being removed is asked again (engine.ts STORE_RACE), and
-  // an image gone by the time it is removed is gone, which is what was asked.
-  let images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
-  for (let retry = 0; retry < RACE_RETRIES && raced(images); retry++)
-    images = await engine.imagesByLabel(APPLICATION_LABEL, job.applicationId, opts());
-  if (!ok(images)) errors.push(`list images: ${images.error ?? images.stderr.trim()}`);
-  // An image tagged twice is listed twice: each tag is removed, the last one removes the image.
-  for (const ref of new Set(lines(images).filter((r) => !r.includes("<none>")))) {
-    const rmi = await engine.removeImage(ref, opts());
-    if (ok(rmi)) removedImages.push(ref);
-    else if (!alreadyGone(rmi)) errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
+  // that meets an image being removed is asked again (app-images.ts), and an
+  // image gone by the time it is removed is gone, which is what was asked.
+  const listed = await applicationImages(engine, ledger, job.applicationId, opts);
+  if (listed.images === undefined)
+    errors.push(`list images: ${listed.failed.error ?? listed.failed.stderr.trim()}`);
+  for (const image of listed.images ?? []) {
+    for (const ref of removalTargets(image)) {
+      const rmi = await engine.removeImage(ref, opts());
+      if (ok(rmi)) removedImages.push(ref);
+      else if (!alreadyGone(rmi)) errors.push(`image rm ${ref}: ${rmi.error ?? rmi.stderr.trim()}`);
+    }
   }
+  // Nothing of it is left to find: what the ledger said of it goes too.
+  if (errors.length === 0) await ledger.forget(job.applicationId);
 
   const summary = [
     ...done,

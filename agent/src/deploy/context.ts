@@ -2,6 +2,7 @@
 // the job's deadline as an abort signal, and the failure type steps throw.
 import type { DeployJob } from "@relayctl/proto";
 import type { CallOptions, ContainerEngine, EngineOutcome } from "../engine/engine.js";
+import type { ImageLedger } from "./image-ledger.js";
 import type { StepRecorder } from "./recorder.js";
 
 export interface DeploySettings {
@@ -22,6 +23,8 @@ export interface DeployContext {
   /** Every secret of the job: env values, git and registry passwords. */
   secrets: string[];
   settings: DeploySettings;
+  /** The images this agent built (a redeploy of a commit finds its image here). */
+  ledger: ImageLedger;
 }
 
 /** A step's failure; its message is the reason after "<step>: ". */

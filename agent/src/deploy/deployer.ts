@@ -10,13 +10,16 @@
 // turn of its own, so it never runs between another deployment's build and start.
 // A deployment that waits for its turn says so in its log ("queue" step), with times.
 // The engine's run, remove and inspect go through its API socket when it answers
-// one (engine/api-engine.ts), the CLI otherwise.
+// one (engine/api-engine.ts), the CLI otherwise. The deployer owns the agent's
+// image ledger (image-ledger.ts, <stateDir>/images.json): what it built, for whom.
 import type { DeployJob, JobProgress, JobResult } from "@relayctl/proto";
 import { withEngineApi } from "../engine/api-engine.js";
 import { EngineApi, engineSocketPath } from "../engine/engine-api.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import { failedResult } from "../jobs/exec.js";
+import { join } from "node:path";
 import type { DeploySettings } from "./context.js";
+import { ImageLedger } from "./image-ledger.js";
 import { runDeployment } from "./pipeline.js";
 import { SerialQueues } from "./queue.js";
 import { StepRecorder } from "./recorder.js";
@@ -50,8 +53,15 @@ export class Deployer {
   readonly #retiring = new Set<Promise<void>>();
   /** One API client per engine socket, its connections kept open between deployments. */
   readonly #apis = new Map<string, EngineApi>();
+  #ledger: Promise<ImageLedger> | undefined;
 
   constructor(readonly options: DeployerOptions) {}
+
+  /** The images this agent built (read once, then kept in memory). */
+  images(): Promise<ImageLedger> {
+    this.#ledger ??= ImageLedger.open(join(this.options.settings.stateDir, "images.json"));
+    return this.#ledger;
+  }
 
   /** Closes the connections kept to engine sockets (a deployer that runs no more). */
   close(): void {
@@ -84,11 +94,12 @@ export class Deployer {
       const rec = new StepRecorder(operationId, jobSecrets(job), o.emit, o.logCapBytes);
       let engine: ContainerEngine | undefined;
       const deployment = async () => {
-        const engineProblem = await o.engineProblem?.();
+        const [engineProblem, ledger] = await Promise.all([o.engineProblem?.(), this.images()]);
         engine = this.#engine();
         const deps = {
           engine,
           engineProblem,
+          ledger,
           settings: o.settings,
           target: o.target,
           emit: o.emit,
@@ -128,6 +139,7 @@ export class Deployer {
   async idle(): Promise<void> {
     while (this.#retiring.size > 0) await Promise.all([...this.#retiring]);
     await this.#turns.idle();
+    await (await this.#ledger)?.flushed().catch(() => undefined);
   }
 
   /**
@@ -179,7 +191,8 @@ export class Deployer {
       if (!removed) return;
       const where = { rec, step: "retire" as const, begin: false };
       const label = `the image cleanup of deployment ${plan.deploymentId}`;
-      await this.#turn(plan.applicationId, label, where, () => pruneImages(engine, rec, plan));
+      const ledger = await this.images();
+      await this.#turn(plan.applicationId, label, where, () => pruneImages(engine, ledger, rec, plan));
       rec.succeed("retire", `${stamp()} retired`);
     } catch (err) {
       rec.fail("retire", `agent error: ${(err as Error).message}`);

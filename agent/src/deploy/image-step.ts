@@ -1,15 +1,18 @@
 // The build step: a Dockerfile build of the exported commit, tagged
-// relayctl/<application id>:<sha12> and labelled with the application and
-// deployment, or a pull of a prebuilt image (through a temporary auth file when
-// the application has a registry credential), or for a rollback the image a
+// relayctl/<application id>:<sha12>-<build key 12> (naming.ts; no labels:
+// image-ledger.ts says why) and recorded in the agent's image ledger, or a
+// pull of a prebuilt image (through a temporary auth file when the
+// application has a registry credential), or for a rollback the image a
 // release already ran, looked up on the server and never built. Retention
 // (retire.ts) keeps the images of the application's last releases, so a
 // rollback is a start and a switch, not a rebuild.
 //
-// A built image carries its build key (naming.ts: the commit, the Dockerfile
-// and context paths, the engine). A deployment of a commit already built the
-// same way finds that image under the tag the build would give it, with the
-// same key, and runs it as it is: the step says which deployment built it.
+// The build key (naming.ts: the commit, the Dockerfile and context paths, the
+// engine) is in the tag and the ledger. A deployment of a commit already built
+// the same way finds the ledger's entry for its key, and runs that image as it
+// is when the engine still has it under that tag with the recorded id (one image
+// inspect, beside the fetch's export): the step says which deployment built it.
+// No entry: no engine call, the build starts as soon as the export is done.
 // Same inputs, same image: the build would only redo the cached layers and tag
 // the same result. Retention still sees it as this release's image (its tag and
 // id are the release's), and a failure does not remove it (another release's).
@@ -19,14 +22,7 @@ import type { DeployJob } from "@relayctl/proto";
 import { STORE_RACE, imageIdOf } from "../engine/engine.js";
 import { type DeployContext, StepError, callOptions, check } from "./context.js";
 import type { FetchedSource } from "./git-fetch.js";
-import {
-  BUILD_KEY_LABEL,
-  DEPLOYMENT_LABEL,
-  buildKey,
-  builtImageTag,
-  deployLabels,
-  validImageReference,
-} from "./naming.js";
+import { buildKey, builtImageTag, validImageReference } from "./naming.js";
 import { realInsideRepo } from "./repo-paths.js";
 
 /** The image the new container runs; `reusedFrom` when an earlier deployment built it. */
@@ -62,21 +58,22 @@ function keyOf(ctx: DeployContext, sha: string, paths: { dockerfileRel: string; 
 }
 
 /**
- * Looks for an image of this commit built with the same key (one image
- * inspect, started as soon as the fetch knows the commit, beside its export).
- * Never rejects: any failure to answer is a miss, and the build runs.
+ * Looks for an image of this commit built with the same key: the ledger's entry,
+ * checked against the engine (one image inspect, started as soon as the fetch
+ * knows the commit, beside its export). Never rejects: any failure to answer,
+ * or an image gone or re-tagged since, is a miss, and the build runs.
  */
 export async function findBuilt(ctx: DeployContext, sha: string): Promise<FoundImage | undefined> {
   const paths = buildPaths(ctx);
   if (paths === undefined) return undefined;
-  const tag = builtImageTag(ctx.job.applicationId, sha, ctx.job.deploymentId);
+  const entry = ctx.ledger.built(ctx.job.applicationId, keyOf(ctx, sha, paths));
+  if (entry === undefined) return undefined;
   try {
-    const o = await ctx.engine.imageLabels(tag, [BUILD_KEY_LABEL, DEPLOYMENT_LABEL], callOptions(ctx));
+    const o = await ctx.engine.imageId(entry.tag, callOptions(ctx));
     if (o.status !== "completed" || o.exitCode !== 0) return undefined;
-    const [rawId = "", key = "", deploymentId = ""] = o.stdout.trim().split("\t");
-    const imageId = imageIdOf(rawId);
-    if (imageId === undefined || key !== keyOf(ctx, sha, paths)) return undefined;
-    return { tag, imageId, deploymentId };
+    const imageId = imageIdOf(o.stdout);
+    if (imageId === undefined || imageId !== entry.imageId) return undefined;
+    return { tag: entry.tag, imageId, deploymentId: entry.deploymentId };
   } catch {
     return undefined;
   }
@@ -109,17 +106,16 @@ export async function buildImage(
   const contextDir = await realInsideRepo(source.root, contextRel);
   if (contextDir === undefined)
     throw new StepError(`build context '${contextRel}' is not inside the repository`);
-  const tag = builtImageTag(job.applicationId, source.commit.sha, job.deploymentId);
+  const key = keyOf(ctx, source.commit.sha, paths);
+  const tag = builtImageTag(job.applicationId, source.commit.sha, key);
   rec.log(
     "build",
     `building ${tag} with ${engine.name} (dockerfile ${dockerfileRel}, context ${contextRel})`,
   );
-  const key = keyOf(ctx, source.commit.sha, paths);
-  const labels = { ...deployLabels(job.applicationId, job.deploymentId), [BUILD_KEY_LABEL]: key };
   const live = (text: string, from?: "stdout" | "stderr") => rec.stream("build", text, from);
   // The id the engine writes there is the release's image id: no inspect after the build.
   const iidFile = join(source.dir, "image-id");
-  const spec = { contextDir, dockerfile, tag, labels, iidFile };
+  const spec = { contextDir, dockerfile, tag, iidFile };
   let o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   if (o.status === "completed" && o.exitCode !== 0 && STORE_RACE.test(o.stderr + o.stdout)) {
     rec.log(
@@ -129,8 +125,18 @@ export async function buildImage(
     o = await engine.build(spec, { ...callOptions(ctx), onOutput: live });
   }
   check(o, `${engine.name} build`);
-  const imageId = imageIdOf(await readFile(iidFile, "utf8").catch(() => ""));
-  return imageId === undefined ? { image: tag } : { image: tag, imageId };
+  const imageId =
+    imageIdOf(await readFile(iidFile, "utf8").catch(() => "")) ?? (await imageIdOfRef(ctx, tag));
+  // Not awaited: the write is off the deployment's path (image-ledger.ts says what a lost one costs).
+  void ctx.ledger.record({
+    applicationId: job.applicationId,
+    buildKey: key,
+    tag,
+    imageId,
+    deploymentId: job.deploymentId,
+    builtAtMs: Date.now(),
+  });
+  return { image: tag, imageId };
 }
 
 /** A rollback's image: on the server, or the step fails naming the release. */

@@ -1,13 +1,28 @@
 import test from "ava";
-import { builtImageTag, containerName, deployLabels, namingProblem, validImageReference } from "./naming.js";
+import {
+  buildKey,
+  builtImageTag,
+  containerName,
+  deployLabels,
+  namingProblem,
+  validImageReference,
+} from "./naming.js";
 
 const APP = "0b9f7a2e-1c3d-4e5f-8a9b-0c1d2e3f4a5b";
 const DEP = "7d4e2a10-9f8b-4c6d-a1e2-b3c4d5e6f708";
 
-test("deploy naming - container <base>-<deployment id first 8>, image relayctl/<app>:<sha12>", (t) => {
+test("deploy naming - container <base>-<deployment id first 8>, image relayctl/<app>:<sha12>-<key12>", (t) => {
   t.is(containerName("shop-web", DEP), "shop-web-7d4e2a10");
-  t.is(builtImageTag(APP, "0123456789abcdef0123", DEP), `relayctl/${APP}:0123456789ab`);
-  t.is(builtImageTag(APP, "", DEP), `relayctl/${APP}:7d4e2a10`, "no commit: the deployment id");
+  const inputs = { applicationId: APP, commitSha: "0123456789abcdef0123", context: ".", engine: "podman" };
+  const key = buildKey({ ...inputs, dockerfile: "Dockerfile" });
+  t.is(builtImageTag(APP, inputs.commitSha, key), `relayctl/${APP}:0123456789ab-${key.slice(0, 12)}`);
+  t.true(validImageReference(builtImageTag(APP, inputs.commitSha, key)));
+  const alt = buildKey({ ...inputs, dockerfile: "Dockerfile.alt" });
+  t.not(
+    builtImageTag(APP, inputs.commitSha, alt),
+    builtImageTag(APP, inputs.commitSha, key),
+    "another build, another tag",
+  );
   t.deepEqual(deployLabels(APP, DEP), { "relayctl.application": APP, "relayctl.deployment": DEP });
 });
 

@@ -1,15 +1,15 @@
 // Names the pipeline gives what it creates (contract of issue 11): the
-// container `<base>-<deployment id first 8>`, the image
-// `relayctl/<application id>:<commit sha first 12>` (the deployment id's first 8
-// without a commit) and the labels both carry, by which retire finds the old
-// containers of an application. A built image also carries its build key
-// (image-step.ts: what makes a rebuild of the same commit unnecessary).
+// container `<base>-<deployment id first 8>` with the labels by which retire finds
+// the old containers of an application, and the built image
+// `relayctl/<application id>:<commit sha first 12>-<build key first 12>`. The image
+// carries no label (image-ledger.ts says why): its repository names the application,
+// and its tag the build, so one commit built two ways is two tags and a tag found
+// again is the same build (image-step.ts: a redeploy of a commit builds nothing).
 import { createHash } from "node:crypto";
 import { validContainerName } from "../engine/engine.js";
 
 export const APPLICATION_LABEL = "relayctl.application";
 export const DEPLOYMENT_LABEL = "relayctl.deployment";
-export const BUILD_KEY_LABEL = "relayctl.build-key";
 
 /** What a Dockerfile build's result depends on; equal keys build the same image. */
 export interface BuildInputs {
@@ -30,9 +30,13 @@ export function containerName(baseName: string, deploymentId: string): string {
   return `${baseName}-${deploymentId.replace(/-/g, "").slice(0, 8)}`;
 }
 
-export function builtImageTag(applicationId: string, commitSha: string, deploymentId: string): string {
-  const tag = commitSha ? commitSha.slice(0, 12) : deploymentId.replace(/-/g, "").slice(0, 8);
-  return `relayctl/${applicationId}:${tag}`;
+/** The repository of an application's built images: `relayctl/<application id>`. */
+export function builtImageRepository(applicationId: string): string {
+  return `relayctl/${applicationId}`;
+}
+
+export function builtImageTag(applicationId: string, commitSha: string, key: string): string {
+  return `${builtImageRepository(applicationId)}:${commitSha.slice(0, 12)}-${key.slice(0, 12)}`;
 }
 
 export function deployLabels(applicationId: string, deploymentId: string): Record<string, string> {

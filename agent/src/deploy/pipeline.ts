@@ -14,6 +14,7 @@ import type { ContainerEngine } from "../engine/engine.js";
 import { type DeployContext, type DeploySettings, StepError, callOptions } from "./context.js";
 import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-fetch.js";
 import { healthCheck } from "./health-check.js";
+import type { ImageLedger } from "./image-ledger.js";
 import { type FoundImage, buildImage, findBuilt, imageIdOfRef } from "./image-step.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
@@ -33,6 +34,7 @@ export interface PipelineDeps {
   /** Set when no container engine works: the first step fails with it, nothing runs. */
   engineProblem?: string;
   settings: DeploySettings;
+  ledger: ImageLedger;
   target: SwitchTarget;
   emit: (progress: JobProgress) => void;
   /** Bytes of log kept per step. @default 1 MiB */
@@ -82,6 +84,7 @@ export async function runDeployment(
     deadlineMs,
     secrets,
     settings: deps.settings,
+    ledger: deps.ledger,
   };
   const state: State = {
     image: "",
@@ -153,6 +156,13 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
       throw new StepError(problem);
     });
   }
+  // The application's containers before this deployment's start, asked beside the fetch
+  // and build instead of before the start: in the application's turn nothing but this
+  // deployment adds one (retires only remove, and removeOld asks again), so the answer
+  // now holds every container the start step would have found.
+  const previous = validApplicationId(job.applicationId)
+    ? currentContainers(ctx.engine, job.applicationId, callOptions(ctx))
+    : Promise.resolve([]);
   const work = await workDir();
   try {
     let source: FetchedSource | undefined;
@@ -187,7 +197,7 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
   }
   state.name = containerName(job.containerBaseName, job.deploymentId);
   state.hostPort = await step(ctx, state, "start", async () => {
-    state.previous = await currentContainers(ctx.engine, job.applicationId, callOptions(ctx));
+    state.previous = await previous;
     state.started = true;
     return startContainer(ctx, state.name, state.image);
   });
@@ -234,7 +244,8 @@ async function preflight(job: DeployJob): Promise<void> {
 async function removeFailedImage(ctx: DeployContext, state: State): Promise<string> {
   if (ctx.job.build?.$case !== "dockerfile" || state.imageId === "" || state.reused) return "";
   if (ctx.job.keepImages.includes(state.imageId) || ctx.job.keepImages.includes(state.image)) return "";
-  const o = await ctx.engine.removeImage(state.imageId, {
+  // By its tag: an image of the same id under another tag (the same files built from another commit) stays.
+  const o = await ctx.engine.removeImage(state.image, {
     deadlineSeconds: CLEANUP_SECONDS,
     secrets: ctx.secrets,
   });

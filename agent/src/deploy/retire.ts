@@ -8,8 +8,10 @@
 // a rollback needs no rebuild), best effort. A job that lists none (a control
 // plane from before retention) keeps the newest other image, as before.
 import { setTimeout as delay } from "node:timers/promises";
-import { type CallOptions, type ContainerEngine, imageIdOf } from "../engine/engine.js";
+import type { CallOptions, ContainerEngine } from "../engine/engine.js";
 import { outputOf } from "./context.js";
+import { applicationImages, bareRef, removalTargets } from "./app-images.js";
+import type { ImageLedger } from "./image-ledger.js";
 import { APPLICATION_LABEL } from "./naming.js";
 import type { StepRecorder } from "./recorder.js";
 
@@ -83,35 +85,6 @@ export async function removeOld(
   return true;
 }
 
-/** "localhost/relayctl/x:1" (podman) and "relayctl/x:1" name one image; ids stay as they are. */
-const bareRef = (ref: string) => ref.replace(/^(localhost|docker\.io)\//, "");
-
-interface ListedImage {
-  id: string;
-  /** Its tags as bare references; none when untagged. */
-  refs: string[];
-}
-
-/** The application's images by id, newest first; undefined when the engine could not list them. */
-async function labelledImages(
-  engine: ContainerEngine,
-  applicationId: string,
-  opts: CallOptions,
-): Promise<ListedImage[] | undefined> {
-  const o = await engine.imageIdsByLabel(APPLICATION_LABEL, applicationId, opts);
-  if (o.status !== "completed" || o.exitCode !== 0) return undefined;
-  const byId = new Map<string, ListedImage>();
-  for (const line of lines(o.stdout)) {
-    const [rawId = "", ref = ""] = line.split(/\s+/);
-    const id = imageIdOf(rawId);
-    if (id === undefined) continue;
-    const image = byId.get(id) ?? { id, refs: [] };
-    if (ref !== "" && !ref.includes("<none>")) image.refs.push(bareRef(ref));
-    byId.set(id, image);
-  }
-  return [...byId.values()];
-}
-
 /**
  * Removes the application's built images but the new one and the kept ones.
  * Runs inside the application's deploy turn: between a build and its start an
@@ -120,11 +93,12 @@ async function labelledImages(
  */
 export async function pruneImages(
   engine: ContainerEngine,
+  ledger: ImageLedger,
   rec: StepRecorder,
   plan: RetirePlan,
 ): Promise<void> {
   const opts = { ...CALL, secrets: plan.secrets };
-  const listed = await labelledImages(engine, plan.applicationId, opts);
+  const { images: listed } = await applicationImages(engine, ledger, plan.applicationId, () => opts);
   if (listed === undefined) return;
   const keep = new Set([...plan.keepImages.map(bareRef), bareRef(plan.keepImage), plan.keepImageId]);
   // Without a list from the control plane, the newest other image is the one a rollback needs.
@@ -133,16 +107,23 @@ export async function pruneImages(
       ? listed.find((i) => !i.refs.some((r) => keep.has(r)) && !keep.has(i.id))
       : undefined;
   if (newestOther) keep.add(newestOther.id);
+  const remaining = new Set(listed.map((i) => i.id));
   for (const image of listed) {
     if (keep.has(image.id) || image.refs.some((r) => keep.has(r))) continue;
-    // Tagged: each tag goes (the last one removes the image); untagged: by id.
-    const targets = image.refs.length > 0 ? image.refs : [image.id];
+    let removed = 0;
+    const targets = removalTargets(image);
     for (const ref of targets) {
       const o = await engine.removeImage(ref, opts);
       // An image still used by a container the engine keeps (stopped by hand...) stays: best effort.
-      if (o.status === "completed" && o.exitCode === 0) rec.log("retire", `removed old image ${ref}`);
+      if (o.status === "completed" && o.exitCode === 0) {
+        rec.log("retire", `removed old image ${ref}`);
+        removed++;
+      }
     }
+    if (targets.length > 0 && removed === targets.length) remaining.delete(image.id);
   }
+  // The ledger keeps what is still there (a removal that failed is tried again by the next prune).
+  await ledger.forget(plan.applicationId, remaining);
 }
 
 /** The containers of the application before this deployment (the first is reported). */

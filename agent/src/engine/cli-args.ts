@@ -57,5 +57,6 @@ function runArgs(spec: RunSpec, envFile: string | undefined): string[] {
 
 export function buildArgs(spec: BuildSpec): string[] {
   const iid = spec.iidFile ? ["--iidfile", spec.iidFile] : [];
-  return ["build", "-f", spec.dockerfile, "-t", spec.tag, ...labelArgs(spec.labels), ...iid, spec.contextDir];
+  // No --label: image-ledger.ts says why a build carries none.
+  return ["build", "-f", spec.dockerfile, "-t", spec.tag, ...iid, spec.contextDir];
 }

@@ -177,27 +177,13 @@ export abstract class CliEngine implements ContainerEngine {
     return this.#cli(["image", "rm", image], opts);
   }
 
-  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
+  imageList(opts: CallOptions): Promise<EngineOutcome> {
     // Both CLIs list images newest first.
-    const args = ["images", "--filter", `label=${key}=${value}`, "--format", "{{.Repository}}:{{.Tag}}"];
-    return this.#cli(args, opts);
-  }
-
-  imageIdsByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome> {
-    const format = "{{.ID}} {{.Repository}}:{{.Tag}}";
-    return this.#cli(["images", "--no-trunc", "--filter", `label=${key}=${value}`, "--format", format], opts);
+    return this.#cli(["images", "--no-trunc", "--format", "{{.ID}} {{.Repository}}:{{.Tag}}"], opts);
   }
 
   imageId(image: string, opts: CallOptions): Promise<EngineOutcome> {
     return this.#cli(["image", "inspect", "--format", "{{.Id}}", image], opts);
-  }
-
-  imageLabels(image: string, keys: string[], opts: CallOptions): Promise<EngineOutcome> {
-    // `.Config.Labels`: where both CLIs' image inspect keep the labels a build set.
-    const format = ["{{.Id}}", ...keys.map((k) => `{{index .Config.Labels ${JSON.stringify(k)}}}`)].join(
-      '{{"\\t"}}',
-    );
-    return this.#cli(["image", "inspect", "--format", format, image], opts);
   }
 
   #login(login: RegistryLogin, opts: CallOptions, use: AuthUse): Promise<EngineOutcome> {

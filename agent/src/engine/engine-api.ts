@@ -311,10 +311,15 @@ export class EngineApi {
   }
 
   /**
-   * One call with a JSON body (the deploy's create, start, remove: api-engine.ts);
+   * One call, with a JSON body or none (the deploy's create, start, remove, list: api-engine.ts);
    * rejects when the socket does not answer.
    */
-  send(method: "POST" | "DELETE", path: string, timeoutMs: number, body?: unknown): Promise<ApiAnswer> {
+  send(
+    method: "GET" | "POST" | "DELETE",
+    path: string,
+    timeoutMs: number,
+    body?: unknown,
+  ): Promise<ApiAnswer> {
     return this.#get(path, timeoutMs, method, body === undefined ? undefined : JSON.stringify(body));
   }
 

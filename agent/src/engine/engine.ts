@@ -57,7 +57,6 @@ export interface BuildSpec {
   /** Dockerfile path (absolute, inside the context's repository). */
   dockerfile: string;
   tag: string;
-  labels: Record<string, string>;
   /** `--iidfile`: where the engine writes the built image's id (no inspect after the build). */
   iidFile?: string;
 }
@@ -136,22 +135,14 @@ export interface ContainerEngine {
    */
   logs(containerName: string, read: LogsRead, opts: LogsCallOptions): Promise<EngineOutcome>;
   removeImage(image: string, opts: CallOptions): Promise<EngineOutcome>;
-  /** `repository:tag` of the images carrying label `key=value`, newest first, one per line. */
-  imagesByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
   /**
-   * `<full id> <repository:tag>` of the images carrying label `key=value`, newest
-   * first, one per line (an image tagged twice is listed twice; `<none>:<none>`
-   * when untagged). Ids as the CLI prints them: normalize with imageIdOf().
+   * `<full id> <repository:tag>` of every image, newest first, one per line (an
+   * image tagged twice is listed twice; `<none>:<none>` when untagged). Ids as
+   * the CLI prints them: normalize with imageIdOf().
    */
-  imageIdsByLabel(key: string, value: string, opts: CallOptions): Promise<EngineOutcome>;
+  imageList(opts: CallOptions): Promise<EngineOutcome>;
   /** `image inspect`: the image's id on stdout (docker `sha256:<hex>`, podman bare hex). */
   imageId(image: string, opts: CallOptions): Promise<EngineOutcome>;
-  /**
-   * `image inspect` of one image: its id, then the value of each label in `keys`
-   * (empty when it has none), tab-separated on one line. A non-zero exit when
-   * there is no such image. Keys are the caller's constants (no quote in them).
-   */
-  imageLabels(image: string, keys: string[], opts: CallOptions): Promise<EngineOutcome>;
 }
 
 /**

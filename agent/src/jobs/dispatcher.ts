@@ -304,7 +304,9 @@ export class Dispatcher {
           const engine = this.engines.engine(d.working);
           const cleanup = job.kind.cleanup;
           // After the deployments received before it: one ending later would leave a container and a route.
-          const run = () => runCleanupJob(engine, job.operationId, cleanup, (id) => this.#removeRoute(id));
+          const ledger = await this.deployer.images();
+          const removeRoute = (id: string) => this.#removeRoute(id);
+          const run = () => runCleanupJob(engine, job.operationId, cleanup, removeRoute, ledger);
           const label = `the cleanup of the application (operation ${job.operationId})`;
           return this.#watched(await this.deployer.exclusive(cleanup.applicationId, label, run));
         }
