@@ -85,11 +85,14 @@ function conflictReason(name: string, otherSession: string, at: number, now: num
   return `application '${name}' was synced by session ${otherSession} at ${iso(at)} (${ago} s ago); the 30 s conflict guard blocks other sessions until ${iso(at + GUARD_MS)}: retry then, or set force: true`;
 }
 
-/** Gives claims back whose sync did not happen (agent not connected, proxy refused). */
-export async function releaseClaims(db: Knex, sessionId: string, claims: Claim[]): Promise<void> {
-  for (const c of claims) {
-    await db("application_route_state")
+/**
+ * The updates that give claims back whose sync did not happen (agent not
+ * connected, proxy refused), for the caller to send in its transaction.
+ */
+export function releaseWrites(db: Knex, sessionId: string, claims: Claim[]): Knex.QueryBuilder[] {
+  return claims.map((c) =>
+    db("application_route_state")
       .where({ application_id: c.applicationId, last_session_id: sessionId, last_synced_at: c.claimedAt })
-      .update(c.previous);
-  }
+      .update(c.previous),
+  );
 }

@@ -3,10 +3,10 @@
 // server to its agent as ONE route-sync job (servers in parallel), and turn the
 // agents' reports into `results` and `errors`. Every entry is audited.
 import type { Knex } from "knex";
-import { type AuditEventInput, appendAuditEvents } from "../audit/audit-log.js";
+import { type AuditEventInput, type Write, lockChainHead, writeChainedEvents } from "../audit/audit-log.js";
 import type { ApiContext } from "../http/context.js";
 import { routeFqdns } from "../applications/hosts.js";
-import { type Claim, claimApplications, releaseClaims } from "./conflict-guard.js";
+import { type Claim, claimApplications, releaseWrites } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
 import { serverInScope } from "./session-key.js";
 import type { SessionRow } from "./sessions.js";
@@ -190,10 +190,13 @@ export async function syncDeployments(
   errors.sort((a, b) => rank(a.container_name) - rank(b.container_name));
   // What the agents did, the claims they did not use and the audit of every
   // entry are stored together: one commit, and never one without the others.
+  // The chain head is locked first (every append's lock order), then the rows
+  // and the events go in one round trip (on MySQL).
   await ctx.db.transaction(async (trx) => {
-    await storeRouteStates(trx, states);
-    await releaseClaims(trx, session.id, release);
-    await auditEntries(trx, session, matched.work, results, errors, operations, ip);
+    const chain = await lockChainHead(trx, session.tenant_id);
+    const rows = [...storeRouteStates(trx, states), ...releaseWrites(trx, session.id, release)];
+    const events = auditEntries(session, matched.work, results, errors, operations, ip);
+    await writeChainedEvents(trx, chain, events, rows);
   });
   return { session_id: session.id, results, errors };
 }
@@ -300,17 +303,18 @@ function collect(
 }
 
 /** Every row exists (the conflict guard inserted it): one upsert stores them all. */
-async function storeRouteStates(trx: Knex.Transaction, states: RouteState[]): Promise<void> {
-  if (states.length === 0) return;
-  await trx("application_route_state")
-    .insert(states)
-    .onConflict("application_id")
-    .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]);
+function storeRouteStates(trx: Knex.Transaction, states: RouteState[]): Write[] {
+  if (states.length === 0) return [];
+  return [
+    trx("application_route_state")
+      .insert(states)
+      .onConflict("application_id")
+      .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]),
+  ];
 }
 
 /** One audit event per entry: its outcome, the CI context, the operation that carried it. */
-async function auditEntries(
-  trx: Knex.Transaction,
+function auditEntries(
   session: SessionRow,
   work: Work[],
   results: SyncResult[],
@@ -324,7 +328,7 @@ async function auditEntries(
     ...results.map((r) => ({ ...r, outcome: r.status })),
     ...errors.map((e) => ({ ...e, outcome: "error" })),
   ];
-  const inputs = events.map((e): AuditEventInput => {
+  return events.map((e): AuditEventInput => {
     const serverId = "application_id" in e && e.application_id ? serverOf.get(e.application_id) : undefined;
     const entry = entryOf.get(e.container_name);
     return {
@@ -346,5 +350,4 @@ async function auditEntries(
       },
     };
   });
-  await appendAuditEvents(trx, inputs);
 }
