@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import test from "ava";
 import { type ChainedFields, canonicalJson, eventHash } from "./audit-log.js";
 
@@ -43,4 +44,12 @@ test("audit - a keyed hash is an HMAC: it differs from the plain hash and betwee
   t.not(keyed, plain);
   t.not(eventHash("prev", fields, Buffer.alloc(32, 2)), keyed);
   t.is(eventHash("prev", { ...fields }, Buffer.alloc(32, 1)), keyed);
+  // The same HMAC as with the raw key (the chain keeps its hashes; eventHash uses a KeyObject),
+  // also for a second key of the same bytes and after the first key's object is made.
+  const raw = (key: Buffer) =>
+    createHmac("sha256", key)
+      .update(`prev\n${canonicalJson(fields)}`)
+      .digest("hex");
+  t.is(keyed, raw(Buffer.alloc(32, 1)));
+  t.is(eventHash("prev", fields, Buffer.alloc(32, 2)), raw(Buffer.alloc(32, 2)));
 });

@@ -6,7 +6,7 @@
 // (hash_alg "sha256", migration 007) and verify as such. Appends lock the
 // tenant's chain head, so the chain stays linear with several control-plane
 // instances writing at once.
-import { createHash, createHmac } from "node:crypto";
+import { type KeyObject, createHash, createHmac, createSecretKey } from "node:crypto";
 import type { Knex } from "knex";
 import { type Statement, compiled, insertRows, isMysql, isStatement, queryOn } from "../db/statement.js";
 import { auditKeys } from "./chain-key.js";
@@ -55,9 +55,25 @@ export interface ChainedFields {
   created_at: number;
 }
 
+/**
+ * The chain key as a KeyObject, made once per key: on Node 24 createHmac with a Buffer key costs
+ * ~26-38 µs (the key is checked and imported each time) against ~4-6 µs with a KeyObject, and
+ * every audited write hashes its events here.
+ */
+const keyObjects = new WeakMap<Buffer, KeyObject>();
+
+function keyObjectOf(key: Buffer): KeyObject {
+  let k = keyObjects.get(key);
+  if (!k) {
+    k = createSecretKey(key);
+    keyObjects.set(key, k);
+  }
+  return k;
+}
+
 /** The event's hash: HMAC-SHA256 with `key`, or the legacy plain SHA-256 without one. */
 export function eventHash(prevHash: string | null, fields: ChainedFields, key?: Buffer): string {
-  const h = key ? createHmac("sha256", key) : createHash("sha256");
+  const h = key ? createHmac("sha256", keyObjectOf(key)) : createHash("sha256");
   return h.update(`${prevHash ?? ""}\n${canonicalJson(fields)}`).digest("hex");
 }
 
