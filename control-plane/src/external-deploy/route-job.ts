@@ -46,6 +46,8 @@ export interface RouteJobSpec {
   audit: Record<string, unknown>;
   routes: RouteEntry[];
   remove: string[];
+  /** The server's applications (applicationIdsOfServer), when the caller read them already. */
+  known?: string[];
 }
 
 /** The agent's deadline for one job: a Caddy load or an nginx -t + reload. */
@@ -56,7 +58,7 @@ export async function runRouteJob(
   spec: RouteJobSpec,
   waitMs: number,
 ): Promise<RouteJobOutcome> {
-  const known = await applicationIdsOfServer(ctx.db, spec.server.id);
+  const known = spec.known ?? (await applicationIdsOfServer(ctx.db, spec.server.id));
   const op = await ctx.ops.start({
     tenantId: spec.tenantId,
     server: spec.server,
