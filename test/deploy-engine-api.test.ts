@@ -1,9 +1,10 @@
-// The deployment's run, inspect and remove through the engine's API socket (a
+// The deployment's run, inspect, list and remove through the engine's API socket (a
 // real `podman system service`, seen through the harness's relay) when the
 // engine serves one (agent/src/engine/api-engine.ts): the container is created
 // and started by the API with what the CLI's run would set (env, labels, port on
 // 127.0.0.1, --init, restart policy, memory limit), serves through Caddy, and the
-// retire removes the old one by the API. Without a socket the CLI runs it.
+// retire removes the old one by the API (the containers before the start listed by
+// the API too, with the application's label). Without a socket the CLI runs it.
 // (podman's CLI goes to CONTAINER_HOST too, through its own /v<version>/libpod/
 // paths: the compatible paths counted here are the agent's.)
 import { spawn } from "node:child_process";
@@ -119,7 +120,10 @@ test.serial(
 
     // The next deployment's retire removes the old container by the API.
     await repo.commitVersion("2");
-    await deploy(a, repo.path);
+    const listed = relay.count(/^GET \/containers\/json\?all=true&filters=/);
+    const second = await deploy(a, repo.path);
+    t.is(relay.count(/^GET \/containers\/json\?all=true&filters=/), listed + 1, "listed by the API");
+    t.is(second.previousContainerName, name, "the list found the old container");
     t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 2");
     await pollUntil(
       () => (relay.count(new RegExp(`^DELETE /containers/${name}\\?force=true$`)) > 0 ? true : undefined),
