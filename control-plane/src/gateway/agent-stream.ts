@@ -86,6 +86,8 @@ interface ConnectBatches {
   hellos: Coalescer<HelloWrite, undefined>;
   /** Whether the server has a reboot running (only then is a Hello checked for a completed reboot). */
   reboots: Coalescer<string, boolean>;
+  /** Whether the server's agent owes a cleanup (only then are they read and sent). */
+  cleanups: Coalescer<string, boolean>;
 }
 
 const batches = new WeakMap<GatewayDeps, ConnectBatches>();
@@ -125,6 +127,13 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
         .distinct<{ server_id: string }[]>("server_id");
       const rebooting = new Set(rows.map((r) => r.server_id));
       return serverIds.map((id) => rebooting.has(id));
+    }),
+    cleanups: new Coalescer(async (serverIds) => {
+      const rows = await db("application_cleanups")
+        .whereIn("server_id", [...new Set(serverIds)])
+        .distinct<{ server_id: string }[]>("server_id");
+      const owing = new Set(rows.map((r) => r.server_id));
+      return serverIds.map((id) => owing.has(id));
     }),
   };
   batches.set(deps, b);
@@ -264,6 +273,8 @@ class AgentStream {
 
   /** Deletions made while the agent was away: their containers and images go now (applications/cleanup.ts). */
   private async sendPendingCleanups(): Promise<void> {
+    // Rare, and asked of every agent at its Hello: one batched question first, not one join each.
+    if (!(await batchesOf(this.deps).cleanups.submit(this.serverId))) return;
     const audit = { reason: "application deleted while its server's agent was away; sent at its Hello" };
     for (const target of await pendingCleanups(this.deps.db, this.serverId)) {
       if (this.closed) return;
