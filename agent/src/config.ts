@@ -37,7 +37,7 @@ const schema = z
     RELAYCTL_AGENT_OUTPUT_CAP_BYTES: int(1, 256 * 1024 * 1024).default(1_048_576),
     /** SIGTERM → SIGKILL grace at a command's hard deadline (ms). @default 5000 */
     RELAYCTL_AGENT_KILL_GRACE_MS: int(0, 600_000).default(5000),
-    /** Reconnect backoff bounds (ms): exponential, full jitter. @default 250 / 15000 */
+    /** Reconnect backoff bounds (ms): exponential, full jitter; capped at 2 s for the first 30 s after losing a stream that was up (connection/backoff.ts). @default 250 / 15000 */
     RELAYCTL_AGENT_BACKOFF_MIN_MS: int(1, 3_600_000).default(250),
     RELAYCTL_AGENT_BACKOFF_MAX_MS: int(1, 3_600_000).default(15_000),
     /**
