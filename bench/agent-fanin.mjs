@@ -3,8 +3,9 @@
 // gRPC connection and credential, speaking the real protocol, heartbeating at the interval the
 // gateway gives: 5 s by default) connect to ONE gateway; the gateway's RSS and its CPU while they
 // only heartbeat are measured. Then the gateway is killed (SIGKILL) and started again on the same
-// address while execs keep being sent: time until every agent is back (their backoff with full
-// jitter), and no operation lost (each one ends completed, or failed with its reason; none stays
+// address while execs keep being sent: time until every agent is back (the real agent's reconnect
+// schedule, agent/src/connection/backoff.ts), the parts of it (the gateway's own start, the
+// handshakes per second it then takes, its CPU and peak RSS through the storm), and no operation lost (each one ends completed, or failed with its reason; none stays
 // running, every 200 is stored completed). Starts its own nats-server and MariaDB; removes it all.
 // Writes bench/results/agent-fanin.json.
 import { fork } from "node:child_process";
@@ -27,8 +28,9 @@ const AGENTS = intEnv(BENCH, "BENCH_AGENTS", 10_000);
 const WORKERS = intEnv(BENCH, "BENCH_WORKERS", 4);
 const STEADY_SECONDS = intEnv(BENCH, "BENCH_STEADY_SECONDS", 30);
 const CONNECT_TIMEOUT_S = intEnv(BENCH, "BENCH_CONNECT_TIMEOUT", 300);
-const RECONNECT_GOAL_S = 30;
-const RSS_GOAL_BYTES = 1024 ** 3;
+// Issue 34, goal 5: all back within 15 s of the SIGKILL, 0 lost, RSS still under 512 MiB.
+const RECONNECT_GOAL_S = 15;
+const RSS_GOAL_BYTES = 512 * 1024 ** 2;
 const CPU_GOAL = 0.1;
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 
@@ -190,15 +192,40 @@ async function main() {
       const connects0 = fleet.sum("connects");
       await stack.procs.gateway.stop("SIGKILL");
       const tKill = performance.now();
-      await waitFor(() => fleet.connected < AGENTS / 2, 30_000, "agents noticing the gateway is gone");
+      // Started again as its systemd unit does (deploy/systemd/relayctl-server@.service: RestartSec=2).
+      await new Promise((r) => setTimeout(r, 2000));
+      const tSpawn = performance.now();
       const restarted = await startGateway(group, stack.env, {
         listen,
         name: "gateway-restarted",
       });
       gatewayPid = restarted.proc.pid;
       const tUp = performance.now();
-      await waitFor(() => fleet.connected >= AGENTS, 300_000, `${AGENTS} agents reconnected`);
+      const c0 = procStat(gatewayPid);
+      // The storm's shape: how many are back at each 250 ms after the gateway listens.
+      const curve = [];
+      let peakRss = 0;
+      const sampler = setInterval(() => {
+        curve.push(fleet.connected);
+        peakRss = Math.max(peakRss, procStat(gatewayPid).rss);
+      }, 250);
+      try {
+        await waitFor(() => fleet.connected >= AGENTS, 300_000, `${AGENTS} agents reconnected`);
+      } finally {
+        clearInterval(sampler);
+      }
       const tAll = performance.now();
+      const c1 = procStat(gatewayPid);
+      const storm = {
+        gateway_cpu_s: Number((c1.cpuSeconds - c0.cpuSeconds).toFixed(2)),
+        gateway_cpu_fraction_of_core: Number(
+          ((c1.cpuSeconds - c0.cpuSeconds) / ((tAll - tUp) / 1000)).toFixed(2),
+        ),
+        gateway_peak_rss_mib: Number((Math.max(peakRss, c1.rss) / 1024 ** 2).toFixed(0)),
+        connected_every_250ms: curve,
+        // The fastest second of the storm: the handshakes the gateway took in its busiest 4 samples.
+        peak_handshakes_per_s: Math.max(0, ...curve.slice(4).map((n, i) => n - curve[i])),
+      };
       await new Promise((r) => setTimeout(r, 3000));
       await load.stop();
       // Settle: every operation of the run ends (a job lost with the gateway ends at its lease).
@@ -215,6 +242,10 @@ async function main() {
         reconnect_all_s_from_kill: Number(((tAll - tKill) / 1000).toFixed(1)),
         reconnect_all_s_from_gateway_up: Number(((tAll - tUp) / 1000).toFixed(1)),
         gateway_start_s: Number(((tUp - tKill) / 1000).toFixed(1)),
+        // Of which: systemd's RestartSec (2 s), then the process's own start, from its spawn
+        // until it listens.
+        gateway_spawn_to_listening_s: Number(((tUp - tSpawn) / 1000).toFixed(2)),
+        storm,
         reconnects: fleet.sum("connects") - connects0,
         gateway_rss_mib_after: Number((s2.rss / 1024 ** 2).toFixed(0)),
         exec_answers: load.answers,
@@ -245,15 +276,25 @@ function report(results) {
     ["gateway CPU while heartbeating (fraction of a core)", s?.gateway_cpu_fraction_of_core ?? "-"],
     ["heartbeats per second", s?.heartbeats_per_s ?? "-"],
     ["all reconnected after SIGKILL (s, from kill)", r?.reconnect_all_s_from_kill ?? "-"],
-    ["  of which the gateway's own start (s)", r?.gateway_start_s ?? "-"],
+    ["  of which until the gateway listens again (RestartSec 2 s + its start)", r?.gateway_start_s ?? "-"],
+    ["  of which its spawn until it listens (s)", r?.gateway_spawn_to_listening_s ?? "-"],
+    [
+      "gateway CPU through the storm (s; fraction of a core)",
+      r ? `${r.storm.gateway_cpu_s}; ${r.storm.gateway_cpu_fraction_of_core}` : "-",
+    ],
+    ["handshakes per second, busiest second", r?.storm.peak_handshakes_per_s ?? "-"],
+    ["gateway peak RSS through the storm (MiB)", r?.storm.gateway_peak_rss_mib ?? "-"],
     ["operations lost", r?.lost ?? "-"],
   ];
   console.log(`\n${formatTable(rows)}\n`);
   const goals = [
     {
-      name: "gateway RSS < 1 GiB",
-      value: s?.gateway_rss_mib,
-      met: s ? s.gateway_rss_mib * 1024 ** 2 < RSS_GOAL_BYTES : null,
+      name: "gateway RSS < 512 MiB (steady, and at its peak through the reconnect storm)",
+      value: s && r ? Math.max(s.gateway_rss_mib, r.storm.gateway_peak_rss_mib) : s?.gateway_rss_mib,
+      met:
+        s && r
+          ? Math.max(s.gateway_rss_mib, r.storm.gateway_peak_rss_mib) * 1024 ** 2 < RSS_GOAL_BYTES
+          : null,
     },
     {
       name: "heartbeat CPU < 10% of a core",
@@ -261,11 +302,11 @@ function report(results) {
       met: s ? s.gateway_cpu_fraction_of_core < CPU_GOAL : null,
     },
     {
-      name: `all reconnected within ${RECONNECT_GOAL_S} s of the kill`,
+      name: `all back within ${RECONNECT_GOAL_S} s of the SIGKILL`,
       value: r?.reconnect_all_s_from_kill,
       met: r ? r.reconnect_all_s_from_kill <= RECONNECT_GOAL_S : null,
     },
-    { name: "no operation lost", value: r?.lost, met: r ? r.lost === 0 : null },
+    { name: "0 operations lost", value: r?.lost, met: r ? r.lost === 0 : null },
   ];
   for (const g of goals) {
     const verdict = g.met == null ? "not measured" : g.met ? "MET" : "NOT MET";
