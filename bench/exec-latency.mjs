@@ -369,7 +369,7 @@ const ROWS = [
   ["agent_run", "  agent: claim until the result is on the wire"],
   ["floor_pty", "floor: the same hops, only the guarantees' costs"],
   ["floor_orchestration", "  floor without the command (its agent answers at once)"],
-  ["pty_true", "bare node-pty `true` (baseline)"],
+  ["pty_true", "bare node-pty `true`"],
   ["pty_bash_c_true", "bare node-pty `bash -c true`"],
   ["ssh_fresh", "ssh 127.0.0.1 true, fresh connection"],
   ["ssh_multiplexed", "ssh 127.0.0.1 true, multiplexed"],
