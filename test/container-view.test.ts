@@ -21,12 +21,29 @@ import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, publishedPort } fro
 import { freePort } from "./harness/ports";
 import { pollUntil } from "./harness/wait";
 
-/** Counts the inspects asked by container name (the port check's), apart from the view's by id. */
+/**
+ * Counts the inspects asked by container name (the port check's), apart from the view's by id;
+ * `holdIds` keeps the view's (by id) from reaching the engine until `releaseIds`: a slow engine.
+ */
 class CountingApi extends EngineApi {
   byName: string[][] = [];
+  #held: Promise<void> | undefined;
+  #release: (() => void) | undefined;
 
-  override inspect(names: string[], deadlineSeconds: number) {
+  holdIds(): void {
+    this.#held = new Promise((resolve) => {
+      this.#release = resolve;
+    });
+  }
+
+  releaseIds(): void {
+    this.#release?.();
+    this.#held = undefined;
+  }
+
+  override async inspect(names: string[], deadlineSeconds: number) {
     if (!names.every((n) => /^[0-9a-f]{64}$/.test(n))) this.byName.push(names);
+    else await this.#held;
     return super.inspect(names, deadlineSeconds);
   }
 }
@@ -177,6 +194,48 @@ test.serial(
       t.is(view.stats.lists, 1);
       t.true(view.stats.fileCatchUps >= 3, "caught up from podman's events file");
     } finally {
+      done();
+    }
+  },
+);
+
+test.serial(
+  "container view - a check waits only for the inspects of the containers it names; another's change is a miss, never its old facts",
+  async (t) => {
+    const relay = new EngineRelay(socketPath);
+    await relay.listen();
+    const { api, view, check, done } = setup(relay.path);
+    try {
+      const asked = unique("view-asked");
+      const other = unique("view-other");
+      track(asked);
+      track(other);
+      const [askedPort, first] = await Promise.all([run(asked), run(other)]);
+      t.deepEqual(await check.verdicts([route(asked, 8001), route(other, 8001)]), [
+        { upstream: `127.0.0.1:${askedPort}` },
+        { upstream: `127.0.0.1:${first}` },
+      ]);
+      relay.hold();
+      api.holdIds();
+      // The same container (same id) stops: its facts in the view say running on `first`.
+      await podman(["stop", "-t", "0", other]);
+      // The other container's inspects are held: a check of the asked one must not wait for them.
+      const deadline = new Promise<"waited">((resolve) =>
+        setTimeout(() => resolve("waited"), 10_000).unref(),
+      );
+      t.deepEqual(await Promise.race([check.verdicts([route(asked, 8001)]), deadline]), [
+        { upstream: `127.0.0.1:${askedPort}` },
+      ]);
+      t.is(view.lookup(other), undefined, "the other container's old facts are not served");
+      // A check that names it waits for its inspect (released here) and refuses it.
+      const named = check.verdicts([route(other, 8001)]);
+      api.releaseIds();
+      relay.release();
+      const [v] = await named;
+      t.regex(String(v && "error" in v ? v.error : v?.upstream), /is not running/);
+      t.is(view.stats.lists, 1);
+    } finally {
+      api.releaseIds();
       done();
     }
   },

@@ -19,6 +19,10 @@
 // delivered them 1–60 ms after the CLI returned in a try here.
 // A miss in the view (unknown name, port not found, not running) is never a
 // refusal by itself: the port check asks the engine (inspect) about those routes.
+// So an event makes the view forget that container's facts at once, and a
+// catch-up waits only for the inspects of the containers its sync names (by the
+// event's name, or the name the view had): another container's change, however
+// slow the engine is to answer about it, is a miss meanwhile, never its old facts.
 // The catch-up reads `since` 2 s before the last event applied (two podman
 // processes may write their events out of time order), and repeats are told
 // apart by time, id and action.
@@ -78,7 +82,8 @@ export class ContainerView {
   /** The event sequence number whose inspect may still change an id (older answers are dropped). */
   readonly #gen = new Map<string, number>();
   #seq = 0;
-  readonly #pending = new Set<Promise<void>>();
+  /** Inspects in flight, each with the names it may change (the event's, the view's before); undefined: unknown. */
+  readonly #pending = new Map<Promise<void>, string[] | undefined>();
   readonly #applied = new Map<string, bigint>();
   #lastNano = 0n;
   /** Ids an event touched while the build's list was being read: the list's entry is older. */
@@ -96,10 +101,12 @@ export class ContainerView {
   /**
    * Brings the view up to the engine's present (a catch-up, or a build when it is
    * not live); false when it cannot, and must not be read for this sync.
-   * Callers are served one at a time, each with its own catch-up.
+   * Callers are served one at a time, each with its own catch-up. `names`: the
+   * containers the caller will look up; other containers' inspects are not waited for.
    */
-  current(): Promise<boolean> {
-    const next = this.#queue.then(() => this.#ready());
+  current(names?: Iterable<string>): Promise<boolean> {
+    const wanted = names === undefined ? undefined : new Set(names);
+    const next = this.#queue.then(() => this.#ready(wanted));
     this.#queue = next.catch(() => undefined);
     return next;
   }
@@ -115,8 +122,8 @@ export class ContainerView {
     this.#teardown();
   }
 
-  async #ready(): Promise<boolean> {
-    if (this.#live && !this.#broken && (await this.#catchUp())) return true;
+  async #ready(wanted: ReadonlySet<string> | undefined): Promise<boolean> {
+    if (this.#live && !this.#broken && (await this.#catchUp(wanted))) return true;
     return this.#build();
   }
 
@@ -141,7 +148,7 @@ export class ContainerView {
       this.#live = true;
       await this.#settle();
       // On podman's events file: one API catch-up now proves it, so the next sync reads it.
-      if (this.#provable()) return await this.#catchUp();
+      if (this.#provable()) return await this.#catchUp(undefined);
       return this.#live && !this.#broken;
     } catch {
       this.#teardown();
@@ -178,11 +185,11 @@ export class ContainerView {
     return this.#flavour === "libpod" && this.eventsLog !== undefined;
   }
 
-  async #catchUp(): Promise<boolean> {
+  async #catchUp(wanted: ReadonlySet<string> | undefined): Promise<boolean> {
     const events = (await this.#fileEvents()) ?? (await this.#apiEvents());
     if (events === undefined) return false;
     for (const e of events) this.#apply(e);
-    await this.#settle();
+    await this.#settle(wanted);
     this.#forgetOldKeys();
     return this.#live && !this.#broken;
   }
@@ -241,12 +248,18 @@ export class ContainerView {
     this.#touched?.add(e.id);
     const gen = ++this.#seq;
     this.#gen.set(e.id, gen);
+    const before = this.#byId.get(e.id)?.name;
     if (e.action === "remove" || e.action === "destroy") {
       this.#drop(e.id);
       return;
     }
+    // Not served again until the inspect answers: a lookup meanwhile is a miss the engine answers.
+    this.#forget(e.id);
     const p = this.#refresh(e.id, gen).finally(() => this.#pending.delete(p));
-    this.#pending.add(p);
+    this.#pending.set(
+      p,
+      e.name === undefined ? undefined : [e.name, ...(before === undefined ? [] : [before])],
+    );
   }
 
   /** The container as the engine shows it now, unless a later event asked again meanwhile. */
@@ -264,8 +277,15 @@ export class ContainerView {
     else this.#broken = true;
   }
 
-  async #settle(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.all([...this.#pending]);
+  /** Waits for the inspects in flight that may change a name in `wanted` (all of them when undefined). */
+  async #settle(wanted?: ReadonlySet<string>): Promise<void> {
+    const waited = (names: string[] | undefined) =>
+      wanted === undefined || names === undefined || names.some((n) => wanted.has(n));
+    for (;;) {
+      const waits = [...this.#pending].filter(([, names]) => waited(names)).map(([p]) => p);
+      if (waits.length === 0) return;
+      await Promise.all(waits);
+    }
   }
 
   #put(id: string, facts: ContainerFacts): void {
@@ -277,9 +297,13 @@ export class ContainerView {
   }
 
   #drop(id: string): void {
+    this.#forget(id);
+    this.#gen.delete(id);
+  }
+
+  #forget(id: string): void {
     this.#unindex(id);
     this.#byId.delete(id);
-    this.#gen.delete(id);
   }
 
   #unindex(id: string): void {

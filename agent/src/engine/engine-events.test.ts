@@ -14,6 +14,7 @@ test("engine events - a container event: id, action and the exact time in ns", (
     action: "remove",
     timeNano: 1795901937300124139n,
     key: "1795901937300124139 599f92a5e42404cf remove",
+    name: "web",
   });
   t.is(parseEvent(dockerStart)?.timeNano, 1700000000000000001n);
 });

@@ -19,6 +19,8 @@ export interface ContainerEvent {
   timeNano: bigint;
   /** What tells a repeat apart: the live stream and a catch-up may both carry one event. */
   key: string;
+  /** The container's name as the event tells it, when it does. */
+  name?: string;
 }
 
 /**
@@ -89,7 +91,14 @@ export function parseEvent(line: string): ContainerEvent | undefined {
   } catch {
     return undefined;
   }
-  return { id, action, timeNano, key: `${timeNano} ${id} ${action}` };
+  const name = obj(obj(doc.Actor).Attributes).name;
+  return {
+    id,
+    action,
+    timeNano,
+    key: `${timeNano} ${id} ${action}`,
+    ...(typeof name === "string" ? { name } : {}),
+  };
 }
 
 /** Splits a streamed body into lines, keeping a partial last line for the next chunk. */

@@ -6,9 +6,9 @@ import { parseFileEvent, podmanEventsLogPath } from "./events-file.js";
 const fileDied =
   '{"ID":"18c0bc3635eedbe9","Image":"localhost/b:1","Name":"web","Status":"died","Time":"2026-11-29T01:06:05.36250522Z","Type":"container","Attributes":{"containerExitCode":"0"}}';
 const apiDie =
-  '{"status":"die","id":"18c0bc3635eedbe9","Type":"container","Action":"die","Actor":{"ID":"18c0bc3635eedbe9","Attributes":{}},"time":1795914365,"timeNano":1795914365362505220}';
+  '{"status":"die","id":"18c0bc3635eedbe9","Type":"container","Action":"die","Actor":{"ID":"18c0bc3635eedbe9","Attributes":{"name":"web"}},"time":1795914365,"timeNano":1795914365362505220}';
 
-test("events file - a line is the same event as the API's (key: ns, id, action)", (t) => {
+test("events file - a line is the same event as the API's (key: ns, id, action; and the name)", (t) => {
   const file = parseFileEvent(fileDied);
   t.deepEqual(file, parseEvent(apiDie));
   t.is(file?.key, "1795914365362505220 18c0bc3635eedbe9 die");

@@ -42,13 +42,19 @@ export function parseFileEvent(line: string): ContainerEvent | undefined {
   } catch {
     return undefined;
   }
-  const { Type: type, ID: id, Status: status, Time: time } = doc ?? {};
+  const { Type: type, ID: id, Status: status, Time: time, Name: name } = doc ?? {};
   if (type !== "container" || typeof id !== "string" || id === "" || typeof status !== "string")
     return undefined;
   const timeNano = typeof time === "string" ? nanosOf(time) : undefined;
   if (timeNano === undefined) return undefined;
   const action = API_ACTION[status] ?? status;
-  return { id, action, timeNano, key: `${timeNano} ${id} ${action}` };
+  return {
+    id,
+    action,
+    timeNano,
+    key: `${timeNano} ${id} ${action}`,
+    ...(typeof name === "string" ? { name } : {}),
+  };
 }
 
 /** The last `key = "value"` of containers.conf files, later files winning (as podman reads them). */

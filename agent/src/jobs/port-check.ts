@@ -130,7 +130,7 @@ export class PortCheck {
    */
   async #viewed(routes: DesiredRoute[]): Promise<(PortVerdict | undefined)[] | undefined> {
     if (this.view === undefined || routes.length === 0) return undefined;
-    if (!(await this.view.current())) return undefined;
+    if (!(await this.view.current(routes.map((r) => r.containerName)))) return undefined;
     return routes.map((r) => {
       const facts = this.view!.lookup(r.containerName);
       // Podman's list does not carry the network mode: a host-network container is left to inspect.
