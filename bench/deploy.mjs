@@ -11,6 +11,7 @@
 // temp dir, builds every image FROM a local busybox image (nothing is pulled), and removes all of
 // it on exit. Writes bench/results/deploy.json.
 import { execFileSync, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import http from "node:http";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { copyFileSync } from "node:fs";
@@ -91,6 +92,9 @@ function createRepo(dir) {
   git("config", "user.email", "bench@relayctl.test");
   const commit = (label) => {
     writeFileSync(join(dir, "www", "index.html"), `version ${label}`);
+    // Files no earlier run built: podman's layer cache keeps what a build of the same files left
+    // (images carry no per-deployment label), and a label repeats from run to run.
+    writeFileSync(join(dir, "www", "nonce"), randomUUID());
     git("add", "-A");
     git("commit", "-q", "-m", `Release ${label}`);
     return { sha: git("rev-parse", "HEAD"), body: `version ${label}` };
