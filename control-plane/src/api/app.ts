@@ -10,6 +10,7 @@ import type { ApiContext } from "../http/context.js";
 import { serializerCompiler, validatorCompiler } from "../http/validation.js";
 import { httpMetrics } from "../observability/http-metrics.js";
 import { installOpenApi } from "../observability/openapi.js";
+import { lazyChildLogger } from "../lib/lazy-logger.js";
 import { requestTracing } from "../tracing/http.js";
 import { BOUND_REQUEST_ID, requestIdFrom } from "../tracing/request-id.js";
 import { installErrorHandling } from "../http/errors.js";
@@ -36,12 +37,10 @@ export async function buildApi(
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: "req_id" }),
     // The caller's X-Request-Id when sane (tracing/request-id.ts), else a UUID.
     genReqId: (req) => requestIdFrom(req.headers["x-request-id"]),
-    childLoggerFactory: (logger, bindings, opts) => {
-      const child = logger.child(bindings, opts);
-      // Bound here already: the logger's mixin must not add req_id a second time.
-      Object.assign(child, { [BOUND_REQUEST_ID]: true });
-      return child;
-    },
+    // Made only when the request logs a line (lib/lazy-logger.ts); bound to the request id
+    // already, so the logger's mixin must not add req_id a second time.
+    childLoggerFactory: (logger, bindings, opts) =>
+      lazyChildLogger(logger, bindings, opts, (child) => Object.assign(child, { [BOUND_REQUEST_ID]: true })),
     trustProxy: trustProxy(ctx.config.trustProxy),
     bodyLimit: 1024 * 1024,
     // A slow client (headers or body trickled) is answered 408 and cut off;
