@@ -90,6 +90,14 @@ interface ConnectBatches {
   cleanups: Coalescer<string, boolean>;
 }
 
+/**
+ * Batches of each kind in flight at once (of the pool's 30 connections). A stream's Hello is
+ * written once; a server whose agent reconnected within one batch's time (milliseconds) may keep
+ * the older stream's columns (boot id, times of the same moment): the registry's takeover
+ * (newest stream wins) and a reboot's completion (the Hello's own boot id) never read them.
+ */
+const CONNECT_BATCHES = 4;
+
 const batches = new WeakMap<GatewayDeps, ConnectBatches>();
 
 function batchesOf(deps: GatewayDeps): ConnectBatches {
@@ -97,44 +105,60 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
   if (known) return known;
   const { db } = deps;
   const b: ConnectBatches = {
-    credentials: new Coalescer(async (hashes) => {
-      const rows = await db("servers")
-        .whereIn("agent_credential_hash", [...new Set(hashes)])
-        .select<ServerRow[]>("id", "tenant_id", "name", "agent_credential_hash");
-      const byHash = new Map(rows.map((r) => [r.agent_credential_hash, r]));
-      return hashes.map((h) => byHash.get(h));
-    }),
-    hellos: new Coalescer(async (writes) => {
-      // One transaction (one durable commit) for the batch; on MySQL one round trip too.
-      await db.transaction(async (trx) => {
-        const updates = writes.map((w) => trx("servers").where({ id: w.serverId }).update(w.fields));
-        if (trx.client.config.client !== "mysql2") {
-          for (const u of updates) await u;
-          return;
-        }
-        const compiled = updates.map((u) => u.toSQL().toNative());
-        await trx.raw(
-          compiled.map((c) => c.sql).join(";\n"),
-          compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
-        );
-      });
-      return writes.map(() => undefined);
-    }, 200),
-    reboots: new Coalescer(async (serverIds) => {
-      const rows = await db("operations")
-        .whereIn("server_id", [...new Set(serverIds)])
-        .where({ status: "running", operation_type: "reboot" })
-        .distinct<{ server_id: string }[]>("server_id");
-      const rebooting = new Set(rows.map((r) => r.server_id));
-      return serverIds.map((id) => rebooting.has(id));
-    }),
-    cleanups: new Coalescer(async (serverIds) => {
-      const rows = await db("application_cleanups")
-        .whereIn("server_id", [...new Set(serverIds)])
-        .distinct<{ server_id: string }[]>("server_id");
-      const owing = new Set(rows.map((r) => r.server_id));
-      return serverIds.map((id) => owing.has(id));
-    }),
+    credentials: new Coalescer(
+      async (hashes) => {
+        const rows = await db("servers")
+          .whereIn("agent_credential_hash", [...new Set(hashes)])
+          .select<ServerRow[]>("id", "tenant_id", "name", "agent_credential_hash");
+        const byHash = new Map(rows.map((r) => [r.agent_credential_hash, r]));
+        return hashes.map((h) => byHash.get(h));
+      },
+      500,
+      CONNECT_BATCHES,
+    ),
+    hellos: new Coalescer(
+      async (writes) => {
+        // One transaction (one durable commit) for the batch; on MySQL one round trip too.
+        await db.transaction(async (trx) => {
+          const updates = writes.map((w) => trx("servers").where({ id: w.serverId }).update(w.fields));
+          if (trx.client.config.client !== "mysql2") {
+            for (const u of updates) await u;
+            return;
+          }
+          const compiled = updates.map((u) => u.toSQL().toNative());
+          await trx.raw(
+            compiled.map((c) => c.sql).join(";\n"),
+            compiled.flatMap((c) => c.bindings) as Knex.RawBinding[],
+          );
+        });
+        return writes.map(() => undefined);
+      },
+      200,
+      CONNECT_BATCHES,
+    ),
+    reboots: new Coalescer(
+      async (serverIds) => {
+        const rows = await db("operations")
+          .whereIn("server_id", [...new Set(serverIds)])
+          .where({ status: "running", operation_type: "reboot" })
+          .distinct<{ server_id: string }[]>("server_id");
+        const rebooting = new Set(rows.map((r) => r.server_id));
+        return serverIds.map((id) => rebooting.has(id));
+      },
+      500,
+      CONNECT_BATCHES,
+    ),
+    cleanups: new Coalescer(
+      async (serverIds) => {
+        const rows = await db("application_cleanups")
+          .whereIn("server_id", [...new Set(serverIds)])
+          .distinct<{ server_id: string }[]>("server_id");
+        const owing = new Set(rows.map((r) => r.server_id));
+        return serverIds.map((id) => owing.has(id));
+      },
+      500,
+      CONNECT_BATCHES,
+    ),
   };
   batches.set(deps, b);
   return b;

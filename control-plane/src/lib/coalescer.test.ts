@@ -38,3 +38,31 @@ test("coalescer - a failing batch fails only its own callers; later ones still r
   t.deepEqual(await Promise.all(queued), ["A", "B"]);
   t.is(calls, 2);
 });
+
+test("coalescer - with a concurrency of 3, up to 3 batches run at once and every item is answered once", async (t) => {
+  let inFlight = 0;
+  let most = 0;
+  const seen: number[] = [];
+  const c = new Coalescer<number, number>(
+    async (items) => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      seen.push(...items);
+      await new Promise((r) => setTimeout(r, 10));
+      inFlight--;
+      return items.map((i) => i + 1);
+    },
+    20,
+    3,
+  );
+  const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => c.submit(i)));
+  t.deepEqual(
+    answers,
+    Array.from({ length: 200 }, (_, i) => i + 1),
+  );
+  t.is(most, 3);
+  t.deepEqual(
+    [...seen].sort((a, b) => a - b),
+    Array.from({ length: 200 }, (_, i) => i),
+  );
+});
