@@ -2,12 +2,8 @@
 // file in argv[2]) against the gateway address in argv[3], and reports to its parent over IPC
 // every 250 ms: how many are connected now, and the fleet's counters.
 import { readFileSync } from "node:fs";
-import { setPriority } from "node:os";
 import { SimAgent, newCounters } from "./sim-agent.mjs";
 
-// On a fleet the agents are other machines: here they yield the CPU to the control plane and its
-// database they share it with (nice 10), so their own load does not stand in for the gateway's.
-setPriority(10);
 const enrolled = JSON.parse(readFileSync(process.argv[2], "utf8"));
 const address = process.argv[3];
 const counters = newCounters();
