@@ -143,7 +143,8 @@ async function startPodmanApi(group, tmp) {
  */
 async function timedCatchUp(view, names) {
   const t0 = performance.now();
-  const ok = await view.current();
+  // As the agent's port check asks it: waiting only for inspects of the containers it names.
+  const ok = await view.current(names);
   const ms = performance.now() - t0;
   const notRunning = names.filter((n) => view.lookup(n)?.running !== true);
   if (!ok || notRunning.length > 0) {

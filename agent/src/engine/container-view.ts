@@ -10,7 +10,8 @@
 // answers a sync only once it has caught up with the engine. Before each sync it
 // asks the engine, in one call, for every container event since the last one it
 // applied (`GET /events` with `since`, ending at now) and applies what the
-// stream had not delivered yet, waiting for those inspects. The engine records
+// stream had not delivered yet, waiting for the inspects that concern the
+// containers the sync names (below). The engine records
 // an event before the call that caused it returns (podman writes its events log
 // before `podman rm` exits: seen 4 ms before; docker publishes it in memory), so
 // a container removed and one created under its name before the sync began are
