@@ -3,6 +3,7 @@
 // says `force`. Claims are taken under row locks, so two sessions racing for one
 // application cannot both pass; a claim whose sync did not happen is given back.
 import type { Knex } from "knex";
+import { compiled, isMysql } from "../db/statement.js";
 import { iso } from "../lib/time.js";
 
 export const GUARD_MS = 30_000;
@@ -37,14 +38,7 @@ export async function claimApplications(
   const verdicts = new Map<string, GuardVerdict>();
   if (ids.length === 0) return verdicts;
   await db.transaction(async (trx) => {
-    await trx("application_route_state")
-      .insert(ids.map((application_id) => ({ application_id })))
-      .onConflict("application_id")
-      .ignore();
-    const rows = await trx("application_route_state")
-      .whereIn("application_id", ids)
-      .forUpdate()
-      .select<StateRow[]>("application_id", "last_session_id", "last_synced_at");
+    const rows = await lockStates(trx, ids);
     const byId = new Map(rows.map((r) => [r.application_id, r]));
     const now = Date.now();
     const claimed: string[] = [];
@@ -78,6 +72,29 @@ export async function claimApplications(
     }
   });
   return verdicts;
+}
+
+/**
+ * Every candidate's state row, created when missing, then locked for the
+ * transaction: the two statements in one round trip on MySQL (multi-statement).
+ */
+async function lockStates(trx: Knex.Transaction, ids: string[]): Promise<StateRow[]> {
+  const insert = trx("application_route_state")
+    .insert(ids.map((application_id) => ({ application_id })))
+    .onConflict("application_id")
+    .ignore();
+  const select = trx("application_route_state")
+    .whereIn("application_id", ids)
+    .forUpdate()
+    .select<StateRow[]>("application_id", "last_session_id", "last_synced_at");
+  if (!isMysql(trx)) {
+    await insert;
+    return select;
+  }
+  const a = compiled(insert);
+  const b = compiled(select);
+  const [results] = await trx.raw(`${a.sql};\n${b.sql}`, [...a.bindings, ...b.bindings] as Knex.RawBinding[]);
+  return (results as [unknown, StateRow[]])[1];
 }
 
 function conflictReason(name: string, otherSession: string, at: number, now: number): string {
