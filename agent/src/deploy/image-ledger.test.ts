@@ -14,6 +14,7 @@ const entry = (over: Partial<BuiltEntry>): BuiltEntry => ({
   imageId: id("a"),
   deploymentId: "d1",
   builtAtMs: 1,
+  usedAtMs: 1,
   ...over,
 });
 const fileIn = () => join(mkdtempSync(join(tmpdir(), "ledger-")), "images.json");
@@ -44,6 +45,8 @@ test("image ledger - what was built survives a reopen; one entry per key and per
     3,
   );
 
+  await again.used(A, id("b"), 50);
+  t.is((await ImageLedger.open(file)).built(A, "k2")?.usedAtMs, 50, "a reuse or rollback moves it up");
   await again.forget(A, new Set([id("b")]));
   t.is(again.built(A, "k1"), undefined, "an image no longer present is forgotten");
   t.is(again.built(A, "k2")?.imageId, id("b"));

@@ -25,6 +25,12 @@ export interface BuiltEntry {
   imageId: string;
   deploymentId: string;
   builtAtMs: number;
+  /**
+   * When a deployment last ran it (built, reused or rolled back to): the order of an
+   * application's images, which the engine's creation times no longer give (an image of
+   * files built before, by any application, keeps its first creation time).
+   */
+  usedAtMs: number;
 }
 
 const VERSION = 1;
@@ -35,7 +41,8 @@ function validEntry(e: unknown): e is BuiltEntry {
     typeof o === "object" &&
     o !== null &&
     ["applicationId", "buildKey", "tag", "imageId", "deploymentId"].every((k) => typeof o[k] === "string") &&
-    typeof o.builtAtMs === "number"
+    typeof o.builtAtMs === "number" &&
+    typeof o.usedAtMs === "number"
   );
 }
 
@@ -79,6 +86,17 @@ export class ImageLedger {
     );
     this.#entries.push(entry);
     return this.#save();
+  }
+
+  /** A deployment runs this image now (a reuse or a rollback): it is the application's newest. */
+  used(applicationId: string, imageId: string, atMs = Date.now()): Promise<void> {
+    let changed = false;
+    for (const e of this.#entries)
+      if (e.applicationId === applicationId && e.imageId === imageId && e.usedAtMs < atMs) {
+        e.usedAtMs = atMs;
+        changed = true;
+      }
+    return changed ? this.#save() : this.#writing;
   }
 
   /** Drops the application's entries whose image is not in `present` (every entry when undefined). */

@@ -135,6 +135,7 @@ export async function buildImage(
     imageId,
     deploymentId: job.deploymentId,
     builtAtMs: Date.now(),
+    usedAtMs: Date.now(),
   });
   return { image: tag, imageId };
 }

@@ -164,6 +164,9 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
     ? currentContainers(ctx.engine, job.applicationId, callOptions(ctx))
     : Promise.resolve([]);
   const work = await workDir();
+  // The export is removed beside the start, health check and switch, not before them (a large
+  // tree takes a while to delete), and is gone before the pipeline ends either way.
+  let removal: Promise<void> = Promise.resolve();
   try {
     let source: FetchedSource | undefined;
     let found: Promise<FoundImage | undefined> | undefined;
@@ -190,11 +193,23 @@ async function steps(ctx: DeployContext, deps: PipelineDeps, state: State): Prom
       state.imageId = built.imageId ?? (await imageIdOfRef(ctx, built.image));
       return built.image;
     });
+    // Off the path: the ledger orders the application's images by their last run (retire.ts).
+    void ctx.ledger.used(job.applicationId, state.imageId);
     const how = state.reused ? "reused" : "image";
     rec.succeed("build", `${how} ${state.image} (${state.imageId.slice(0, 19)})`);
   } finally {
-    await removeWorkDir(work);
+    removal = removeWorkDir(work).catch(() => undefined);
   }
+  try {
+    await afterBuild(ctx, deps, state, previous);
+  } finally {
+    await removal;
+  }
+}
+
+/** start → health_check → switch, with the list of the containers it replaces (asked at the start of steps()). */
+async function afterBuild(ctx: DeployContext, deps: PipelineDeps, state: State, previous: Promise<string[]>) {
+  const { job, rec } = ctx;
   state.name = containerName(job.containerBaseName, job.deploymentId);
   state.hostPort = await step(ctx, state, "start", async () => {
     state.previous = await previous;

@@ -101,10 +101,14 @@ export async function pruneImages(
   const { images: listed } = await applicationImages(engine, ledger, plan.applicationId, () => opts);
   if (listed === undefined) return;
   const keep = new Set([...plan.keepImages.map(bareRef), bareRef(plan.keepImage), plan.keepImageId]);
-  // Without a list from the control plane, the newest other image is the one a rollback needs.
+  // Without a list from the control plane, the newest other image is the one a rollback needs:
+  // the one a deployment ran last (the ledger), else the engine's newest (an image from before it).
+  const usedAt = new Map(ledger.ofApplication(plan.applicationId).map((e) => [e.imageId, e.usedAtMs]));
   const newestOther =
     plan.keepImages.length === 0
-      ? listed.find((i) => !i.refs.some((r) => keep.has(r)) && !keep.has(i.id))
+      ? listed
+          .filter((i) => !i.refs.some((r) => keep.has(r)) && !keep.has(i.id))
+          .sort((a, b) => (usedAt.get(b.id) ?? -1) - (usedAt.get(a.id) ?? -1))[0]
       : undefined;
   if (newestOther) keep.add(newestOther.id);
   const remaining = new Set(listed.map((i) => i.id));
