@@ -18,6 +18,7 @@ import type { NatsOptions } from "../config.js";
 import { natsErrors } from "../observability/metrics.js";
 import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
 import { codec } from "./codec.js";
+import { ServerFanout } from "./server-fanout.js";
 import {
   BusUnavailableError,
   type DispatchOutcome,
@@ -112,10 +113,18 @@ class NatsBus implements JobBus {
   /** This process's part of the refusals' reply subjects (send). */
   private readonly instance = nuid.next();
 
+  /** relayctl.v1.agent.<server>.takeover and .cancel, each one subscription (server-fanout.ts). */
+  private readonly takeovers: ServerFanout<string>;
+  private readonly cancels: ServerFanout<string>;
+
   constructor(
     private readonly nc: NatsConnection,
     private readonly log: Logger,
-  ) {}
+  ) {
+    const token = subjects.takeover("*").split(".").indexOf("*");
+    this.takeovers = new ServerFanout(nc, subjects.takeover("*"), token, (d) => codec.takeover.decode(d));
+    this.cancels = new ServerFanout(nc, subjects.cancel("*"), token, (d) => codec.cancel.decode(d));
+  }
 
   private ensureConnected(): void {
     if (!this.connected || this.nc.isClosed()) throw new BusUnavailableError();
@@ -297,12 +306,7 @@ class NatsBus implements JobBus {
   }
 
   onTakeover(serverId: string, handler: (connectionId: string) => void): () => void {
-    const sub = this.nc.subscribe(subjects.takeover(serverId), {
-      callback: (err, msg) => {
-        if (!err) handler(codec.takeover.decode(msg.data));
-      },
-    });
-    return () => sub.unsubscribe();
+    return this.takeovers.on(serverId, handler);
   }
 
   publishLive(output: LogsOutput): void {
@@ -364,12 +368,7 @@ class NatsBus implements JobBus {
   }
 
   onCancel(serverId: string, handler: (operationId: string) => void): Unsubscribe {
-    const sub = this.nc.subscribe(subjects.cancel(serverId), {
-      callback: (err, msg) => {
-        if (!err) handler(codec.cancel.decode(msg.data));
-      },
-    });
-    return () => sub.unsubscribe();
+    return this.cancels.on(serverId, handler);
   }
 
   private publish(subject: string, payload: Uint8Array, opts?: { reply: string; headers?: MsgHdrs }): void {
