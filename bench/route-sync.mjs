@@ -18,7 +18,7 @@ import { EngineApi } from "../agent/dist/engine/engine-api.js";
 import { podmanEventsLogPath } from "../agent/dist/engine/events-file.js";
 import { startCaddy } from "./lib/caddy.mjs";
 import { intEnv, log, machine, runBench, writeResults } from "./lib/bench-run.mjs";
-import { run as runCmd } from "./lib/processes.mjs";
+import { freePort, run as runCmd } from "./lib/processes.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { formatTable, ratio, summarize } from "./lib/stats.mjs";
 import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
@@ -46,11 +46,17 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 const GOAL_SIZE = 100;
 const GOAL_MAX_RATIO = 2.5;
 // Every sync and every direct load really changes every route: the syncs alternate their upstream
-// ports between two bases, the direct loads always move them to a third, so neither ever finds
-// Caddy already serving what it sends (the agent would then rightly skip the write).
-const PORT_BASES = [20000, 30000];
-const DIRECT_BASE = 40000;
-const PER_ROUTE_BASE = 50000;
+// ports between two sets, the direct loads always move them to a third, so neither ever finds
+// Caddy already serving what it sends (the agent would then rightly skip the write). A port set is
+// index => port. The syncs' ports are published by the containers, so they are picked free
+// (freePort, below the ephemeral range) when the containers start: fixed bases collided with other
+// processes' ports. The direct and per-route ports are only dialled by Caddy's config, never bound,
+// and sit above the ephemeral range's start (freePort never picks there), apart from both sync sets.
+const SYNC_PORTS = [[], []].map((ports) => Object.assign((index) => ports[index], { ports }));
+const DIRECT_PORTS = (index) => 40000 + index;
+const PER_ROUTE_PORTS = (index) => 50000 + index;
+/** Attempts per container: a picked port taken before podman binds it fails the run; pick again. */
+const RUN_ATTEMPTS = 3;
 const CADDY_SERVER = "relayctl";
 const CONTAINER_PREFIX = `bench-app-${process.pid}-`;
 
@@ -75,6 +81,17 @@ async function startContainers(tmp, names) {
   await podman(["build", "-q", "-t", IMAGE, "-f", join(tmp, "Containerfile"), tmp]);
   // A run that fails (a port taken...) still creates its container: every name tried is removed.
   const tried = [];
+  const picked = new Set();
+  /** A port free a moment ago and not already given to another container of this bench. */
+  const pickPort = async () => {
+    for (;;) {
+      const port = await freePort();
+      if (!picked.has(port)) {
+        picked.add(port);
+        return port;
+      }
+    }
+  };
   const stop = () => (tried.length ? podman(["rm", "-f", "-i", "-t", "0", ...tried]) : undefined);
   try {
     for (let i = 0; i < names.length; i += 4) {
@@ -82,20 +99,33 @@ async function startContainers(tmp, names) {
       const runs = await Promise.allSettled(
         names.slice(i, i + 4).map(async (name, k) => {
           const index = i + k;
-          const ports = PORT_BASES.flatMap((base, b) => ["-p", `127.0.0.1:${base + index}:${8001 + b}`]);
           tried.push(name);
-          await podman([
-            "run",
-            "-d",
-            "--init",
-            "--name",
-            name,
-            ...ports,
-            IMAGE,
-            "/bin/busybox",
-            "sleep",
-            "2147483647",
-          ]);
+          for (let attempt = 1; ; attempt++) {
+            const hostPorts = [await pickPort(), await pickPort()];
+            const ports = hostPorts.flatMap((port, b) => ["-p", `127.0.0.1:${port}:${8001 + b}`]);
+            try {
+              await podman([
+                "run",
+                "-d",
+                "--init",
+                "--name",
+                name,
+                ...ports,
+                IMAGE,
+                "/bin/busybox",
+                "sleep",
+                "2147483647",
+              ]);
+              hostPorts.forEach((port, b) => {
+                SYNC_PORTS[b].ports[index] = port;
+              });
+              break;
+            } catch (err) {
+              if (attempt >= RUN_ATTEMPTS) throw err;
+              // The failed run may have created the container: remove it before the name is reused.
+              await podman(["rm", "-f", "-i", "-t", "0", name]);
+            }
+          }
         }),
       );
       const failed = runs.find((r) => r.status === "rejected");
@@ -218,7 +248,7 @@ async function createApplications(stack, count) {
       server_id: stack.serverId,
       name: `bench-app-${i}`,
       linked_container_name: `${CONTAINER_PREFIX}${i}`,
-      container_port: PORT_BASES[0] + i,
+      container_port: SYNC_PORTS[0](i),
       fqdns: [`app-${i}.bench.test`, `www.app-${i}.bench.test`],
     };
     for (;;) {
@@ -239,8 +269,8 @@ async function createApplications(stack, count) {
 
 // --- one end-to-end iteration ------------------------------------------------------------------
 
-/** Session + sync of `apps` with upstream ports from `base`; returns the timings in ms. */
-async function endToEnd(stack, apps, base, iteration) {
+/** Session + sync of `apps` with upstream ports from the port set `portOf`; returns the timings in ms. */
+async function endToEnd(stack, apps, portOf, iteration) {
   const names = apps.map((a) => a.linked_container_name);
   const t0 = performance.now();
   const session = await expect(
@@ -254,7 +284,7 @@ async function endToEnd(stack, apps, base, iteration) {
   const t1 = performance.now();
   const deployments = apps.map((a) => ({
     container_name: a.linked_container_name,
-    container_port: base + a.index,
+    container_port: portOf(a.index),
     image_tag: `registry.bench.test/app-${a.index}:${iteration}`,
     force: true,
   }));
@@ -290,8 +320,8 @@ async function liveRoutes(adminUrl) {
   return res.json;
 }
 
-/** Checks (untimed) that Caddy serves one route per application, each to port base + index. */
-async function assertLive(adminUrl, apps, base) {
+/** Checks (untimed) that Caddy serves one route per application, each to its port in `portOf`. */
+async function assertLive(adminUrl, apps, portOf) {
   const dials = new Map();
   for (const route of await liveRoutes(adminUrl)) {
     const id = route["@id"] ?? "";
@@ -299,20 +329,20 @@ async function assertLive(adminUrl, apps, base) {
   }
   for (const a of apps) {
     const route = dials.get(a.id);
-    if (!route?.includes(`"127.0.0.1:${base + a.index}"`)) {
-      throw new Error(`caddy does not route application ${a.id} to 127.0.0.1:${base + a.index}: ${route}`);
+    if (!route?.includes(`"127.0.0.1:${portOf(a.index)}"`)) {
+      throw new Error(`caddy does not route application ${a.id} to 127.0.0.1:${portOf(a.index)}: ${route}`);
     }
   }
 }
 
-/** The same routes with every upstream moved to `base` + the application's index. */
-function withBase(routes, apps, base) {
+/** The same routes with every upstream moved to the application's port in `portOf`. */
+function withPorts(routes, apps, portOf) {
   const byId = new Map(apps.map((a) => [`relayctl-app-${a.id}`, a]));
   return routes.map((route) => {
     const app = byId.get(route["@id"]);
     if (!app) return route;
     return JSON.parse(
-      JSON.stringify(route).replace(/"127\.0\.0\.1:\d+"/g, `"127.0.0.1:${base + app.index}"`),
+      JSON.stringify(route).replace(/"127\.0\.0\.1:\d+"/g, `"127.0.0.1:${portOf(app.index)}"`),
     );
   });
 }
@@ -364,18 +394,18 @@ async function benchSize(stack, caddy, engineApi, view, apps, n, counter) {
   );
   for (let i = 0; i < WARMUP + ITERATIONS; i++) {
     const iteration = counter.next++;
-    const base = PORT_BASES[iteration % 2];
-    const e2e = await endToEnd(stack, subset, base, iteration);
-    await assertLive(caddy.adminUrl, subset, base);
-    const routes = withBase(await liveRoutes(caddy.adminUrl), subset, DIRECT_BASE);
+    const ports = SYNC_PORTS[iteration % 2];
+    const e2e = await endToEnd(stack, subset, ports, iteration);
+    await assertLive(caddy.adminUrl, subset, ports);
+    const routes = withPorts(await liveRoutes(caddy.adminUrl), subset, DIRECT_PORTS);
     const list = await timedList(engineApi, names);
     const catchUp = await timedCatchUp(view, names);
     const direct = await directLoad(caddy.adminUrl, routes);
-    await assertLive(caddy.adminUrl, subset, DIRECT_BASE);
+    await assertLive(caddy.adminUrl, subset, DIRECT_PORTS);
     const perRoute = i < WARMUP + PER_ROUTE_ITERATIONS;
     if (perRoute) {
-      const ms = await perRouteLoad(caddy.adminUrl, withBase(routes, subset, PER_ROUTE_BASE));
-      await assertLive(caddy.adminUrl, subset, PER_ROUTE_BASE);
+      const ms = await perRouteLoad(caddy.adminUrl, withPorts(routes, subset, PER_ROUTE_PORTS));
+      await assertLive(caddy.adminUrl, subset, PER_ROUTE_PORTS);
       if (i >= WARMUP) samples.perRoute.push(ms);
     }
     if (i < WARMUP) continue;
