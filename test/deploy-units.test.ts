@@ -2,9 +2,10 @@
 // instance per role, checked with `systemd-analyze verify`: it exits 0 even on an
 // unknown key or a bad value, so any output at all is a failure. This machine
 // runs no systemd as PID 1, so the sandbox itself cannot be started here.
-import { copyFileSync, existsSync, readFileSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import test from "ava";
+import { parse } from "yaml";
 import { run } from "@relayctl/devkit";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { REPO_ROOT } from "./harness/programs";
@@ -12,6 +13,7 @@ import { REPO_ROOT } from "./harness/programs";
 test.after.always(cleanupAll);
 
 const UNIT = join(REPO_ROOT, "deploy/systemd/relayctl-server@.service");
+const GATEWAY_DROP_IN = join(REPO_ROOT, "deploy/systemd/relayctl-server@gateway.service.d");
 
 for (const role of ["api", "gateway", "all"]) {
   test(`systemd unit - relayctl-server@${role} passes systemd-analyze verify without a word`, async (t) => {
@@ -40,4 +42,36 @@ test("systemd unit - runs the built serve with the instance's role, hardened", (
   ])
     t.true(unit.split("\n").includes(line), line);
   t.false(/^MemoryDenyWriteExecute=yes/m.test(unit), "V8's JIT needs W+X memory");
+});
+
+test("systemd unit - the gateway's drop-in passes systemd-analyze verify without a word", async (t) => {
+  const dir = makeTempDir("units");
+  const file = join(dir, "relayctl-server@gateway.service");
+  copyFileSync(UNIT, file);
+  cpSync(GATEWAY_DROP_IN, `${file}.d`, { recursive: true });
+  // Given the unit's path, verify reads the drop-ins beside it (an unknown key there is a word).
+  const { stdout, stderr } = await run("systemd-analyze", ["verify", file], { timeoutMs: 30_000 });
+  t.is(`${stdout}${stderr}`.trim(), "");
+});
+
+// Young generation at its largest while a process makes short-lived garbage (new_space's size is
+// its two semi-spaces): Node 24 grows it to 128 MiB unbounded.
+const CHURN = `const v8 = require("node:v8"); let keep = []; let max = 0;
+for (let i = 0; i < 3e6; i++) {
+  keep.push({ i, s: "x" + i }); if (keep.length > 200000) keep = [];
+  if (i % 50000 === 0) max = Math.max(max, v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space").space_size);
+}
+console.log(max);`;
+
+test("gateway launch - the unit's drop-in and compose.yaml bound its young generation, and Node takes it from NODE_OPTIONS", async (t) => {
+  const dropIn = readFileSync(join(GATEWAY_DROP_IN, "young-generation.conf"), "utf8");
+  const flags = /^Environment=NODE_OPTIONS=(.+)$/m.exec(dropIn)?.[1];
+  t.is(flags, "--max-semi-space-size=16");
+  const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8"), { merge: true });
+  t.is(compose.services.gateway.environment.NODE_OPTIONS, flags, "compose's gateway starts as the unit does");
+  const { stdout } = await run(process.execPath, ["-e", CHURN], {
+    timeoutMs: 60_000,
+    env: { ...process.env, NODE_OPTIONS: flags },
+  });
+  t.true(Number(stdout) <= 32 * 1024 ** 2, `new space ${stdout.trim()} bytes`);
 });

@@ -22,6 +22,11 @@ const cpuProf = (name) =>
     ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`, `--cpu-prof-name=${name}.cpuprofile`]
     : [];
 
+// The gateway's young generation, bounded as its unit and image bound it (docs/operating.md:
+// Node 24 grows it to 128 MiB under a reconnect storm). BENCH_GATEWAY_NODE_OPTIONS replaces it
+// (empty: V8's default) to compare.
+const GATEWAY_NODE_OPTIONS = process.env.BENCH_GATEWAY_NODE_OPTIONS ?? "--max-semi-space-size=16";
+
 /**
  * A gateway process (`RELAYCTL_ROLE=gateway`) with the stack's environment `env`, listening on
  * `listen` (host:port; port 0 picks one). Resolves once it listens, with its grpc:// URL.
@@ -35,6 +40,7 @@ export async function startGateway(
     env: {
       ...env,
       RELAYCTL_ROLE: "gateway",
+      NODE_OPTIONS: [env.NODE_OPTIONS, GATEWAY_NODE_OPTIONS].filter(Boolean).join(" "),
       RELAYCTL_GATEWAY_LISTEN: listen,
       RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
       RELAYCTL_API_LISTEN: "127.0.0.1:0",
