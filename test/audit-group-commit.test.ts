@@ -485,3 +485,114 @@ test.serial(
     }
   },
 );
+
+/** What the gateway is told of an exec started by `start` (its row's facts). */
+const knownExec = (startedAt: number) => ({ operationType: "exec", startedAt, runId: null });
+
+test.serial(
+  "group commit - a completion whose facts are known, on a guessed head: one round trip; one no longer running or with other facts commits nothing on the guess and goes the locking way",
+  async (t) => {
+    const info = await server.createDatabase();
+    const db = openDb(info.url);
+    // A second instance for the second miss: the first one's guesses of the tenant rest a second.
+    const other = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(db);
+      const [x, y, z] = [
+        await start(db, tenantId, serverId),
+        await start(db, tenantId, serverId),
+        await start(db, tenantId, serverId),
+      ];
+      noteChainHead(db, tenantId, await readHead(db, tenantId));
+      const before = { ...guessStats(db) };
+      let won: unknown;
+      const one = await statementsDuring(db, async () => {
+        won = await finishOperation(db, x.id, done, serverId, tenantId, undefined, knownExec(x.startedAt));
+      });
+      t.deepEqual(won, { operationType: "exec", startedAt: x.startedAt });
+      t.is(one.length, 1, `one round trip: ${one.join(" | ")}`);
+      t.is(guessStats(db).guessed, before.guessed + 1);
+      // x again (no longer running), on a fresh guess: the update moves no row, nothing commits.
+      noteChainHead(db, tenantId, await readHead(db, tenantId));
+      t.is(
+        await finishOperation(db, x.id, done, serverId, tenantId, undefined, knownExec(x.startedAt)),
+        null,
+      );
+      t.is(guessStats(db).stale, before.stale + 1, "the missed update stopped the guessed commit");
+      // y with facts its row does not hold: the event would lie, so the locking way finishes it from its row.
+      noteChainHead(other, tenantId, await readHead(db, tenantId));
+      const lied = { operationType: "exec", startedAt: y.startedAt, runId: "not-its-run" };
+      t.deepEqual(await finishOperation(other, y.id, done, serverId, tenantId, undefined, lied), {
+        operationType: "exec",
+        startedAt: y.startedAt,
+      });
+      t.is(guessStats(other).stale, 1, "the told facts stopped the guessed commit");
+      t.is(guessStats(other).guessed, 0);
+      const runs = await db("audit_events")
+        .where({ operation_id: y.id, event_type: "operation.completed" })
+        .select("run_id");
+      t.deepEqual(
+        runs.map((r) => r.run_id),
+        [null],
+        "the event holds the row's run, not the told one",
+      );
+      const per = await eventCounts(db, tenantId);
+      t.deepEqual(per.get(x.id), ["operation.completed", "operation.exec"]);
+      t.deepEqual(per.get(y.id), ["operation.completed", "operation.exec"]);
+      t.deepEqual(per.get(z.id), ["operation.exec"]);
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 5);
+    } finally {
+      await db.destroy();
+      await other.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - completions with known facts on the head the starting instance wrote, racing starts and duplicate reports on two instances: each finished once, chain verifies",
+  async (t) => {
+    const info = await server.createDatabase();
+    const a = openDb(info.url);
+    const b = openDb(info.url);
+    try {
+      const { tenantId, serverId } = await setup(a);
+      const before = { a: { ...guessStats(a) }, b: { ...guessStats(b) } };
+      const ids: string[] = [];
+      let wins = 0;
+      // The finishing instance is told the head the starting one just wrote (the job's hint), as a gateway is.
+      const worker = async (db: Knex, other: Knex, n: number) => {
+        for (let i = 0; i < n; i++) {
+          noteChainHead(db, tenantId, await readHead(db, tenantId));
+          const { id, startedAt } = await start(db, tenantId, serverId);
+          ids.push(id);
+          noteChainHead(other, tenantId, await readHead(db, tenantId));
+          const known = knownExec(startedAt);
+          const reports = await Promise.all([
+            finishOperation(other, id, done, serverId, tenantId, undefined, known),
+            finishOperation(other, id, done, serverId, tenantId, undefined, known),
+            finishOperation(db, id, done, serverId, tenantId, undefined, known),
+          ]);
+          wins += reports.filter((r) => r !== null).length;
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, (_, w) => (w % 2 ? worker(a, b, 25) : worker(b, a, 25))));
+      t.is(ids.length, 200);
+      t.is(wins, 200, "each operation finished exactly once");
+      const per = await eventCounts(a, tenantId);
+      for (const id of ids) t.deepEqual(per.get(id), ["operation.completed", "operation.exec"], id);
+      const report = await verifyTenantChain(a, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 400);
+      const guessed = guessStats(a).guessed - before.a.guessed + guessStats(b).guessed - before.b.guessed;
+      t.true(guessed > 0, "some batches committed on a guessed head");
+      t.log(
+        `guessed ${guessed}, stale ${guessStats(a).stale - before.a.stale + guessStats(b).stale - before.b.stale}`,
+      );
+    } finally {
+      await a.destroy();
+      await b.destroy();
+    }
+  },
+);

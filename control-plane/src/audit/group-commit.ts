@@ -26,10 +26,14 @@
 // refused statement stops the multi-statement before any event and before
 // COMMIT. A stale guess is rolled back whole and the batch goes the locking
 // way; the guesses of that tenant then rest a second, so a busy chain written
-// by several processes pays for at most one miss a second.
+// by several processes pays for at most one miss a second. A kind whose items
+// carry what its locking read would return (planKnown: a completion whose
+// gateway was told its operation's row) goes that way too: its update must move
+// exactly the rows it names, or the same refused insert stops it before any event.
 import { AsyncResource } from "node:async_hooks";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
+import { auditCommits } from "../observability/metrics.js";
 import type { Knex } from "knex";
 import { type Statement, compiled, isStatement, queryOn, runStatement } from "../db/statement.js";
 import {
@@ -68,6 +72,14 @@ export interface BulkKind<I, T> {
    * events, and the commit on MySQL).
    */
   plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Write[] };
+  /**
+   * Optional, for a kind with a read: the plan when the items carry what the
+   * read would return (the completion of a job whose facts its gateway was
+   * told). Used only on a guessed head, in one round trip: each write must
+   * change exactly `rows` rows, or the statement stops before the events and
+   * COMMIT and the batch goes the locking way (read, then plan).
+   */
+  planKnown?(db: Knex, items: I[]): { outcomes: WriteOutcome<T>[]; writes: { write: Write; rows: number }[] };
 }
 
 interface Pending {
@@ -132,6 +144,11 @@ class GroupCommitter {
     this.#guesses.set(tenantId, head);
   }
 
+  /** The newest head kept for the tenant, resting or not. */
+  guessOf(tenantId: string): ChainHead | undefined {
+    return this.#guesses.get(tenantId);
+  }
+
   /** The tenant's guess, unless none is kept or they rest after a stale one. */
   #guess(tenantId: string): ChainHead | undefined {
     const until = this.#resting.get(tenantId);
@@ -179,13 +196,14 @@ class GroupCommitter {
       // One round trip when every write is a bulk one without reads and the head is guessed;
       // two when only the first kind reads (a later kind's read must see the earlier kinds' writes).
       const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
-      const guess = runs?.every((r) => !r.kind.read) ? this.#guess(tenantId) : undefined;
+      const guess = runs?.every((r) => !r.kind.read || r.kind.planKnown) ? this.#guess(tenantId) : undefined;
       const guessed = runs && guess ? await this.#oneRoundTrip(tenantId, runs, guess) : undefined;
       values =
         guessed ??
         (runs?.every((r, i) => i === 0 || !r.kind.read)
           ? await this.#twoRoundTrips(tenantId, runs)
           : await this.#inTransaction(tenantId, batch));
+      if (!guessed) auditCommits.inc({ way: "locking" });
     } catch (err) {
       // A deadlock's victim was rolled back whole (InnoDB): the same batch again. The
       // operations' rows are also locked by acks and lease renewals, in another order.
@@ -316,13 +334,15 @@ class GroupCommitter {
   ): Promise<unknown[] | undefined> {
     const db = this.db;
     const done: WriteOutcome<unknown>[] = [];
-    const writes: Write[] = [];
+    const writes: Statement[] = [];
     for (const r of runs) {
-      const out = r.kind.plan(db, r.items, []);
-      if (out.outcomes.length !== r.items.length)
-        throw new Error("audit: a bulk write answered the wrong count");
-      done.push(...out.outcomes);
-      writes.push(...out.writes);
+      const known = r.kind.planKnown?.(db, r.items);
+      const plain = known ? undefined : r.kind.plan(db, r.items, []);
+      const outcomes = known?.outcomes ?? plain!.outcomes;
+      if (outcomes.length !== r.items.length) throw new Error("audit: a bulk write answered the wrong count");
+      done.push(...outcomes);
+      for (const w of plain?.writes ?? []) writes.push(compiled(w));
+      for (const w of known?.writes ?? []) writes.push(compiled(w.write), rowsOrStop(tenantId, w.rows));
     }
     const events = done.flatMap((d) => (d.event ? [d.event] : []));
     if (events.length === 0) return undefined;
@@ -339,7 +359,8 @@ class GroupCommitter {
       sql: "INSERT INTO `audit_chain_heads` (`tenant_id`, `seq`) SELECT ?, 0 FROM DUAL WHERE ROW_COUNT() = 0",
       bindings: [tenantId],
     };
-    const statements = [moveHead, staleStops, insertEvents!, ...writes.map(compiled)];
+    // The writes before the events: a known plan's write that missed its rows stops before any event.
+    const statements = [moveHead, staleStops, ...writes, insertEvents!];
     const conn = await db.client.acquireConnection();
     let open = false;
     try {
@@ -352,6 +373,7 @@ class GroupCommitter {
       );
       open = false;
       this.stats.guessed++;
+      auditCommits.inc({ way: "guessed" });
       this.note(tenantId, { head: chained.head, seq: chained.seq });
       return done.map((d) => d.value);
     } catch (err) {
@@ -359,6 +381,7 @@ class GroupCommitter {
       // Stale (the next seq is taken), or any other refusal: rolled back below, then the locking way.
       if (isStoreUnavailable(err)) throw err;
       this.stats.stale++;
+      auditCommits.inc({ way: "stale" });
       this.#guesses.delete(tenantId);
       this.#resting.set(tenantId, Date.now() + GUESS_REST_MS);
       return undefined;
@@ -377,6 +400,15 @@ class GroupCommitter {
 const lockHead = (tenantId: string): Statement => ({
   sql: "SELECT `head`, `seq` FROM `audit_chain_heads` WHERE `tenant_id` = ? FOR UPDATE",
   bindings: [tenantId],
+});
+
+/**
+ * Stops a multi-statement unless the write before it changed exactly `rows`
+ * rows: the tenant's head row inserted again, which its primary key refuses.
+ */
+const rowsOrStop = (tenantId: string, rows: number): Statement => ({
+  sql: "INSERT INTO `audit_chain_heads` (`tenant_id`, `seq`) SELECT ?, 0 FROM DUAL WHERE ROW_COUNT() <> ?",
+  bindings: [tenantId, rows],
 });
 
 /** Tenants whose guessed heads one process keeps at most. */
@@ -400,6 +432,11 @@ function committerOf(db: Knex): GroupCommitter {
  */
 export function noteChainHead(db: Knex, tenantId: string, head: ChainHead): void {
   committerOf(db).note(tenantId, head);
+}
+
+/** The tenant's chain head as this process last read or wrote it (what a job tells its gateway). */
+export function chainHeadGuess(db: Knex, tenantId: string): ChainHead | undefined {
+  return committerOf(db).guessOf(tenantId);
 }
 
 /** Batches committed on a guessed head, and guesses found stale, in this process (for tests). */

@@ -15,6 +15,7 @@
 // subscribeLive() (before dispatch) and stops it with cancelJob().
 import type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 import { RcError } from "../errors.js";
+import type { JobHint } from "./job-hint.js";
 
 export type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 
@@ -44,8 +45,8 @@ export interface DoneWaiter {
 
 export type Unsubscribe = () => void;
 
-/** Returns true when the job is on the agent's stream. */
-export type JobHandler = (job: Job) => Promise<boolean>;
+/** Returns true when the job is on the agent's stream. `hint`: what the api told with it (bus/job-hint.ts). */
+export type JobHandler = (job: Job, hint?: JobHint) => Promise<boolean>;
 
 export interface JobBus {
   /**
@@ -63,13 +64,13 @@ export interface JobBus {
    * operation's lease decides, as for dispatch's `unknown`. Throws
    * BusUnavailableError when the bus itself cannot be reached.
    */
-  send(serverId: string, job: Job): void;
+  send(serverId: string, job: Job, hint?: JobHint): void;
   /**
    * As dispatch, but every gateway that answers is heard (for a while after the
    * first answer): `on_stream` when any of them put the job on a stream. For a
    * refusal that may have come from a gateway an agent just left.
    */
-  dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome>;
+  dispatchToAll(serverId: string, job: Job, hint?: JobHint): Promise<DispatchOutcome>;
   /** Resolves when the bus answers a round trip within `timeoutMs`; else BusUnavailableError (readiness). */
   ping(timeoutMs: number): Promise<void>;
   /** Subscribes to one operation's completion; call before dispatch. */

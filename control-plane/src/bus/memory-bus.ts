@@ -14,16 +14,17 @@ import type {
   OperationDone,
   Unsubscribe,
 } from "./job-bus.js";
+import type { JobHint } from "./job-hint.js";
 
 export class MemoryBus implements JobBus {
   private readonly handlers = new Map<string, JobHandler>();
   private readonly events = new EventEmitter().setMaxListeners(0);
 
-  async dispatch(serverId: string, job: Job): Promise<DispatchOutcome> {
+  async dispatch(serverId: string, job: Job, hint?: JobHint): Promise<DispatchOutcome> {
     const handler = this.handlers.get(serverId);
     if (!handler) return "not_connected";
     // Like a gateway behind NATS: a handler that fails has not put the job on a stream.
-    const onStream = await handler(codec.job.decode(codec.job.encode(job))).catch(() => false);
+    const onStream = await handler(codec.job.decode(codec.job.encode(job)), hint).catch(() => false);
     return onStream ? "on_stream" : "not_connected";
   }
 
@@ -31,13 +32,13 @@ export class MemoryBus implements JobBus {
   async ping(_timeoutMs: number): Promise<void> {}
 
   /** One handler per server in process: its answer is every answer. */
-  dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome> {
-    return this.dispatch(serverId, job);
+  dispatchToAll(serverId: string, job: Job, hint?: JobHint): Promise<DispatchOutcome> {
+    return this.dispatch(serverId, job, hint);
   }
 
   /** As on NATS: only a refusal is answered, after the handler said so. */
-  send(serverId: string, job: Job): void {
-    void this.dispatch(serverId, job).then((outcome) => {
+  send(serverId: string, job: Job, hint?: JobHint): void {
+    void this.dispatch(serverId, job, hint).then((outcome) => {
       if (outcome === "not_connected") this.events.emit(`refused:${job.operationId}`);
     });
   }

@@ -18,6 +18,7 @@ import type { NatsOptions } from "../config.js";
 import { natsErrors } from "../observability/metrics.js";
 import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
 import { codec } from "./codec.js";
+import { type JobHint, hintOf, withHint } from "./job-hint.js";
 import { ServerFanout } from "./server-fanout.js";
 import {
   BusUnavailableError,
@@ -150,7 +151,7 @@ class NatsBus implements JobBus {
     }
   }
 
-  async dispatchToAll(serverId: string, job: Job): Promise<DispatchOutcome> {
+  async dispatchToAll(serverId: string, job: Job, hint?: JobHint): Promise<DispatchOutcome> {
     this.ensureConnected();
     let refused = false;
     try {
@@ -158,6 +159,7 @@ class NatsBus implements JobBus {
         strategy: RequestStrategy.JitterTimer,
         jitter: MORE_ANSWERS_MS,
         maxWait: DISPATCH_ACK_TIMEOUT_MS,
+        headers: withHint(undefined, hint),
       });
       for await (const answer of answers) {
         if (codec.reply.decode(answer.data)) return "on_stream";
@@ -193,14 +195,14 @@ class NatsBus implements JobBus {
     return { done, refused, cancel: () => this.waiters.delete(operationId) };
   }
 
-  send(serverId: string, job: Job): void {
+  send(serverId: string, job: Job, hint?: JobHint): void {
     this.ensureConnected();
     const subject = subjects.job(serverId);
     const reply = subjects.refusals(this.instance, job.operationId);
     const data = codec.job.encode(job);
     // The PRODUCER span ends once the job is out: what follows is the completion's.
     void tracedJobRequest(subject, job.operationId, async (headers: MsgHdrs | undefined) => {
-      this.publish(subject, data, { reply, headers });
+      this.publish(subject, data, { reply, headers: withHint(headers, hint) });
     });
   }
 
@@ -255,7 +257,7 @@ class NatsBus implements JobBus {
           msg.respond(codec.reply.encode(false));
           return;
         }
-        tracedJobHandling(msg.subject, job, msg.headers, () => handler(job)).then(
+        tracedJobHandling(msg.subject, job, msg.headers, () => handler(job, hintOf(msg.headers))).then(
           (onStream) => {
             // A sender that waits for the completion wants to hear only of a refusal (send).
             if (onStream && msg.reply?.startsWith(REFUSALS_PREFIX)) return;

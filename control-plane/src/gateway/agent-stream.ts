@@ -331,7 +331,8 @@ class AgentStream {
     try {
       // Only this server's own running operations can be finished by it. Stored,
       // then announced (the service), then acked: a result is never lost between.
-      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId, this.server.tenant_id);
+      const hint = this.deps.registry.takeHint(r.operationId);
+      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId, this.server.tenant_id, hint);
     } catch (err) {
       // Not acked: drop the stream so the agent reconnects and re-sends it.
       this.log.error({ err, operation_id: r.operationId }, "storing result failed; dropping stream");

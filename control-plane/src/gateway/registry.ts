@@ -4,6 +4,7 @@
 // kept (in memory only: they may hold env values) and re-sent on its next stream.
 import type { Logger } from "pino";
 import type { JobBus, Job, Unsubscribe } from "../bus/job-bus.js";
+import type { JobHint } from "../bus/job-hint.js";
 import { activeTraceContext, tracingOn } from "../tracing/index.js";
 
 export interface StreamHandle {
@@ -25,9 +26,14 @@ interface Held {
 
 const UNACKED_TTL_MS = 10 * 60 * 1000;
 
+/** Hints kept at most (jobs in flight on this gateway's streams). */
+const MAX_HINTS = 100_000;
+
 export class StreamRegistry {
   private readonly held = new Map<string, Held>();
   private readonly unacked = new Map<string, Map<string, { job: Job; at: number }>>();
+  /** Operation id → what the api told with its job (bus/job-hint.ts), until its result. */
+  private readonly hints = new Map<string, JobHint>();
 
   constructor(
     private readonly bus: JobBus,
@@ -42,7 +48,7 @@ export class StreamRegistry {
     const previous = this.held.get(stream.serverId);
     if (previous) this.detach(previous.stream, "replaced by a newer stream of the same agent");
     const unsubscribe = [
-      this.bus.serveServer(stream.serverId, async (job) => this.deliver(stream.serverId, job)),
+      this.bus.serveServer(stream.serverId, async (job, hint) => this.deliver(stream.serverId, job, hint)),
       this.bus.onTakeover(stream.serverId, (connectionId) => {
         if (connectionId !== stream.connectionId) this.detach(stream, "agent connected to another gateway");
       }),
@@ -63,6 +69,13 @@ export class StreamRegistry {
     stream.close(reason);
   }
 
+  /** What the api told with the operation's job, once (its completion's); undefined when none was. */
+  takeHint(operationId: string): JobHint | undefined {
+    const hint = this.hints.get(operationId);
+    this.hints.delete(operationId);
+    return hint;
+  }
+
   acked(serverId: string, operationId: string): void {
     this.unacked.get(serverId)?.delete(operationId);
   }
@@ -76,9 +89,15 @@ export class StreamRegistry {
     for (const { stream } of [...this.held.values()]) this.detach(stream, reason);
   }
 
-  private deliver(serverId: string, job: Job): boolean {
+  private deliver(serverId: string, job: Job, hint?: JobHint): boolean {
     const current = this.held.get(serverId);
     if (!current) return false;
+    if (hint) {
+      // Kept until the result comes (on any stream of this gateway), oldest dropped past the cap:
+      // a job whose result never comes here leaves only a guess that costs nothing when missing.
+      if (this.hints.size >= MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
+      this.hints.set(job.operationId, hint);
+    }
     // The agent's spans are children of this gateway's (kept for a re-send too).
     if (tracingOn()) job.traceContext = activeTraceContext();
     // A log read is never sent again: it ended with the stream it was on (gateway/live-reads.ts).

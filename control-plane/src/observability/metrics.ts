@@ -67,6 +67,13 @@ export const completionDuration = new Histogram({
   registers: [registry],
 });
 
+export const auditCommits = new Counter({
+  name: "relayctl_audit_commits_total",
+  help: "Batches of audited writes committed by this process: guessed (one round trip on a guessed chain head), stale (a guess that missed, rolled back before the locking way), locking (the chain head locked and read first)",
+  labelNames: ["way"] as const,
+  registers: [registry],
+});
+
 export const natsErrors = new Counter({
   name: "relayctl_nats_errors_total",
   help: "NATS trouble seen by this process: disconnect, error, publish (failed publish), unavailable (a dispatch or wait refused while NATS was unreachable)",

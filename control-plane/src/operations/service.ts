@@ -23,6 +23,8 @@ import {
   type JobKind,
   type OperationDone,
 } from "../bus/job-bus.js";
+import type { JobHint } from "../bus/job-hint.js";
+import { chainHeadGuess, noteChainHead } from "../audit/group-commit.js";
 import { currentRequestId } from "../tracing/request-id.js";
 import type { OperationType } from "./types.js";
 import {
@@ -33,6 +35,7 @@ import {
   type OperationResult,
   createOperation,
   finishOperation,
+  type KnownOperation,
   readResult,
 } from "./store.js";
 import {
@@ -71,6 +74,8 @@ export interface StartedOperation {
   id: string;
   server: ServerRef;
   startedAt: number;
+  /** Told to the gateway with the job: its completion may commit in one round trip. */
+  hint?: JobHint;
 }
 
 export type NotRunCause = "not_connected" | "bus_unavailable";
@@ -176,7 +181,14 @@ export class OperationService {
       audit: { ...spec.audit, server_id: spec.server.id, server_name: spec.server.name },
     });
     operationsStarted.inc({ type: spec.operationType });
-    return { id, server: spec.server, startedAt };
+    const head = chainHeadGuess(this.db, spec.tenantId);
+    const hint = head && {
+      ...head,
+      operationType: spec.operationType,
+      startedAt,
+      runId: spec.runId,
+    };
+    return { id, server: spec.server, startedAt, hint };
   }
 
   /**
@@ -195,11 +207,11 @@ export class OperationService {
         // The caller waits for the completion anyway: only a refusal is answered (wait()
         // hears it), which spares every job that reaches its agent a reply.
         waiter = await this.bus.awaitDone(op.id);
-        this.bus.send(op.server.id, job);
+        this.bus.send(op.server.id, job, op.hint);
         timer({ outcome: "sent" });
         return { state: "sent", op, job, waiter, opts };
       }
-      const outcome = await this.bus.dispatchToAll(op.server.id, job);
+      const outcome = await this.bus.dispatchToAll(op.server.id, job, op.hint);
       timer({ outcome });
       if (outcome === "unknown")
         this.log.warn({ operation_id: op.id }, "no answer to the dispatch; the operation's lease decides");
@@ -299,9 +311,29 @@ export class OperationService {
    * `serverId` limits it to that server's operations (an agent's own report);
    * `tenantId`, when the caller knows it, saves a read.
    */
-  async complete(id: string, result: FinalResult, serverId?: string, tenantId?: string): Promise<boolean> {
+  async complete(
+    id: string,
+    result: FinalResult,
+    serverId?: string,
+    tenantId?: string,
+    /** What the api told with the job (its gateway's): the chain head as a guess, the row's facts. */
+    hint?: JobHint,
+  ): Promise<boolean> {
     const timer = completionDuration.startTimer();
-    const finished = await finishOperation(this.db, id, result, serverId, tenantId, this.completionHooks);
+    let known: KnownOperation | undefined;
+    if (hint && tenantId) {
+      noteChainHead(this.db, tenantId, hint);
+      known = hint;
+    }
+    const finished = await finishOperation(
+      this.db,
+      id,
+      result,
+      serverId,
+      tenantId,
+      this.completionHooks,
+      known,
+    );
     if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
     if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {

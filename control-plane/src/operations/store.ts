@@ -182,6 +182,8 @@ export async function finishOperation(
   /** The operation's tenant when the caller knows it (an agent's stream): saves a read before the batch. */
   tenantId?: string,
   hooks: CompletionHooks = NO_HOOKS,
+  /** What the operation's row holds, as its gateway was told with the job: may save the row's read. */
+  known?: KnownOperation,
 ): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
   const read = (q: Knex) =>
@@ -199,6 +201,8 @@ export async function finishOperation(
   const detail = result.detail;
   const hook = detail && hooks.get(detail.$case);
   if (!detail || !hook) {
+    if (known && serverId)
+      return commitAuditedBulk(db, tenant, finishKnownOperations, { id, serverId, tenant, result, known });
     return commitAuditedBulk(db, tenant, finishOperations, { id, serverId, tenant, result });
   }
   return commitAudited<FinishedOperation | null>(db, tenant, async (trx) => {
@@ -272,6 +276,48 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
     // One statement for the batch: each row locked above, still running, gets its own result.
     const writes = finals.length > 0 ? [updateRows("operations", "id", finals, { status: "running" })] : [];
     return { outcomes, writes };
+  },
+};
+
+/** What an operation's row holds that its completion event and metrics need (dispatch.ts carries it). */
+export interface KnownOperation {
+  operationType: string;
+  startedAt: number;
+  runId: string | null;
+}
+
+/**
+ * As finishOperations, and on a guessed chain head without the locking read:
+ * the update moves only rows still running that hold exactly the facts the
+ * events were made from, and must move every one of them, or nothing of the
+ * batch commits and it goes the locking way (finishOperations' read and plan).
+ */
+const finishKnownOperations: BulkKind<
+  Finishing & { serverId: string; known: KnownOperation },
+  FinishedOperation | null
+> = {
+  read: finishOperations.read,
+  plan: finishOperations.plan,
+  planKnown: (_db, items) => {
+    const seen = new Set<string>();
+    const finals: { key: string; values: Record<string, unknown> }[] = [];
+    const facts: unknown[] = [];
+    const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
+      if (seen.has(i.id)) return { event: null, value: null }; // a second report in the batch: the first wins
+      seen.add(i.id);
+      finals.push({ key: i.id, values: finalColumns(i.result) });
+      const { runId, operationType, startedAt } = i.known;
+      facts.push(i.id, i.tenant, i.serverId, operationType, startedAt, runId ?? "");
+      const op = { tenant_id: i.tenant, server_id: i.serverId, run_id: runId };
+      return { event: completionEvent(i.id, op, i.result), value: { operationType, startedAt } };
+    });
+    const update = updateRows("operations", "id", finals, { status: "running" });
+    const tuple = `(${placeholders(6)})`;
+    const write = {
+      sql: `${update.sql} AND (\`id\`, \`tenant_id\`, \`server_id\`, \`operation_type\`, \`started_at\`, COALESCE(\`run_id\`, '')) IN (${finals.map(() => tuple).join(", ")})`,
+      bindings: [...update.bindings, ...facts],
+    };
+    return { outcomes, writes: [{ write, rows: finals.length }] };
   },
 };
 

@@ -1,0 +1,45 @@
+// What the api tells the gateway with a job, beside the job's bytes (a NATS
+// header, never on the agent's stream): the tenant's audit chain head as the
+// api's start left it, and the operation row's facts its completion event
+// needs. With them the gateway commits the completion in one round trip on a
+// guessed head (audit/group-commit.ts) instead of locking and reading first.
+// Nothing here is trusted: a stale head or wrong facts stop that commit before
+// anything of it lands, and the completion goes the locking way.
+import { type MsgHdrs, headers as natsHeaders } from "nats";
+
+export interface JobHint {
+  /** The chain head's seq and hash after the operation's start committed. */
+  seq: number;
+  head: string | null;
+  operationType: string;
+  startedAt: number;
+  runId: string | null;
+}
+
+const HEADER = "Rc-Job-Hint";
+
+/** `headers` (made when absent) with the hint set; unchanged without a hint. */
+export function withHint(headers: MsgHdrs | undefined, hint: JobHint | undefined): MsgHdrs | undefined {
+  if (!hint) return headers;
+  const h = headers ?? natsHeaders();
+  h.set(HEADER, JSON.stringify(hint));
+  return h;
+}
+
+/** The hint a job message carries, or undefined (none, or not one of ours). */
+export function hintOf(headers: MsgHdrs | undefined): JobHint | undefined {
+  const raw = headers?.get(HEADER);
+  if (!raw) return undefined;
+  try {
+    const h = JSON.parse(raw) as Partial<JobHint>;
+    const ok =
+      Number.isSafeInteger(h.seq) &&
+      (h.head === null || typeof h.head === "string") &&
+      typeof h.operationType === "string" &&
+      Number.isSafeInteger(h.startedAt) &&
+      (h.runId === null || typeof h.runId === "string");
+    return ok ? (h as JobHint) : undefined;
+  } catch {
+    return undefined;
+  }
+}
