@@ -175,6 +175,70 @@ test("syncer - concurrent sync calls run one at a time and none loses another's 
   t.is((await RouteLedger.open(ledgerFile)).ids().length, routes.length);
 });
 
+/** A real CaddyWriter that counts its reads: the test sees when the syncer read the proxy. */
+class CountingWriter extends CaddyWriter {
+  reads = 0;
+  override async readAll() {
+    const live = await super.readAll();
+    this.reads++;
+    return live;
+  }
+}
+
+async function until(what: string, done: () => boolean): Promise<void> {
+  const deadline = Date.now() + WAIT_MS;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+test("syncer - a request still in the making: the proxy is read meanwhile, written only once it comes, after the turn before", async (t) => {
+  const { caddy, ledger, writer: first } = await setup();
+  const writer = new CountingWriter({
+    adminUrl: caddy.adminUrl,
+    listen: [`127.0.0.1:${caddy.httpPort}`],
+    automaticHttps: false,
+  });
+  const syncer = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
+  const a = desired(["a.example.test"], 3000);
+  const b = desired(["b.example.test"], 3001);
+  let give!: (req: { routes: DesiredRoute[] }) => void;
+  const requestA = new Promise<{ routes: DesiredRoute[] }>((resolve) => {
+    give = resolve;
+  });
+  const pendingA = syncer.sync(requestA);
+  // Queued behind a: its read must see a's write, or its write would drop a's route.
+  const plainB = syncer.sync({ routes: [b] });
+  await until("the read beside the pending request", () => writer.reads === 1);
+  t.is((await first.readAll()).size, 0, "nothing is written before the request is there");
+  t.deepEqual(ledger.ids(), []);
+  give({ routes: [a] });
+  t.deepEqual(statuses(await pendingA), ["synced"]);
+  t.deepEqual(statuses(await plainB), ["synced"]);
+  t.deepEqual([...(await first.readAll()).keys()].sort(), [a.applicationId, b.applicationId].sort());
+  t.is(writer.reads, 2);
+});
+
+test("syncer - a request that fails in the making writes nothing, and the next turn reads the proxy again", async (t) => {
+  const { caddy, ledger, writer: first } = await setup();
+  const writer = new CountingWriter({
+    adminUrl: caddy.adminUrl,
+    listen: [`127.0.0.1:${caddy.httpPort}`],
+    automaticHttps: false,
+  });
+  const syncer = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
+  const a = desired(["a.example.test"], 3000);
+  await syncer.sync({ routes: [a] });
+  const failing = syncer.sync(Promise.reject(new Error("the engine did not answer")));
+  await t.throwsAsync(failing, { message: "the engine did not answer" });
+  t.deepEqual([...(await first.readAll()).keys()], [a.applicationId]);
+  const b = desired(["b.example.test"], 3001);
+  t.deepEqual(statuses(await syncer.sync({ routes: [b] })), ["synced"]);
+  t.deepEqual([...(await first.readAll()).keys()].sort(), [a.applicationId, b.applicationId].sort());
+  t.is(writer.reads, 3);
+});
+
 test("syncer - container-network upstream: Caddy dials <container_name>:<port>, and switching modes is a new signature", async (t) => {
   const { ledger, writer, config } = await setup();
   const networked = new RouteSyncer({ writer, ledger, upstreamMode: "container-network" });

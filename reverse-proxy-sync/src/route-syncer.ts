@@ -84,14 +84,29 @@ export class RouteSyncer {
     this.#mode = opts.upstreamMode;
   }
 
-  /** Runs one sync; concurrent calls wait their turn (each reads the proxy the previous one left). */
-  sync(req: SyncRequest): Promise<SyncReport> {
-    const run = this.#queue.then(() => this.#sync(req));
+  /**
+   * Runs one sync; concurrent calls wait their turn (each reads the proxy the previous one left).
+   * The request may still be in the making (the agent's port check): its turn's read of the
+   * proxy runs meanwhile, and nothing is planned or written before the request is there.
+   */
+  sync(req: SyncRequest | Promise<SyncRequest>): Promise<SyncReport> {
+    const run = this.#queue.then(() => this.#readThenSync(Promise.resolve(req)));
     this.#queue = run.catch(() => undefined);
     return run;
   }
 
-  async #sync(req: SyncRequest): Promise<SyncReport> {
+  /**
+   * The proxy's read beside the request's making. Both are settled before the turn ends, so a
+   * read of a failed turn cannot land after the next turn's read (the Caddy writer keeps its
+   * last read for apply).
+   */
+  async #readThenSync(pending: Promise<SyncRequest>): Promise<SyncReport> {
+    const [asked, read] = await Promise.allSettled([pending, this.#writer.readAll()]);
+    if (asked.status === "rejected") throw asked.reason;
+    return this.#sync(asked.value, read);
+  }
+
+  async #sync(req: SyncRequest, read: PromiseSettledResult<Map<string, LiveRoute>>): Promise<SyncReport> {
     const draining = this.#drainState(req);
     const asked = new Set(req.routes.map((r) => r.applicationId));
     // A drain change of a route not asked for rewrites it as the ledger last applied it.
@@ -105,14 +120,12 @@ export class RouteSyncer {
       });
     const plans = this.#plan([...req.routes, ...fromLedger], draining);
     const valid = plans.filter((p) => p.outcome.status !== "failed");
-    let live: Map<string, LiveRoute>;
-    try {
-      live = await this.#writer.readAll();
-    } catch (err) {
-      const why = `could not read the ${this.#writer.kind} proxy: ${message(err)}`;
+    if (read.status === "rejected") {
+      const why = `could not read the ${this.#writer.kind} proxy: ${message(read.reason)}`;
       for (const p of valid) Object.assign(p.outcome, { status: "failed", error: why });
       return { routes: plans.map((p) => p.outcome), removed: [] };
     }
+    const live = read.value;
     for (const p of valid) this.#classify(p, live.get(p.route.applicationId));
     const removals = this.#removals(req, plans, valid, live);
     const upsert = valid.filter((p) => p.write).map((p) => p.rendered);

@@ -253,7 +253,9 @@ function refused(route: DesiredRoute, mode: UpstreamMode, error: string): RouteO
 /**
  * Checks every route's port, gives the syncer only the routes that passed (with
  * the upstream the engine showed), and reports all of them in request order.
- * Routes the syncer refuses anyway (bad names...) skip the engine.
+ * Routes the syncer refuses anyway (bad names...) skip the engine. The syncer
+ * reads the proxy while the engine is asked (independent); it plans and writes
+ * only once every verdict is in.
  */
 export async function syncCheckedRoutes(
   syncer: RouteSyncer,
@@ -261,16 +263,20 @@ export async function syncCheckedRoutes(
   req: SyncRequest,
 ): Promise<SyncReport> {
   const toCheck = req.routes.filter((r) => routeProblem(r) === undefined);
-  const verdicts = new Map<DesiredRoute, PortVerdict>();
-  (await check.verdicts(toCheck)).forEach((v, i) => verdicts.set(toCheck[i]!, v));
-  const passed: DesiredRoute[] = [];
-  const outcomes: (RouteOutcome | undefined)[] = req.routes.map((r) => {
-    const v = verdicts.get(r);
-    if (v !== undefined && "error" in v) return refused(r, check.mode, v.error);
-    passed.push(v === undefined ? r : { ...r, upstream: v.upstream });
-    return undefined;
+  let outcomes: (RouteOutcome | undefined)[] = [];
+  const checked = check.verdicts(toCheck).then((list) => {
+    const verdicts = new Map<DesiredRoute, PortVerdict>();
+    list.forEach((v, i) => verdicts.set(toCheck[i]!, v));
+    const passed: DesiredRoute[] = [];
+    outcomes = req.routes.map((r) => {
+      const v = verdicts.get(r);
+      if (v !== undefined && "error" in v) return refused(r, check.mode, v.error);
+      passed.push(v === undefined ? r : { ...r, upstream: v.upstream });
+      return undefined;
+    });
+    return { ...req, routes: passed };
   });
-  const report = await syncer.sync({ ...req, routes: passed });
+  const report = await syncer.sync(checked);
   const synced = report.routes[Symbol.iterator]();
   const routes = outcomes.map((o) => o ?? synced.next().value!);
   // Then the routes a drain change rewrote from the ledger (not in req.routes).
