@@ -7,23 +7,26 @@ import { type LogsOutput, LogsEnd } from "@relayctl/proto";
 import type { Job, JobBus } from "../bus/job-bus.js";
 
 export class LiveReads {
-  readonly #open = new Set<string>();
+  /** Made at the stream's first log read: most streams never carry one, and a gateway holds 10,000. */
+  #open: Set<string> | undefined;
 
   constructor(private readonly bus: JobBus) {}
 
   /** A job went on the stream. */
   sent(job: Job): void {
-    if (job.kind?.$case === "logs") this.#open.add(job.operationId);
+    if (job.kind?.$case !== "logs") return;
+    this.#open ??= new Set();
+    this.#open.add(job.operationId);
   }
 
   relay(output: LogsOutput): void {
-    if (output.end !== LogsEnd.LOGS_END_UNSPECIFIED) this.#open.delete(output.operationId);
+    if (output.end !== LogsEnd.LOGS_END_UNSPECIFIED) this.#open?.delete(output.operationId);
     this.bus.publishLive(output);
   }
 
   /** The stream closed: the reads on it are over. */
   closed(): void {
-    for (const operationId of this.#open) {
+    for (const operationId of this.#open ?? []) {
       this.bus.publishLive({
         operationId,
         seq: 0,
@@ -32,6 +35,6 @@ export class LiveReads {
         endDetail: "the server's agent disconnected",
       });
     }
-    this.#open.clear();
+    this.#open = undefined;
   }
 }
