@@ -299,6 +299,23 @@ test.serial("session key - a key that loses external_deploy stops its sessions (
   );
 });
 
+test.serial(
+  "session key - the key's rate limit holds on syncs: 429, and nothing is sent beyond it",
+  async (t) => {
+    // The session's applications are read beside the limit's count (admission.ts): a refused sync
+    // must still be refused whole.
+    const k = await makeKey({ operations: ["external_deploy"], rate_limit: 3 });
+    const res = await s.openSession({ container_names: [box.name], workflow_run_id: "run-limit" }, k.key);
+    t.is(res.status, 201, describe(res));
+    const token = String(res.json.session_token);
+    for (let i = 0; i < 2; i++)
+      t.is((await s.sync(token, [entry(box.name, box.hostPort("one"))])).status, 200);
+    const limited = await s.sync(token, [entry(box.name, box.hostPort("one"))]);
+    t.regex(assertDetailOnly(t, limited, 429), /rate limit exceeded: 3 requests per /);
+    t.is(await routeSyncOps("run-limit"), 2);
+  },
+);
+
 test.serial("session key - a caller outside the key's IP allowlist is 403", async (t) => {
   const k = await makeKey({ operations: ["external_deploy"], ip_allowlist: ["127.0.0.1"] });
   const sess = await openSession([box.name], k.key);

@@ -65,8 +65,8 @@ export const externalDeployRoutes = (ctx: ApiContext): RouteSpec[] => [
     schema: { body: syncSchema },
     responses: { 200: syncAnswer },
     handler: async (req) => {
-      const { session, servers } = req.deploySession;
-      return syncDeployments(ctx, session, servers, req.body.deployments, req.ip);
+      const { session, servers, applications } = req.deploySession;
+      return syncDeployments(ctx, session, servers, req.body.deployments, req.ip, applications);
     },
   }),
   // With the session's own token: ending it again is 204 too (idempotent), as long

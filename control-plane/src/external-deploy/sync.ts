@@ -34,7 +34,8 @@ export interface SyncError {
   application_id?: string;
 }
 
-interface AppRow {
+/** An application of a session as the sync reads it. */
+export interface SessionApp {
   id: string;
   name: string;
   server_id: string;
@@ -49,20 +50,21 @@ interface AppRow {
 /** One (entry, application) pair that passed matching. */
 interface Work {
   entry: DeploymentEntry;
-  app: AppRow;
+  app: SessionApp;
 }
 
 /** How long the HTTP call waits for the agents' reports. */
 const WAIT_MS = 60_000;
 
-async function sessionApplications(db: Knex, session: SessionRow): Promise<AppRow[]> {
+/** The session's applications (read by the token's admission, beside the rate limit: admission.ts). */
+export async function sessionApplications(db: Knex, session: SessionRow): Promise<SessionApp[]> {
   const ids = JSON.parse(session.application_ids) as string[];
   if (ids.length === 0) return [];
   return db("applications as a")
     .join("servers as s", "s.id", "a.server_id")
     .where({ "a.tenant_id": session.tenant_id })
     .whereIn("a.id", ids)
-    .select<AppRow[]>(
+    .select<SessionApp[]>(
       "a.id",
       "a.name",
       "a.server_id",
@@ -75,7 +77,7 @@ async function sessionApplications(db: Knex, session: SessionRow): Promise<AppRo
     );
 }
 
-function matchEntries(session: SessionRow, apps: AppRow[], entries: DeploymentEntry[]) {
+function matchEntries(session: SessionRow, apps: SessionApp[], entries: DeploymentEntry[]) {
   const named = new Set(JSON.parse(session.container_names) as string[]);
   const seen = new Set<string>();
   const work: Work[] = [];
@@ -142,8 +144,10 @@ export async function syncDeployments(
   servers: string[],
   entries: DeploymentEntry[],
   ip: string,
+  /** The session's applications when their read was started already (admission.ts). */
+  applications?: Promise<SessionApp[]>,
 ) {
-  const apps = await sessionApplications(ctx.db, session);
+  const apps = await (applications ?? sessionApplications(ctx.db, session));
   const matched = matchEntries(session, apps, entries);
   const errors = matched.errors;
   const work = refuseEntries(matched.work, servers, errors);
