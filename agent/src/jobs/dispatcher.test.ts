@@ -193,3 +193,64 @@ test("ack - a job still running after ackAfterMs is acked while it runs, then it
     ["jobAck", "jobResult"],
   );
 });
+
+test("spool - a result acked soon after it is sent never touches the disk; its done record reaches the journal with the next write", async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
+  const [id, next] = ["55555555-5555-4555-8555-555555555555", "66666666-6666-4666-8666-666666666666"];
+  const dispatcher = await open(stateDir);
+  const spooled: string[] = [];
+  const save = dispatcher.results.save.bind(dispatcher.results);
+  dispatcher.results.save = (r) => {
+    spooled.push(r.operationId);
+    return save(r);
+  };
+  // The gateway: acks each result as soon as it arrives.
+  dispatcher.attach((m) => {
+    if (m.msg?.$case === "jobResult") void dispatcher.handleResultAck(m.msg.jobResult.operationId);
+  });
+  await dispatcher.handleJob(execJob(id, "true"));
+  t.deepEqual(spooled, [], "no spool write for an acked result");
+  t.deepEqual(await readdir(join(stateDir, "results")), []);
+  t.is(
+    await readFile(join(stateDir, "journal.log"), "utf8"),
+    `start ${id}\n`,
+    "done waits for the next write",
+  );
+  await dispatcher.handleJob(execJob(next, "true"));
+  t.true(
+    (await readFile(join(stateDir, "journal.log"), "utf8")).startsWith(
+      `start ${id}\ndone ${id}\nstart ${next}\n`,
+    ),
+  );
+  await dispatcher.close();
+  t.is(
+    await readFile(join(stateDir, "journal.log"), "utf8"),
+    `start ${id}\ndone ${id}\nstart ${next}\ndone ${next}\n`,
+  );
+  // Restarted: nothing unfinished, nothing re-sent.
+  const again = await open(stateDir);
+  t.teardown(() => again.close());
+  const sent = recorder(again);
+  await again.resendUnacked();
+  t.deepEqual(sent, []);
+});
+
+test("spool - a result sent but not acked is spooled, and after a restart the real result is sent again (not 'outcome unknown')", async (t) => {
+  const stateDir = await mkdtemp(join(tmpdir(), "relayctl-state-"));
+  const id = "77777777-7777-4777-8777-777777777777";
+  const dispatcher = await open(stateDir);
+  const sent = recorder(dispatcher); // a stream whose gateway never acks (it died with the result)
+  await dispatcher.handleJob(execJob(id, "echo kept; exit 5"));
+  t.is(sent.filter((m) => m?.$case === "jobResult").length, 1, "sent once on the stream");
+  t.deepEqual(await readdir(join(stateDir, "results")), [`${id}.json`]);
+  await dispatcher.close();
+  const again = await open(stateDir);
+  t.teardown(() => again.close());
+  const resent = recorder(again);
+  await again.resendUnacked();
+  t.is(resent.length, 1);
+  t.like(resent[0], {
+    $case: "jobResult",
+    jobResult: { operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, exitCode: 5, stdout: "kept\n" },
+  });
+});

@@ -68,11 +68,25 @@ export interface DispatcherOptions {
 
 const ACK_AFTER_MS = 50;
 
+/**
+ * How long a result sent on a stream waits for its ResultAck before it is
+ * spooled. The gateway acks once the result is stored in its database, most
+ * often within a few ms: such a result never touches this disk (a spool file's
+ * open, write, fsync, rename, directory fsync and unlink were a third of the
+ * agent's CPU per exec). An agent killed meanwhile, unacked, reports the job
+ * `failed` (outcome unknown) on restart, as one killed during the spool's
+ * write always did; one already stored stays as stored (a finished operation
+ * takes no second result).
+ */
+const SPOOL_AFTER_MS = 25;
+
 export class Dispatcher {
   readonly #running = new Map<string, Promise<void>>();
   readonly #unacked = new Map<string, JobResult>();
   readonly #saving = new Set<string>();
   readonly #ackedWhileSaving = new Set<string>();
+  /** Results sent and not yet spooled, waiting SPOOL_AFTER_MS for their ack: id → told of it. */
+  readonly #awaitingAck = new Map<string, (acked: boolean) => void>();
   #send: Send | undefined;
 
   private constructor(
@@ -176,6 +190,9 @@ export class Dispatcher {
   async handleResultAck(operationId: string): Promise<void> {
     if (!OPERATION_ID.test(operationId)) return;
     this.#unacked.delete(operationId);
+    const waiting = this.#awaitingAck.get(operationId);
+    // Acked before its spool write began: there is no file to remove.
+    if (waiting) return waiting(true);
     if (this.#saving.has(operationId)) this.#ackedWhileSaving.add(operationId);
     await this.results.remove(operationId);
   }
@@ -330,8 +347,16 @@ export class Dispatcher {
     // Kept in memory too until acked: a stream that comes up while the spool
     // write is in flight must still get it (resendUnacked).
     this.#unacked.set(id, result);
+    // Listened for before the send: an ack may come back at once.
+    const acked = this.#ackWithin(id, SPOOL_AFTER_MS);
+    if (!this.#emit({ $case: "jobResult", jobResult: result })) this.#awaitingAck.get(id)?.(false);
+    if (await acked) {
+      // Stored by the gateway: nothing to keep. The done record rides on the journal's next
+      // write; lost in a crash, the job is reported again and the stored result stays.
+      this.journal.doneLater(id);
+      return;
+    }
     this.#saving.add(id);
-    this.#emit({ $case: "jobResult", jobResult: result });
     try {
       await this.results.save(result);
       await this.journal.done(id);
@@ -391,7 +416,23 @@ export class Dispatcher {
     return result;
   }
 
-  #emit(msg: AgentMessage["msg"]): void {
-    this.#send?.({ msg });
+  /** Whether the result's ResultAck comes within `ms` (the waiter called with false: it will not). */
+  #ackWithin(id: string, ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const settle = (acked: boolean) => {
+        clearTimeout(timer);
+        this.#awaitingAck.delete(id);
+        resolve(acked);
+      };
+      const timer = setTimeout(() => settle(false), ms);
+      this.#awaitingAck.set(id, settle);
+    });
+  }
+
+  /** False when no stream is attached (nothing was sent). */
+  #emit(msg: AgentMessage["msg"]): boolean {
+    if (!this.#send) return false;
+    this.#send({ msg });
+    return true;
   }
 }

@@ -11,6 +11,8 @@ export class Journal {
   #tail: Promise<void> = Promise.resolve();
   readonly #claiming = new Map<string, Promise<void>>();
   #queued: { record: string; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  /** Done records written with the next append (doneLater). */
+  readonly #later: string[] = [];
 
   private constructor(readonly file: FileHandle) {}
 
@@ -71,8 +73,19 @@ export class Journal {
     return this.#append(`done ${operationId}\n`);
   }
 
-  close(): Promise<void> {
-    return this.#tail.then(() => this.file.close());
+  /**
+   * A done record that needs no write of its own (its result is stored by the
+   * gateway): it goes with the journal's next write, or at close.
+   */
+  doneLater(operationId: string): void {
+    this.#done.add(operationId);
+    this.#later.push(`done ${operationId}\n`);
+  }
+
+  async close(): Promise<void> {
+    if (this.#later.length > 0) await this.#append("").catch(() => undefined);
+    await this.#tail;
+    await this.file.close();
   }
 
   #apply(line: string): void {
@@ -97,8 +110,9 @@ export class Journal {
   async #flush(): Promise<void> {
     const batch = this.#queued;
     this.#queued = [];
+    const later = this.#later.splice(0);
     try {
-      await this.file.appendFile(batch.map((b) => b.record).join(""));
+      await this.file.appendFile(later.join("") + batch.map((b) => b.record).join(""));
       await this.file.datasync();
       for (const b of batch) b.resolve();
     } catch (err) {

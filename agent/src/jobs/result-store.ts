@@ -1,7 +1,8 @@
 // Results not yet acknowledged by the gateway, one file per operation
-// (<state>/results/<operation_id>.json). A result is written atomically (tmp +
-// fsync + rename + fsync of the directory) before it is sent, and deleted on
-// ResultAck, so a result survives stream drops and agent restarts.
+// (<state>/results/<operation_id>.json). A result the gateway did not ack soon
+// after it was sent (dispatcher.ts, SPOOL_AFTER_MS) is written atomically (tmp +
+// fsync + rename + fsync of the directory) and deleted on ResultAck, so a result
+// survives stream drops and agent restarts.
 import { mkdir, readFile, readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { JobResult } from "@relayctl/proto";
