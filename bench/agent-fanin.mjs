@@ -34,6 +34,36 @@ const RSS_GOAL_BYTES = 512 * 1024 ** 2;
 const CPU_GOAL = 0.1;
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 
+/** The metrics address a gateway process logged at its start. */
+const metricsUrlOf = async (proc) =>
+  (await proc.waitForMsg("gateway metrics listening", { timeoutMs: 60_000 })).url;
+
+/**
+ * Where the gateway's RSS is (its /metrics: prom-client's gauges of V8's heap): V8's heap as
+ * committed, of which the young generation, and the rest (native: nghttp2's sessions, sockets,
+ * the binary's pages). MiB.
+ */
+async function memoryOf(metricsUrl) {
+  const text = await (await fetch(new URL("/metrics", metricsUrl))).text();
+  const gauge = (name) =>
+    Number(
+      text
+        .split("\n")
+        .find((l) => l.startsWith(`relayctl_${name} `))
+        ?.split(" ")[1],
+    );
+  const mib = (bytes) => Number((bytes / 1024 ** 2).toFixed(0));
+  const rss = gauge("process_resident_memory_bytes");
+  const heap = gauge("nodejs_heap_size_total_bytes");
+  return {
+    rss_mib: mib(rss),
+    v8_heap_mib: mib(heap),
+    v8_heap_used_mib: mib(gauge("nodejs_heap_size_used_bytes")),
+    v8_young_generation_mib: mib(gauge('nodejs_heap_space_size_total_bytes{space="new"}')),
+    outside_v8_heap_mib: mib(rss - heap),
+  };
+}
+
 const dist = (p) => import(pathToFileURL(join(REPO, "control-plane/dist", p)).href);
 const CLK_TCK = 100;
 
@@ -157,6 +187,8 @@ async function main() {
       const enrolled = await insertServers(db, secrets, stack.tenantId, AGENTS);
       const serverIds = enrolled.map((e) => e.serverId);
 
+      // Asked now: the line may have left the process's kept log by the steady state.
+      const metricsUrl = await metricsUrlOf(stack.procs.gateway);
       log(`starting ${AGENTS} simulated agents in ${WORKERS} processes against ${listen}`);
       const t0 = performance.now();
       fleet = new Fleet(enrolled, listen, tmp);
@@ -181,6 +213,7 @@ async function main() {
         gateway_rss_mib: Number((s1.rss / 1024 ** 2).toFixed(0)),
         gateway_peak_rss_mib: Number((s1.hwm / 1024 ** 2).toFixed(0)),
         connected: fleet.connected,
+        gateway_memory: await memoryOf(metricsUrl),
       };
       log(`steady: ${JSON.stringify(results.steady)}`);
 
@@ -201,6 +234,8 @@ async function main() {
       });
       gatewayPid = restarted.proc.pid;
       const tUp = performance.now();
+      const restartedMetrics = metricsUrlOf(restarted.proc);
+      restartedMetrics.catch(() => {}); // awaited at the end (a failure is reported there)
       const c0 = procStat(gatewayPid);
       // The storm's shape: how many are back at each 250 ms after the gateway listens.
       const curve = [];
@@ -248,6 +283,7 @@ async function main() {
         storm,
         reconnects: fleet.sum("connects") - connects0,
         gateway_rss_mib_after: Number((s2.rss / 1024 ** 2).toFixed(0)),
+        gateway_memory_after: await memoryOf(await restartedMetrics),
         exec_answers: load.answers,
         operations: Number((await db("operations").count({ n: "*" }).first()).n) - Number(before.n),
         operations_by_status: byStatus,
@@ -273,6 +309,12 @@ function report(results) {
     ["agents", AGENTS],
     ["initial connect of all (s)", results.initial_connect_s ?? "-"],
     ["gateway RSS, steady (MiB)", s?.gateway_rss_mib ?? "-"],
+    [
+      "of which V8's heap (its young generation) / outside it (MiB)",
+      s?.gateway_memory
+        ? `${s.gateway_memory.v8_heap_mib} (${s.gateway_memory.v8_young_generation_mib}) / ${s.gateway_memory.outside_v8_heap_mib}`
+        : "-",
+    ],
     ["gateway CPU while heartbeating (fraction of a core)", s?.gateway_cpu_fraction_of_core ?? "-"],
     ["heartbeats per second", s?.heartbeats_per_s ?? "-"],
     ["all reconnected after SIGKILL (s, from kill)", r?.reconnect_all_s_from_kill ?? "-"],

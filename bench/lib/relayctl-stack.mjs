@@ -26,6 +26,8 @@ const cpuProf = (name) =>
 // Node 24 grows it to 128 MiB under a reconnect storm). BENCH_GATEWAY_NODE_OPTIONS replaces it
 // (empty: V8's default) to compare.
 const GATEWAY_NODE_OPTIONS = process.env.BENCH_GATEWAY_NODE_OPTIONS ?? "--max-semi-space-size=16";
+// BENCH_GATEWAY_NODE_ARGS: more of node's flags for the gateway (V8's that NODE_OPTIONS refuses).
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
 
 /**
  * A gateway process (`RELAYCTL_ROLE=gateway`) with the stack's environment `env`, listening on
@@ -36,7 +38,8 @@ export async function startGateway(
   env,
   { listen = "127.0.0.1:0", name = "gateway", extraEnv = {} } = {},
 ) {
-  const proc = group.start(name, process.execPath, [...cpuProf(name), SERVER_MAIN, "serve"], {
+  const args = [...GATEWAY_NODE_ARGS, ...cpuProf(name), SERVER_MAIN, "serve"];
+  const proc = group.start(name, process.execPath, args, {
     env: {
       ...env,
       RELAYCTL_ROLE: "gateway",
