@@ -26,8 +26,8 @@ interface Held {
 
 const UNACKED_TTL_MS = 10 * 60 * 1000;
 
-/** Hints kept at most (jobs in flight on this gateway's streams). */
-const MAX_HINTS = 100_000;
+/** Hints kept at most (jobs in flight on this gateway's streams; ~200 bytes each). */
+const MAX_HINTS = 20_000;
 
 export class StreamRegistry {
   private readonly held = new Map<string, Held>();
@@ -92,9 +92,10 @@ export class StreamRegistry {
   private deliver(serverId: string, job: Job, hint?: JobHint): boolean {
     const current = this.held.get(serverId);
     if (!current) return false;
-    if (hint) {
-      // Kept until the result comes (on any stream of this gateway), oldest dropped past the cap:
-      // a job whose result never comes here leaves only a guess that costs nothing when missing.
+    // Kept until the result comes (on any stream of this gateway), oldest dropped past the cap: a
+    // job whose result never comes here leaves only a guess, and a missing one costs one round trip.
+    // A log read's result is not the completion path's: it needs none.
+    if (hint && job.kind?.$case !== "logs") {
       if (this.hints.size >= MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
       this.hints.set(job.operationId, hint);
     }
@@ -107,7 +108,10 @@ export class StreamRegistry {
     pending.set(job.operationId, { job, at: Date.now() });
     const sent = current.stream.sendJob(job);
     // A refused job is answered "not connected" and recorded failed: never re-send it.
-    if (!sent) pending.delete(job.operationId);
+    if (!sent) {
+      pending.delete(job.operationId);
+      this.hints.delete(job.operationId);
+    }
     this.log.debug({ operation_id: job.operationId, server_id: serverId, on_stream: sent }, "job to agent");
     return sent;
   }
