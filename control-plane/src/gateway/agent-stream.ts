@@ -22,6 +22,7 @@ import { pendingCleanups, requestCleanup } from "../applications/cleanup.js";
 import type { StreamRegistry } from "./registry.js";
 import { LiveReads } from "./live-reads.js";
 import { Presence } from "./presence.js";
+import { StreamLog } from "./stream-log.js";
 
 export interface GatewayDeps {
   db: Knex;
@@ -169,7 +170,8 @@ class AgentStream {
   readonly serverId: string;
   /** The credential this stream authenticated with (credential-watch.ts checks it still holds). */
   readonly credentialHash: string;
-  private readonly log: Logger;
+  /** Its lines name the server and connection (no pino child per stream: stream-log.ts). */
+  private readonly log: StreamLog;
   private closed = false;
   private hello = false;
   /**
@@ -190,7 +192,7 @@ class AgentStream {
   ) {
     this.serverId = server.id;
     this.credentialHash = server.agent_credential_hash;
-    this.log = deps.log.child({ server_id: server.id, connection_id: this.connectionId });
+    this.log = new StreamLog(deps.log, server.id, this.connectionId);
     this.live = new LiveReads(deps.bus);
     this.presence = new Presence(deps.db, server.id, deps.heartbeatIntervalMs);
   }
@@ -278,7 +280,7 @@ class AgentStream {
     });
     await renewLeases(this.deps.db, this.serverId, h.runningOperationIds, this.deps.leaseMs);
     if (await connect.reboots.submit(this.serverId))
-      await completeReboots(this.deps.ops, this.log, this.serverId, h.bootId.slice(0, 64));
+      await completeReboots(this.deps.ops, this.log.child(), this.serverId, h.bootId.slice(0, 64));
     if (this.closed) return;
     this.call.write({
       msg: {
