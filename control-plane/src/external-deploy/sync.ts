@@ -5,7 +5,7 @@
 import type { Knex } from "knex";
 import { type AuditEventInput, type Write, lockChainHead, writeChainedEvents } from "../audit/audit-log.js";
 import type { ApiContext } from "../http/context.js";
-import { routeFqdns } from "../applications/hosts.js";
+import { routeFqdnsOf } from "../applications/hosts.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { type Claim, claimApplications, releaseWrites } from "./conflict-guard.js";
 import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
@@ -233,8 +233,13 @@ async function syncServer(
   known: string[],
 ): Promise<RouteJobOutcome> {
   const first = items[0]!.app;
-  // The application's default hostname (RELAYCTL_APPS_URL) rides with its fqdns, as on a deploy.
-  const hosts = await Promise.all(items.map(({ app }) => routeFqdns(ctx.db, ctx.config.appsUrl, app)));
+  // The application's default hostname (RELAYCTL_APPS_URL) rides with its fqdns, as on a deploy
+  // (read for all of the server's entries at once).
+  const hosts = await routeFqdnsOf(
+    ctx.db,
+    ctx.config.appsUrl,
+    items.map(({ app }) => app),
+  );
   return runRouteJob(
     ctx,
     {
