@@ -44,6 +44,11 @@ export class StreamRegistry {
     return this.held.size;
   }
 
+  /** Servers with jobs kept for a re-send (each holds a Map; registry.test.ts reads it). */
+  get serversWithUnacked(): number {
+    return this.unacked.size;
+  }
+
   attach(stream: StreamHandle): void {
     const previous = this.held.get(stream.serverId);
     if (previous) this.detach(previous.stream, "replaced by a newer stream of the same agent");
@@ -77,7 +82,18 @@ export class StreamRegistry {
   }
 
   acked(serverId: string, operationId: string): void {
-    this.unacked.get(serverId)?.delete(operationId);
+    this.forget(serverId, operationId);
+  }
+
+  /**
+   * A server's Map goes with its last job: a gateway that runs for weeks meets every server of its
+   * fleet with a job or two, and an empty Map kept for each of 10,000 is memory for nothing.
+   */
+  private forget(serverId: string, operationId: string): void {
+    const pending = this.unacked.get(serverId);
+    if (!pending) return;
+    pending.delete(operationId);
+    if (pending.size === 0) this.unacked.delete(serverId);
   }
 
   /** The streams held now. */
@@ -103,13 +119,16 @@ export class StreamRegistry {
     if (tracingOn()) job.traceContext = activeTraceContext();
     // A log read is never sent again: it ended with the stream it was on (gateway/live-reads.ts).
     if (job.kind?.$case === "logs") return current.stream.sendJob(job);
-    const pending = this.unacked.get(serverId) ?? new Map();
-    this.unacked.set(serverId, pending);
+    let pending = this.unacked.get(serverId);
+    if (!pending) {
+      pending = new Map();
+      this.unacked.set(serverId, pending);
+    }
     pending.set(job.operationId, { job, at: Date.now() });
     const sent = current.stream.sendJob(job);
     // A refused job is answered "not connected" and recorded failed: never re-send it.
     if (!sent) {
-      pending.delete(job.operationId);
+      this.forget(serverId, job.operationId);
       this.hints.delete(job.operationId);
     }
     this.log.debug({ operation_id: job.operationId, server_id: serverId, on_stream: sent }, "job to agent");
@@ -121,6 +140,7 @@ export class StreamRegistry {
     if (!pending) return [];
     const cutoff = Date.now() - UNACKED_TTL_MS;
     for (const [id, p] of pending) if (p.at < cutoff) pending.delete(id);
+    if (pending.size === 0) this.unacked.delete(serverId);
     return [...pending.values()];
   }
 }
