@@ -311,6 +311,34 @@ test.serial("audit page - newest first, an actor on every row, sign-ins, keys an
   }
 });
 
+// The filters form renders again when the servers' list arrives; a kind chosen before
+// that must still be the one "Show events" asks for (the select used to be set from the
+// address on every render, so the choice went back to "any" and the address never changed).
+test.serial("audit page - a kind chosen before the servers' list arrives is the one shown", async (t) => {
+  let release = () => {};
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  await page.route("**/api/servers", async (route) => {
+    await held;
+    await route.continue();
+  });
+  try {
+    await openAudit();
+    const form = page.getByRole("form", { name: "Filter audit events" });
+    await form.locator("select[name=event_type]").selectOption({ label: "Keys" });
+    release();
+    // The servers' options are there: the form has rendered with them.
+    await form.locator("select[name=server_id] option").nth(1).waitFor({ state: "attached" });
+    t.is(await form.locator("select[name=event_type]").inputValue(), "api_key,automation_key");
+    await form.getByRole("button", { name: "Show events" }).click();
+    await page.waitForURL(/event_type=api_key%2Cautomation_key/);
+  } finally {
+    release();
+    await page.unroute("**/api/servers");
+  }
+});
+
 test.serial("audit page - filters by kind, actor, server, application and dates", async (t) => {
   await openAudit();
   const form = page.getByRole("form", { name: "Filter audit events" });

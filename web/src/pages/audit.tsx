@@ -122,6 +122,17 @@ function columns(servers: Map<string, string>): Column<AuditRow>[] {
 function Filters({ params }: { params: Record<string, string> }) {
   const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
   const apps = useLoad(() => get<{ applications: Application[] }>("/api/applications"), []);
+  // What the person chose, held here: the fields' values come from this, not from
+  // the address, or a render before "Show events" (the servers' or applications'
+  // list arriving) would put every field back to the address's filters and drop
+  // the choice. The form is keyed by the address, so a new address starts afresh.
+  const [values, setValues] = useState(params);
+  const field = (name: (typeof FILTERS)[number]) => ({
+    name,
+    value: values[name] ?? "",
+    onInput: (e: Event) =>
+      setValues((v) => ({ ...v, [name]: (e.currentTarget as HTMLInputElement | HTMLSelectElement).value })),
+  });
   const submit = (ev: Event) => {
     ev.preventDefault();
     const data = new FormData(ev.currentTarget as HTMLFormElement);
@@ -133,7 +144,7 @@ function Filters({ params }: { params: Record<string, string> }) {
     <form class="filters" onSubmit={submit} aria-label="Filter audit events" key={JSON.stringify(params)}>
       <label>
         Kind
-        <select name="event_type" value={params.event_type ?? ""}>
+        <select {...field("event_type")}>
           <option value="">any</option>
           {KINDS.map((k) => (
             <option key={k.value} value={k.value}>
@@ -148,8 +159,7 @@ function Filters({ params }: { params: Record<string, string> }) {
       <label>
         Actor id
         <input
-          name="actor"
-          value={params.actor ?? ""}
+          {...field("actor")}
           autoComplete="off"
           spellcheck={false}
           placeholder="a person's or key's id"
@@ -157,7 +167,7 @@ function Filters({ params }: { params: Record<string, string> }) {
       </label>
       <label>
         Server
-        <select name="server_id" value={params.server_id ?? ""}>
+        <select {...field("server_id")}>
           <option value="">any</option>
           {(servers.data?.servers ?? []).map((s) => (
             <option key={s.id} value={s.id}>
@@ -168,7 +178,7 @@ function Filters({ params }: { params: Record<string, string> }) {
       </label>
       <label>
         Application
-        <select name="application_id" value={params.application_id ?? ""}>
+        <select {...field("application_id")}>
           <option value="">any</option>
           {(apps.data?.applications ?? []).map((a) => (
             <option key={a.id} value={a.id}>
@@ -179,11 +189,11 @@ function Filters({ params }: { params: Record<string, string> }) {
       </label>
       <label>
         From
-        <input type="date" name="since" value={params.since ?? ""} />
+        <input type="date" {...field("since")} />
       </label>
       <label>
         To
-        <input type="date" name="until" value={params.until ?? ""} />
+        <input type="date" {...field("until")} />
       </label>
       <div class="row">
         <button type="submit" class="primary">
