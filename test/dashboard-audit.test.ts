@@ -339,6 +339,31 @@ test.serial("audit page - a kind chosen before the servers' list arrives is the 
   }
 });
 
+test.serial("activity - a status chosen before the servers' list arrives is the one shown", async (t) => {
+  let release = () => {};
+  const held = new Promise<void>((r) => {
+    release = r;
+  });
+  await page.route("**/api/servers", async (route) => {
+    await held;
+    await route.continue();
+  });
+  try {
+    await page.goto("/app/activity");
+    const form = page.getByRole("form", { name: "Filter operations" });
+    await form.locator("select[name=status]").selectOption("failed");
+    release();
+    // The servers' options are there: the form has rendered with them.
+    await form.locator("select[name=server_id] option").nth(1).waitFor({ state: "attached" });
+    t.is(await form.locator("select[name=status]").inputValue(), "failed");
+    await form.getByRole("button", { name: "Show operations" }).click();
+    await page.waitForURL(/status=failed/);
+  } finally {
+    release();
+    await page.unroute("**/api/servers");
+  }
+});
+
 test.serial("audit page - filters by kind, actor, server, application and dates", async (t) => {
   await openAudit();
   const form = page.getByRole("form", { name: "Filter audit events" });

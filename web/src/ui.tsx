@@ -12,6 +12,23 @@ export interface Loaded<T> {
   reload: () => void;
 }
 
+/**
+ * A filter form's fields, held in the form's own state from the address's values: a field's
+ * value must not come from the address on every render, or a render before submit (a list of
+ * servers or applications arriving) puts every field back and drops what the person chose
+ * (Preact sets a select's or input's value whenever it differs from the DOM). Key the form by
+ * the address so a new address starts afresh. Spread `field(name)` on the input or select.
+ */
+export function useFilterFields(params: Record<string, string>) {
+  const [values, setValues] = useState(params);
+  return (name: string) => ({
+    name,
+    value: values[name] ?? "",
+    onInput: (e: Event) =>
+      setValues((v) => ({ ...v, [name]: (e.currentTarget as HTMLInputElement | HTMLSelectElement).value })),
+  });
+}
+
 /** Runs load() now, when deps change, on reload() and every pollMs (if given), keeping the last data. */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loaded<T> {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });

@@ -16,6 +16,7 @@ import {
   Resource,
   Time,
   duration,
+  useFilterFields,
   useLoad,
   LogText,
   ShowMore,
@@ -276,6 +277,7 @@ function Operations({ params }: { params: Record<string, string> }) {
 
 function Filters({ params }: { params: Record<string, string> }) {
   const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
+  const field = useFilterFields(params);
   const submit = (e: Event) => {
     e.preventDefault();
     const data = new FormData(e.currentTarget as HTMLFormElement);
@@ -287,11 +289,11 @@ function Filters({ params }: { params: Record<string, string> }) {
     <form class="filters" onSubmit={submit} aria-label="Filter operations" key={JSON.stringify(params)}>
       <label>
         Run id
-        <input name="run_id" value={params.run_id ?? ""} autoComplete="off" spellcheck={false} />
+        <input {...field("run_id")} autoComplete="off" spellcheck={false} />
       </label>
       <label>
         Server
-        <select name="server_id" value={params.server_id ?? ""}>
+        <select {...field("server_id")}>
           <option value="">any</option>
           {(servers.data?.servers ?? []).map((s) => (
             <option key={s.id} value={s.id}>
@@ -302,7 +304,7 @@ function Filters({ params }: { params: Record<string, string> }) {
       </label>
       <label>
         Status
-        <select name="status" value={params.status ?? ""}>
+        <select {...field("status")}>
           <option value="">any</option>
           {STATUSES.map((s) => (
             <option key={s}>{s}</option>
@@ -311,7 +313,7 @@ function Filters({ params }: { params: Record<string, string> }) {
       </label>
       <label>
         Type
-        <select name="operation_type" value={params.operation_type ?? ""}>
+        <select {...field("operation_type")}>
           <option value="">any</option>
           {TYPES.map((s) => (
             <option key={s}>{s}</option>

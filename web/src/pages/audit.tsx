@@ -7,7 +7,7 @@ import { useState } from "preact/hooks";
 import { type Application, type Server, get, query } from "../api";
 import { navigate, useLocation } from "../router";
 import { type Column, Table } from "../table";
-import { Empty, ErrorNote, Page, Resource, Time, useLoad } from "../ui";
+import { Empty, ErrorNote, Page, Resource, Time, useFilterFields, useLoad } from "../ui";
 import { OutcomeBadge } from "./activity";
 import "./audit.css";
 
@@ -122,17 +122,7 @@ function columns(servers: Map<string, string>): Column<AuditRow>[] {
 function Filters({ params }: { params: Record<string, string> }) {
   const servers = useLoad(() => get<{ servers: Server[] }>("/api/servers"), []);
   const apps = useLoad(() => get<{ applications: Application[] }>("/api/applications"), []);
-  // What the person chose, held here: the fields' values come from this, not from
-  // the address, or a render before "Show events" (the servers' or applications'
-  // list arriving) would put every field back to the address's filters and drop
-  // the choice. The form is keyed by the address, so a new address starts afresh.
-  const [values, setValues] = useState(params);
-  const field = (name: (typeof FILTERS)[number]) => ({
-    name,
-    value: values[name] ?? "",
-    onInput: (e: Event) =>
-      setValues((v) => ({ ...v, [name]: (e.currentTarget as HTMLInputElement | HTMLSelectElement).value })),
-  });
+  const field = useFilterFields(params);
   const submit = (ev: Event) => {
     ev.preventDefault();
     const data = new FormData(ev.currentTarget as HTMLFormElement);
