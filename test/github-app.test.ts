@@ -433,32 +433,33 @@ test.serial(
     t.is(big.status, 202);
     t.like(await processed(big.id), { event: "ping", outcome: { result: "ignored" } });
     ping.pad += "x";
-    // Node closes a connection whose request body it stopped reading, so the
-    // client sees either the 413 or a reset while still writing; either way the
-    // delivery must not be recorded.
+    // The api answers 413 from the Content-Length alone, unread, and closes: a client still
+    // writing megabytes may see EPIPE before the answer. So only the headers go, and the 413
+    // must come before a single byte of the body (as test/security-github's bounded-body test).
     const overId = randomUUID();
     const body = JSON.stringify(ping);
     // Signed: an unsigned one is refused (401) before its size is even looked at.
     const signature = await sign(body);
+    const req = httpRequest(`${s.c.baseUrl}/webhooks/github`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(body),
+        "x-github-event": "ping",
+        "x-github-delivery": overId,
+        "x-hub-signature-256": signature,
+      },
+    });
     const status = await new Promise<number | string>((resolve) => {
-      const req = httpRequest(`${s.c.baseUrl}/webhooks/github`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(body),
-          "x-github-event": "ping",
-          "x-github-delivery": overId,
-          "x-hub-signature-256": signature,
-        },
-      });
       req.on("response", (res) => {
         res.resume();
         resolve(res.statusCode ?? 0);
       });
       req.on("error", (err: NodeJS.ErrnoException) => resolve(String(err.code)));
-      req.end(body);
+      req.flushHeaders();
     });
-    t.true(status === 413 || status === "EPIPE" || status === "ECONNRESET", String(status));
+    req.destroy();
+    t.is(status, 413);
     t.is((await s.c.db.query("SELECT id FROM github_deliveries WHERE id = ?", [overId])).length, 0);
   },
 );
