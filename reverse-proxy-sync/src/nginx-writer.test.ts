@@ -184,7 +184,15 @@ test("nginx - the health path is answered by nginx: 200 live, 503 draining, the 
   const r = route(["shop.example.test"], one.port);
   await writer.apply({ upsert: [r], remove: [] });
   await waitForBackend(port, "shop.example.test", "one", WAIT_MS);
-  t.deepEqual(await proxyGet(port, "shop.example.test", HEALTH_PATH), { status: 200, body: "live\n" });
+  // An old worker may still answer a request or two with the config before the reload (404).
+  const first = await pollUntil(
+    async () => {
+      const answer = await proxyGet(port, "shop.example.test", HEALTH_PATH);
+      return answer.status === 404 ? undefined : answer;
+    },
+    { what: "the health path to be routed", timeoutMs: WAIT_MS },
+  );
+  t.deepEqual(first, { status: 200, body: "live\n" });
   t.is((await proxyGet(port, "shop.example.test", `${HEALTH_PATH}/x`)).body, "backend one");
   await writer.apply({ upsert: [{ ...r, draining: true }], remove: [] });
   // `-s reload` only signals the master, and an old worker may still answer the next request
