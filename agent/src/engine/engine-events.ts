@@ -91,7 +91,11 @@ export function parseEvent(line: string): ContainerEvent | undefined {
   } catch {
     return undefined;
   }
-  const name = obj(obj(doc.Actor).Attributes).name;
+  return containerEvent(id, action, timeNano, obj(obj(doc.Actor).Attributes).name);
+}
+
+/** An event as the view applies it, wherever it was read (the API's stream or podman's events file). */
+export function containerEvent(id: string, action: string, timeNano: bigint, name: unknown): ContainerEvent {
   return {
     id,
     action,

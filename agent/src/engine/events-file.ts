@@ -15,7 +15,7 @@ import { open } from "node:fs/promises";
 import { homedir } from "node:os";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ContainerEvent } from "./engine-events.js";
+import { type ContainerEvent, containerEvent } from "./engine-events.js";
 
 /** Bytes before the offset kept to recognise the file at the next read: at least one whole event line. */
 const MARK_BYTES = 512;
@@ -47,14 +47,7 @@ export function parseFileEvent(line: string): ContainerEvent | undefined {
     return undefined;
   const timeNano = typeof time === "string" ? nanosOf(time) : undefined;
   if (timeNano === undefined) return undefined;
-  const action = API_ACTION[status] ?? status;
-  return {
-    id,
-    action,
-    timeNano,
-    key: `${timeNano} ${id} ${action}`,
-    ...(typeof name === "string" ? { name } : {}),
-  };
+  return containerEvent(id, API_ACTION[status] ?? status, timeNano, name);
 }
 
 /** The last `key = "value"` of containers.conf files, later files winning (as podman reads them). */
