@@ -311,10 +311,8 @@ test.serial("audit page - newest first, an actor on every row, sign-ins, keys an
   }
 });
 
-// The filters form renders again when the servers' list arrives; a kind chosen before
-// that must still be the one "Show events" asks for (the select used to be set from the
-// address on every render, so the choice went back to "any" and the address never changed).
-test.serial("audit page - a kind chosen before the servers' list arrives is the one shown", async (t) => {
+/** Runs `body` while /api/servers is held back (the real answer, released by `release`). */
+async function withServersHeld(body: (release: () => void) => Promise<void>) {
   let release = () => {};
   const held = new Promise<void>((r) => {
     release = r;
@@ -324,6 +322,18 @@ test.serial("audit page - a kind chosen before the servers' list arrives is the 
     await route.continue();
   });
   try {
+    await body(release);
+  } finally {
+    release();
+    await page.unroute("**/api/servers");
+  }
+}
+
+// The filters form renders again when the servers' list arrives; a kind chosen before
+// that must still be the one "Show events" asks for (the select used to be set from the
+// address on every render, so the choice went back to "any" and the address never changed).
+test.serial("audit page - a kind chosen before the servers' list arrives is the one shown", async (t) => {
+  await withServersHeld(async (release) => {
     await openAudit();
     const form = page.getByRole("form", { name: "Filter audit events" });
     await form.locator("select[name=event_type]").selectOption({ label: "Keys" });
@@ -333,22 +343,11 @@ test.serial("audit page - a kind chosen before the servers' list arrives is the 
     t.is(await form.locator("select[name=event_type]").inputValue(), "api_key,automation_key");
     await form.getByRole("button", { name: "Show events" }).click();
     await page.waitForURL(/event_type=api_key%2Cautomation_key/);
-  } finally {
-    release();
-    await page.unroute("**/api/servers");
-  }
+  });
 });
 
 test.serial("activity - a status chosen before the servers' list arrives is the one shown", async (t) => {
-  let release = () => {};
-  const held = new Promise<void>((r) => {
-    release = r;
-  });
-  await page.route("**/api/servers", async (route) => {
-    await held;
-    await route.continue();
-  });
-  try {
+  await withServersHeld(async (release) => {
     await page.goto("/app/activity");
     const form = page.getByRole("form", { name: "Filter operations" });
     await form.locator("select[name=status]").selectOption("failed");
@@ -358,10 +357,7 @@ test.serial("activity - a status chosen before the servers' list arrives is the 
     t.is(await form.locator("select[name=status]").inputValue(), "failed");
     await form.getByRole("button", { name: "Show operations" }).click();
     await page.waitForURL(/status=failed/);
-  } finally {
-    release();
-    await page.unroute("**/api/servers");
-  }
+  });
 });
 
 test.serial("audit page - filters by kind, actor, server, application and dates", async (t) => {
