@@ -6,8 +6,10 @@ import type { Logger } from "pino";
 import { readFileSync } from "node:fs";
 import {
   type ConnectionOptions,
+  type Msg,
   type MsgHdrs,
   type NatsConnection,
+  headers as natsHeaders,
   RequestStrategy,
   connect,
   nuid,
@@ -17,7 +19,7 @@ import {
 import type { NatsOptions } from "../config.js";
 import { natsErrors } from "../observability/metrics.js";
 import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
-import { codec } from "./codec.js";
+import { type StoreAnswer, codec } from "./codec.js";
 import { type JobHint, hintOf, withHint } from "./job-hint.js";
 import { ServerFanout } from "./server-fanout.js";
 import {
@@ -27,7 +29,10 @@ import {
   type Job,
   type JobBus,
   type JobHandler,
+  type JobResult,
   type LogsOutput,
+  type ResultHandler,
+  type SendResultOutcome,
   type OperationDone,
   type Unsubscribe,
   REFUSALS_PREFIX,
@@ -57,6 +62,9 @@ function securityOptions(o: NatsOptions): Partial<ConnectionOptions> {
   if (o.tls) opts.tls = { caFile: o.tls.caFile, certFile: o.tls.certFile, keyFile: o.tls.keyFile };
   return opts;
 }
+
+/** The header naming the server whose agent reported a handed result (sendResult). */
+const SERVER_HEADER = "Rc-Server";
 
 const isLoopback = (url: string) => /^(nats|tls):\/\/([^@]*@)?(127\.|localhost|\[::1\])/.test(url);
 
@@ -111,8 +119,9 @@ class NatsBus implements JobBus {
   connected = true;
   private readonly waiters = new Map<string, Waiting>();
   private doneSubscribed: Promise<void> | undefined;
-  /** This process's part of the refusals' reply subjects (send). */
+  /** This process's part of the refusals' reply subjects (send) and of its results subject. */
   private readonly instance = nuid.next();
+  private resultHandler: ResultHandler | undefined;
 
   /** relayctl.v1.agent.<server>.takeover and .cancel, each one subscription (server-fanout.ts). */
   private readonly takeovers: ServerFanout<string>;
@@ -236,13 +245,64 @@ class NatsBus implements JobBus {
           if (!onStream) this.waiters.get(msg.subject.slice(refusals.length))?.refused();
         },
       });
-      // The SUB must be on the server before the first job can finish.
+      // Results handed here to store (sendResult): on the server before any job names it.
+      this.nc.subscribe(subjects.store(this.instance), {
+        callback: (err, msg) => {
+          if (!err) void this.storeHanded(msg);
+        },
+      });
+      // The SUBs must be on the server before the first job can finish.
       await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
     })().catch((err) => {
       this.doneSubscribed = undefined;
       throw new BusUnavailableError(err);
     });
     return this.doneSubscribed;
+  }
+
+  resultsSubject(): string | undefined {
+    return this.doneSubscribed && subjects.store(this.instance);
+  }
+
+  serveResults(handler: ResultHandler): void {
+    this.resultHandler = handler;
+  }
+
+  /** Stores one handed result; answers "stored" or "declined", and nothing when storing failed. */
+  private async storeHanded(msg: Msg): Promise<void> {
+    const serverId = msg.headers?.get(SERVER_HEADER);
+    let answer: StoreAnswer = "declined";
+    try {
+      if (serverId && this.resultHandler)
+        answer = await this.resultHandler(serverId, codec.result.decode(msg.data));
+    } catch (err) {
+      // Unanswered: the gateway hears "failed" (at once, from the empty error reply) and stores it itself.
+      this.log.warn({ err, server_id: serverId }, "a handed result could not be stored here");
+      msg.respond(new Uint8Array(0));
+      return;
+    }
+    msg.respond(codec.stored.encode(answer));
+  }
+
+  async sendResult(
+    subject: string,
+    serverId: string,
+    result: JobResult,
+    timeoutMs: number,
+  ): Promise<SendResultOutcome> {
+    if (!this.connected || this.nc.isClosed()) return "failed";
+    try {
+      const headers = natsHeaders();
+      headers.set(SERVER_HEADER, serverId);
+      const reply = await this.nc.request(subject, codec.result.encode(result), {
+        timeout: timeoutMs,
+        headers,
+      });
+      return reply.data.length === 0 ? "failed" : codec.stored.decode(reply.data);
+    } catch {
+      // No responder (the api is gone), no answer in time, or no connection: not stored there.
+      return "failed";
+    }
   }
 
   serveServer(serverId: string, handler: JobHandler): () => void {

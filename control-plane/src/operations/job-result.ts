@@ -1,6 +1,7 @@
-// An agent's JobResult as the operations store records it.
+// An agent's JobResult as the operations store records it (its gateway, or the
+// api it hands the result to when that api waits for it: one conversion).
 import { type JobResult, JobStatus } from "@relayctl/proto";
-import type { FinalResult } from "../operations/store.js";
+import type { FinalResult } from "./store.js";
 
 const STATUS: Partial<Record<JobStatus, FinalResult["status"]>> = {
   [JobStatus.JOB_STATUS_COMPLETED]: "completed",
