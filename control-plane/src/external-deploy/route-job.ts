@@ -1,10 +1,13 @@
 // One route-sync job on one server's agent: record the operation with its audit
 // event (nothing runs unaudited), dispatch it, wait for the agent's report (a
-// RouteSyncReport in the result's detail). Used by external-deploy sync and by application deletion.
+// RouteSyncReport in the result's detail). Used by application deletion and live
+// routes (runRouteJob) and by external-deploy sync, whose operation starts with its
+// claims (claim-start.ts, then awaitRouteJob).
 import { RouteOutcomeStatus, type RouteSyncJob, type RouteSyncReport } from "@relayctl/proto";
 import type { ApiContext } from "../http/context.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { BusUnavailableError } from "../bus/job-bus.js";
+import type { StartedOperation } from "../operations/service.js";
 
 /** What the agent reported for one route (its RouteSyncReport, in the control plane's names). */
 export interface AgentRouteOutcome {
@@ -51,7 +54,12 @@ export interface RouteJobSpec {
 }
 
 /** The agent's deadline for one job: a Caddy load or an nginx -t + reload. */
-const DEADLINE_SECONDS = 120;
+export const DEADLINE_SECONDS = 120;
+
+/** The operation's audit fields for the routes and removals it carries. */
+export function routeJobAudit(spec: Pick<RouteJobSpec, "audit" | "routes" | "remove" | "ip">) {
+  return { ...spec.audit, routes: spec.routes, remove_application_ids: spec.remove, ip: spec.ip };
+}
 
 export async function runRouteJob(
   ctx: ApiContext,
@@ -66,13 +74,21 @@ export async function runRouteJob(
     keyId: spec.keyId,
     runId: spec.runId,
     deadlineSeconds: DEADLINE_SECONDS,
-    audit: {
-      ...spec.audit,
-      routes: spec.routes,
-      remove_application_ids: spec.remove,
-      ip: spec.ip,
-    },
+    audit: routeJobAudit(spec),
   });
+  return awaitRouteJob(ctx, op, { ...spec, known }, waitMs);
+}
+
+/**
+ * Dispatches the job of a route_sync operation already started (by runRouteJob,
+ * or with the sync's claims: claim-start.ts) and waits for the agent's report.
+ */
+export async function awaitRouteJob(
+  ctx: ApiContext,
+  op: StartedOperation,
+  spec: Pick<RouteJobSpec, "routes" | "remove" | "server"> & { known: string[] },
+  waitMs: number,
+): Promise<RouteJobOutcome> {
   const routeSync: RouteSyncJob = {
     routes: spec.routes.map((r) => ({
       applicationId: r.application_id,
@@ -81,7 +97,7 @@ export async function runRouteJob(
       imageTag: r.image_tag,
       fqdns: r.fqdns,
     })),
-    knownApplicationIds: known,
+    knownApplicationIds: spec.known,
     removeApplicationIds: spec.remove,
     deadlineSeconds: DEADLINE_SECONDS,
     drainApplicationIds: [],

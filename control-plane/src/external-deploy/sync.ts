@@ -1,5 +1,6 @@
 // POST /external-deploy/sync, the work behind it: match each deployment entry to
-// the session's applications, pass the conflict guard, send the entries of each
+// the session's applications, pass the conflict guard (its claims commit with the
+// route_sync operation that carries them: claim-start.ts), send the entries of each
 // server to its agent as ONE route-sync job (servers in parallel), and turn the
 // agents' reports into `results` and `errors`. Every entry is audited.
 import type { Knex } from "knex";
@@ -7,8 +8,15 @@ import { type AuditEventInput, type Write, lockChainHead, writeChainedEvents } f
 import type { ApiContext } from "../http/context.js";
 import { routeFqdnsOf } from "../applications/hosts.js";
 import { applicationIdsOfServer } from "../applications/store.js";
-import { type Claim, claimApplications, releaseWrites } from "./conflict-guard.js";
-import { type RouteJobOutcome, runRouteJob } from "./route-job.js";
+import { claimAndStart } from "./claim-start.js";
+import { type Claim, type StateRow, readStates, releaseWrites } from "./conflict-guard.js";
+import {
+  DEADLINE_SECONDS,
+  type RouteEntry,
+  type RouteJobOutcome,
+  awaitRouteJob,
+  routeJobAudit,
+} from "./route-job.js";
 import { serverInScope } from "./session-key.js";
 import type { SessionRow } from "./sessions.js";
 
@@ -152,47 +160,38 @@ export async function syncDeployments(
   const errors = matched.errors;
   const work = refuseEntries(matched.work, servers, errors);
   const results: SyncResult[] = [];
-  // Each server's applications (the job's known ids) are read beside the claims: one round trip less.
-  const serverIds = [...new Set(work.map((w) => w.app.server_id))];
-  const [verdicts, knownLists] = await Promise.all([
-    claimApplications(
-      ctx.db,
-      session.id,
-      work.map((w) => ({
-        applicationId: w.app.id,
-        applicationName: w.app.name,
-        force: w.entry.force === true,
-      })),
-    ),
-    Promise.all(serverIds.map((id) => applicationIdsOfServer(ctx.db, id))),
-  ]);
-  const known = new Map(serverIds.map((id, i) => [id, knownLists[i]!]));
-  const byServer = new Map<string, { w: Work; claim: Claim }[]>();
+  const byServer = new Map<string, Work[]>();
   for (const w of work) {
-    const v = verdicts.get(w.app.id)!;
-    if ("conflict" in v) {
-      results.push(conflictResult(w, v.conflict));
-      continue;
-    }
     const list = byServer.get(w.app.server_id) ?? [];
-    list.push({ w, claim: v.claimed });
+    list.push(w);
     byServer.set(w.app.server_id, list);
   }
+  const groups = [...byServer.values()];
+  // What each server's claims and job need, read side by side: the guard's rows as they are
+  // now (the guess the claims are tried on), each server's applications and route hostnames.
+  const [seen, knownLists, hostLists] = await Promise.all([
+    readStates(ctx.db, [...new Set(work.map((w) => w.app.id))]),
+    Promise.all(groups.map((items) => applicationIdsOfServer(ctx.db, items[0]!.app.server_id))),
+    Promise.all(
+      groups.map((items) =>
+        routeFqdnsOf(
+          ctx.db,
+          ctx.config.appsUrl,
+          items.map(({ app }) => app),
+        ),
+      ),
+    ),
+  ]);
   const operations: Record<string, string> = {};
   const states: RouteState[] = [];
   const release: Claim[] = [];
   await Promise.all(
-    [...byServer.values()].map(async (items) => {
-      const first = items[0]!.w.app.server_id;
-      const outcome = await syncServer(
-        ctx,
-        session,
-        items.map((i) => i.w),
-        ip,
-        known.get(first)!,
-      );
-      operations[items[0]!.w.app.server_id] = outcome.operationId;
-      const collected = collect(items, outcome, results, errors);
+    groups.map(async (items, i) => {
+      const outcome = await syncServer(ctx, session, items, ip, knownLists[i]!, hostLists[i]!, seen);
+      results.push(...outcome.conflicts);
+      if (!outcome.job) return;
+      operations[items[0]!.app.server_id] = outcome.job.operationId;
+      const collected = collect(outcome.claimed, outcome.job, results, errors);
       states.push(...collected.states);
       release.push(...collected.release);
     }),
@@ -225,46 +224,68 @@ function conflictResult(w: Work, reason: string): SyncResult {
   };
 }
 
+/**
+ * One server's entries: the claims and the route_sync operation carrying them in
+ * one commit (claim-start.ts), then the job; `job` is undefined when every
+ * entry conflicted (nothing was started).
+ */
 async function syncServer(
   ctx: ApiContext,
   session: SessionRow,
   items: Work[],
   ip: string,
   known: string[],
-): Promise<RouteJobOutcome> {
+  /** Each item's route hostnames: its fqdns and its default hostname (RELAYCTL_APPS_URL), as on a deploy. */
+  hosts: string[][],
+  seen: Map<string, StateRow>,
+): Promise<{ conflicts: SyncResult[]; claimed: { w: Work; claim: Claim }[]; job?: RouteJobOutcome }> {
   const first = items[0]!.app;
-  // The application's default hostname (RELAYCTL_APPS_URL) rides with its fqdns, as on a deploy
-  // (read for all of the server's entries at once).
-  const hosts = await routeFqdnsOf(
-    ctx.db,
-    ctx.config.appsUrl,
-    items.map(({ app }) => app),
-  );
-  return runRouteJob(
+  const server = { id: first.server_id, name: first.server_name };
+  const routes: RouteEntry[] = items.map(({ entry, app }, i) => ({
+    application_id: app.id,
+    container_name: entry.container_name,
+    container_port: entry.container_port,
+    image_tag: entry.image_tag,
+    fqdns: hosts[i]!,
+  }));
+  const audit = {
+    session_id: session.id,
+    workflow_run_id: session.workflow_run_id,
+    commit_sha: session.commit_sha,
+  };
+  const { verdicts, op } = await claimAndStart(ctx.db, {
+    tenantId: session.tenant_id,
+    sessionId: session.id,
+    server,
+    keyId: session.key_id,
+    runId: session.workflow_run_id,
+    leaseMs: ctx.ops.leaseMs,
+    deadlineSeconds: DEADLINE_SECONDS,
+    candidates: items.map((w) => ({
+      applicationId: w.app.id,
+      applicationName: w.app.name,
+      force: w.entry.force === true,
+    })),
+    audit: (claimed) =>
+      routeJobAudit({ audit, routes: routes.filter((r) => claimed.has(r.application_id)), remove: [], ip }),
+    seen,
+  });
+  const conflicts: SyncResult[] = [];
+  const claimed: { w: Work; claim: Claim }[] = [];
+  for (const w of items) {
+    const v = verdicts.get(w.app.id)!;
+    if ("conflict" in v) conflicts.push(conflictResult(w, v.conflict));
+    else claimed.push({ w, claim: v.claimed });
+  }
+  if (!op) return { conflicts, claimed };
+  const ids = new Set(claimed.map((c) => c.w.app.id));
+  const job = await awaitRouteJob(
     ctx,
-    {
-      tenantId: session.tenant_id,
-      server: { id: first.server_id, name: first.server_name },
-      keyId: session.key_id,
-      runId: session.workflow_run_id,
-      ip,
-      audit: {
-        session_id: session.id,
-        workflow_run_id: session.workflow_run_id,
-        commit_sha: session.commit_sha,
-      },
-      routes: items.map(({ entry, app }, i) => ({
-        application_id: app.id,
-        container_name: entry.container_name,
-        container_port: entry.container_port,
-        image_tag: entry.image_tag,
-        fqdns: hosts[i]!,
-      })),
-      remove: [],
-      known,
-    },
+    op,
+    { routes: routes.filter((r) => ids.has(r.application_id)), remove: [], server, known },
     WAIT_MS,
   );
+  return { conflicts, claimed, job };
 }
 
 interface RouteState {

@@ -1,0 +1,166 @@
+// The conflict guard's claims committed with the route_sync operation that
+// carries them (control-plane/src/external-deploy/claim-start.ts), on a real
+// MariaDB: on a guessed chain head the claims go in the operation's one round
+// trip, made on the state rows as read before; a read another session's claim
+// made stale is refused there and decided again under the rows' locks, so the
+// contract's conflict still comes; two instances racing for one application
+// never both claim it; and every started operation has its audit event, the
+// chain verifying.
+import { randomBytes, randomUUID } from "node:crypto";
+import test from "ava";
+import type { Knex } from "knex";
+import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain-key";
+import { guessStats, noteChainHead } from "../control-plane/src/audit/group-commit";
+import { verifyTenantChain } from "../control-plane/src/audit/verify";
+import { createTenant } from "../control-plane/src/cli/admin";
+import { migrate, openDb } from "../control-plane/src/db/knex";
+import { type ClaimStartSpec, claimAndStart } from "../control-plane/src/external-deploy/claim-start";
+import { readStates } from "../control-plane/src/external-deploy/conflict-guard";
+import { cleanupAll } from "./harness/cleanup";
+import { type OwnedMariaDbServer, startOwned } from "./harness/mariadb";
+
+let server: OwnedMariaDbServer;
+const keys = resolveAuditKeys({ databaseUrl: "mysql://", auditHmacKey: randomBytes(32).toString("base64") })!;
+test.before(async () => {
+  useAuditKeys(keys);
+  server = await startOwned();
+});
+test.after.always(cleanupAll);
+
+async function fresh() {
+  const url = (await server.createDatabase()).url;
+  const db = openDb(url);
+  await migrate(db);
+  const tenant = await createTenant(db, `t-${randomUUID().slice(0, 8)}`);
+  const serverId = randomUUID();
+  await db("servers").insert({
+    id: serverId,
+    tenant_id: tenant.tenant_id,
+    name: "s1",
+    created_at: Date.now(),
+  });
+  return { url, db, tenantId: tenant.tenant_id, serverRef: { id: serverId, name: "s1" } };
+}
+
+/** The tenant's head as an automation key's admission reads it: the guess a batch commits on. */
+async function guessHead(db: Knex, tenantId: string) {
+  const head = await db("audit_chain_heads").where({ tenant_id: tenantId }).first("head", "seq");
+  noteChainHead(db, tenantId, { head: head.head, seq: Number(head.seq) });
+}
+
+function spec(
+  base: Awaited<ReturnType<typeof fresh>>,
+  sessionId: string,
+  apps: string[],
+  seen: ClaimStartSpec["seen"],
+): ClaimStartSpec {
+  return {
+    tenantId: base.tenantId,
+    sessionId,
+    server: base.serverRef,
+    keyId: null,
+    runId: null,
+    leaseMs: 60_000,
+    deadlineSeconds: 120,
+    candidates: apps.map((id) => ({
+      applicationId: id,
+      applicationName: `app-${id.slice(0, 4)}`,
+      force: false,
+    })),
+    audit: (claimed) => ({ session_id: sessionId, routes: [...claimed].sort() }),
+    seen,
+  };
+}
+
+const holders = async (db: Knex, apps: string[]) =>
+  (await db("application_route_state").whereIn("application_id", apps).orderBy("application_id")).map(
+    (r) => r.last_session_id,
+  );
+
+test.serial("claims - taken with their operation in one round trip on a guessed head, audited", async (t) => {
+  const base = await fresh();
+  const { db, tenantId } = base;
+  try {
+    const apps = [randomUUID(), randomUUID()].sort();
+    const session = randomUUID();
+    const seen = await readStates(db, apps);
+    await guessHead(db, tenantId);
+    const guessed = guessStats(db).guessed;
+    const { verdicts, op } = await claimAndStart(db, spec(base, session, apps, seen));
+    t.is(guessStats(db).guessed, guessed + 1, "one round trip");
+    t.truthy(op?.hint, "the gateway is told the head, as after OperationService.start");
+    t.true(apps.every((id) => "claimed" in verdicts.get(id)!));
+    t.deepEqual(await holders(db, apps), [session, session]);
+    const row = await db("operations").where({ id: op!.id }).first();
+    t.like(row, { operation_type: "route_sync", status: "running", tenant_id: tenantId });
+    const events = await db("audit_events").where({ operation_id: op!.id }).select("event_type", "payload");
+    t.deepEqual(
+      events.map((e) => e.event_type),
+      ["operation.route_sync"],
+    );
+    t.deepEqual(JSON.parse(events[0].payload).routes, apps);
+    const report = await verifyTenantChain(db, tenantId, keys);
+    t.true(report.ok, JSON.stringify(report));
+  } finally {
+    await db.destroy();
+  }
+});
+
+test.serial(
+  "claims - a read another session's claim made stale is refused in the round trip and decided under the locks: conflict",
+  async (t) => {
+    const base = await fresh();
+    const { db, tenantId } = base;
+    try {
+      const app = randomUUID();
+      const [a, b] = [randomUUID(), randomUUID()];
+      const seenByA = await readStates(db, [app]); // free when A read it
+      const won = await claimAndStart(db, spec(base, b, [app], await readStates(db, [app])));
+      t.truthy(won.op);
+      await guessHead(db, tenantId);
+      const stale = guessStats(db).stale;
+      const { verdicts, op } = await claimAndStart(db, spec(base, a, [app], seenByA));
+      t.is(guessStats(db).stale, stale + 1, "the round trip found the row changed and committed nothing");
+      t.is(op, undefined, "nothing started for the refused session");
+      const v = verdicts.get(app)!;
+      t.true("conflict" in v && v.conflict.includes(b), JSON.stringify(v));
+      t.deepEqual(await holders(db, [app]), [b], "the winner's claim stands");
+      t.is(Number((await db("operations").count({ n: "*" }).first())?.n), 1);
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+    } finally {
+      await db.destroy();
+    }
+  },
+);
+
+test.serial(
+  "claims - two instances racing for the same applications: each one claimed exactly once",
+  async (t) => {
+    const base = await fresh();
+    const other = openDb(base.url);
+    const { db, tenantId } = base;
+    try {
+      for (let round = 0; round < 20; round++) {
+        const apps = [randomUUID(), randomUUID()];
+        const sessions = [randomUUID(), randomUUID()];
+        await Promise.all([guessHead(db, tenantId), guessHead(other, tenantId)]);
+        const seen = await Promise.all([readStates(db, apps), readStates(other, apps)]);
+        const outcomes = await Promise.all([
+          claimAndStart(db, spec(base, sessions[0]!, apps, seen[0]!)),
+          claimAndStart(other, spec(base, sessions[1]!, apps, seen[1]!)),
+        ]);
+        for (const app of apps) {
+          const claimed = outcomes.filter((o) => "claimed" in o.verdicts.get(app)!);
+          t.is(claimed.length, 1, `round ${round}: ${app}`);
+        }
+        const started = outcomes.filter((o) => o.op !== undefined).length;
+        t.is(started, outcomes.filter((o) => [...o.verdicts.values()].some((v) => "claimed" in v)).length);
+      }
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+    } finally {
+      await Promise.all([db.destroy(), other.destroy()]);
+    }
+  },
+);
