@@ -10,6 +10,8 @@ export interface AdminResponse {
   text: string;
   /** The body parsed as JSON, or undefined when it is empty or not JSON. */
   json: unknown;
+  /** Caddy's ETag of a config read: a header, or (Caddy 2.6) a trailer after the body. */
+  etag?: string;
 }
 
 export function caddyAdmin(
@@ -18,6 +20,8 @@ export function caddyAdmin(
   path: string,
   body?: unknown,
   timeoutMs = 30_000,
+  /** Sent as is (If-Match of a conditional write). */
+  headers: Record<string, string> = {},
 ): Promise<AdminResponse> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
@@ -29,8 +33,12 @@ export function caddyAdmin(
         timeout: timeoutMs,
         headers:
           payload === undefined
-            ? {}
-            : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+            ? headers
+            : {
+                ...headers,
+                "content-type": "application/json",
+                "content-length": Buffer.byteLength(payload),
+              },
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -44,7 +52,8 @@ export function caddyAdmin(
           } catch {
             json = undefined;
           }
-          resolve({ status: res.statusCode ?? 0, text, json });
+          const etag = res.headers.etag ?? res.trailers.etag;
+          resolve({ status: res.statusCode ?? 0, text, json, ...(etag ? { etag } : {}) });
         });
       },
     );

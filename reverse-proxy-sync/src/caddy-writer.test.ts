@@ -8,6 +8,7 @@ import { freePort } from "../../test/harness/ports";
 import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy-client";
 import { CaddyWriter, caddyRouteJson } from "./caddy-writer.js";
 import { HEALTH_PATH } from "./route.js";
+import { ProxyChangedError } from "./route-writer.js";
 
 test.after.always(cleanupAll);
 
@@ -64,7 +65,7 @@ test("caddy - a changed upstream port moves traffic, removal gives 404 and keeps
   t.deepEqual([...(await writer.readAll()).keys()], [b.applicationId]);
 });
 
-test("caddy - routes it does not own are kept before the catch-all, exact hosts before wildcards", async (t) => {
+test("caddy - routes it does not own are kept before the catch-all, exact hosts before wildcards; a write on a stale view is refused", async (t) => {
   const { caddy, writer, server, port } = await setup();
   const one = await startBackend("one");
   const two = await startBackend("two");
@@ -77,6 +78,19 @@ test("caddy - routes it does not own are kept before the catch-all, exact hosts 
   };
   const res = await caddy.admin("PUT", "/config/apps/http/servers/relayctl/routes/0", foreign);
   t.is(res.status, 200, res.text);
+  // Written on its view of the server, which no longer holds: Caddy refuses it whole (If-Match).
+  await t.throwsAsync(writer.apply({ upsert: [exact], remove: [] }), { instanceOf: ProxyChangedError });
+  t.deepEqual(
+    (await server()).routes.map((r) => r["@id"] ?? "foreign"),
+    [
+      "foreign",
+      `relayctl-health-${wild.applicationId}`,
+      `relayctl-app-${wild.applicationId}`,
+      "relayctl-catchall",
+    ],
+    "nothing was written",
+  );
+  await writer.readAll();
   await writer.apply({ upsert: [exact], remove: [] });
   const ids = (await server()).routes.map((r) => r["@id"] ?? "foreign");
   t.deepEqual(ids, [

@@ -1,8 +1,13 @@
 // RouteWriter for Caddy through its admin API. Owns one HTTP server,
 // apps.http.servers.<serverName>: a route per application tagged
 // "@id": "relayctl-app-<id>", other people's routes kept, and our 404 catch-all
-// last. Each apply is one read of the live config and one write of the whole
-// server (Caddy loads it as one unit and keeps the old config if it is refused).
+// last. Each apply is one write of the whole server (Caddy loads it as one unit
+// and keeps the old config if it is refused), made on the server as this writer
+// last read or wrote it and conditional on Caddy still holding exactly that
+// (If-Match with the server's ETag: caddy-etag.ts). So the server is read only at
+// the start, after a refused write, or when someone else changed it (412: the
+// write is refused whole, and the syncer reads and plans again), and a route
+// someone else added to the server is never dropped by a write that did not see it.
 //
 // Caddy 2.6 (measured): PUT creates missing parents (works on a Caddy that has
 // only its admin config) but refuses an existing key; PATCH replaces an existing
@@ -14,7 +19,8 @@
 // draining). It is a route of its own ahead of the application routes, not a
 // subroute inside the application's, so the application route keeps its shape.
 import { type AdminResponse, caddyAdmin } from "./caddy-admin.js";
-import type { LiveRoute, RouteChange, RouteWriter } from "./route-writer.js";
+import { caddyEtagOf, fnv32aEtag } from "./caddy-etag.js";
+import { type LiveRoute, ProxyChangedError, type RouteChange, type RouteWriter } from "./route-writer.js";
 import { HEALTH_PATH, type RenderedRoute, sortedFqdns } from "./route.js";
 import { assertRenderable } from "./writer-support.js";
 
@@ -36,8 +42,24 @@ const HEALTH_ID_PREFIX = "relayctl-health-";
 const CATCH_ALL_ID = "relayctl-catchall";
 // A config load on a busy Caddy can take a while, but never this long.
 const REQUEST_TIMEOUT_MS = 60_000;
-/** How long a readAll's view of the server may stand in for apply's own read. */
-const SNAPSHOT_MS = 1_000;
+
+/**
+ * The server as this writer last read or wrote it. `etag`: Caddy's ETag of it, when
+ * known (a write is then conditional on it); `server` undefined: Caddy had none.
+ */
+interface View {
+  server: Json | undefined;
+  etag: string | undefined;
+  /** When it was read (a write leaves none). */
+  readAt?: number;
+}
+
+/**
+ * How long a read without an ETag (a Caddy before 2.6) may stand in for apply's own
+ * read: the syncer reads and applies back to back. With an ETag a view stands as long
+ * as Caddy still holds it (the write is conditional).
+ */
+const UNCHECKED_VIEW_MS = 1_000;
 
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 
@@ -130,7 +152,9 @@ export class CaddyWriter implements RouteWriter {
   readonly #serverPath: string;
   readonly #listen: string[];
   readonly #automaticHttps: boolean;
-  #snapshot: { server: Json | undefined; at: number } | undefined;
+  #view: View | undefined;
+  /** Caddy's ETags are FNV-1a of the body (2.6), so this writer can make the ETag of what it writes. */
+  #etagsKnown = false;
 
   constructor(opts: CaddyWriterOptions) {
     this.#admin = opts.adminUrl.replace(/\/+$/, "");
@@ -141,31 +165,38 @@ export class CaddyWriter implements RouteWriter {
   }
 
   async readAll(): Promise<Map<string, LiveRoute>> {
-    const server = await this.#readServer();
-    this.#snapshot = { server, at: Date.now() };
-    const routes = server && Array.isArray(server.routes) ? server.routes : [];
-    const health = new Map<string, Json>();
-    for (const route of routes) {
-      const id = healthId(route);
-      if (id !== undefined && isObject(route)) health.set(id, route);
-    }
-    const out = new Map<string, LiveRoute>();
-    for (const route of routes) {
-      const id = managedId(route);
-      if (id !== undefined && isObject(route)) out.set(id, parseRoute(id, route, health.get(id)));
-    }
-    return out;
+    this.#view = await this.#readServer();
+    return routesOf(this.#view.server);
+  }
+
+  known(): Map<string, LiveRoute> | undefined {
+    const view = this.#view;
+    return view?.server !== undefined && view.etag !== undefined ? routesOf(view.server) : undefined;
   }
 
   async apply(change: RouteChange): Promise<void> {
     assertRenderable(change.upsert);
-    const server = await this.#freshServer();
+    const view = this.#usable(this.#view) ?? (await this.#readServer());
+    this.#view = undefined; // until this write's outcome is known
+    const server = view.server;
     const next = this.#nextServer(server, change);
     // Only a removal can be a no-op (the route was already gone); an upsert is
     // only asked for when the live route differs. Comparing 100 routes costs ms.
-    if (server && change.upsert.length === 0 && canonical(server) === canonical(next)) return;
-    // PATCH replaces the server we found; PUT creates it (and any missing parent) when there is none.
-    await this.#request(server ? "PATCH" : "PUT", this.#serverPath, next);
+    if (server && change.upsert.length === 0 && canonical(server) === canonical(next)) {
+      this.#view = view;
+      return;
+    }
+    // PATCH replaces the server we found, only while Caddy still holds it as we found it; PUT
+    // creates it (and any missing parent) when there is none, and is refused if one appeared.
+    const ifMatch: Record<string, string> = server && view.etag ? { "If-Match": view.etag } : {};
+    const res = await this.#send(server ? "PATCH" : "PUT", this.#serverPath, next, ifMatch);
+    if (res.status === 412 || (!server && res.status === 409)) {
+      throw new ProxyChangedError(
+        `caddy's server '${this.#serverName}' was changed by someone else since it was read: nothing was written`,
+      );
+    }
+    this.#check(server ? "PATCH" : "PUT", this.#serverPath, res);
+    this.#view = { server: next, etag: this.#etagsKnown ? caddyEtagOf(this.#serverPath, next) : undefined };
   }
 
   /**
@@ -209,40 +240,66 @@ export class CaddyWriter implements RouteWriter {
   }
 
   /**
-   * The server as readAll just read it, when apply follows within SNAPSHOT_MS (the
-   * syncer calls them back to back), else read again. At 100 routes the second
-   * GET is ~2 ms of a sync whose goal is 2x a bare Caddy load.
+   * A view apply may write on: one with an ETag (the write is conditional), none
+   * of a server (PUT is refused if one appeared), or a read just made.
    */
-  async #freshServer(): Promise<Json | undefined> {
-    const snapshot = this.#snapshot;
-    this.#snapshot = undefined;
-    if (snapshot && Date.now() - snapshot.at <= SNAPSHOT_MS) return snapshot.server;
-    return this.#readServer();
+  #usable(view: View | undefined): View | undefined {
+    if (view === undefined) return undefined;
+    if (view.etag !== undefined || view.server === undefined) return view;
+    return view.readAt !== undefined && Date.now() - view.readAt <= UNCHECKED_VIEW_MS ? view : undefined;
   }
 
-  async #readServer(): Promise<Json | undefined> {
-    const config = await this.#request("GET", "/config/");
-    const apps = isObject(config) ? config.apps : undefined;
-    const http = isObject(apps) ? apps.http : undefined;
-    const servers = isObject(http) ? http.servers : undefined;
-    const server = isObject(servers) ? servers[this.#serverName] : undefined;
-    return isObject(server) ? server : undefined;
+  /** Our server and its ETag; undefined server when Caddy has none (or not even its parents). */
+  async #readServer(): Promise<View> {
+    const readAt = Date.now();
+    const res = await this.#send("GET", this.#serverPath);
+    const error = isObject(res.json) && typeof res.json.error === "string" ? res.json.error : "";
+    const none = res.status === 400 && error.startsWith("invalid traversal path");
+    if (!none) this.#check("GET", this.#serverPath, res);
+    const server = !none && isObject(res.json) ? res.json : undefined;
+    if (server) this.#etagsKnown = this.#hashedHere(this.#serverPath, res);
+    // No server yet: what Caddy hashes with is learnt from its root, so the write creating it
+    // leaves a view the next one can go on.
+    else if (!this.#etagsKnown)
+      this.#etagsKnown = this.#hashedHere("/config/", await this.#send("GET", "/config/"));
+    return { server, etag: server ? res.etag : undefined, readAt };
   }
 
-  async #request(method: string, path: string, body?: unknown): Promise<unknown> {
-    let res: AdminResponse;
+  /** Whether Caddy's ETag of this read is the one made here from its body (Caddy 2.6's FNV-1a). */
+  #hashedHere(path: string, res: AdminResponse): boolean {
+    return res.status === 200 && res.etag !== undefined && res.etag === fnv32aEtag(path, res.text);
+  }
+
+  async #send(method: string, path: string, body?: unknown, headers?: Record<string, string>) {
     try {
-      res = await caddyAdmin(this.#admin, method, path, body, REQUEST_TIMEOUT_MS);
+      return await caddyAdmin(this.#admin, method, path, body, REQUEST_TIMEOUT_MS, headers);
     } catch (err) {
       throw new Error(`caddy admin API ${this.#admin} unreachable: ${(err as Error).message}`, {
         cause: err,
       });
     }
-    if (res.status < 200 || res.status >= 300) {
-      const parsed = res.json;
-      const why = isObject(parsed) && typeof parsed.error === "string" ? parsed.error : res.text.trim();
-      throw new Error(`caddy refused ${method} ${path} (HTTP ${res.status}): ${why}`);
-    }
-    return res.json;
   }
+
+  #check(method: string, path: string, res: AdminResponse): void {
+    if (res.status >= 200 && res.status < 300) return;
+    const parsed = res.json;
+    const why = isObject(parsed) && typeof parsed.error === "string" ? parsed.error : res.text.trim();
+    throw new Error(`caddy refused ${method} ${path} (HTTP ${res.status}): ${why}`);
+  }
+}
+
+/** Our managed routes in a server's config, by application. */
+function routesOf(server: Json | undefined): Map<string, LiveRoute> {
+  const routes = server && Array.isArray(server.routes) ? server.routes : [];
+  const health = new Map<string, Json>();
+  for (const route of routes) {
+    const id = healthId(route);
+    if (id !== undefined && isObject(route)) health.set(id, route);
+  }
+  const out = new Map<string, LiveRoute>();
+  for (const route of routes) {
+    const id = managedId(route);
+    if (id !== undefined && isObject(route)) out.set(id, parseRoute(id, route, health.get(id)));
+  }
+  return out;
 }

@@ -1,7 +1,8 @@
 // RouteSyncer against a real Caddy (one per test) with a ledger file in a temp
 // dir: the statuses the control plane reports come from what Caddy really holds.
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import test from "ava";
 import { startCaddy } from "../../test/harness/caddy";
 import { cleanupAll, makeTempDir } from "../../test/harness/cleanup";
@@ -55,6 +56,7 @@ test("syncer - synced, then noop; the ledger file records what was applied", asy
   ]);
   await waitForBackend(port, "www.example.test", "one", WAIT_MS);
   t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["noop"]);
+  await syncer.settled(); // the save is off the answer's path (#record)
   const saved = (await RouteLedger.open(ledgerFile)).get(r.applicationId);
   t.is(saved?.signatureHash, first.routes[0]!.signatureHash);
   t.is(saved?.upstream, `127.0.0.1:${one.port}`);
@@ -137,7 +139,7 @@ test("syncer - a domain claimed by another application's route moves: the old ro
 });
 
 test("syncer - a change Caddy refuses fails the routes that needed writing; noops and the ledger stay", async (t) => {
-  const { syncer, ledger, writerFor } = await setup();
+  const { syncer, ledger, ledgerFile, writerFor } = await setup();
   const a = desired(["a.example.test"], 3000);
   await syncer.sync({ routes: [a] });
   const before = ledger.get(a.applicationId);
@@ -149,6 +151,10 @@ test("syncer - a change Caddy refuses fails the routes that needed writing; noop
   t.regex(report.routes[1]!.error ?? "", /caddy refused PATCH .*notaport/);
   t.deepEqual(ledger.ids(), [a.applicationId]);
   t.deepEqual(ledger.get(a.applicationId), before);
+  await Promise.all([syncer.settled(), broken.settled()]);
+  const saved = await RouteLedger.open(ledgerFile);
+  t.deepEqual(saved.ids(), [a.applicationId], "nor on disk");
+  t.deepEqual(saved.get(a.applicationId), before);
 });
 
 test("syncer - a proxy that cannot be read fails every route with the reason", async (t) => {
@@ -172,6 +178,7 @@ test("syncer - concurrent sync calls run one at a time and none loses another's 
   const live = await writer.readAll();
   t.deepEqual([...live.keys()].sort(), routes.map((r) => r.applicationId).sort());
   for (const r of routes) await waitForBackend(port, r.fqdns[0]!, "one", WAIT_MS);
+  await syncer.settled();
   t.is((await RouteLedger.open(ledgerFile)).ids().length, routes.length);
 });
 
@@ -217,10 +224,10 @@ test("syncer - a request still in the making: the proxy is read meanwhile, writt
   t.deepEqual(statuses(await pendingA), ["synced"]);
   t.deepEqual(statuses(await plainB), ["synced"]);
   t.deepEqual([...(await first.readAll()).keys()].sort(), [a.applicationId, b.applicationId].sort());
-  t.is(writer.reads, 2);
+  t.is(writer.reads, 1, "b's turn wrote on the server as a's write left it (conditionally), unread");
 });
 
-test("syncer - a request that fails in the making writes nothing, and the next turn reads the proxy again", async (t) => {
+test("syncer - a request that fails in the making writes nothing, and the next turn writes on what the proxy holds", async (t) => {
   const { caddy, ledger, writer: first } = await setup();
   const writer = new CountingWriter({
     adminUrl: caddy.adminUrl,
@@ -236,7 +243,38 @@ test("syncer - a request that fails in the making writes nothing, and the next t
   const b = desired(["b.example.test"], 3001);
   t.deepEqual(statuses(await syncer.sync({ routes: [b] })), ["synced"]);
   t.deepEqual([...(await first.readAll()).keys()].sort(), [a.applicationId, b.applicationId].sort());
-  t.is(writer.reads, 3);
+  t.is(writer.reads, 1, "only the first turn read: the others wrote on the writer's view, conditionally");
+});
+
+test("syncer - a sync that writes reads nothing; a route someone else added to the server meanwhile is kept", async (t) => {
+  const { caddy, ledger, port } = await setup();
+  const writer = new CountingWriter({
+    adminUrl: caddy.adminUrl,
+    listen: [`127.0.0.1:${caddy.httpPort}`],
+    automaticHttps: false,
+  });
+  const syncer = new RouteSyncer({ writer, ledger, upstreamMode: "host" });
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const r = desired(["kept.example.test"], one.port);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["synced"]);
+  t.deepEqual(statuses(await syncer.sync({ routes: [{ ...r, containerPort: two.port }] })), ["synced"]);
+  await waitForBackend(port, "kept.example.test", "two", WAIT_MS);
+  t.is(writer.reads, 1, "the second write went on the ETag of the first, made here");
+  // Someone else's route on our server, with what Go's JSON escapes or formats its own way.
+  const foreign = {
+    match: [{ host: ["ops.internal.test"] }],
+    handle: [{ handler: "static_response", body: "<ops> & \u00e9t\u00e9 \u2028", status_code: 202 }],
+  };
+  const res = await caddy.admin("POST", "/config/apps/http/servers/relayctl/routes/...", [foreign]);
+  t.is(res.status, 200, res.text);
+  t.deepEqual(statuses(await syncer.sync({ routes: [{ ...r, containerPort: one.port }] })), ["synced"]);
+  t.is(writer.reads, 2, "refused on the stale view (412): read, planned and written again");
+  await waitForBackend(port, "kept.example.test", "one", WAIT_MS);
+  t.like(await proxyGet(port, "ops.internal.test"), { body: foreign.handle[0]!.body });
+  t.deepEqual(statuses(await syncer.sync({ routes: [{ ...r, containerPort: two.port }] })), ["synced"]);
+  t.is(writer.reads, 2, "the server with the foreign route hashes as Caddy hashes it");
+  await waitForBackend(port, "kept.example.test", "two", WAIT_MS);
+  t.like(await proxyGet(port, "ops.internal.test"), { body: foreign.handle[0]!.body });
 });
 
 test("syncer - container-network upstream: Caddy dials <container_name>:<port>, and switching modes is a new signature", async (t) => {
@@ -277,4 +315,53 @@ test("syncer - drain marks the health path 503 in the ledger, a later sync of th
   t.deepEqual(await health(), { status: 200, body: "live\n" });
   t.is((await RouteLedger.open(ledgerFile)).get(r.applicationId)?.draining, undefined);
   t.is((await proxyGet(port, "shop.example.test")).body, "backend two");
+});
+
+test("syncer - the ledger is saved after the answer, never ahead of Caddy; a restart on a file a save behind keeps the newer port; drains are saved first", async (t) => {
+  const { caddy, syncer, ledgerFile, port } = await setup();
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const r = desired(["crash.example.test"], one.port);
+  await syncer.sync({ routes: [r] });
+  await syncer.settled();
+  const behind = await readFile(ledgerFile, "utf8"); // the file as a crash right after the next apply leaves it
+  await syncer.sync({ routes: [{ ...r, containerPort: two.port, imageTag: "app:2" }] });
+  await waitForBackend(port, "crash.example.test", "two", WAIT_MS);
+  await syncer.settled();
+  t.is((await RouteLedger.open(ledgerFile)).get(r.applicationId)?.upstream, `127.0.0.1:${two.port}`);
+  // The agent restarts on the file a save behind (upstream one) while Caddy serves two.
+  const restartedFile = join(makeTempDir("ledger"), "routes.json");
+  await writeFile(restartedFile, behind);
+  const restarted = new RouteSyncer({
+    writer: new CaddyWriter({
+      adminUrl: caddy.adminUrl,
+      listen: [`127.0.0.1:${port}`],
+      automaticHttps: false,
+    }),
+    ledger: await RouteLedger.open(restartedFile),
+    upstreamMode: "host",
+  });
+  t.is((await RouteLedger.open(restartedFile)).get(r.applicationId)?.upstream, `127.0.0.1:${one.port}`);
+  t.deepEqual(statuses(await restarted.sync({ routes: [], drain: [r.applicationId] })), ["synced"]);
+  // Saved before the answer: read at once, no settled().
+  t.true((await RouteLedger.open(restartedFile)).get(r.applicationId)?.draining);
+  t.deepEqual(await proxyGet(port, "crash.example.test", HEALTH_PATH), { status: 503, body: "draining\n" });
+  t.is(
+    (await proxyGet(port, "crash.example.test")).body,
+    "backend two",
+    "the drain kept the port Caddy served",
+  );
+});
+
+test("syncer - a ledger save that fails after the answer fails the next sync, loudly", async (t) => {
+  const { syncer, ledgerFile } = await setup();
+  const a = desired(["a.example.test"], 3000);
+  await syncer.sync({ routes: [a] });
+  await syncer.settled();
+  // The ledger's directory replaced by a file: no save can succeed.
+  const dir = dirname(ledgerFile);
+  await rm(dir, { recursive: true });
+  await writeFile(dir, "not a directory");
+  await syncer.sync({ routes: [{ ...a, containerPort: 3001 }] });
+  await t.throwsAsync(syncer.settled());
+  await t.throwsAsync(syncer.sync({ routes: [{ ...a, containerPort: 3002 }] }));
 });

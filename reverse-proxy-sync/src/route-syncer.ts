@@ -5,7 +5,7 @@
 // (two competing routes for one domain is a known Dokploy bug). Everything goes
 // to the writer as one apply, so the proxy takes a request whole or not at all.
 import type { RouteLedger } from "./ledger.js";
-import type { LiveRoute, RouteWriter } from "./route-writer.js";
+import { type LiveRoute, ProxyChangedError, type RouteWriter } from "./route-writer.js";
 import {
   type DesiredRoute,
   type RenderedRoute,
@@ -70,6 +70,9 @@ interface Plan {
   write: boolean;
 }
 
+/** Writes a turn tries when someone else keeps changing the proxy between its read and its write. */
+const CHANGED_ATTEMPTS = 3;
+
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export class RouteSyncer {
@@ -77,6 +80,11 @@ export class RouteSyncer {
   readonly #ledger: RouteLedger;
   readonly #mode: UpstreamMode;
   #queue: Promise<unknown> = Promise.resolve();
+  /** The ledger's saves, in order; never rejects (a failure is kept in #saveFailed). */
+  #saving: Promise<void> = Promise.resolve();
+  /** A save queued behind the one in flight: it writes the newest entries, so later turns share it. */
+  #saveQueued: Promise<void> | undefined;
+  #saveFailed: unknown;
 
   constructor(opts: RouteSyncerOptions) {
     this.#writer = opts.writer;
@@ -96,51 +104,84 @@ export class RouteSyncer {
   }
 
   /**
-   * The proxy's read beside the request's making. Both are settled before the turn ends, so a
-   * read of a failed turn cannot land after the next turn's read (the Caddy writer keeps its
-   * last read for apply).
+   * The proxy's read beside the request's making, or the writer's view of it as
+   * it last read or wrote it (RouteWriter.known: no read at all). Both are
+   * settled before the turn ends, so a read of a failed turn cannot land after
+   * the next turn's read (the Caddy writer keeps its last read for apply).
    */
   async #readThenSync(pending: Promise<SyncRequest>): Promise<SyncReport> {
-    const [asked, read] = await Promise.allSettled([pending, this.#writer.readAll()]);
+    const known = this.#writer.known?.();
+    const [asked, read] = await Promise.allSettled([pending, known ?? this.#writer.readAll()]);
     if (asked.status === "rejected") throw asked.reason;
-    return this.#sync(asked.value, read);
+    return this.#sync(asked.value, read, known !== undefined ? "guessed" : "read");
   }
 
-  async #sync(req: SyncRequest, read: PromiseSettledResult<Map<string, LiveRoute>>): Promise<SyncReport> {
+  /** The proxy read again: a guess that cannot be confirmed, or one someone else's write made stale. */
+  async #readAgain(req: SyncRequest, attempt: number): Promise<SyncReport> {
+    const [read] = await Promise.allSettled([this.#writer.readAll()]);
+    return this.#sync(req, read!, "read", attempt + 1);
+  }
+
+  /**
+   * `live`: "guessed" when the routes are the writer's own view, never read: only a
+   * write confirms them (a conditional one), so a turn that would write nothing
+   * reads the proxy first, and one whose write finds the proxy changed (by someone
+   * else: ProxyChangedError) reads and plans again.
+   */
+  async #sync(
+    req: SyncRequest,
+    read: PromiseSettledResult<Map<string, LiveRoute>>,
+    live: "guessed" | "read",
+    attempt = 0,
+  ): Promise<SyncReport> {
     const draining = this.#drainState(req);
     const asked = new Set(req.routes.map((r) => r.applicationId));
-    // A drain change of a route not asked for rewrites it as the ledger last applied it.
-    const fromLedger = [...draining.keys()]
-      .filter((id) => !asked.has(id))
-      .flatMap((id) => {
-        const e = this.#ledger.get(id);
-        if (e === undefined) return [];
-        const { applicationId, containerName, containerPort, imageTag, fqdns, upstream } = e;
-        return [{ applicationId, containerName, containerPort, imageTag, fqdns, upstream }];
-      });
-    const plans = this.#plan([...req.routes, ...fromLedger], draining);
+    const served = read.status === "fulfilled" ? read.value : new Map<string, LiveRoute>();
+    const plans = this.#plan([...req.routes, ...this.#fromLedger(draining, asked, served)], draining);
     const valid = plans.filter((p) => p.outcome.status !== "failed");
     if (read.status === "rejected") {
       const why = `could not read the ${this.#writer.kind} proxy: ${message(read.reason)}`;
       for (const p of valid) Object.assign(p.outcome, { status: "failed", error: why });
       return { routes: plans.map((p) => p.outcome), removed: [] };
     }
-    const live = read.value;
-    for (const p of valid) this.#classify(p, live.get(p.route.applicationId));
-    const removals = this.#removals(req, plans, valid, live);
+    for (const p of valid) this.#classify(p, served.get(p.route.applicationId));
+    const removals = this.#removals(req, plans, valid, served);
     const upsert = valid.filter((p) => p.write).map((p) => p.rendered);
-    if (upsert.length > 0 || removals.some((id) => live.has(id))) {
+    const writes = upsert.length > 0 || removals.some((id) => served.has(id));
+    if (live === "guessed" && !writes) return this.#readAgain(req, attempt);
+    if (writes) {
       try {
         await this.#writer.apply({ upsert, remove: removals });
       } catch (err) {
+        if (err instanceof ProxyChangedError && attempt < CHANGED_ATTEMPTS)
+          return this.#readAgain(req, attempt);
         for (const p of valid)
           if (p.write) Object.assign(p.outcome, { status: "failed", error: message(err) });
         return { routes: plans.map((p) => p.outcome), removed: [] };
       }
     }
-    const removed = removals.filter((id) => live.has(id) || this.#ledger.get(id) !== undefined);
+    const removed = removals.filter((id) => served.has(id) || this.#ledger.get(id) !== undefined);
     await this.#record(valid, removed, draining);
     return { routes: plans.map((p) => p.outcome), removed };
+  }
+
+  /**
+   * A drain change of a route not asked for rewrites it as it is served: as the
+   * proxy holds it when that is our own shape (pristine), else as the ledger last
+   * applied it. The proxy first, because the ledger file may be a save behind
+   * the proxy after a crash (#record): its upstream may be an older port.
+   */
+  #fromLedger(draining: Map<string, boolean>, asked: Set<string>, served: Map<string, LiveRoute>) {
+    return [...draining.keys()]
+      .filter((id) => !asked.has(id))
+      .flatMap((id): DesiredRoute[] => {
+        const e = this.#ledger.get(id);
+        if (e === undefined) return [];
+        const { applicationId, containerName, containerPort, imageTag } = e;
+        const live = served.get(id);
+        const { fqdns, upstream } = live?.pristine ? live : e;
+        return [{ applicationId, containerName, containerPort, imageTag, fqdns, upstream }];
+      });
   }
 
   /** The drain state each application asked about, or with a change, is to have after this sync. */
@@ -207,14 +248,31 @@ export class RouteSyncer {
     return [...out].filter((id) => !requested.has(id) && validApplicationId(id)).sort();
   }
 
+  /**
+   * Records the turn in the ledger and saves it. The save is off the answer's
+   * path unless the turn changed a drain state or removed a route, or the last
+   * save failed. Why a crash still cannot make the ledger claim what the proxy
+   * was not given:
+   * - the ledger in memory changes only here, after the proxy took the change
+   *   (apply returned), and a save writes it as it is when the save runs; saves
+   *   run one at a time, in order. So the file always holds the ledger as of a
+   *   turn whose write the proxy had taken: after a crash it may be behind the
+   *   proxy, never ahead of it. (A crash between the apply and an awaited save
+   *   left the same states before; only the answer may now precede the save.)
+   * - a ledger behind the proxy costs a route's status only (synced where noop
+   *   would do: what to write is decided on the live proxy, never the ledger)
+   *   and a removal made again. What a later write takes from the ledger is
+   *   saved before the answer (drain states, removals), and the route a drain
+   *   change rewrites is taken from the proxy when it serves our own shape
+   *   (#fromLedger), so a file a save behind cannot bring an older port back.
+   * route-syncer.test.ts restarts a syncer on a file a save behind, and checks both.
+   */
   async #record(valid: Plan[], removed: string[], draining: Map<string, boolean>): Promise<void> {
     const drainOf = (id: string) => draining.get(id) ?? this.#ledger.get(id)?.draining === true;
-    const changed = valid.filter(
-      (p) =>
-        p.outcome.status !== "noop" ||
-        drainOf(p.route.applicationId) !== (this.#ledger.get(p.route.applicationId)?.draining === true),
-    );
+    const drainChanged = (id: string) => drainOf(id) !== (this.#ledger.get(id)?.draining === true);
+    const changed = valid.filter((p) => p.outcome.status !== "noop" || drainChanged(p.route.applicationId));
     if (changed.length === 0 && removed.length === 0) return;
+    const before = removed.length > 0 || changed.some((p) => drainChanged(p.route.applicationId));
     const appliedAt = Date.now();
     for (const { route, rendered, outcome } of changed) {
       const { containerName, containerPort, imageTag } = route;
@@ -231,7 +289,34 @@ export class RouteSyncer {
       });
     }
     for (const id of removed) this.#ledger.delete(id);
-    // The proxy has the change already; a ledger that cannot be saved must be loud, not silent.
-    await this.#ledger.save();
+    // The proxy has the change already; a ledger that cannot be saved must be loud, not silent:
+    // a failed save makes the next turn save before its answer, and fail if it fails again.
+    const save = this.#save();
+    if (before || this.#saveFailed !== undefined) await save;
+  }
+
+  /** A save of the ledger after the ones started before; one queued behind those is shared. */
+  #save(): Promise<void> {
+    if (this.#saveQueued) return this.#saveQueued;
+    const run = this.#saving.then(() => {
+      this.#saveQueued = undefined; // from here a change needs a save of its own
+      return this.#ledger.save();
+    });
+    this.#saveQueued = run;
+    this.#saving = run.then(
+      () => {
+        this.#saveFailed = undefined;
+      },
+      (err: unknown) => {
+        this.#saveFailed = err ?? new Error("the route ledger could not be saved");
+      },
+    );
+    return run;
+  }
+
+  /** Resolves once every ledger save started so far has ended; rejects with the last one's error. */
+  async settled(): Promise<void> {
+    await this.#saving;
+    if (this.#saveFailed !== undefined) throw this.#saveFailed;
   }
 }

@@ -29,9 +29,25 @@ export interface RouteWriter {
   /** Every route this writer manages, keyed by application id, read from the live proxy. */
   readAll(): Promise<Map<string, LiveRoute>>;
   /**
+   * The routes as this writer last read or wrote them, without asking the proxy;
+   * undefined when it keeps none. A guess only a write can confirm: apply() after
+   * it writes only while the proxy still holds exactly that (a conditional write),
+   * else throws ProxyChangedError and writes nothing. A caller that would write
+   * nothing must readAll() instead of trusting it.
+   */
+  known?(): Map<string, LiveRoute> | undefined;
+  /**
    * Applies the whole change as one unit (one config load, one reload). On
    * failure the proxy is left as it was (rolled back where the proxy needs it)
    * and the error says why.
    */
   apply(change: RouteChange): Promise<void>;
+}
+
+/** apply() found the proxy changed by someone else since it was last read or written: nothing was written. */
+export class ProxyChangedError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "ProxyChangedError";
+  }
 }
