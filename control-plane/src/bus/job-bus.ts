@@ -164,7 +164,7 @@ export const subjects = {
    * it is refused (`DispatchReply` with on_stream false, or NATS's no-responders status).
    */
   refusals: (instance: string, operationId: string) => `${REFUSALS_PREFIX}${instance}.${operationId}`,
-  /** An api's handed results (sendResult): answered "stored" or "declined". */
+  /** An api's handed results (sendResult, one token more: the server): answered "stored" or "declined". */
   store: (instance: string) => `${STORE_PREFIX}${instance}`,
   /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
   presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,

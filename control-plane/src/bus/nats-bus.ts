@@ -9,7 +9,6 @@ import {
   type Msg,
   type MsgHdrs,
   type NatsConnection,
-  headers as natsHeaders,
   RequestStrategy,
   connect,
   nuid,
@@ -62,9 +61,6 @@ function securityOptions(o: NatsOptions): Partial<ConnectionOptions> {
   if (o.tls) opts.tls = { caFile: o.tls.caFile, certFile: o.tls.certFile, keyFile: o.tls.keyFile };
   return opts;
 }
-
-/** The header naming the server whose agent reported a handed result (sendResult). */
-const SERVER_HEADER = "Rc-Server";
 
 const isLoopback = (url: string) => /^(nats|tls):\/\/([^@]*@)?(127\.|localhost|\[::1\])/.test(url);
 
@@ -246,7 +242,8 @@ class NatsBus implements JobBus {
         },
       });
       // Results handed here to store (sendResult): on the server before any job names it.
-      this.nc.subscribe(subjects.store(this.instance), {
+      // The last token names the server whose agent reported it (no header to encode and parse).
+      this.nc.subscribe(`${subjects.store(this.instance)}.*`, {
         callback: (err, msg) => {
           if (!err) void this.storeHanded(msg);
         },
@@ -270,7 +267,7 @@ class NatsBus implements JobBus {
 
   /** Stores one handed result; answers "stored" or "declined", and nothing when storing failed. */
   private async storeHanded(msg: Msg): Promise<void> {
-    const serverId = msg.headers?.get(SERVER_HEADER);
+    const serverId = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
     let answer: StoreAnswer = "declined";
     try {
       if (serverId && this.resultHandler)
@@ -290,13 +287,10 @@ class NatsBus implements JobBus {
     result: JobResult,
     timeoutMs: number,
   ): Promise<SendResultOutcome> {
-    if (!this.connected || this.nc.isClosed()) return "failed";
+    if (!this.connected || this.nc.isClosed() || !/^[\w-]+$/.test(serverId)) return "failed";
     try {
-      const headers = natsHeaders();
-      headers.set(SERVER_HEADER, serverId);
-      const reply = await this.nc.request(subject, codec.result.encode(result), {
+      const reply = await this.nc.request(`${subject}.${serverId}`, codec.result.encode(result), {
         timeout: timeoutMs,
-        headers,
       });
       return reply.data.length === 0 ? "failed" : codec.stored.decode(reply.data);
     } catch {

@@ -186,7 +186,10 @@ export class OperationService {
   }
 
   /** Operations this process waits on, whose results their gateways hand here to store. */
-  readonly #awaiting = new Map<string, { tenantId: string; serverId: string; known: KnownOperation }>();
+  readonly #awaiting = new Map<
+    string,
+    { tenantId: string; serverId: string; known: KnownOperation; announce: (e: OperationDone) => void }
+  >();
 
   private readonly completionHooks = new Map<string, CompletionHook>();
 
@@ -268,19 +271,28 @@ export class OperationService {
   /**
    * While the caller waits, this process stores the operation's result when its
    * gateway hands it over (the job's hint names this process): until the waiter
-   * is cancelled, which every end of the wait does.
+   * is cancelled, which every end of the wait does. What it stores it announces
+   * to that waiter in process: the only one there is (an operation of these
+   * kinds is awaited by the api that started it alone), so not over the bus.
    */
   #storingHere(op: StartedOperation, waiter: DoneWaiter): DoneWaiter {
     const known = op.hint;
     if (!known || !this.bus.resultsSubject()) return waiter;
     const { operationType, startedAt, runId } = known;
+    let announce: (e: OperationDone) => void = () => {};
+    const here = new Promise<OperationDone>((resolve) => {
+      announce = resolve;
+    });
     this.#awaiting.set(op.id, {
       tenantId: op.tenantId,
       serverId: op.server.id,
       known: { operationType, startedAt, runId },
+      announce,
     });
     return {
       ...waiter,
+      // Stored by the gateway instead (it was not answered in time): announced over the bus.
+      done: Promise.race([waiter.done, here]),
       cancel: () => {
         waiter.cancel();
         this.#awaiting.delete(op.id);
@@ -298,7 +310,14 @@ export class OperationService {
     // A detail may need a completion hook that only the gateway's process registers (a cleanup's).
     if (!awaiting || awaiting.serverId !== serverId || r.detail) return "declined";
     // false: no longer running (finished first by the gateway or the sweeper): its final state is stored too.
-    await this.#store(r.operationId, finalResult(r), serverId, awaiting.tenantId, awaiting.known);
+    await this.#store(
+      r.operationId,
+      finalResult(r),
+      serverId,
+      awaiting.tenantId,
+      awaiting.known,
+      awaiting.announce,
+    );
     return "stored";
   }
 
@@ -421,13 +440,17 @@ export class OperationService {
     return this.#store(id, result, serverId, tenantId, known);
   }
 
-  /** Stores the final state (on the row's facts when `known`), then announces it. */
+  /**
+   * Stores the final state (on the row's facts when `known`), then announces it:
+   * on the bus, or to `announceHere` (the waiter in this process), with its result.
+   */
   async #store(
     id: string,
     result: FinalResult,
     serverId?: string,
     tenantId?: string,
     known?: KnownOperation,
+    announceHere?: (e: OperationDone) => void,
   ): Promise<boolean> {
     const timer = completionDuration.startTimer();
     const finished = await finishOperation(
@@ -441,7 +464,7 @@ export class OperationService {
     );
     if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
-    if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
+    if (announceHere || result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
       event.result = {
         operationId: id,
         status: STATUS_OF[result.status],
@@ -453,7 +476,8 @@ export class OperationService {
         detail: result.detail,
       };
     }
-    this.bus.publishDone(event);
+    if (announceHere) announceHere(event);
+    else this.bus.publishDone(event);
     timer();
     const labels = { type: finished.operationType, status: result.status };
     operationsFinished.inc(labels);
