@@ -190,7 +190,9 @@ export class CaddyWriter implements RouteWriter {
     // creates it (and any missing parent) when there is none, and is refused if one appeared.
     const ifMatch: Record<string, string> = server && view.etag ? { "If-Match": view.etag } : {};
     const res = await this.#send(server ? "PATCH" : "PUT", this.#serverPath, next, ifMatch);
-    if (res.status === 412 || (!server && res.status === 409)) {
+    // 412: the server is no longer what we saw; a traversal error: it is gone with its parents (a
+    // Caddy restarted with only its boot config); 409 on PUT: one appeared meanwhile.
+    if (res.status === 412 || (server ? missingPath(res) : res.status === 409)) {
       throw new ProxyChangedError(
         `caddy's server '${this.#serverName}' was changed by someone else since it was read: nothing was written`,
       );
@@ -253,8 +255,7 @@ export class CaddyWriter implements RouteWriter {
   async #readServer(): Promise<View> {
     const readAt = Date.now();
     const res = await this.#send("GET", this.#serverPath);
-    const error = isObject(res.json) && typeof res.json.error === "string" ? res.json.error : "";
-    const none = res.status === 400 && error.startsWith("invalid traversal path");
+    const none = res.status === 400 && missingPath(res);
     if (!none) this.#check("GET", this.#serverPath, res);
     const server = !none && isObject(res.json) ? res.json : undefined;
     if (server) this.#etagsKnown = this.#hashedHere(this.#serverPath, res);
@@ -286,6 +287,12 @@ export class CaddyWriter implements RouteWriter {
     const why = isObject(parsed) && typeof parsed.error === "string" ? parsed.error : res.text.trim();
     throw new Error(`caddy refused ${method} ${path} (HTTP ${res.status}): ${why}`);
   }
+}
+
+/** Caddy's answer for a path whose parents do not exist (400 on a read, 500 on a conditional write). */
+function missingPath(res: AdminResponse): boolean {
+  const error = isObject(res.json) && typeof res.json.error === "string" ? res.json.error : "";
+  return res.status >= 400 && error.startsWith("invalid traversal path");
 }
 
 /** Our managed routes in a server's config, by application. */

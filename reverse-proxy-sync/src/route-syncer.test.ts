@@ -352,6 +352,16 @@ test("syncer - the ledger is saved after the answer, never ahead of Caddy; a res
   );
 });
 
+test("syncer - a write after Caddy restarted without its config puts the server back (its view is gone with it)", async (t) => {
+  const { caddy, syncer, port } = await setup();
+  const [one, two] = [await startBackend("one"), await startBackend("two")];
+  const r = desired(["back.example.test"], one.port);
+  t.deepEqual(statuses(await syncer.sync({ routes: [r] })), ["synced"]);
+  await caddy.restart();
+  t.deepEqual(statuses(await syncer.sync({ routes: [{ ...r, containerPort: two.port }] })), ["synced"]);
+  await waitForBackend(port, "back.example.test", "two", WAIT_MS);
+});
+
 test("syncer - a ledger save that fails after the answer fails the next sync, loudly", async (t) => {
   const { syncer, ledgerFile } = await setup();
   const a = desired(["a.example.test"], 3000);
