@@ -166,6 +166,8 @@ export const subjects = {
   refusals: (instance: string, operationId: string) => `${REFUSALS_PREFIX}${instance}.${operationId}`,
   /** An api's handed results (sendResult, one token more: the server): answered "stored" or "declined". */
   store: (instance: string) => `${STORE_PREFIX}${instance}`,
+  /** The answers to one gateway's handed results (one token more: the result's). */
+  stored: (instance: string) => `relayctl.v1.stored.${instance}`,
   /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
   presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,
   /** A job's live output (LogsOutput), relayed by the gateway, never stored. */

@@ -118,6 +118,10 @@ class NatsBus implements JobBus {
   /** This process's part of the refusals' reply subjects (send) and of its results subject. */
   private readonly instance = nuid.next();
   private resultHandler: ResultHandler | undefined;
+  /** Handed results waiting for their api's answer (sendResult), by reply token. */
+  private readonly storedWaiting = new Map<string, (outcome: SendResultOutcome) => void>();
+  private storedSeq = 0;
+  private storedSubscribed = false;
 
   /** relayctl.v1.agent.<server>.takeover and .cancel, each one subscription (server-fanout.ts). */
   private readonly takeovers: ServerFanout<string>;
@@ -288,15 +292,41 @@ class NatsBus implements JobBus {
     timeoutMs: number,
   ): Promise<SendResultOutcome> {
     if (!this.connected || this.nc.isClosed() || !/^[\w-]+$/.test(serverId)) return "failed";
-    try {
-      const reply = await this.nc.request(`${subject}.${serverId}`, codec.result.encode(result), {
-        timeout: timeoutMs,
+    this.subscribeStored();
+    const token = String(++this.storedSeq);
+    return new Promise<SendResultOutcome>((resolve) => {
+      // No answer in time (the api stalled): not stored there, as far as this gateway knows.
+      const timer = setTimeout(() => answered("failed"), timeoutMs);
+      const answered = (outcome: SendResultOutcome) => {
+        clearTimeout(timer);
+        this.storedWaiting.delete(token);
+        resolve(outcome);
+      };
+      this.storedWaiting.set(token, answered);
+      this.publish(`${subject}.${serverId}`, codec.result.encode(result), {
+        reply: `${subjects.stored(this.instance)}.${token}`,
       });
-      return reply.data.length === 0 ? "failed" : codec.stored.decode(reply.data);
-    } catch {
-      // No responder (the api is gone), no answer in time, or no connection: not stored there.
-      return "failed";
-    }
+    });
+  }
+
+  /**
+   * The answers to this process's handed results, one wildcard subscription
+   * (as the refusals): nats.js's request() would make a timer-backed request
+   * object and, once answered, an Error it throws away. Sent before any result
+   * on the same connection, so the server has it before an answer can come.
+   * An empty answer is the api's failure or NATS's no-responders status (the api is gone).
+   */
+  private subscribeStored(): void {
+    if (this.storedSubscribed) return;
+    this.storedSubscribed = true;
+    const prefix = `${subjects.stored(this.instance)}.`;
+    this.nc.subscribe(`${prefix}*`, {
+      callback: (err, msg) => {
+        if (err) return;
+        const answered = this.storedWaiting.get(msg.subject.slice(prefix.length));
+        answered?.(msg.data.length === 0 ? "failed" : codec.stored.decode(msg.data));
+      },
+    });
   }
 
   serveServer(serverId: string, handler: JobHandler): () => void {
