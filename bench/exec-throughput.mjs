@@ -9,6 +9,7 @@
 // start and one completion audit event per operation, and the audit chain verifies.
 // Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
 // it on exit. Writes bench/results/exec-throughput.json.
+import { readFileSync } from "node:fs";
 import os from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -276,6 +277,36 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
   }
 }
 
+/** Each process's read and write system calls so far (/proc/<pid>/io), null where unreadable. */
+function syscalls(pids) {
+  return Object.fromEntries(
+    Object.entries(pids).map(([name, pid]) => {
+      try {
+        const io = Object.fromEntries(
+          readFileSync(`/proc/${pid}/io`, "utf8")
+            .trim()
+            .split("\n")
+            .map((l) => l.split(": ")),
+        );
+        return [name, { r: Number(io.syscr), w: Number(io.syscw) }];
+      } catch {
+        return [name, null];
+      }
+    }),
+  );
+}
+
+/** Reads and writes per operation of each process between two syscalls() readings. */
+function syscallsPerOperation(before, after, ops) {
+  const out = {};
+  for (const k of Object.keys(before)) {
+    if (!before[k] || !after[k] || ops <= 0) continue;
+    const per = (x) => Math.round(((after[k][x] - before[k][x]) / ops) * 100) / 100;
+    out[k] = `${per("r")} r / ${per("w")} w`;
+  }
+  return out;
+}
+
 /** The floor's operations by status, and its events. */
 async function floorCounts(conn, database) {
   const [[ops]] = await conn.query(
@@ -388,6 +419,7 @@ async function main() {
               : { "simulated agents (100 streams)": fleet.pid, "bench (autocannon)": process.pid }),
           };
           const cpuBefore = cpuSeconds(pids);
+          const ioBefore = syscalls(pids);
           const r = await load(stack.baseUrl, {
             serverIds,
             keys,
@@ -397,6 +429,7 @@ async function main() {
           });
           const statusAfter = await dbStatus(db);
           const cpuAfter = cpuSeconds(pids);
+          const ioAfter = syscalls(pids);
           const after = await settle(db, serverIds, {
             completed_200: r.completed_200 + before.completed,
           });
@@ -407,6 +440,11 @@ async function main() {
             checks: after,
             db_per_operation: perOperation(statusBefore, statusAfter, after.operations - before.operations),
             cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, after.operations - before.operations),
+            syscalls_per_operation: syscallsPerOperation(
+              ioBefore,
+              ioAfter,
+              after.operations - before.operations,
+            ),
             agent_counters: { ...(fleet.fresh ? await fleet.fresh() : fleet.counters) },
           };
         } finally {
@@ -493,7 +531,8 @@ function report(results) {
   if (results.sim?.db_per_operation)
     console.log(
       `database per operation (control plane): ${JSON.stringify(results.sim.db_per_operation)}\n` +
-        `CPU ms per operation (control plane): ${JSON.stringify(results.sim.cpu_ms_per_operation)}\n`,
+        `CPU ms per operation (control plane): ${JSON.stringify(results.sim.cpu_ms_per_operation)}\n` +
+        `read/write syscalls per operation (control plane; a count, steady on a loaded machine): ${JSON.stringify(results.sim.syscalls_per_operation)}\n`,
     );
   if (results.floor?.cpu_ms_per_operation)
     console.log(`CPU ms per operation (floor): ${JSON.stringify(results.floor.cpu_ms_per_operation)}\n`);
