@@ -5,6 +5,7 @@
 // `req.deploySession` for the handlers.
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
+import { noteChainHead } from "../audit/group-commit.js";
 import type { Principal } from "../auth/principal.js";
 import { enforceRateLimit } from "../auth/security-audit.js";
 import { admitSessionKey, principalOf } from "./session-key.js";
@@ -29,7 +30,8 @@ export async function admitSessionToken(
   /** "allowed" where acting on an ended session is fine (ending it again is idempotent). */
   ended: "refused" | "allowed",
 ): Promise<Principal> {
-  const session = await sessionOfToken(db, token, ended);
+  const { chain_head, chain_seq, ...session } = await sessionOfToken(db, token, ended);
+  if (chain_seq !== null) noteChainHead(db, session.tenant_id, { head: chain_head, seq: Number(chain_seq) });
   const actor = { keyId: session.key_id, keyName: session.key_name, tenantId: session.tenant_id };
   req.keyActor = { ...actor, keyType: "automation_key" };
   const servers = admitSessionKey(session, req.ip);

@@ -116,6 +116,16 @@ export async function openSession(
   };
 }
 
+/**
+ * The tenant's audit chain head, read with the session (no lock): the guess its
+ * sync's claims and operation commit on in one round trip (claim-start.ts), as
+ * an automation key's admission reads it for an exec.
+ */
+export interface ChainHeadColumns {
+  chain_head: string | null;
+  chain_seq: number | string | null;
+}
+
 const SESSION_COLUMNS = [
   "id",
   "tenant_id",
@@ -137,16 +147,19 @@ export async function sessionOfToken(
   db: Knex,
   token: string,
   ended: "refused" | "allowed" = "refused",
-): Promise<SessionRow & SessionKey> {
+): Promise<SessionRow & SessionKey & ChainHeadColumns> {
   if (!token.startsWith("rds_")) {
     throw new RcError("RC_ERR_SESSION_INVALID", "invalid session token: session tokens start with rds_");
   }
   const row = await db("external_deploy_sessions as d")
     .join("automation_keys as k", "k.id", "d.key_id")
+    .leftJoin("audit_chain_heads as h", "h.tenant_id", "d.tenant_id")
     .where({ "d.token_hash": sha256Hex(token) })
-    .first<(SessionRow & SessionKey) | undefined>(
+    .first<(SessionRow & SessionKey & ChainHeadColumns) | undefined>(
       ...SESSION_COLUMNS.map((c) => `d.${c}`),
       ...SESSION_KEY_COLUMNS,
+      "h.head as chain_head",
+      "h.seq as chain_seq",
     );
   if (!row) throw new RcError("RC_ERR_SESSION_INVALID");
   if (ended === "allowed") return row;
