@@ -167,6 +167,38 @@ test.serial(
   },
 );
 
+// Chromium aborts the requests in flight when a network interface comes or goes
+// (ERR_NETWORK_CHANGED; podman's veths on a CI machine). A CI run had the Settings'
+// /api/servers cut so: Settings showed "cannot be reached" and never its form, as the
+// load was not asked again until the page was reloaded. Here the first one is cut on purpose.
+test.serial(
+  "application settings - a load cut by the network is asked again, no reload needed",
+  async (t) => {
+    let asked = 0;
+    await page.route("**/api/servers", (route) =>
+      ++asked === 1 ? route.abort("internetdisconnected") : route.continue(),
+    );
+    try {
+      await open(`/app/applications/${formApp.id}`, formApp.name);
+      await page.getByText("Settings", { exact: true }).click();
+      const settings = page.locator("details", {
+        has: page.getByRole("heading", { name: "Settings", exact: true }),
+      });
+      const form = settings.getByRole("form", { name: "Edit application" });
+      // The servers' answer reached the form: its server is offered by name.
+      await form
+        .getByLabel("Server", { exact: true })
+        .locator("option", { hasText: s.c.serverName })
+        .waitFor({ state: "attached" });
+      t.is(asked, 2, "asked once more after the cut, then no more");
+      t.is(await settings.getByRole("alert").count(), 0, "the cut's note is gone with the answer");
+      t.true(await form.getByLabel("Deploy branch", { exact: true }).isVisible());
+    } finally {
+      await page.unroute("**/api/servers");
+    }
+  },
+);
+
 test.serial(
   "application settings - a refused save keeps every edit and says why beside the field",
   async (t) => {
@@ -188,6 +220,7 @@ test.serial(
     t.deepEqual(await valuesOf(form, FIELDS), typed);
     await page.waitForResponse((r) => r.url().endsWith(`/api/applications/${formApp.id}`));
     t.deepEqual(await valuesOf(form, FIELDS), typed);
+    t.true(await form.getByLabel("Deploy branch", { exact: true }).isVisible(), "Settings still open");
     t.is((await s.manage(`/applications/${formApp.id}`)).json.health_check_path, "/healthz", "nothing saved");
     await axeBothWidths(t, "settings refused");
 

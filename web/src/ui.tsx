@@ -29,7 +29,19 @@ export function useFilterFields(params: Record<string, string>) {
   });
 }
 
-/** Runs load() now, when deps change, on reload() and every pollMs (if given), keeping the last data. */
+/** The first wait before a load that could not reach the control plane is tried again; it doubles up to RETRY_MAX_MS. */
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 30_000;
+
+/**
+ * Runs load() now, when deps change, on reload() and every pollMs (if given), keeping the last data.
+ * A load that could not reach the control plane (no answer at all, ApiError status 0) is tried
+ * again after 1 s, 2 s, 4 s... (at most RETRY_MAX_MS, or pollMs when sooner), its error shown
+ * meanwhile: without it a one-time load stayed broken until the page was reloaded. Chromium
+ * aborts the requests in flight when a network interface comes or goes (ERR_NETWORK_CHANGED:
+ * a VPN, Wi-Fi, a container's veth); a CI run saw the application's Settings keep "cannot be
+ * reached" instead of its form because its /api/servers was aborted so (test/dashboard-apps).
+ */
 export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs?: number): Loaded<T> {
   const [state, setState] = useState<{ data?: T; error?: string; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
@@ -42,14 +54,21 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[], pollMs?: num
     if (shown.current !== undefined && shown.current !== key) setState({ loading: true });
     shown.current = key;
     let timer: number | undefined;
+    let retryMs = RETRY_FIRST_MS;
     const run = async () => {
+      let next = pollMs;
       try {
         const data = await load();
+        retryMs = RETRY_FIRST_MS;
         if (live) setState({ data, loading: false });
       } catch (err) {
         if (live) setState((s) => ({ data: s.data, error: messageOf(err), loading: false }));
+        if (err instanceof ApiError && err.status === 0) {
+          next = Math.min(retryMs, pollMs ?? retryMs);
+          retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+        }
       }
-      if (live && pollMs) timer = window.setTimeout(run, pollMs);
+      if (live && next) timer = window.setTimeout(run, next);
     };
     run();
     return () => {
