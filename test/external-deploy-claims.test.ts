@@ -5,7 +5,8 @@
 // made stale is refused there and decided again under the rows' locks, so the
 // contract's conflict still comes; two instances racing for one application
 // never both claim it; and every started operation has its audit event, the
-// chain verifying.
+// chain verifying. The sync's last commit (entry-commit.ts, two round trips)
+// lands its rows and its events together or neither.
 import { randomBytes, randomUUID } from "node:crypto";
 import test from "ava";
 import type { Knex } from "knex";
@@ -16,6 +17,7 @@ import { createTenant } from "../control-plane/src/cli/admin";
 import { migrate, openDb } from "../control-plane/src/db/knex";
 import { type ClaimStartSpec, claimAndStart } from "../control-plane/src/external-deploy/claim-start";
 import { readStates } from "../control-plane/src/external-deploy/conflict-guard";
+import { commitWithEvents } from "../control-plane/src/external-deploy/entry-commit";
 import { cleanupAll } from "./harness/cleanup";
 import { type OwnedMariaDbServer, startOwned } from "./harness/mariadb";
 
@@ -164,3 +166,49 @@ test.serial(
     }
   },
 );
+
+test.serial("entry commit - rows and events land together, or neither when a statement fails", async (t) => {
+  const base = await fresh();
+  const { db, tenantId } = base;
+  try {
+    const app = randomUUID();
+    const event = (type: string, n: number) => ({ tenantId, eventType: type, payload: { n } });
+    const state = (port: number) => (q: Knex) => [
+      q("application_route_state")
+        .insert({ application_id: app, container_port: port })
+        .onConflict("application_id")
+        .merge(["container_port"]),
+    ];
+    await commitWithEvents(db, tenantId, state(8080), [event("test.entry", 1), event("test.entry", 2)]);
+    t.is((await db("application_route_state").where({ application_id: app }).first()).container_port, 8080);
+    const head = await db("audit_chain_heads").where({ tenant_id: tenantId }).first("seq");
+    t.is(
+      await db("audit_events")
+        .where({ tenant_id: tenantId, event_type: "test.entry" })
+        .count({ n: "*" })
+        .first()
+        .then((r) => Number(r?.n)),
+      2,
+    );
+    await db.raw(
+      "CREATE TRIGGER refuse_entries BEFORE INSERT ON `audit_events` FOR EACH ROW " +
+        "IF NEW.event_type = 'test.refused' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused by the test'; END IF",
+    );
+    await t.throwsAsync(commitWithEvents(db, tenantId, state(9090), [event("test.refused", 3)]), {
+      message: /refused by the test/,
+    });
+    t.is(
+      (await db("application_route_state").where({ application_id: app }).first()).container_port,
+      8080,
+      "the row written before the refused events was rolled back",
+    );
+    t.deepEqual(await db("audit_chain_heads").where({ tenant_id: tenantId }).first("seq"), head);
+    await db.raw("DROP TRIGGER refuse_entries");
+    await commitWithEvents(db, tenantId, state(9191), [event("test.entry", 4)]);
+    t.is((await db("application_route_state").where({ application_id: app }).first()).container_port, 9191);
+    const report = await verifyTenantChain(db, tenantId, keys);
+    t.true(report.ok, JSON.stringify(report));
+  } finally {
+    await db.destroy();
+  }
+});

@@ -4,11 +4,12 @@
 // server to its agent as ONE route-sync job (servers in parallel), and turn the
 // agents' reports into `results` and `errors`. Every entry is audited.
 import type { Knex } from "knex";
-import { type AuditEventInput, type Write, lockChainHead, writeChainedEvents } from "../audit/audit-log.js";
+import type { AuditEventInput, Write } from "../audit/audit-log.js";
 import type { ApiContext } from "../http/context.js";
 import { routeFqdnsOf } from "../applications/hosts.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { claimAndStart } from "./claim-start.js";
+import { commitWithEvents } from "./entry-commit.js";
 import { type Claim, type StateRow, readStates, releaseWrites } from "./conflict-guard.js";
 import {
   DEADLINE_SECONDS,
@@ -202,14 +203,12 @@ export async function syncDeployments(
   errors.sort((a, b) => rank(a.container_name) - rank(b.container_name));
   // What the agents did, the claims they did not use and the audit of every
   // entry are stored together: one commit, and never one without the others.
-  // The chain head is locked first (every append's lock order), then the rows
-  // and the events go in one round trip (on MySQL).
-  await ctx.db.transaction(async (trx) => {
-    const chain = await lockChainHead(trx, session.tenant_id);
-    const rows = [...storeRouteStates(trx, states), ...releaseWrites(trx, session.id, release)];
-    const events = auditEntries(session, matched.work, results, errors, operations, ip);
-    await writeChainedEvents(trx, chain, events, rows);
-  });
+  await commitWithEvents(
+    ctx.db,
+    session.tenant_id,
+    (q) => [...storeRouteStates(q, states), ...releaseWrites(q, session.id, release)],
+    auditEntries(session, matched.work, results, errors, operations, ip),
+  );
   return { session_id: session.id, results, errors };
 }
 
@@ -344,10 +343,10 @@ function collect(
 }
 
 /** Every row exists (the conflict guard inserted it): one upsert stores them all. */
-function storeRouteStates(trx: Knex.Transaction, states: RouteState[]): Write[] {
+function storeRouteStates(q: Knex | Knex.Transaction, states: RouteState[]): Write[] {
   if (states.length === 0) return [];
   return [
-    trx("application_route_state")
+    q("application_route_state")
       .insert(states)
       .onConflict("application_id")
       .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]),
