@@ -2,7 +2,6 @@
 // service (load balancers) and, when the operator turns it on, server
 // reflection (grpcurl and friends).
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
@@ -11,9 +10,7 @@ import { AgentGatewayService } from "@relayctl/proto";
 import { HealthImplementation } from "grpc-health-check";
 import { cleanupDone } from "../applications/cleanup.js";
 import { type GatewayDeps, handleConnect } from "./agent-stream.js";
-
-/** The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
-const LISTEN_BACKLOG = 4096;
+import { listenForGrpc } from "./listener.js";
 
 export interface GatewayServer {
   url: string;
@@ -57,21 +54,7 @@ export async function startGateway(
         { cert_chain: readFileSync(tls.certFile), private_key: readFileSync(tls.keyFile) },
       ])
     : ServerCredentials.createInsecure();
-  // The listening socket is ours, not grpc-js's (which listens with Node's default backlog of
-  // 511 and takes no other): a restarted gateway meets its whole fleet within a second or two,
-  // and a full accept queue drops the SYNs, which the agents' kernels send again only 1, 3, 7
-  // and 15 s later (agent-fanin saw the last agents of 4,000 back 15 s after the rest).
-  const injector = server.createConnectionInjector(creds);
-  const listener = createServer((socket) => injector.injectConnection(socket));
-  await new Promise<void>((resolve, reject) => {
-    listener.once("error", reject);
-    listener.listen({ host: listen.host, port: listen.port, backlog: LISTEN_BACKLOG }, () => {
-      listener.off("error", reject);
-      resolve();
-    });
-  });
-  const address = listener.address();
-  const port = typeof address === "object" && address ? address.port : listen.port;
+  const { listener, port } = await listenForGrpc(server, creds, listen);
   const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   return {
     url: `${tls ? "grpcs" : "grpc"}://${host}:${port}`,
