@@ -14,32 +14,46 @@
 
 /** FNV-1a, 32 bits, of the UTF-8 bytes of `text`, as 8 hex digits. */
 function fnv32a(text: string): string {
+  const bytes = Buffer.from(text, "utf8");
   let h = 0x811c9dc5;
-  for (const byte of Buffer.from(text, "utf8")) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
+  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, 0x01000193);
+  h >>>= 0;
   return h.toString(16).padStart(8, "0");
 }
 
-const hex4 = (code: number) => `\\u${code.toString(16).padStart(4, "0")}`;
+/**
+ * What JSON.stringify writes that Go writes otherwise: escape pairs (consumed whole, so an
+ * escaped backslash is never read as the start of another), and the characters Go escapes.
+ */
+const NOT_GO = /\\(?:[bf]|ud[89a-f][0-9a-f]{2}|.)|[<>&\u2028\u2029]/g;
+/** Whether a JSON.stringify output may hold any of them (NOT_GO is global, so stateful in test()). */
+const MAYBE_NOT_GO = /\\[bfu]|[<>&\u2028\u2029]/;
+
+function toGo(match: string): string {
+  switch (match) {
+    case "\\b":
+      return "\\u0008";
+    case "\\f":
+      return "\\u000c";
+    case "<":
+      return "\\u003c";
+    case ">":
+      return "\\u003e";
+    case "&":
+      return "\\u0026";
+    case "\u2028":
+      return "\\u2028";
+    case "\u2029":
+      return "\\u2029";
+  }
+  // A lone surrogate (JSON.stringify escapes it): Go writes U+FFFD; any other pair stays.
+  return /^\\ud[89a-f]/.test(match) ? "\\ufffd" : match;
+}
 
 /** A string as Go's encoding/json writes it (HTML-safe, \n \r \t short, other controls as \u00xx). */
 function goString(s: string): string {
-  let out = '"';
-  for (const ch of s) {
-    const code = ch.codePointAt(0)!;
-    if (ch === '"' || ch === "\\") out += `\\${ch}`;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\t") out += "\\t";
-    else if (code < 0x20 || ch === "<" || ch === ">" || ch === "&" || code === 0x2028 || code === 0x2029)
-      out += hex4(code);
-    else if (code >= 0xd800 && code <= 0xdfff)
-      out += "\\ufffd"; // a lone surrogate: Go writes U+FFFD
-    else out += ch;
-  }
-  return `${out}"`;
+  const json = JSON.stringify(s);
+  return MAYBE_NOT_GO.test(json) ? json.replace(NOT_GO, toGo) : json;
 }
 
 /** `value` as Go's json.Encoder writes what json.Unmarshal made of it (without the newline). */
