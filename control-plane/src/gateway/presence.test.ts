@@ -2,8 +2,36 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
-import { migrate, openDb } from "../db/knex.js";
+import { type Db, migrate, openDb } from "../db/knex.js";
 import { PRESENCE_EVERY, Presence } from "./presence.js";
+
+/** A migrated SQLite database with a tenant and the servers `ids`. */
+async function dbWithServers(ids: string[]): Promise<Db> {
+  const db = openDb(`sqlite://${join(mkdtempSync(join(tmpdir(), "relayctl-presence-")), "db.sqlite")}`);
+  await migrate(db);
+  await db("tenants").insert({ id: "t1", name: "t1", created_at: 0 });
+  for (const id of ids) await db("servers").insert({ id, tenant_id: "t1", name: id, created_at: 0 });
+  return db;
+}
+
+test("presence - the servers due within the flush delay are stored by one statement", async (t) => {
+  const ids = Array.from({ length: 50 }, (_, i) => `s${i}`);
+  const db = await dbWithServers(ids);
+  t.teardown(() => db.destroy());
+  const updates: string[] = [];
+  db.on("query", (q: { sql: string }) => {
+    if (/^update/i.test(q.sql)) updates.push(q.sql);
+  });
+  const interval = 5000;
+  let clock = 1_000_000;
+  const streams = ids.map((id) => new Presence(db, id, interval, () => clock, 50));
+  clock += PRESENCE_EVERY * interval;
+  // Due one after another, as spread heartbeats are, each awaited by its own stream.
+  await Promise.all(streams.map((s) => s.heartbeat()));
+  t.is(updates.length, 1);
+  const seen = await db("servers").whereIn("id", ids).where("last_seen_at", ">", 0).count({ n: "*" });
+  t.is(Number(seen[0]?.n), 50);
+});
 
 test("presence - a heartbeat is stored at most every PRESENCE_EVERY intervals per stream, each server its own", async (t) => {
   const db = openDb(`sqlite://${join(mkdtempSync(join(tmpdir(), "relayctl-presence-")), "db.sqlite")}`);
@@ -21,8 +49,8 @@ test("presence - a heartbeat is stored at most every PRESENCE_EVERY intervals pe
 
   const interval = 5000;
   let clock = 1_000_000;
-  const s1 = new Presence(db, "s1", interval, () => clock);
-  const s2 = new Presence(db, "s2", interval, () => clock);
+  const s1 = new Presence(db, "s1", interval, () => clock, 5);
+  const s2 = new Presence(db, "s2", interval, () => clock, 5);
   // The heartbeats of the first PRESENCE_EVERY - 1 intervals after the connect write nothing.
   for (let i = 1; i < PRESENCE_EVERY; i++) {
     clock += interval;
