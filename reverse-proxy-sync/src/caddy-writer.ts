@@ -50,8 +50,10 @@ const REQUEST_TIMEOUT_MS = 60_000;
 interface View {
   server: Json | undefined;
   etag: string | undefined;
-  /** The ETag is to be made here from `server` (after a write), when first needed: off the answer's path. */
+  /** The ETag is to be made here from `server` (after a write): off the answer's path (#prepare). */
   unhashed?: boolean;
+  /** Our routes in `server`, parsed once. */
+  routes?: Map<string, LiveRoute>;
   /** When it was read (a write leaves none). */
   readAt?: number;
 }
@@ -167,14 +169,17 @@ export class CaddyWriter implements RouteWriter {
   }
 
   async readAll(): Promise<Map<string, LiveRoute>> {
-    this.#view = await this.#readServer();
-    return routesOf(this.#view.server);
+    const view = await this.#readServer();
+    this.#view = view;
+    view.routes = routesOf(view.server);
+    return view.routes;
   }
 
   known(): Map<string, LiveRoute> | undefined {
     const view = this.#view;
-    if (view?.server === undefined) return undefined;
-    return this.#hashed(view).etag !== undefined ? routesOf(view.server) : undefined;
+    if (view?.server === undefined || this.#hashed(view).etag === undefined) return undefined;
+    view.routes ??= routesOf(view.server);
+    return view.routes;
   }
 
   async apply(change: RouteChange): Promise<void> {
@@ -201,7 +206,14 @@ export class CaddyWriter implements RouteWriter {
       );
     }
     this.#check(server ? "PATCH" : "PUT", this.#serverPath, res);
-    this.#view = { server: next, etag: undefined, unhashed: this.#etagsKnown };
+    const written: View = { server: next, etag: undefined, unhashed: this.#etagsKnown };
+    this.#view = written;
+    // Its ETag and parsed routes (~2-3 ms at 100 routes) are made once this turn's answer is on its
+    // way (a timer runs after the microtasks that send it), or by the next turn if it comes first.
+    setTimeout(() => {
+      if (this.#view === written && this.#hashed(written).etag !== undefined)
+        written.routes ??= routesOf(next);
+    }, 0).unref();
   }
 
   /**
