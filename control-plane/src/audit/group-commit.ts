@@ -27,12 +27,9 @@
 // COMMIT. A stale guess is rolled back whole and the batch goes the locking
 // way; the guesses of that tenant then rest a second, so a busy chain written
 // by several processes pays for at most one miss a second. A kind whose items
-// carry what its locking read would return (planKnown: a completion stored by
-// the api that started it, or by a gateway told the row with the job) goes that
-// way too: its update must move exactly the rows it names, or the same refused
-// insert stops it before any event. The api storing the completions it waits for
-// (operations/service.ts completeReported) keeps it the tenant's one writer, so
-// its guesses stay fresh.
+// carry what its locking read would return (planKnown: a completion whose
+// gateway was told its operation's row) goes that way too: its update must move
+// exactly the rows it names, or the same refused insert stops it before any event.
 import { AsyncResource } from "node:async_hooks";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";

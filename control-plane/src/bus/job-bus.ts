@@ -10,30 +10,14 @@
 //               a result is stored; takeovers close older streams of a server.
 // Stored progress announced (publishProgress) so a deployment's live log reads
 // it when it is written, not on a timer (subscribeProgress, also woken by done).
-// A synchronous caller's result stored by the api that waits for it: the job's
-// hint names resultsSubject(); the gateway sendResult()s the agent's result
-// there and the api's serveResults() handler stores it (one writer of the
-// tenant's audit chain); anything but "stored" and the gateway stores it itself.
 // Live output relayed, never stored (a LogsJob's lines): the gateway publishLive()s
 // each LogsOutput of such a job, the api that started it listens with
 // subscribeLive() (before dispatch) and stops it with cancelJob().
-import type { Job, JobResult, LogsOutput, OperationDone } from "@relayctl/proto";
-import type { StoreAnswer } from "./codec.js";
+import type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 import { RcError } from "../errors.js";
-import { type JobHint, STORE_PREFIX } from "./job-hint.js";
+import type { JobHint } from "./job-hint.js";
 
-export type { Job, JobResult, LogsOutput, OperationDone } from "@relayctl/proto";
-export type { StoreAnswer } from "./codec.js";
-
-/**
- * Api: stores a result a gateway handed over (its agent's server: `serverId`).
- * "stored": its final state is committed (by this call or before it);
- * "declined": not an operation this process waits for. A throw: not stored.
- */
-export type ResultHandler = (serverId: string, result: JobResult) => Promise<StoreAnswer>;
-
-/** What a handed result came to: "failed" is no answer (no responder, a timeout, an error). */
-export type SendResultOutcome = StoreAnswer | "failed";
+export type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 
 /** What a job carries besides its operation id (exec, restart, route sync...). */
 export type JobKind = NonNullable<Job["kind"]>;
@@ -101,23 +85,6 @@ export interface JobBus {
   /** After the final state is stored, never before. */
   publishDone(event: OperationDone): void;
   publishTakeover(serverId: string, connectionId: string): void;
-  /**
-   * Api: the subject gateways hand this process the results of the jobs it waits
-   * for (a job's hint names it); in place once awaitDone resolved. Undefined: none.
-   */
-  resultsSubject(): string | undefined;
-  /** Api: the one handler of the results handed to this process (set before the first awaitDone). */
-  serveResults(handler: ResultHandler): void;
-  /**
-   * Gateway: hands the agent's result to the api at `subject` to store, waiting
-   * at most `timeoutMs` for its answer. Never throws: "failed" when none came.
-   */
-  sendResult(
-    subject: string,
-    serverId: string,
-    result: JobResult,
-    timeoutMs: number,
-  ): Promise<SendResultOutcome>;
   /** Gateway: a job's live output, in the order the agent sent it (subjects.live). */
   publishLive(output: LogsOutput): void;
   /**
@@ -164,10 +131,6 @@ export const subjects = {
    * it is refused (`DispatchReply` with on_stream false, or NATS's no-responders status).
    */
   refusals: (instance: string, operationId: string) => `${REFUSALS_PREFIX}${instance}.${operationId}`,
-  /** An api's handed results (sendResult, one token more: the server): answered "stored" or "declined". */
-  store: (instance: string) => `${STORE_PREFIX}${instance}`,
-  /** The answers to one gateway's handed results (one token more: the result's). */
-  stored: (instance: string) => `relayctl.v1.stored.${instance}`,
   /** Answered (empty) by the gateway holding the server's stream; no responders = not connected. */
   presence: (serverId: string) => `relayctl.v1.agent.${serverId}.presence`,
   /** A job's live output (LogsOutput), relayed by the gateway, never stored. */

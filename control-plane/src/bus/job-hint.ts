@@ -5,9 +5,6 @@
 // guessed head (audit/group-commit.ts) instead of locking and reading first.
 // Nothing here is trusted: a stale head or wrong facts stop that commit before
 // anything of it lands, and the completion goes the locking way.
-// `storeAt`: the api waits for the result itself (a synchronous exec): the
-// gateway hands the result to it to store (JobBus.sendResult), so the api is
-// the tenant's one chain writer and its starts and completions share batches.
 import { type MsgHdrs, headers as natsHeaders } from "nats";
 
 export interface JobHint {
@@ -17,14 +14,9 @@ export interface JobHint {
   operationType: string;
   startedAt: number;
   runId: string | null;
-  /** The subject of the api waiting for the result, which stores it (JobBus.resultsSubject). */
-  storeAt?: string;
 }
 
 const HEADER = "Rc-Job-Hint";
-
-/** Every api's results subject starts so (job-bus.ts subjects.store): a hint names no other. */
-export const STORE_PREFIX = "relayctl.v1.store.";
 
 /** `headers` (made when absent) with the hint set; unchanged without a hint. */
 export function withHint(headers: MsgHdrs | undefined, hint: JobHint | undefined): MsgHdrs | undefined {
@@ -45,8 +37,7 @@ export function hintOf(headers: MsgHdrs | undefined): JobHint | undefined {
       (h.head === null || typeof h.head === "string") &&
       typeof h.operationType === "string" &&
       Number.isSafeInteger(h.startedAt) &&
-      (h.runId === null || typeof h.runId === "string") &&
-      (h.storeAt === undefined || (typeof h.storeAt === "string" && h.storeAt.startsWith(STORE_PREFIX)));
+      (h.runId === null || typeof h.runId === "string");
     return ok ? (h as JobHint) : undefined;
   } catch {
     return undefined;

@@ -10,20 +10,15 @@ import type {
   Job,
   JobBus,
   JobHandler,
-  JobResult,
   LogsOutput,
-  ResultHandler,
-  SendResultOutcome,
   OperationDone,
   Unsubscribe,
 } from "./job-bus.js";
-import { subjects } from "./job-bus.js";
 import type { JobHint } from "./job-hint.js";
 
 export class MemoryBus implements JobBus {
   private readonly handlers = new Map<string, JobHandler>();
   private readonly events = new EventEmitter().setMaxListeners(0);
-  private resultHandler: ResultHandler | undefined;
 
   async dispatch(serverId: string, job: Job, hint?: JobHint): Promise<DispatchOutcome> {
     const handler = this.handlers.get(serverId);
@@ -71,21 +66,6 @@ export class MemoryBus implements JobBus {
     return () => {
       if (this.handlers.get(serverId) === handler) this.handlers.delete(serverId);
     };
-  }
-
-  /** One process: the one handler stores what it is handed. */
-  resultsSubject(): string | undefined {
-    return this.resultHandler && subjects.store("memory");
-  }
-
-  serveResults(handler: ResultHandler): void {
-    this.resultHandler = handler;
-  }
-
-  async sendResult(subject: string, serverId: string, result: JobResult): Promise<SendResultOutcome> {
-    const handler = this.resultHandler;
-    if (!handler || subject !== subjects.store("memory")) return "failed";
-    return handler(serverId, codec.result.decode(codec.result.encode(result))).catch(() => "failed" as const);
   }
 
   async connectedServers(serverIds: string[]): Promise<Set<string>> {

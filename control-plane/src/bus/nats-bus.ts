@@ -6,7 +6,6 @@ import type { Logger } from "pino";
 import { readFileSync } from "node:fs";
 import {
   type ConnectionOptions,
-  type Msg,
   type MsgHdrs,
   type NatsConnection,
   RequestStrategy,
@@ -18,7 +17,7 @@ import {
 import type { NatsOptions } from "../config.js";
 import { natsErrors } from "../observability/metrics.js";
 import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
-import { type StoreAnswer, codec } from "./codec.js";
+import { codec } from "./codec.js";
 import { type JobHint, hintOf, withHint } from "./job-hint.js";
 import { ServerFanout } from "./server-fanout.js";
 import {
@@ -28,10 +27,7 @@ import {
   type Job,
   type JobBus,
   type JobHandler,
-  type JobResult,
   type LogsOutput,
-  type ResultHandler,
-  type SendResultOutcome,
   type OperationDone,
   type Unsubscribe,
   REFUSALS_PREFIX,
@@ -115,13 +111,8 @@ class NatsBus implements JobBus {
   connected = true;
   private readonly waiters = new Map<string, Waiting>();
   private doneSubscribed: Promise<void> | undefined;
-  /** This process's part of the refusals' reply subjects (send) and of its results subject. */
+  /** This process's part of the refusals' reply subjects (send). */
   private readonly instance = nuid.next();
-  private resultHandler: ResultHandler | undefined;
-  /** Handed results waiting for their api's answer (sendResult), by reply token. */
-  private readonly storedWaiting = new Map<string, (outcome: SendResultOutcome) => void>();
-  private storedSeq = 0;
-  private storedSubscribed = false;
 
   /** relayctl.v1.agent.<server>.takeover and .cancel, each one subscription (server-fanout.ts). */
   private readonly takeovers: ServerFanout<string>;
@@ -245,88 +236,13 @@ class NatsBus implements JobBus {
           if (!onStream) this.waiters.get(msg.subject.slice(refusals.length))?.refused();
         },
       });
-      // Results handed here to store (sendResult): on the server before any job names it.
-      // The last token names the server whose agent reported it (no header to encode and parse).
-      this.nc.subscribe(`${subjects.store(this.instance)}.*`, {
-        callback: (err, msg) => {
-          if (!err) void this.storeHanded(msg);
-        },
-      });
-      // The SUBs must be on the server before the first job can finish.
+      // The SUB must be on the server before the first job can finish.
       await withTimeout(this.nc.flush(), DISPATCH_ACK_TIMEOUT_MS);
     })().catch((err) => {
       this.doneSubscribed = undefined;
       throw new BusUnavailableError(err);
     });
     return this.doneSubscribed;
-  }
-
-  resultsSubject(): string | undefined {
-    return this.doneSubscribed && subjects.store(this.instance);
-  }
-
-  serveResults(handler: ResultHandler): void {
-    this.resultHandler = handler;
-  }
-
-  /** Stores one handed result; answers "stored" or "declined", and nothing when storing failed. */
-  private async storeHanded(msg: Msg): Promise<void> {
-    const serverId = msg.subject.slice(msg.subject.lastIndexOf(".") + 1);
-    let answer: StoreAnswer = "declined";
-    try {
-      if (serverId && this.resultHandler)
-        answer = await this.resultHandler(serverId, codec.result.decode(msg.data));
-    } catch (err) {
-      // Unanswered: the gateway hears "failed" (at once, from the empty error reply) and stores it itself.
-      this.log.warn({ err, server_id: serverId }, "a handed result could not be stored here");
-      msg.respond(new Uint8Array(0));
-      return;
-    }
-    msg.respond(codec.stored.encode(answer));
-  }
-
-  async sendResult(
-    subject: string,
-    serverId: string,
-    result: JobResult,
-    timeoutMs: number,
-  ): Promise<SendResultOutcome> {
-    if (!this.connected || this.nc.isClosed() || !/^[\w-]+$/.test(serverId)) return "failed";
-    this.subscribeStored();
-    const token = String(++this.storedSeq);
-    return new Promise<SendResultOutcome>((resolve) => {
-      // No answer in time (the api stalled): not stored there, as far as this gateway knows.
-      const timer = setTimeout(() => answered("failed"), timeoutMs);
-      const answered = (outcome: SendResultOutcome) => {
-        clearTimeout(timer);
-        this.storedWaiting.delete(token);
-        resolve(outcome);
-      };
-      this.storedWaiting.set(token, answered);
-      this.publish(`${subject}.${serverId}`, codec.result.encode(result), {
-        reply: `${subjects.stored(this.instance)}.${token}`,
-      });
-    });
-  }
-
-  /**
-   * The answers to this process's handed results, one wildcard subscription
-   * (as the refusals): nats.js's request() would make a timer-backed request
-   * object and, once answered, an Error it throws away. Sent before any result
-   * on the same connection, so the server has it before an answer can come.
-   * An empty answer is the api's failure or NATS's no-responders status (the api is gone).
-   */
-  private subscribeStored(): void {
-    if (this.storedSubscribed) return;
-    this.storedSubscribed = true;
-    const prefix = `${subjects.stored(this.instance)}.`;
-    this.nc.subscribe(`${prefix}*`, {
-      callback: (err, msg) => {
-        if (err) return;
-        const answered = this.storedWaiting.get(msg.subject.slice(prefix.length));
-        answered?.(msg.data.length === 0 ? "failed" : codec.stored.decode(msg.data));
-      },
-    });
   }
 
   serveServer(serverId: string, handler: JobHandler): () => void {

@@ -14,6 +14,7 @@ import { renewLeases } from "../operations/store.js";
 import { completeReboots } from "../reboot/completion.js";
 import type { AckWriter } from "./ack-writer.js";
 import { Coalescer } from "../lib/coalescer.js";
+import { finalResult } from "./convert.js";
 import { engineColumns, storeEngineStatus } from "./engine-status.js";
 import { proxyColumns, storeProxyStatus } from "./proxy-status.js";
 import { storeContainerReport } from "./container-report.js";
@@ -330,11 +331,10 @@ class AgentStream {
     // After the progress sent before it: a follower stops reading once the operation is finished.
     await this.progressTail;
     try {
-      // Only this server's own running operations can be finished by it. Stored
-      // (by the api that waits for it, or here), then announced, then acked: a
-      // result is never lost between.
+      // Only this server's own running operations can be finished by it. Stored,
+      // then announced (the service), then acked: a result is never lost between.
       const hint = this.deps.registry.takeHint(r.operationId);
-      await this.deps.ops.completeReported(r, this.serverId, this.server.tenant_id, hint);
+      await this.deps.ops.complete(r.operationId, finalResult(r), this.serverId, this.server.tenant_id, hint);
     } catch (err) {
       // Not acked: drop the stream so the agent reconnects and re-sends it.
       this.log.error({ err, operation_id: r.operationId }, "storing result failed; dropping stream");

@@ -10,16 +10,6 @@
 //   complete  store the final state, then announce it (agent reports, the
 //             sweeper, reboot completion and provider refusals all end here).
 //
-// The result of a job its api waits for is stored by that api, not the gateway
-// (completeReported): the gateway hands it over the bus, the api commits it in
-// the same tenant queue as its starts (one writer of the tenant's keyed audit
-// chain: its guessed head stays fresh, one round trip per batch, starts and
-// completions in one transaction), answers "stored", and only then does the
-// gateway ack the agent. An api that declines, fails or does not answer within
-// HAND_OVER_TIMEOUT_MS: the gateway stores it itself. Both may try one
-// operation; its update moves only a row still running, so one wins and only
-// it appends the completion event.
-//
 // Nothing here knows HTTP: callers map an Outcome to their answer.
 import { JobStatus } from "@relayctl/proto";
 import type { Knex } from "knex";
@@ -34,8 +24,6 @@ import {
   type OperationDone,
 } from "../bus/job-bus.js";
 import type { JobHint } from "../bus/job-hint.js";
-import type { JobResult, StoreAnswer } from "../bus/job-bus.js";
-import { finalResult } from "./job-result.js";
 import { chainHeadGuess, noteChainHead } from "../audit/group-commit.js";
 import { currentRequestId } from "../tracing/request-id.js";
 import type { OperationType } from "./types.js";
@@ -84,7 +72,6 @@ export interface StartSpec {
 
 export interface StartedOperation {
   id: string;
-  tenantId: string;
   server: ServerRef;
   startedAt: number;
   /** Told to the gateway with the job: its completion may commit in one round trip. */
@@ -130,25 +117,6 @@ export type Dispatched =
   | { state: "sent"; op: StartedOperation; job: Job; waiter: DoneWaiter; opts: DispatchOptions }
   | Extract<Outcome, { state: "not_run" }>;
 
-/**
- * How long a gateway waits for the api it handed a result to, before it stores
- * the result itself (the api's commit is milliseconds; a few seconds covers a
- * loaded database without holding the agent's ack for long).
- */
-const HAND_OVER_TIMEOUT_MS = 3000;
-
-/**
- * The job kinds whose results the waiting api stores: plain results (no detail,
- * so no completion hook, which the gateway's process may be the only one to
- * register: a cleanup's). The others are stored by their gateway, as before.
- */
-const HANDED_KINDS: ReadonlySet<JobKind["$case"]> = new Set([
-  "exec",
-  "restart",
-  "registryLogin",
-  "registryLogout",
-]);
-
 /** Results this small ride on the done event, saving the waiting api a read. */
 const INLINE_RESULT_BYTES = 256 * 1024;
 
@@ -181,15 +149,7 @@ export class OperationService {
     readonly log: Logger,
     /** How long an agent may go without a heartbeat before its operations are lost. */
     readonly leaseMs: number,
-  ) {
-    bus.serveResults((serverId, r) => this.#storeHanded(serverId, r));
-  }
-
-  /** Operations this process waits on, whose results their gateways hand here to store. */
-  readonly #awaiting = new Map<
-    string,
-    { tenantId: string; serverId: string; known: KnownOperation; announce: (e: OperationDone) => void }
-  >();
+  ) {}
 
   private readonly completionHooks = new Map<string, CompletionHook>();
 
@@ -228,7 +188,7 @@ export class OperationService {
       startedAt,
       runId: spec.runId,
     };
-    return { id, tenantId: spec.tenantId, server: spec.server, startedAt, hint };
+    return { id, server: spec.server, startedAt, hint };
   }
 
   /**
@@ -247,8 +207,7 @@ export class OperationService {
         // The caller waits for the completion anyway: only a refusal is answered (wait()
         // hears it), which spares every job that reaches its agent a reply.
         waiter = await this.bus.awaitDone(op.id);
-        if (HANDED_KINDS.has(kind.$case)) waiter = this.#storingHere(op, waiter);
-        this.bus.send(op.server.id, job, this.#awaiting.has(op.id) ? this.#hintHere(op) : op.hint);
+        this.bus.send(op.server.id, job, op.hint);
         timer({ outcome: "sent" });
         return { state: "sent", op, job, waiter, opts };
       }
@@ -266,78 +225,6 @@ export class OperationService {
       this.log.warn({ err, operation_id: op.id }, "job bus unavailable; operation not run");
       return notRun("bus_unavailable", "job bus unavailable");
     }
-  }
-
-  /**
-   * While the caller waits, this process stores the operation's result when its
-   * gateway hands it over (the job's hint names this process): until the waiter
-   * is cancelled, which every end of the wait does. What it stores it announces
-   * to that waiter in process: the only one there is (an operation of these
-   * kinds is awaited by the api that started it alone), so not over the bus.
-   */
-  #storingHere(op: StartedOperation, waiter: DoneWaiter): DoneWaiter {
-    const known = op.hint;
-    if (!known || !this.bus.resultsSubject()) return waiter;
-    const { operationType, startedAt, runId } = known;
-    let announce: (e: OperationDone) => void = () => {};
-    const here = new Promise<OperationDone>((resolve) => {
-      announce = resolve;
-    });
-    this.#awaiting.set(op.id, {
-      tenantId: op.tenantId,
-      serverId: op.server.id,
-      known: { operationType, startedAt, runId },
-      announce,
-    });
-    return {
-      ...waiter,
-      // Stored by the gateway instead (it was not answered in time): announced over the bus.
-      done: Promise.race([waiter.done, here]),
-      cancel: () => {
-        waiter.cancel();
-        this.#awaiting.delete(op.id);
-      },
-    };
-  }
-
-  #hintHere(op: StartedOperation): JobHint | undefined {
-    return op.hint && { ...op.hint, storeAt: this.bus.resultsSubject() };
-  }
-
-  /** A result handed here by its gateway: stored when this process waits for it, else declined. */
-  async #storeHanded(serverId: string, r: JobResult): Promise<StoreAnswer> {
-    const awaiting = this.#awaiting.get(r.operationId);
-    // A detail may need a completion hook that only the gateway's process registers (a cleanup's).
-    if (!awaiting || awaiting.serverId !== serverId || r.detail) return "declined";
-    // false: no longer running (finished first by the gateway or the sweeper): its final state is stored too.
-    await this.#store(
-      r.operationId,
-      finalResult(r),
-      serverId,
-      awaiting.tenantId,
-      awaiting.known,
-      awaiting.announce,
-    );
-    return "stored";
-  }
-
-  /**
-   * Gateway: an agent's result. Handed to the api that waits for it when the
-   * job's hint names one; stored here when there is none, or that api declined
-   * or did not answer (gone, unreachable, too slow). Resolves once the final
-   * state is durable, whoever stored it: only then may the agent be acked.
-   */
-  async completeReported(r: JobResult, serverId: string, tenantId: string, hint?: JobHint): Promise<void> {
-    if (hint?.storeAt) {
-      const outcome = await this.bus.sendResult(hint.storeAt, serverId, r, HAND_OVER_TIMEOUT_MS);
-      if (outcome === "stored") return;
-      if (outcome === "failed")
-        this.log.warn(
-          { operation_id: r.operationId },
-          "the waiting api did not store the result; storing it here",
-        );
-    }
-    await this.complete(r.operationId, finalResult(r), serverId, tenantId, hint);
   }
 
   /**
@@ -432,27 +319,12 @@ export class OperationService {
     /** What the api told with the job (its gateway's): the chain head as a guess, the row's facts. */
     hint?: JobHint,
   ): Promise<boolean> {
+    const timer = completionDuration.startTimer();
     let known: KnownOperation | undefined;
     if (hint && tenantId) {
       noteChainHead(this.db, tenantId, hint);
       known = hint;
     }
-    return this.#store(id, result, serverId, tenantId, known);
-  }
-
-  /**
-   * Stores the final state (on the row's facts when `known`), then announces it:
-   * on the bus, or to `announceHere` (the waiter in this process), with its result.
-   */
-  async #store(
-    id: string,
-    result: FinalResult,
-    serverId?: string,
-    tenantId?: string,
-    known?: KnownOperation,
-    announceHere?: (e: OperationDone) => void,
-  ): Promise<boolean> {
-    const timer = completionDuration.startTimer();
     const finished = await finishOperation(
       this.db,
       id,
@@ -464,7 +336,7 @@ export class OperationService {
     );
     if (!finished) return false;
     const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
-    if (announceHere || result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
+    if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
       event.result = {
         operationId: id,
         status: STATUS_OF[result.status],
@@ -476,8 +348,7 @@ export class OperationService {
         detail: result.detail,
       };
     }
-    if (announceHere) announceHere(event);
-    else this.bus.publishDone(event);
+    this.bus.publishDone(event);
     timer();
     const labels = { type: finished.operationType, status: result.status };
     operationsFinished.inc(labels);

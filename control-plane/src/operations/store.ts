@@ -279,7 +279,7 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
   },
 };
 
-/** What an operation's row holds that its completion event and metrics need (the api that started it knows it; its gateway is told it in the job's hint). */
+/** What an operation's row holds that its completion event and metrics need (dispatch.ts carries it). */
 export interface KnownOperation {
   operationType: string;
   startedAt: number;

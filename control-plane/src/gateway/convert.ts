@@ -1,7 +1,6 @@
-// An agent's JobResult as the operations store records it (its gateway, or the
-// api it hands the result to when that api waits for it: one conversion).
+// An agent's JobResult as the operations store records it.
 import { type JobResult, JobStatus } from "@relayctl/proto";
-import type { FinalResult } from "./store.js";
+import type { FinalResult } from "../operations/store.js";
 
 const STATUS: Partial<Record<JobStatus, FinalResult["status"]>> = {
   [JobStatus.JOB_STATUS_COMPLETED]: "completed",
