@@ -202,7 +202,13 @@ async function main() {
       const s0 = procStat(gatewayPid);
       const w0 = performance.now();
       log(`steady state: ${STEADY_SECONDS} s of heartbeats`);
+      // Its RSS every second too: V8's old generation grows with garbage until a full collection.
+      let steadyMaxRss = 0;
+      const steadySampler = setInterval(() => {
+        steadyMaxRss = Math.max(steadyMaxRss, procStat(gatewayPid).rss);
+      }, 1000);
       await new Promise((r) => setTimeout(r, STEADY_SECONDS * 1000));
+      clearInterval(steadySampler);
       const s1 = procStat(gatewayPid);
       const wall = (performance.now() - w0) / 1000;
       results.steady = {
@@ -211,6 +217,7 @@ async function main() {
         heartbeats_per_s: Number(((fleet.sum("heartbeats") - hb0) / wall).toFixed(0)),
         gateway_cpu_fraction_of_core: Number(((s1.cpuSeconds - s0.cpuSeconds) / wall).toFixed(3)),
         gateway_rss_mib: Number((s1.rss / 1024 ** 2).toFixed(0)),
+        gateway_rss_max_mib: Number((Math.max(steadyMaxRss, s1.rss) / 1024 ** 2).toFixed(0)),
         gateway_peak_rss_mib: Number((s1.hwm / 1024 ** 2).toFixed(0)),
         connected: fleet.connected,
         gateway_memory: await memoryOf(metricsUrl),
@@ -240,9 +247,28 @@ async function main() {
       // The storm's shape: how many are back at each 250 ms after the gateway listens.
       const curve = [];
       let peakRss = 0;
+      // Where the RSS is near its peak: the gateway's /metrics, asked at most once a second while
+      // the RSS grows (each answer costs it a millisecond or two), the highest kept.
+      let peakMemory;
+      let asking = false;
+      let askedAt = 0;
       const sampler = setInterval(() => {
         curve.push(fleet.connected);
-        peakRss = Math.max(peakRss, procStat(gatewayPid).rss);
+        const rss = procStat(gatewayPid).rss;
+        if (rss > peakRss && !asking && performance.now() - askedAt >= 1000) {
+          asking = true;
+          askedAt = performance.now();
+          restartedMetrics
+            .then(memoryOf)
+            .then((m) => {
+              if (!peakMemory || m.rss_mib >= peakMemory.rss_mib) peakMemory = m;
+            })
+            .catch(() => {})
+            .finally(() => {
+              asking = false;
+            });
+        }
+        peakRss = Math.max(peakRss, rss);
       }, 250);
       try {
         await waitFor(() => fleet.connected >= AGENTS, 300_000, `${AGENTS} agents reconnected`);
@@ -257,6 +283,7 @@ async function main() {
           ((c1.cpuSeconds - c0.cpuSeconds) / ((tAll - tUp) / 1000)).toFixed(2),
         ),
         gateway_peak_rss_mib: Number((Math.max(peakRss, c1.rss) / 1024 ** 2).toFixed(0)),
+        gateway_memory_near_peak: peakMemory,
         connected_every_250ms: curve,
         // The fastest second of the storm: the handshakes the gateway took in its busiest 4 samples.
         peak_handshakes_per_s: Math.max(0, ...curve.slice(4).map((n, i) => n - curve[i])),
@@ -309,6 +336,7 @@ function report(results) {
     ["agents", AGENTS],
     ["initial connect of all (s)", results.initial_connect_s ?? "-"],
     ["gateway RSS, steady (MiB)", s?.gateway_rss_mib ?? "-"],
+    ["  its highest through the steady state (MiB)", s?.gateway_rss_max_mib ?? "-"],
     [
       "of which V8's heap (its young generation) / outside it (MiB)",
       s?.gateway_memory

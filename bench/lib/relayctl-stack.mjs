@@ -28,6 +28,13 @@ const cpuProf = (name) =>
 const GATEWAY_NODE_OPTIONS = process.env.BENCH_GATEWAY_NODE_OPTIONS ?? "--max-semi-space-size=16";
 // BENCH_GATEWAY_NODE_ARGS: more of node's flags for the gateway (V8's that NODE_OPTIONS refuses).
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
+// BENCH_GATEWAY_ENV: more environment for the gateway alone, `NAME=value` separated by spaces.
+const GATEWAY_ENV = Object.fromEntries(
+  (process.env.BENCH_GATEWAY_ENV ?? "")
+    .split(" ")
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]),
+);
 
 /**
  * A gateway process (`RELAYCTL_ROLE=gateway`) with the stack's environment `env`, listening on
@@ -47,6 +54,7 @@ export async function startGateway(
       RELAYCTL_GATEWAY_LISTEN: listen,
       RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
       RELAYCTL_API_LISTEN: "127.0.0.1:0",
+      ...GATEWAY_ENV,
       ...extraEnv,
     },
   });
