@@ -66,12 +66,12 @@ console.log(max);`;
 test("gateway launch - the unit's drop-in and compose.yaml bound its young generation, and Node takes it from NODE_OPTIONS", async (t) => {
   const dropIn = readFileSync(join(GATEWAY_DROP_IN, "young-generation.conf"), "utf8");
   const flags = /^Environment=NODE_OPTIONS=(.+)$/m.exec(dropIn)?.[1];
-  t.is(flags, "--max-semi-space-size=16");
+  t.is(flags, "--max-semi-space-size=8");
   const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8"), { merge: true });
   t.is(compose.services.gateway.environment.NODE_OPTIONS, flags, "compose's gateway starts as the unit does");
   const { stdout } = await run(process.execPath, ["-e", CHURN], {
     timeoutMs: 60_000,
     env: { ...process.env, NODE_OPTIONS: flags },
   });
-  t.true(Number(stdout) <= 32 * 1024 ** 2, `new space ${stdout.trim()} bytes`);
+  t.true(Number(stdout) <= 16 * 1024 ** 2, `new space ${stdout.trim()} bytes`);
 });

@@ -25,7 +25,7 @@ const cpuProf = (name) =>
 // The gateway's young generation, bounded as its unit and image bound it (docs/operating.md:
 // Node 24 grows it to 128 MiB under a reconnect storm). BENCH_GATEWAY_NODE_OPTIONS replaces it
 // (empty: V8's default) to compare.
-const GATEWAY_NODE_OPTIONS = process.env.BENCH_GATEWAY_NODE_OPTIONS ?? "--max-semi-space-size=16";
+const GATEWAY_NODE_OPTIONS = process.env.BENCH_GATEWAY_NODE_OPTIONS ?? "--max-semi-space-size=8";
 // BENCH_GATEWAY_NODE_ARGS: more of node's flags for the gateway (V8's that NODE_OPTIONS refuses).
 const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? "").split(" ").filter(Boolean);
 // BENCH_GATEWAY_ENV: more environment for the gateway alone, `NAME=value` separated by spaces.
