@@ -34,13 +34,23 @@ export const podmanAgentEnv: Record<string, string> = {
  * whose layer cache lookup, or a list or run whose image lookup, meets an image
  * another file is removing fails with "layer not known" or "image not known".
  * That is a race of the store, not of the code under test: the call is tried
- * again (the agent does the same: image-step.ts, containers/cleanup.ts).
+ * again (the agent does the same: image-step.ts, containers/cleanup.ts). A
+ * store of one server's own meets the same race with its agent's image
+ * cleanup (a fleet test's build beside a deploy's retention).
  */
 const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 const RACY = new Set(["build", "images", "ps", "run"]);
 
-export async function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const once = () => run("podman", args, { env: { ...process.env, CONTAINERS_CONF }, timeout: 120_000 });
+export function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return podmanOn({ CONTAINERS_CONF }, args);
+}
+
+/** podman with `env` on top of this process's (a store of its own: fleet-stack.ts), tried again on the store's race. */
+export async function podmanOn(
+  env: Record<string, string>,
+  args: string[],
+): Promise<{ stdout: string; stderr: string }> {
+  const once = () => run("podman", args, { env: { ...process.env, ...env }, timeout: 120_000 });
   for (let attempt = 1; ; attempt++) {
     try {
       return await once();

@@ -4,19 +4,16 @@
 // application; the machine's store is an additional read-only image store, for
 // the busybox base image) and its own Caddy. Built on the deploy stack (the
 // cluster's own first server is not part of a fleet). Issue 33.
-import { execFile } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { run } from "@relayctl/devkit";
 import { Agent } from "./agent";
 import { type CaddyServer, startCaddy } from "./caddy";
 import { makeTempDir, onCleanup } from "./cleanup";
+import { podmanOn } from "./containers";
 import type { DeployStack } from "./deploy-stack";
 import { AGENT_MAIN, parseJsonOutput } from "./programs";
 import { cleanEnv } from "./process";
-
-const exec = promisify(execFile);
 
 export interface FleetServer {
   id: string;
@@ -61,8 +58,7 @@ export async function addFleetServer(
   const stateDir = join(s.c.dir, `agent-${name}`);
   const storeDir = makeTempDir(`podman-${name}`);
   const podmanEnv = podmanStore(storeDir);
-  const podman = (args: string[]) =>
-    exec("podman", args, { env: { ...process.env, ...podmanEnv }, timeout: 120_000 });
+  const podman = (args: string[]) => podmanOn(podmanEnv, args);
   onCleanup(async () => {
     await podman(["rm", "-fa"]).catch(() => {});
     await podman(["rmi", "-af"]).catch(() => {});
