@@ -8,8 +8,12 @@ import { releaseDecodedBytes } from "./grpc-decoder.js";
 /** The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
 const LISTEN_BACKLOG = 4096;
 
-/** A connection that sends nothing for this long is closed before it costs an HTTP/2 session. */
-export const FIRST_BYTES_TIMEOUT_MS = 10_000;
+/**
+ * A connection that sends nothing for this long is closed before it costs an HTTP/2 session: as
+ * long as grpc-js gave a silent session (its keepalive, 20 s, then 10 s for the answer), so a
+ * client slowed down by a loaded machine is held no shorter than before.
+ */
+export const FIRST_BYTES_TIMEOUT_MS = 30_000;
 
 /**
  * Node HTTP/2 options grpc-js has no channel option for: no dynamic header table on either side.
