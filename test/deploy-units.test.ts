@@ -73,5 +73,7 @@ test("gateway launch - the unit's drop-in and compose.yaml bound its young gener
     timeoutMs: 60_000,
     env: { ...process.env, NODE_OPTIONS: flags },
   });
-  t.true(Number(stdout) <= 16 * 1024 ** 2, `new space ${stdout.trim()} bytes`);
+  // Two 8-MiB semi-spaces, plus pages V8 may hold beside them for a while (256 KiB each: seen 16 MiB
+  // + 256 or 512 KiB, once 19.5 MiB, in CI and 30 runs here); unbounded, this churn takes it to 128 MiB.
+  t.true(Number(stdout) <= 24 * 1024 ** 2, `new space ${stdout.trim()} bytes`);
 });
