@@ -29,6 +29,7 @@ import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import { operationsStarted } from "../observability/metrics.js";
 import type { ServerRef, StartedOperation } from "../operations/service.js";
+import { OPERATION_COLUMNS } from "../operations/store.js";
 import {
   type Candidate,
   type Claim,
@@ -70,22 +71,6 @@ interface Item {
 }
 
 type Value = { verdicts: Map<string, GuardVerdict>; started: boolean };
-
-/** The columns of an operation's row, as operations/store.ts createOperation writes them. */
-const OPERATION_COLUMNS = [
-  "id",
-  "tenant_id",
-  "server_id",
-  "operation_type",
-  "status",
-  "delivery",
-  "key_id",
-  "run_id",
-  "lease_expires_at",
-  "deadline_at",
-  "pre_boot_id",
-  "started_at",
-] as const;
 
 /** The operation's row and its start event, as createOperation makes them for `route_sync`. */
 function operationOf(item: Item, claims: Claim[]): { row: Statement; event: AuditEventInput } {

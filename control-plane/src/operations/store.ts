@@ -126,8 +126,8 @@ const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, 
   }),
 };
 
-/** The columns createOperation writes (its `row`). */
-const OPERATION_COLUMNS = [
+/** The columns createOperation writes (its `row`); a route sync's start writes the same (external-deploy/claim-start.ts). */
+export const OPERATION_COLUMNS = [
   "id",
   "tenant_id",
   "server_id",
