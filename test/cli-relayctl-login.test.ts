@@ -62,8 +62,12 @@ test.serial(
     const child = u.spawn(["login", "--url", c.baseUrl]);
     const done = collect(child);
     const [, uri] = await waitForStderr(child, /\(or open (\S+)\)\nA browser window was opened\.\n/);
+    // The shell creates the file for `>>` before printf writes to it: wait for the whole line.
     const seen = await pollUntil(
-      async () => (existsSync(opened) ? readFileSync(opened, "utf8") : undefined),
+      async () => {
+        const text = existsSync(opened) ? readFileSync(opened, "utf8") : "";
+        return text.endsWith("\n") ? text : undefined;
+      },
       {
         what: "xdg-open to be run",
         timeoutMs: 10_000,
