@@ -130,6 +130,10 @@ const STATUS = [
   "Com_update",
   "Com_commit",
   "Com_begin",
+  // A guessed chain head found stale is rolled back; each guessed batch runs one or two INSERT ...
+  // SELECT guards (audit/group-commit.ts): how many batches took which way.
+  "Com_rollback",
+  "Com_insert_select",
   "Innodb_data_fsyncs",
   // Row lock waits (count, and milliseconds waited in all), per operation: how much the chain
   // head's lock (one per tenant, every audited write takes it) serializes the writers.
@@ -137,7 +141,7 @@ const STATUS = [
   "Innodb_row_lock_time",
 ];
 async function dbStatus(db) {
-  const [rows] = await db.raw(
+  const [rows] = await (db.raw ? db.raw.bind(db) : db.query.bind(db))(
     `SHOW GLOBAL STATUS WHERE Variable_name IN (${STATUS.map(() => "?").join(",")})`,
     STATUS,
   );
@@ -250,9 +254,13 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
   const count = () => floorCounts(conn, floor.database);
   try {
     const before = await count();
+    const statusBefore = await dbStatus(conn);
     const cpuBefore = cpuSeconds(pids);
+    const ioBefore = syscalls(pids);
     const r = await load(floor.url, { ...target, seconds: FLOOR_DURATION, title: "floor, answered at once" });
+    const statusAfter = await dbStatus(conn);
     const cpuAfter = cpuSeconds(pids);
+    const ioAfter = syscalls(pids);
     // The floor answers only after both commits: what was answered is stored (no settling needed
     // beyond requests autocannon gave up on at its end, which finish within their round trip).
     let after = await count();
@@ -270,7 +278,9 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
         lost: Math.max(0, r.completed_200 - (after.completed - before.completed)) + after.running,
         audit_events_match: after.events === 2 * after.operations,
       },
+      db_per_operation: perOperation(statusBefore, statusAfter, ops),
       cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, ops),
+      syscalls_per_operation: syscallsPerOperation(ioBefore, ioAfter, ops),
     };
   } finally {
     await conn.end();
@@ -535,7 +545,11 @@ function report(results) {
         `read/write syscalls per operation (control plane; a count: steadier than CPU on a loaded machine, though it falls as batches grow with throughput): ${JSON.stringify(results.sim.syscalls_per_operation)}\n`,
     );
   if (results.floor?.cpu_ms_per_operation)
-    console.log(`CPU ms per operation (floor): ${JSON.stringify(results.floor.cpu_ms_per_operation)}\n`);
+    console.log(
+      `database per operation (floor): ${JSON.stringify(results.floor.db_per_operation)}\n` +
+        `CPU ms per operation (floor): ${JSON.stringify(results.floor.cpu_ms_per_operation)}\n` +
+        `read/write syscalls per operation (floor): ${JSON.stringify(results.floor.syscalls_per_operation)}\n`,
+    );
   const e2eOverPty = ratio(results.e2e?.ops_per_s, results.pty?.per_s);
   const simOverFloor = ratio(results.sim?.ops_per_s, results.floor?.ops_per_s);
   if (simOverFloor != null) console.log(`control plane ops/s / floor ops/s: ${simOverFloor}\n`);
