@@ -16,6 +16,7 @@ import { verifyTenantChain } from "../control-plane/src/audit/verify";
 import { createTenant } from "../control-plane/src/cli/admin";
 import { migrate, openDb } from "../control-plane/src/db/knex";
 import {
+  type KnownOperation,
   createOperation,
   finishOperation,
   markAcked,
@@ -595,4 +596,146 @@ test.serial(
       await b.destroy();
     }
   },
+);
+
+test.serial(
+  "group commit - a completion whose facts are known, the locking way (no guess): the head alone is read under its lock, no read of the operation; one no longer running or with other facts is undone and finished from its row",
+  async (t) => {
+    const info = await server.createDatabase();
+    const db = openDb(info.url);
+    // Each finish on an instance of its own: no guessed head, so the locking way.
+    const fresh = async <T>(body: (other: Knex) => Promise<T>): Promise<{ value: T; sent: string[] }> => {
+      const other = openDb(info.url);
+      try {
+        let value: T | undefined;
+        const sent = await statementsDuring(other, async () => {
+          value = await body(other);
+        });
+        t.is(guessStats(other).guessed + guessStats(other).stale, 0, "no guess was tried");
+        return { value: value as T, sent };
+      } finally {
+        await other.destroy();
+      }
+    };
+    try {
+      const { tenantId, serverId } = await setup(db);
+      const [x, y] = [await start(db, tenantId, serverId), await start(db, tenantId, serverId)];
+      const finish = (other: Knex, id: string, known: KnownOperation) =>
+        finishOperation(other, id, done, serverId, tenantId, undefined, known);
+      const first = await fresh((o) => finish(o, x.id, knownExec(x.startedAt)));
+      t.deepEqual(first.value, { operationType: "exec", startedAt: x.startedAt });
+      t.is(first.sent.length, 2, `two round trips: ${first.sent.join(" | ")}`);
+      t.false(
+        first.sent.some((s) => /^SELECT .* FROM `operations`/m.test(s)),
+        `the operation's row is not read: ${first.sent.join(" | ")}`,
+      );
+      // x again: its row is no longer running, so the guarded update moves nothing and the batch is undone.
+      const again = await fresh((o) => finish(o, x.id, knownExec(x.startedAt)));
+      t.is(again.value, null);
+      t.true(
+        again.sent.some((s) => /FROM `operations`/.test(s) && /FOR UPDATE/.test(s)),
+        "then the row was read",
+      );
+      // y with facts its row does not hold: the event would lie, so it is finished from its row.
+      const lied = { operationType: "exec", startedAt: y.startedAt, runId: "not-its-run" };
+      t.deepEqual((await fresh((o) => finish(o, y.id, lied))).value, {
+        operationType: "exec",
+        startedAt: y.startedAt,
+      });
+      const runs = await db("audit_events")
+        .where({ operation_id: y.id, event_type: "operation.completed" })
+        .select("run_id");
+      t.deepEqual(
+        runs.map((r) => r.run_id),
+        [null],
+        "the event holds the row's run, not the told one",
+      );
+      const per = await eventCounts(db, tenantId);
+      t.deepEqual(per.get(x.id), ["operation.completed", "operation.exec"], "x completed once");
+      t.deepEqual(per.get(y.id), ["operation.completed", "operation.exec"]);
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 4);
+    } finally {
+      await db.destroy();
+    }
+  },
+);
+
+test.serial(
+  "group commit - a batch's final states share what they share: one UPDATE sets a value common to all rows once and each row's own values by id",
+  async (t) =>
+    inFreshDatabase(async (db, tenantId, serverId) => {
+      const N = 12;
+      const started = await Promise.all(Array.from({ length: N }, () => start(db, tenantId, serverId)));
+      const results = started.map((_, i) => ({
+        status: i % 4 === 0 ? ("failed" as const) : ("completed" as const),
+        exit_code: i % 4 === 0 ? 2 : 0,
+        stdout: i % 3 === 0 ? `out ${i}` : "",
+        stderr: "",
+        duration_ms: i,
+      }));
+      // One process, all at once: one batch (or a few), told the rows' facts as a gateway is.
+      const wins = await Promise.all(
+        started.map(({ id, startedAt }, i) =>
+          finishOperation(db, id, results[i]!, serverId, tenantId, undefined, knownExec(startedAt)),
+        ),
+      );
+      t.true(wins.every(Boolean));
+      const rows = await db("operations")
+        .whereIn(
+          "id",
+          started.map((s) => s.id),
+        )
+        .select("id", "status", "exit_code", "stdout", "stderr", "duration_ms", "delivery", "error");
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      started.forEach(({ id }, i) => {
+        const r = results[i]!;
+        t.like(byId.get(id), { ...r, delivery: "finished", error: null }, `operation ${i}`);
+      });
+      const report = await verifyTenantChain(db, tenantId, keys);
+      t.true(report.ok, JSON.stringify(report));
+      t.is(report.ok && report.events, 2 * N);
+    }),
+);
+
+test.serial(
+  "group commit - operations started in one batch, some with a key, a run id and a lease and some without: each row holds its own (a column no row fills is left to its default)",
+  async (t) =>
+    inFreshDatabase(async (db, tenantId, serverId) => {
+      const keyId = randomUUID();
+      const specs = [
+        { keyId, runId: "run-1", leaseMs: 60_000 as number | null },
+        { keyId: null, runId: null, leaseMs: null },
+        { keyId: null, runId: "run-3", leaseMs: 60_000 },
+      ];
+      const mk = (s: (typeof specs)[number]) =>
+        createOperation(db, {
+          tenantId,
+          serverId,
+          operationType: "exec",
+          keyId: s.keyId,
+          runId: s.runId,
+          leaseMs: s.leaseMs,
+          deadlineAt: Date.now() + 60_000,
+          audit: { command: "true" },
+        });
+      // All at once, then a batch where no row has any of them.
+      const first = await Promise.all(specs.map(mk));
+      const bare = await Promise.all([specs[1]!, specs[1]!].map(mk));
+      const rows = await db("operations")
+        .whereIn(
+          "id",
+          [...first, ...bare].map((o) => o.id),
+        )
+        .select("id", "key_id", "run_id", "lease_expires_at", "pre_boot_id");
+      const byId = new Map(rows.map((r) => [r.id, r]));
+      [...specs, specs[1]!, specs[1]!].forEach((s, i) => {
+        const r = byId.get([...first, ...bare][i]!.id);
+        t.is(r.key_id, s.keyId, `operation ${i}: key`);
+        t.is(r.run_id, s.runId, `operation ${i}: run`);
+        t.is(r.lease_expires_at === null, s.leaseMs === null, `operation ${i}: lease`);
+        t.is(r.pre_boot_id, null);
+      });
+    }),
 );

@@ -7,7 +7,7 @@ import type { Knex } from "knex";
 import type { AuditEventInput } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
-import { insertRows, isMysql, placeholders, updateRows } from "../db/statement.js";
+import { type Statement, insertRows, isMysql, placeholders } from "../db/statement.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import type { OperationType } from "./types.js";
@@ -115,16 +115,20 @@ type OperationRow = Record<string, string | number | null>;
 const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, undefined> = {
   plan: (_db, items) => ({
     outcomes: items.map((i) => ({ event: i.event, value: undefined })),
-    // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits.
+    // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits. A nullable
+    // column no row of the batch fills is left to its default (NULL): fewer literals to parse.
     writes: [
       insertRows(
         "operations",
-        OPERATION_COLUMNS,
+        OPERATION_COLUMNS.filter((c) => !DEFAULT_NULL.has(c) || items.some((i) => i.row[c] != null)),
         items.map((i) => i.row),
       ),
     ],
   }),
 };
+
+/** Columns of an operation's row that are NULL when not written (migrations 001 and 004). */
+const DEFAULT_NULL = new Set<string>(["key_id", "run_id", "lease_expires_at", "pre_boot_id"]);
 
 /** The columns createOperation writes (its `row`); a route sync's start writes the same (external-deploy/claim-start.ts). */
 export const OPERATION_COLUMNS = [
@@ -219,7 +223,7 @@ export async function finishOperation(
   });
 }
 
-function finalColumns(result: FinalResult) {
+function finalColumns(result: FinalResult, now = Date.now()) {
   return {
     status: result.status,
     delivery: "finished",
@@ -229,7 +233,7 @@ function finalColumns(result: FinalResult) {
     duration_ms: result.duration_ms,
     error: result.error ?? null,
     result_detail: encodeDetail(result.detail),
-    completed_at: Date.now(),
+    completed_at: now,
   };
 }
 
@@ -262,19 +266,20 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
   plan: (_db, items, rows) => {
     const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
     const finals: { key: string; values: Record<string, unknown> }[] = [];
+    const now = Date.now(); // one completion time for the batch: a column set once
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       const op = running.get(i.id);
       if (!op || op.tenant_id !== i.tenant || (i.serverId && op.server_id !== i.serverId))
         return { event: null, value: null };
       running.delete(i.id); // a second report of it in this batch finds it finished
-      finals.push({ key: i.id, values: finalColumns(i.result) });
+      finals.push({ key: i.id, values: finalColumns(i.result, now) });
       return {
         event: completionEvent(i.id, op, i.result),
         value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
       };
     });
     // One statement for the batch: each row locked above, still running, gets its own result.
-    const writes = finals.length > 0 ? [updateRows("operations", "id", finals, { status: "running" })] : [];
+    const writes = finals.length > 0 ? [finishRows(finals).statement] : [];
     return { outcomes, writes };
   },
 };
@@ -301,25 +306,82 @@ const finishKnownOperations: BulkKind<
   planKnown: (_db, items) => {
     const seen = new Set<string>();
     const finals: { key: string; values: Record<string, unknown> }[] = [];
-    const facts: unknown[] = [];
+    const facts: Record<string, unknown>[] = [];
+    const now = Date.now();
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       if (seen.has(i.id)) return { event: null, value: null }; // a second report in the batch: the first wins
       seen.add(i.id);
-      finals.push({ key: i.id, values: finalColumns(i.result) });
+      finals.push({ key: i.id, values: finalColumns(i.result, now) });
       const { runId, operationType, startedAt } = i.known;
-      facts.push(i.id, i.tenant, i.serverId, operationType, startedAt, runId ?? "");
+      facts.push({
+        tenant_id: i.tenant,
+        server_id: i.serverId,
+        operation_type: operationType,
+        started_at: startedAt,
+        "COALESCE(`run_id`, '')": runId ?? "",
+      });
       const op = { tenant_id: i.tenant, server_id: i.serverId, run_id: runId };
       return { event: completionEvent(i.id, op, i.result), value: { operationType, startedAt } };
     });
-    const update = updateRows("operations", "id", finals, { status: "running" });
-    const tuple = `(${placeholders(6)})`;
-    const write = {
-      sql: `${update.sql} AND (\`id\`, \`tenant_id\`, \`server_id\`, \`operation_type\`, \`started_at\`, COALESCE(\`run_id\`, '')) IN (${finals.map(() => tuple).join(", ")})`,
-      bindings: [...update.bindings, ...facts],
-    };
-    return { outcomes, writes: [{ write, rows: finals.length }] };
+    const { statement, rows } = finishRows(finals, facts);
+    return { outcomes, writes: [{ write: statement, rows }] };
   },
 };
+
+/** `col = ?` for a value every row shares, else `col = CASE id WHEN ? THEN ? ... END`. */
+function sameForAll(values: unknown[]): boolean {
+  const first = values[0] ?? null;
+  return values.every((v) => (v ?? null) === first);
+}
+
+/**
+ * The final state of running operations, each row its own, in one UPDATE by id: a column
+ * whose value all rows share is set once (`c = ?`), the others by `CASE id WHEN ? THEN ?`
+ * (most of a batch's columns are shared: delivery, error, completed_at, often status, exit
+ * code and output), which spares MariaDB's parser most of the batch's literals. With `facts`
+ * (each row's, in order: what its completion event was made from), only a row that holds
+ * exactly its own facts moves: facts every row shares as `c = ?`, the rest as a tuple per row
+ * beside its id. `rows` is how many rows the update must move (one per final).
+ */
+function finishRows(
+  finals: { key: string; values: Record<string, unknown> }[],
+  facts?: Record<string, unknown>[],
+): { statement: Statement; rows: number } {
+  const ids = finals.map((f) => f.key);
+  const sets: string[] = [];
+  const bindings: unknown[] = [];
+  const whens = finals.map(() => "WHEN ? THEN ?").join(" ");
+  for (const c of Object.keys(finals[0]!.values)) {
+    const values = finals.map((f) => f.values[c] ?? null);
+    if (sameForAll(values)) {
+      sets.push(`\`${c}\` = ?`);
+      bindings.push(values[0]);
+      continue;
+    }
+    sets.push(`\`${c}\` = CASE \`id\` ${whens} END`);
+    finals.forEach((f, i) => bindings.push(f.key, values[i]));
+  }
+  const where = [`\`id\` IN (${placeholders(ids.length)})`, "`status` = ?"];
+  bindings.push(...ids, "running");
+  if (facts) {
+    const own = ["`id`"];
+    const columns = Object.keys(facts[0]!);
+    const varying = columns.filter((c) => !sameForAll(facts.map((f) => f[c])));
+    for (const c of columns) {
+      if (varying.includes(c)) continue;
+      where.push(`${c.startsWith("COALESCE") ? c : `\`${c}\``} = ?`);
+      bindings.push(facts[0]![c] ?? null);
+    }
+    own.push(...varying.map((c) => (c.startsWith("COALESCE") ? c : `\`${c}\``)));
+    const tuple = `(${placeholders(own.length)})`;
+    where.push(`(${own.join(", ")}) IN (${finals.map(() => tuple).join(", ")})`);
+    finals.forEach((f, i) => bindings.push(f.key, ...varying.map((c) => facts[i]![c] ?? null)));
+  }
+  return {
+    statement: { sql: `UPDATE \`operations\` SET ${sets.join(", ")} WHERE ${where.join(" AND ")}`, bindings },
+    rows: finals.length,
+  };
+}
 
 function completionEvent(
   id: string,
