@@ -77,35 +77,54 @@ declare module "fastify" {
 // No includeSubDomains: applications served under relayctl's domain may still be plain http.
 const ONE_YEAR = 365 * 24 * 3600;
 
-/** Installs the edge's hooks on the root app (before any route, so they apply to all). */
+/** Host headers found to be hosts: most requests bring one of a few, checked once (bounded). */
+const knownHosts = new Set<string>();
+const MAX_KNOWN_HOSTS = 1_000;
+
+function hostOk(h: string): boolean {
+  if (knownHosts.has(h)) return true;
+  if (!isHost(h)) return false;
+  if (knownHosts.size >= MAX_KNOWN_HOSTS) knownHosts.clear();
+  knownHosts.add(h);
+  return true;
+}
+
+/**
+ * Installs the edge's hook on the root app (before any route, so it applies to all). One
+ * callback-style onRequest hook does it all: the answer's headers are set before anything else
+ * runs (a route that sets cache-control replaces it, and an error's answer keeps it), which
+ * spares every request an onSend hook of its own.
+ */
 export function installEdge(app: FastifyInstance, config: Config, mcpPath: string): void {
   const publicUrl = config.publicUrl ?? config.accounts.publicUrl;
   const httpsPublic = publicUrl?.startsWith("https:") ?? false;
   app.decorate("secureCookies", httpsPublic);
 
-  app.addHook("onRequest", async (req) => {
-    // The raw header and what Fastify made of it (X-Forwarded-Host from a trusted proxy).
-    // None at all (HTTP/1.0) is let through: no URL is ever made from it.
-    const raw = req.headers.host;
-    if ((raw !== undefined && !isHost(raw)) || (req.host !== "" && !isHost(req.host)))
-      throw new RcError("RC_ERR_BAD_REQUEST", "Host header is not a host name");
-    if (req.routeOptions.url === mcpPath) {
-      // Clients that are not browsers send no Origin; a browser page always does.
-      const origin = req.headers.origin;
-      if (origin !== undefined && !mcpOriginAllowed(config, origin))
-        throw new RcError(
-          "RC_ERR_FORBIDDEN",
-          `a page of origin '${origin.slice(0, 200)}' may not call ${mcpPath}`,
-        );
-    }
-  });
-
-  app.addHook("onSend", async (req, reply, payload) => {
+  app.addHook("onRequest", (req, reply, done) => {
     if (httpsPublic || req.protocol === "https")
       reply.header("strict-transport-security", `max-age=${ONE_YEAR}`);
     // Every /api/ answer is about a person's or a tenant's data: never kept by a cache.
-    if (req.url.startsWith("/api/") && !reply.hasHeader("cache-control"))
-      reply.header("cache-control", "no-store");
-    return payload;
+    if (req.url.startsWith("/api/")) reply.header("cache-control", "no-store");
+    // The raw header and what Fastify made of it (X-Forwarded-Host from a trusted proxy).
+    // None at all (HTTP/1.0) is let through: no URL is ever made from it.
+    const raw = req.headers.host;
+    if ((raw !== undefined && !hostOk(raw)) || (req.host !== "" && !hostOk(req.host))) {
+      done(new RcError("RC_ERR_BAD_REQUEST", "Host header is not a host name"));
+      return;
+    }
+    if (req.routeOptions.url === mcpPath) {
+      // Clients that are not browsers send no Origin; a browser page always does.
+      const origin = req.headers.origin;
+      if (origin !== undefined && !mcpOriginAllowed(config, origin)) {
+        done(
+          new RcError(
+            "RC_ERR_FORBIDDEN",
+            `a page of origin '${origin.slice(0, 200)}' may not call ${mcpPath}`,
+          ),
+        );
+        return;
+      }
+    }
+    done();
   });
 }
