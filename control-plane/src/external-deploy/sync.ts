@@ -240,12 +240,14 @@ async function syncServer(
 ): Promise<{ conflicts: SyncResult[]; claimed: { w: Work; claim: Claim }[]; job?: RouteJobOutcome }> {
   const first = items[0]!.app;
   const server = { id: first.server_id, name: first.server_name };
+  // Keys in code-unit order: the operation's audit event carries them, and its canonical JSON
+  // of each is then one JSON.stringify (audit-log.ts).
   const routes: RouteEntry[] = items.map(({ entry, app }, i) => ({
     application_id: app.id,
     container_name: entry.container_name,
     container_port: entry.container_port,
-    image_tag: entry.image_tag,
     fqdns: hosts[i]!,
+    image_tag: entry.image_tag,
   }));
   const audit = {
     session_id: session.id,
@@ -364,12 +366,12 @@ function auditEntries(
 ) {
   const serverOf = new Map(work.map((w) => [w.app.id, w.app.server_id]));
   const entryOf = new Map(work.map((w) => [w.entry.container_name, w.entry]));
-  const events = [
+  const events: (Partial<SyncResult> & Partial<SyncError> & { container_name: string; outcome: string })[] = [
     ...results.map((r) => ({ ...r, outcome: r.status })),
     ...errors.map((e) => ({ ...e, outcome: "error" })),
   ];
   return events.map((e): AuditEventInput => {
-    const serverId = "application_id" in e && e.application_id ? serverOf.get(e.application_id) : undefined;
+    const serverId = e.application_id ? serverOf.get(e.application_id) : undefined;
     const entry = entryOf.get(e.container_name);
     return {
       tenantId: session.tenant_id,
@@ -378,15 +380,24 @@ function auditEntries(
       serverId: serverId ?? null,
       operationId: serverId ? (operations[serverId] ?? null) : null,
       runId: session.workflow_run_id,
+      // The keys in code-unit order (a field a result or an error does not have is
+      // undefined, and dropped): its canonical JSON is then one JSON.stringify
+      // (audit-log.ts), ~10 us less per entry.
       payload: {
-        session_id: session.id,
-        workflow_run_id: session.workflow_run_id,
+        application_id: e.application_id,
         commit_sha: session.commit_sha,
+        container_name: e.container_name,
         container_port: entry?.container_port,
-        image_tag: entry?.image_tag,
         force: entry?.force === true,
-        ...e,
+        image_tag: entry?.image_tag,
         ip,
+        outcome: e.outcome,
+        reason: e.reason,
+        session_id: session.id,
+        signature_hash: e.signature_hash,
+        status: e.status,
+        synced_fqdns: e.synced_fqdns,
+        workflow_run_id: session.workflow_run_id,
       },
     };
   });
