@@ -20,6 +20,7 @@
 // subroute inside the application's, so the application route keeps its shape.
 import { type AdminResponse, caddyAdmin } from "./caddy-admin.js";
 import { caddyEtagOf, fnv32aEtag } from "./caddy-etag.js";
+import { type Json, compareIds, idKey, isObject, sameJson } from "./caddy-json.js";
 import { type LiveRoute, ProxyChangedError, type RouteChange, type RouteWriter } from "./route-writer.js";
 import { HEALTH_PATH, type RenderedRoute, sortedFqdns } from "./route.js";
 import { assertRenderable } from "./writer-support.js";
@@ -34,8 +35,6 @@ export interface CaddyWriterOptions {
   /** @default true */
   automaticHttps?: boolean;
 }
-
-type Json = Record<string, unknown>;
 
 const ROUTE_ID_PREFIX = "relayctl-app-";
 const HEALTH_ID_PREFIX = "relayctl-health-";
@@ -64,18 +63,6 @@ interface View {
  * as Caddy still holds it (the write is conditional).
  */
 const UNCHECKED_VIEW_MS = 1_000;
-
-const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
-
-/** JSON with object keys sorted: Caddy hands config back with its own key order. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (isObject(value)) {
-    const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
-  }
-  return JSON.stringify(value);
-}
 
 /** The route JSON this writer produces for one application. */
 export function caddyRouteJson(route: RenderedRoute): Json {
@@ -135,17 +122,23 @@ function parseRoute(applicationId: string, route: Json, health: Json | undefined
   if (draining) live.draining = true;
   // A route without its health route (written before there was one) is drift too: rewritten whole.
   const pristine =
-    canonical(route) === canonical(caddyRouteJson(live)) &&
-    health !== undefined &&
-    canonical(health) === canonical(caddyHealthJson(live));
+    sameJson(route, caddyRouteJson(live)) && health !== undefined && sameJson(health, caddyHealthJson(live));
   return { ...live, pristine };
 }
 
 // Exact host names before wildcards: Caddy tries routes in order, and
 // `*.example.com` of one application must not shadow `a.example.com` of another.
-function byPrecedence(a: Json, b: Json): number {
-  const wild = (r: Json) => (JSON.stringify(r.match).includes('"*.') ? 1 : 0);
-  return wild(a) - wild(b) || String(a["@id"]).localeCompare(String(b["@id"]));
+// Each route's key is made once: a comparator making them on every comparison
+// (two JSON texts and a localeCompare each) took ~1.1-1.7 ms for 100 routes, on
+// the write's path.
+function byPrecedence(routes: Json[]): Json[] {
+  const keyed = routes.map((r) => ({
+    r,
+    wild: JSON.stringify(r.match).includes('"*.') ? 1 : 0,
+    ...idKey(String(r["@id"])),
+  }));
+  keyed.sort((a, b) => a.wild - b.wild || compareIds(a, b));
+  return keyed.map((k) => k.r);
 }
 
 export class CaddyWriter implements RouteWriter {
@@ -190,7 +183,7 @@ export class CaddyWriter implements RouteWriter {
     const next = this.#nextServer(server, change);
     // Only a removal can be a no-op (the route was already gone); an upsert is
     // only asked for when the live route differs. Comparing 100 routes costs ms.
-    if (server && change.upsert.length === 0 && canonical(server) === canonical(next)) {
+    if (server && change.upsert.length === 0 && sameJson(server, next)) {
       this.#view = view;
       return;
     }
@@ -251,7 +244,7 @@ export class CaddyWriter implements RouteWriter {
     return {
       ...rest,
       listen: this.#listen,
-      routes: [...health.sort(byPrecedence), ...managed.sort(byPrecedence), ...foreign, CATCH_ALL],
+      routes: [...byPrecedence(health), ...byPrecedence(managed), ...foreign, CATCH_ALL],
       ...(Object.keys(https).length > 0 ? { automatic_https: https } : {}),
     };
   }
