@@ -3,7 +3,7 @@
 // connection costs is paid 10,000 times, and after a restart the whole fleet connects at once.
 import { type Server as NetServer, type Socket, createServer } from "node:net";
 import type { Server, ServerCredentials } from "@grpc/grpc-js";
-import { releaseDecodedBytes } from "./grpc-decoder.js";
+import { deliverAwaitedMessagesAtOnce, releaseDecodedBytes } from "./grpc-decoder.js";
 
 /** The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
 const LISTEN_BACKLOG = 4096;
@@ -77,6 +77,7 @@ export async function listenForGrpc(
 ): Promise<{ listener: NetServer; port: number }> {
   applyHttp2Options(server);
   releaseDecodedBytes();
+  deliverAwaitedMessagesAtOnce();
   const injector = server.createConnectionInjector(creds);
   const listener = createServer((socket) =>
     handOverOnFirstBytes(socket, (s) => injector.injectConnection(s)),

@@ -74,3 +74,16 @@ test("presence - a heartbeat is stored at most every PRESENCE_EVERY intervals pe
   await s2.heartbeat();
   t.is(await writes("s2"), 1);
 });
+
+test("presence - a heartbeat that stores nothing makes no promise", async (t) => {
+  const db = await dbWithServers(["s1"]);
+  t.teardown(() => db.destroy());
+  let clock = 1_000_000;
+  const p = new Presence(db, "s1", 5000, () => clock, 5);
+  clock += 5000;
+  t.is(p.heartbeat(), undefined);
+  clock += PRESENCE_EVERY * 5000;
+  const stored = p.heartbeat();
+  t.true(stored instanceof Promise);
+  await stored;
+});

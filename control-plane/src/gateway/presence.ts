@@ -80,12 +80,16 @@ export class Presence {
     this.storedAt = now();
   }
 
-  /** A heartbeat arrived: stored when PRESENCE_EVERY intervals have passed since the last store. */
-  async heartbeat(): Promise<void> {
+  /**
+   * A heartbeat arrived: stored when PRESENCE_EVERY intervals have passed since the last store
+   * (the promise: until it is committed). Not due, nothing: no promise for the five heartbeats of
+   * six that store nothing.
+   */
+  heartbeat(): Promise<void> | undefined {
     const now = this.now();
     // Half an interval of slack: heartbeats arrive a little early or late.
-    if (now - this.storedAt < (PRESENCE_EVERY - 0.5) * this.heartbeatIntervalMs) return;
+    if (now - this.storedAt < (PRESENCE_EVERY - 0.5) * this.heartbeatIntervalMs) return undefined;
     this.storedAt = now;
-    await writerOf(this.db, this.flushMs).store(this.serverId);
+    return writerOf(this.db, this.flushMs).store(this.serverId);
   }
 }
