@@ -35,11 +35,29 @@ export interface GatewayDeps {
   leaseMs: number;
   /** Records a running job's progress (a deployment's steps and log). */
   progress?: (serverId: string, p: JobProgress) => Promise<void>;
+  /** The least silence that closes an agent's stream (AGENT_SILENCE_FLOOR_MS; a test's own). */
+  agentSilenceFloorMs?: number;
 }
 
 type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
 
 const HELLO_TIMEOUT_MS = 10_000;
+
+/**
+ * An agent that sent nothing (it heartbeats every interval) for this many intervals, and at least
+ * AGENT_SILENCE_FLOOR_MS, is taken for gone and its stream closed (registry.closeWhenSilent): 30 s
+ * with the default 5-s interval, as long as grpc-js's keepalive took (a ping after 20 s, 10 s for
+ * its answer). The floor keeps a short interval (tests use 300 ms) from closing the stream of an
+ * agent slowed down by a loaded machine.
+ */
+export const AGENT_SILENCE_INTERVALS = 6;
+export const AGENT_SILENCE_FLOOR_MS = 30_000;
+/** How often silent streams are looked for, at most. */
+const SILENCE_CHECK_MS = 5000;
+
+export function agentSilenceLimitMs(heartbeatIntervalMs: number, floorMs = AGENT_SILENCE_FLOOR_MS): number {
+  return Math.max(floorMs, AGENT_SILENCE_INTERVALS * heartbeatIntervalMs);
+}
 
 interface ServerRow {
   id: string;
@@ -52,6 +70,8 @@ export function handleConnect(deps: GatewayDeps, call: Call): void {
   const fail = (code: GrpcStatus, details: string): void => {
     call.emit("error", { code, details });
   };
+  const silenceMs = agentSilenceLimitMs(deps.heartbeatIntervalMs, deps.agentSilenceFloorMs);
+  deps.registry.closeWhenSilent(silenceMs, Math.min(SILENCE_CHECK_MS, silenceMs / AGENT_SILENCE_INTERVALS));
   const header = String(call.metadata.get("authorization")[0] ?? "");
   const token = /^Bearer\s+(rag_\S+)$/i.exec(header)?.[1];
   if (!token) {
@@ -174,6 +194,8 @@ class AgentStream {
   private readonly log: StreamLog;
   private closed = false;
   private hello = false;
+  /** When the agent last sent a message (registry.closeWhenSilent reads it). */
+  lastHeardAt = Date.now();
   /**
    * This stream's progress writes, chained in the order the agent sent them: a
    * live-log follower reads a deployment's progress by seq, so a message stored
@@ -234,15 +256,16 @@ class AgentStream {
   }
 
   private onMessage(m: AgentMessage): void {
+    this.lastHeardAt = Date.now();
     const msg = m.msg;
     if (!msg) return;
     const work =
-      msg.$case === "hello"
-        ? this.onHello(msg.hello)
-        : msg.$case === "jobAck"
-          ? this.onAck(msg.jobAck.operationId)
-          : msg.$case === "heartbeat"
-            ? this.onHeartbeat(msg.heartbeat.runningOperationIds)
+      msg.$case === "heartbeat"
+        ? this.onHeartbeat(msg.heartbeat.runningOperationIds)
+        : msg.$case === "hello"
+          ? this.onHello(msg.hello)
+          : msg.$case === "jobAck"
+            ? this.onAck(msg.jobAck.operationId)
             : msg.$case === "jobProgress"
               ? this.onProgress(msg.jobProgress)
               : msg.$case === "engineStatus"
@@ -254,7 +277,8 @@ class AgentStream {
                     : msg.$case === "logsOutput"
                       ? Promise.resolve(this.live.relay(msg.logsOutput))
                       : this.onResult(msg.jobResult);
-    work.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
+    // A heartbeat with nothing to store comes without a promise (most of them: see onHeartbeat).
+    work?.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
   }
 
   private async onHello(h: Hello): Promise<void> {
@@ -309,9 +333,16 @@ class AgentStream {
     }
   }
 
-  private async onHeartbeat(runningOperationIds: string[]): Promise<void> {
-    await renewLeases(this.deps.db, this.serverId, runningOperationIds, this.deps.leaseMs);
-    await this.presence.heartbeat();
+  /**
+   * Renews the leases of the operations the agent runs, then stores its presence when due.
+   * Undefined when there is neither (five heartbeats of six of an idle agent): the most frequent
+   * message makes no promise then.
+   */
+  private onHeartbeat(runningOperationIds: string[]): Promise<void> | undefined {
+    if (runningOperationIds.length === 0) return this.presence.heartbeat();
+    return renewLeases(this.deps.db, this.serverId, runningOperationIds, this.deps.leaseMs).then(() =>
+      this.presence.heartbeat(),
+    );
   }
 
   private async onAck(operationId: string): Promise<void> {

@@ -56,3 +56,80 @@ test("registry - a job the stream refused leaves nothing kept for its server", a
   registry.attach(next.handle);
   t.deepEqual(next.sent, []);
 });
+
+/** A stream last heard at `heardAt` (mutable), and whether it was closed. */
+function heardStream(serverId: string, heardAt: number) {
+  const s = {
+    closed: "",
+    handle: {
+      connectionId: `c-${serverId}`,
+      serverId,
+      credentialHash: "h",
+      lastHeardAt: heardAt,
+      sendJob: () => true,
+      cancelJob: () => {},
+      close: (reason: string) => {
+        s.closed = reason;
+      },
+    },
+  };
+  return s;
+}
+
+test("registry - a stream whose agent sent nothing past the limit is closed and forgotten; one heard from is kept", async (t) => {
+  const bus = new MemoryBus();
+  const registry = new StreamRegistry(bus, pino({ level: "silent" }));
+  let clock = 1_000_000;
+  registry.closeWhenSilent(30_000, 5000, () => clock);
+  t.teardown(() => registry.closeAll("test over"));
+  const quiet = heardStream("s1", clock);
+  const talking = heardStream("s2", clock);
+  registry.attach(quiet.handle);
+  registry.attach(talking.handle);
+  // Looks on time, every 5 s; s2 heartbeats every 5 s, s1 says nothing.
+  for (let i = 0; i < 6; i++) {
+    clock += 5000;
+    talking.handle.lastHeardAt = clock;
+    t.is(registry.closeSilent(), 0, `${(i + 1) * 5} s: not past the limit`);
+  }
+  clock += 5000;
+  talking.handle.lastHeardAt = clock;
+  t.is(registry.closeSilent(), 1);
+  t.regex(quiet.closed, /nothing from the agent for 35 s/);
+  t.is(talking.closed, "");
+  t.is(registry.size, 1);
+  // Forgotten: no longer served on the bus.
+  t.is(await bus.dispatchToAll("s1", execJob("o1")), "not_connected");
+  t.is(await bus.dispatchToAll("s2", execJob("o2")), "on_stream");
+});
+
+test("registry - a look that comes late closes nothing: what the agents sent may still be unread", (t) => {
+  const bus = new MemoryBus();
+  const registry = new StreamRegistry(bus, pino({ level: "silent" }));
+  let clock = 1_000_000;
+  registry.closeWhenSilent(30_000, 5000, () => clock);
+  t.teardown(() => registry.closeAll("test over"));
+  const s = heardStream("s1", clock);
+  registry.attach(s.handle);
+  // The process did not run for 40 s (a pause, a starved machine): the first look after it is late.
+  clock += 40_000;
+  t.is(registry.closeSilent(), 0);
+  t.is(s.closed, "");
+  // The messages read meanwhile count; had none come, the next look, on time, closes it.
+  clock += 5000;
+  t.is(registry.closeSilent(), 1);
+  t.not(s.closed, "");
+});
+
+test("registry - a stream with no time of its last message is never closed for silence", (t) => {
+  const registry = new StreamRegistry(new MemoryBus(), pino({ level: "silent" }));
+  let clock = 1_000_000;
+  registry.closeWhenSilent(30_000, 5000, () => clock);
+  t.teardown(() => registry.closeAll("test over"));
+  registry.attach(stream("s1", "c1").handle);
+  for (let i = 0; i < 20; i++) {
+    clock += 5000;
+    t.is(registry.closeSilent(), 0);
+  }
+  t.is(registry.size, 1);
+});
