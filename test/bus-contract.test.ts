@@ -392,3 +392,68 @@ test("bus contract (nats) - a gateway that takes the job but never answers: unkn
   t.is(outcome, "unknown");
   t.deepEqual(taken, [job.operationId]);
 });
+
+for (const [name, open] of Object.entries(adapters)) {
+  test(`bus contract (${name}) - a served server answers presence probes; once no longer served, it does not`, async (t) => {
+    const bus = await open();
+    t.teardown(() => bus.close());
+    const served = uuid();
+    const other = uuid();
+    const stop = bus.gateway.serveServer(served, async () => true);
+    const seen = await pollUntil(
+      async () => {
+        const connected = await bus.api.connectedServers([served, other]);
+        return connected.has(served) ? connected : undefined;
+      },
+      { what: "the gateway's subscription", timeoutMs: 5000 },
+    );
+    t.deepEqual([...seen], [served]);
+    stop();
+    const gone = await pollUntil(
+      async () => ((await bus.api.connectedServers([served])).size === 0 ? true : undefined),
+      { what: "the unsubscription", timeoutMs: 5000 },
+    );
+    t.true(gone);
+    t.is(await bus.api.dispatch(served, execJob(uuid())), "not_connected");
+  });
+}
+
+// NATS only: the gateway serves a server's job subject and its presence probes on one subscription
+// to the server's subject family (relayctl.v1.agent.<server>.*), where its takeovers and cancels
+// arrive too: those are never taken for a job.
+test("bus contract (nats) - a served server's presence probes, takeovers and cancels never reach its job handler", async (t) => {
+  const nats = await sharedNats();
+  const lines: string[] = [];
+  const gatewayLog = pino({ level: "info" }, { write: (line: string) => lines.push(line) });
+  const api = await connectNatsBus([nats.url], log, "contract-api");
+  const gateway = await connectNatsBus([nats.url], gatewayLog, "contract-gateway");
+  t.teardown(async () => void (await Promise.all([api.close(), gateway.close()])));
+  const serverId = uuid();
+  const jobs: string[] = [];
+  t.teardown(
+    gateway.serveServer(serverId, async (job) => {
+      jobs.push(job.operationId);
+      return true;
+    }),
+  );
+  const takeovers: string[] = [];
+  t.teardown(gateway.onTakeover(serverId, (c) => takeovers.push(c)));
+  const job = execJob(uuid());
+  await dispatchWhenServed(api, serverId, job);
+  // A presence probe is answered, and is no job either.
+  t.true((await api.connectedServers([serverId])).has(serverId));
+  api.publishTakeover(serverId, "conn-1");
+  api.cancelJob(serverId, uuid());
+  // Published after them on the same connection: once it is answered, they have been delivered.
+  await pollUntil(async () => (takeovers.length > 0 ? true : undefined), {
+    what: "the takeover",
+    timeoutMs: 5000,
+  });
+  t.is(await api.dispatch(serverId, execJob(uuid())), "on_stream");
+  t.is(jobs.length, 2);
+  t.is(jobs[0], job.operationId);
+  t.deepEqual(
+    lines.filter((l) => l.includes("undecodable job") || l.includes("job handler failed")),
+    [],
+  );
+});

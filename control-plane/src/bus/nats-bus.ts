@@ -245,10 +245,27 @@ class NatsBus implements JobBus {
     return this.doneSubscribed;
   }
 
+  /**
+   * The server's job subject and its presence probes on one subscription,
+   * relayctl.v1.agent.<server>.* (a subscription in nats.js is ~1.5 KB of heap with its
+   * callback: 15 MiB for the second one per agent at 10,000). Both keep their per-server
+   * meaning: NATS answers "no responders" when no gateway holds the agent. The family's other
+   * subjects (takeover, cancel) arrive here too and are left to their own wildcard
+   * subscriptions (server-fanout.ts).
+   */
   serveServer(serverId: string, handler: JobHandler): () => void {
-    const sub = this.nc.subscribe(subjects.job(serverId), {
+    const jobSubject = subjects.job(serverId);
+    const presenceSubject = subjects.presence(serverId);
+    const family = `${jobSubject.slice(0, jobSubject.lastIndexOf("."))}.*`;
+    const sub = this.nc.subscribe(family, {
       callback: (err, msg) => {
         if (err) return;
+        // Presence probes of the dashboard: answered only while this process serves the server.
+        if (msg.subject === presenceSubject) {
+          msg.respond(new Uint8Array(0));
+          return;
+        }
+        if (msg.subject !== jobSubject) return;
         let job: Job;
         try {
           job = codec.job.decode(msg.data);
@@ -270,16 +287,7 @@ class NatsBus implements JobBus {
         );
       },
     });
-    // Presence probes of the dashboard: answered only while this process serves the server.
-    const presence = this.nc.subscribe(subjects.presence(serverId), {
-      callback: (err, msg) => {
-        if (!err) msg.respond(new Uint8Array(0));
-      },
-    });
-    return () => {
-      sub.unsubscribe();
-      presence.unsubscribe();
-    };
+    return () => sub.unsubscribe();
   }
 
   async connectedServers(serverIds: string[]): Promise<Set<string>> {
