@@ -65,13 +65,7 @@ export interface BulkKind<I, T> {
    * An optional locking read of what the items need (SELECT ... FOR UPDATE): on
    * MySQL it goes in the same round trip as the chain head's lock.
    */
-  read?(db: Knex, items: I[]): Knex.QueryBuilder | Statement | Statement[];
-  /**
-   * Its items go before the batch's others, read first (in the head's round trip): the kind
-   * reads and writes nothing the others touch (an automation key's request count, rate-limit.ts).
-   * Its read may then be several statements; plan gets the results of each, in order.
-   */
-  first?: boolean;
+  read?(db: Knex, items: I[]): Knex.QueryBuilder | Statement;
   /**
    * Given the rows read (locked until the commit), what each item answers and
    * the statements to run (no answers needed from them: they are sent with the
@@ -150,10 +144,6 @@ class GroupCommitter {
     this.#guesses.set(tenantId, head);
   }
 
-  busy(tenantId: string): boolean {
-    return this.#mysql && this.#queues.has(tenantId);
-  }
-
   /** The newest head kept for the tenant, resting or not. */
   guessOf(tenantId: string): ChainHead | undefined {
     return this.#guesses.get(tenantId);
@@ -195,9 +185,7 @@ class GroupCommitter {
         this.#queues.delete(tenantId);
         return;
       }
-      const taken = queue.splice(0, MAX_BATCH);
-      // Kinds that touch nothing the others do go first: their reads lead the head's round trip.
-      const batch = [...taken.filter((p) => p.bulk?.kind.first), ...taken.filter((p) => !p.bulk?.kind.first)];
+      const batch = queue.splice(0, MAX_BATCH);
       await this.#commit(tenantId, batch);
     }
   }
@@ -263,11 +251,7 @@ class GroupCommitter {
         while (j < batch.length && batch[j]!.bulk?.kind === p.bulk!.kind) j++;
         const items = batch.slice(i, j).map((q) => q.bulk!.item);
         const read = p.bulk!.kind.read?.(trx, items);
-        const rows = Array.isArray(read)
-          ? await runEach(trx, read)
-          : read
-            ? await (isStatement(read) ? runStatement(trx, read) : read)
-            : [];
+        const rows = read ? await (isStatement(read) ? runStatement(trx, read) : read) : [];
         const out = p.bulk!.kind.plan(trx, items, rows as unknown[]);
         done.push(...out.outcomes);
         later.push(...out.writes);
@@ -300,10 +284,7 @@ class GroupCommitter {
     const conn = await db.client.acquireConnection();
     let open = false;
     try {
-      const first = [
-        lockHead(tenantId),
-        ...reads.flatMap((r) => (Array.isArray(r) ? r : r ? [compiled(r)] : [])),
-      ];
+      const first = [lockHead(tenantId), ...reads.flatMap((r) => (r ? [compiled(r)] : []))];
       open = true;
       const [results] = (await queryOn(
         db,
@@ -320,12 +301,7 @@ class GroupCommitter {
       const writes: Write[] = [];
       runs.forEach((r, i) => {
         const planKnown = known ? r.kind.planKnown?.(db, r.items) : undefined;
-        const read = reads[i];
-        const taken = Array.isArray(read) ? read.length : read ? 1 : 0;
-        const got = results.slice(nextRead, nextRead + taken);
-        nextRead += taken;
-        // A read of several statements gets each one's results; one statement, its rows.
-        const rows = Array.isArray(read) ? got : ((got[0] ?? []) as unknown[]);
+        const rows = reads[i] ? (results[nextRead++] as unknown[]) : [];
         const out = planKnown ?? r.kind.plan(db, r.items, rows);
         if (out.outcomes.length !== r.items.length)
           throw new Error("audit: a bulk write answered the wrong count");
@@ -439,13 +415,6 @@ class GroupCommitter {
   }
 }
 
-/** Each statement in turn on `trx`, their results in order (what one multi-statement answers). */
-async function runEach(trx: Knex.Transaction, statements: Statement[]): Promise<unknown[]> {
-  const out: unknown[] = [];
-  for (const st of statements) out.push(await runStatement(trx, st));
-  return out;
-}
-
 /** MySQL's duplicate-key refusal (ER_DUP_ENTRY): how the guard statements stop a multi-statement. */
 const isDuplicateKey = (err: unknown): boolean => (err as { errno?: number } | null)?.errno === 1062;
 
@@ -490,14 +459,6 @@ export function noteChainHead(db: Knex, tenantId: string, head: ChainHead): void
 /** The tenant's chain head as this process last read or wrote it (what a job tells its gateway). */
 export function chainHeadGuess(db: Knex, tenantId: string): ChainHead | undefined {
   return committerOf(db).guessOf(tenantId);
-}
-
-/**
- * True while this process has a batch of the tenant's audited writes in flight or queued (MySQL):
- * a bulk write submitted now rides in the next one, at no round trip or commit of its own.
- */
-export function committing(db: Knex, tenantId: string): boolean {
-  return committerOf(db).busy(tenantId);
 }
 
 /** Batches committed on a guessed head, and guesses found stale, in this process (for tests). */

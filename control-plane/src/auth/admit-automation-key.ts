@@ -13,21 +13,16 @@
 // invalidate, no staleness. The same read brings the tenant's audit chain head
 // (outside any lock), the guess with which the operation the request may start
 // commits in one round trip (audit/group-commit.ts; a stale guess only costs a
-// retry the locking way). Under load, while this process commits the key's
-// tenant's audited writes anyway, that round trip is not made at all: the
-// increment and the key's read ride in the tenant's next batch, in its
-// transaction, after the head's lock (rate-limit.ts countRequestInCommit), so a
-// request's count costs no commit (no log flush) of its own either.
+// retry the locking way).
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Knex } from "knex";
-import { committing, noteChainHead } from "../audit/group-commit.js";
-import { isStoreUnavailable } from "../db/unavailable.js";
+import { noteChainHead } from "../audit/group-commit.js";
 import { RcError } from "../errors.js";
 import { KEY_ROW_COLUMNS, type KeyRow, actorOfKey, presentedKeyHash, principalOf } from "./automation-key.js";
 import { ipAllowed } from "./ip-allowlist.js";
 import { noteUse } from "./last-use.js";
 import type { Principal } from "./principal.js";
-import { countRequestInCommit, countRequestReading, judge } from "./rate-limit.js";
+import { countRequestReading, judge } from "./rate-limit.js";
 import { enforceWindow } from "./security-audit.js";
 
 /** The key's row and its tenant's chain head, read with every request's rate-limit increment (fixed text: db/statement.ts). */
@@ -35,25 +30,7 @@ const KEY_COLUMNS = KEY_ROW_COLUMNS.map((c) => `k.\`${c}\``).join(", ");
 const HEAD_COLUMNS = "h.`head` AS `chain_head`, h.`seq` AS `chain_seq`";
 const KEY_ROW_SQL = `SELECT ${KEY_COLUMNS}, ${HEAD_COLUMNS} FROM \`automation_keys\` k LEFT JOIN \`audit_chain_heads\` h ON h.\`tenant_id\` = k.\`tenant_id\` WHERE k.\`id\` = ?`;
 
-/** The key's row alone: read in its tenant's batch of audited writes, which holds the head already. */
-const KEY_ONLY_SQL = `SELECT ${KEY_COLUMNS} FROM \`automation_keys\` k WHERE k.\`id\` = ?`;
-
-type KeyRowWithHead = KeyRow & { chain_head?: string | null; chain_seq?: number | string | null };
-
-/**
- * Key id → its tenant, per database, as read with the key's row (a key never changes tenant):
- * what lets a request be counted in its tenant's next batch of audited writes.
- */
-const keyTenants = new WeakMap<Knex, Map<string, string>>();
-
-function tenantCache(db: Knex): Map<string, string> {
-  let t = keyTenants.get(db);
-  if (!t) {
-    t = new Map();
-    keyTenants.set(db, t);
-  }
-  return t;
-}
+type KeyRowWithHead = KeyRow & { chain_head: string | null; chain_seq: number | string | null };
 
 /** Token hash → key id, per database; emptied when full (a miss costs one lookup). */
 const keyIds = new WeakMap<Knex, Map<string, string>>();
@@ -87,39 +64,19 @@ export async function admitAutomationKey(
 ): Promise<Principal> {
   const hash = presentedKeyHash(req);
   const keyId = await keyIdOf(db, hash);
-  // While this process commits the key's tenant's audited writes anyway (under load), the
-  // request is counted in the next batch, in its transaction (rate-limit.ts countRequestInCommit):
-  // the same atomic increment and the key's row read after it, at no round trip or commit of its
-  // own. Otherwise (idle, or a key not seen yet) in a round trip of its own, as ever.
-  const tenantId = tenantCache(db).get(keyId);
-  const alone = () =>
-    countRequestReading<KeyRowWithHead>(db, keyId, 60, () => ({ sql: KEY_ROW_SQL, bindings: [keyId] }));
-  const counted =
-    tenantId !== undefined && committing(db, tenantId)
-      ? await countRequestInCommit<KeyRowWithHead>(db, tenantId, keyId, 60, {
-          sql: KEY_ONLY_SQL,
-          bindings: [keyId],
-        }).catch((err: unknown) => {
-          // A batch that failed was rolled back, its count with it (its tenant gone, say): counted
-          // alone instead, as ever. A database that cannot be reached may have committed it.
-          if (isStoreUnavailable(err)) throw err;
-          return alone();
-        })
-      : await alone();
+  const counted = await countRequestReading<KeyRowWithHead>(db, keyId, 60, () => ({
+    sql: KEY_ROW_SQL,
+    bindings: [keyId],
+  }));
   const row = counted.rows[0];
   if (!row) {
     // The key is gone (its tenant deleted): unknown from now on.
     idCache(db).delete(hash);
     throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
   }
-  const tenants = tenantCache(db);
-  if (tenants.get(row.id) !== row.tenant_id) {
-    if (tenants.size >= MAX_CACHED_KEYS) tenants.clear();
-    tenants.set(row.id, row.tenant_id);
-  }
   req.keyActor = actorOfKey(row);
-  if (row.chain_seq !== null && row.chain_seq !== undefined)
-    noteChainHead(db, row.tenant_id, { head: row.chain_head ?? null, seq: Number(row.chain_seq) });
+  if (row.chain_seq !== null)
+    noteChainHead(db, row.tenant_id, { head: row.chain_head, seq: Number(row.chain_seq) });
   await enforceWindow(db, req.log, reply, req.keyActor, req.ip, judge(counted, Number(row.rate_limit)));
   const p = principalOf(row);
   if (!ipAllowed(p.ipAllowlist, req.ip)) {

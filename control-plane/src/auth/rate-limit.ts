@@ -4,10 +4,7 @@
 // LAST_INSERT_ID(expr) makes the value this statement wrote the insert id of its
 // OK packet (a separate SELECT could see a later request's increment, and sending
 // both at once would need multipleStatements); SQLite returns it with RETURNING.
-// On MySQL a count may also ride in its tenant's batch of audited writes
-// (countRequestInCommit): the same increment, durable with the batch's COMMIT.
 import type { Knex } from "knex";
-import { type BulkKind, type WriteOutcome, commitAuditedBulk } from "../audit/group-commit.js";
 import { isSqlite } from "../db/knex.js";
 import { type Statement, compiled, isStatement, queryPooled, runStatement } from "../db/statement.js";
 
@@ -143,19 +140,10 @@ async function countIn<R>(
   windowSeconds: number,
   now: number,
   read?: () => BatchRead,
-  /** Counted in the tenant's next batch of audited writes instead (countRequestInCommit). */
-  inCommit?: { tenantId: string; read: Statement },
 ): Promise<Count & { rows: R[] }> {
   const windowMs = windowSeconds * 1000;
   const windowStart = Math.floor(now / windowMs) * windowMs;
-  const { ordinal: count, rows } = inCommit
-    ? await commitAuditedBulk(db, inCommit.tenantId, countInTransaction, {
-        keyId,
-        windowSeconds,
-        windowStart,
-        read: inCommit.read,
-      })
-    : await nextOrdinal(db, keyId, windowSeconds, windowStart, read);
+  const { ordinal: count, rows } = await nextOrdinal(db, keyId, windowSeconds, windowStart, read);
   if (count === 1) {
     // First request of a window: drop this key's finished windows of this length.
     await db("rate_limit_counters")
@@ -198,82 +186,6 @@ export function countRequestReading<R>(
   now = Date.now(),
 ): Promise<Count & { rows: R[] }> {
   return countIn<R>(db, keyId, windowSeconds, now, read);
-}
-
-interface InCommit {
-  keyId: string;
-  windowSeconds: number;
-  windowStart: number;
-  /**
-   * One statement whose rows the caller gets, run right after its window's increment; the items
-   * of one window in a batch share the first one's (as nextOrdinal's batches share one read).
-   */
-  read: Statement;
-}
-
-/**
- * Requests counted inside the tenant's batch of audited writes (audit/group-commit.ts), on
- * MySQL: per window, the increment of its requests' count (\`count + n\`, atomic as ever) and
- * the total it left (LAST_INSERT_ID) with the first item's read, in the head's round trip; the
- * batch's COMMIT makes them durable with its operations, so the count costs no round trip and
- * no commit (no log flush) of its own. Each request takes its own ordinal in batch order, as
- * nextOrdinal's: the ordinals across every instance stay exactly 1...total.
- */
-const countInTransaction: BulkKind<InCommit, Counted> = {
-  first: true,
-  read: (_db, items) =>
-    slotsOf(items).flatMap(({ item, n }) => [
-      {
-        sql: "INSERT INTO `rate_limit_counters` (`key_id`, `window_seconds`, `window_start`, `count`) VALUES (?, ?, ?, LAST_INSERT_ID(?)) ON DUPLICATE KEY UPDATE `count` = LAST_INSERT_ID(`count` + ?)",
-        bindings: [item.keyId, item.windowSeconds, item.windowStart, n, n],
-      },
-      { sql: "SELECT LAST_INSERT_ID() AS `total`", bindings: [] },
-      item.read,
-    ]),
-  plan: (_db, items, results) => {
-    const outcomes: WriteOutcome<Counted>[] = [];
-    const bySlot = new Map<string, { total: number; rows: unknown[]; n: number; taken: number }>();
-    slotsOf(items).forEach(({ slot, n }, i) => {
-      const [, totals, rows] = results.slice(3 * i, 3 * i + 3) as [unknown, { total: number }[], unknown[]];
-      bySlot.set(slot, { total: Number(totals[0]!.total), rows, n, taken: 0 });
-    });
-    for (const item of items) {
-      const s = bySlot.get(slotOf(item))!;
-      outcomes.push({ event: null, value: { ordinal: s.total - s.n + 1 + s.taken++, rows: s.rows } });
-    }
-    return { outcomes, writes: [] };
-  },
-};
-
-const slotOf = (i: InCommit) => `${i.keyId}\n${i.windowSeconds}\n${i.windowStart}`;
-
-/** The distinct windows of `items`, in first-seen order, with their first item and count. */
-function slotsOf(items: InCommit[]): { slot: string; item: InCommit; n: number }[] {
-  const slots = new Map<string, { slot: string; item: InCommit; n: number }>();
-  for (const item of items) {
-    const slot = slotOf(item);
-    const s = slots.get(slot);
-    if (s) s.n++;
-    else slots.set(slot, { slot, item, n: 1 });
-  }
-  return [...slots.values()];
-}
-
-/**
- * As countRequestReading, inside `tenantId`'s next batch of audited writes of this process
- * (group-commit.ts), on MySQL: for a caller that knows the key's tenant while that tenant's
- * writes are committing anyway (an automation key's admission under load). `read` is one
- * statement, run right after the increment, in the same transaction.
- */
-export function countRequestInCommit<R>(
-  db: Knex,
-  tenantId: string,
-  keyId: string,
-  windowSeconds: number,
-  read: Statement,
-  now = Date.now(),
-): Promise<Count & { rows: R[] }> {
-  return countIn<R>(db, keyId, windowSeconds, now, undefined, { tenantId, read });
 }
 
 const windowOf = (keyId: string, w: Pick<WindowCount, "windowSeconds" | "windowStart">) => ({
