@@ -210,7 +210,9 @@ test.serial(
     });
     t.is(patched.status, 200, describe(patched));
     await c.agent.stop();
-    const deploying = cli.run(["deploy", app.name, "--wait", "--timeout", "25"], { timeoutMs: 240_000 });
+    // The deadline ends offline c's part; a's deploy must fit in it on a loaded machine too
+    // (CI saw a's end "failed at build" with 25 s, on a machine running ~1.5 x slower).
+    const deploying = cli.run(["deploy", app.name, "--wait", "--timeout", "45"], { timeoutMs: 240_000 });
     const running = await pollUntil(
       async () => {
         const list = await s.manage(`/applications/${app.id}/rollouts?limit=1`);
