@@ -65,6 +65,8 @@ export function collect(child: ChildProcess, opts: CliOptions = {}): Promise<Cli
       clearTimeout(timer);
       resolveRun({ code, stdout, stderr });
     });
+    // A child that exits before reading its input closes the pipe: EPIPE here is no failure of it.
+    child.stdin!.on("error", () => {});
     child.stdin!.end(opts.input ?? "");
   });
 }
