@@ -90,6 +90,9 @@ async function deploy(a: ReturnType<typeof app>, repoPath: string, over: Partial
   return report;
 }
 
+/** The relay's last requests, for a failed count's message. */
+const lastRequests = () => `; the relay's last requests: ${relay.requests.slice(-8).join(", ")}`;
+
 const inspectField = async (name: string, format: string) =>
   (await podman(["container", "inspect", "--format", format, name])).stdout.trim();
 
@@ -103,8 +106,12 @@ test.serial(
     const limits = { memoryBytes: 64 * 1024 * 1024, cpuMillis: 500 };
     const first = await deploy(a, repo.path, { env: { APP_SECRET: secret }, limits });
     const name = first.containerName;
-    t.is(relay.count(new RegExp(`^POST /containers/create\\?name=${name}$`)), 1, "created by the API");
-    t.is(relay.count(/^POST \/containers\/[0-9a-f]{64}\/start$/), 1, "started by the API");
+    t.is(
+      relay.count(new RegExp(`^POST /containers/create\\?name=${name}$`)),
+      1,
+      `created by the API${lastRequests()}`,
+    );
+    t.is(relay.count(/^POST \/containers\/[0-9a-f]{64}\/start$/), 1, `started by the API${lastRequests()}`);
     t.true(relay.count(new RegExp(`^GET /containers/${name}/json$`)) >= 1, "its port read by the API");
     t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 1");
     t.is((await proxyGet(stack.caddy.httpPort, a.fqdn, "/cgi-bin/env?APP_SECRET")).body, secret);
@@ -122,14 +129,19 @@ test.serial(
     await repo.commitVersion("2");
     const listed = relay.count(/^GET \/containers\/json\?all=true&filters=/);
     const second = await deploy(a, repo.path);
-    t.is(relay.count(/^GET \/containers\/json\?all=true&filters=/), listed + 1, "listed by the API");
+    t.is(
+      relay.count(/^GET \/containers\/json\?all=true&filters=/),
+      listed + 1,
+      `listed by the API${lastRequests()}`,
+    );
     t.is(second.previousContainerName, name, "the list found the old container");
     t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 2");
     await pollUntil(
       () => (relay.count(new RegExp(`^DELETE /containers/${name}\\?force=true$`)) > 0 ? true : undefined),
       {
         what: "the retire's DELETE of the old container",
-        timeoutMs: 30_000,
+        // After the drain, a stop through the CLI: podman's locks are shared with every test file running.
+        timeoutMs: 90_000,
       },
     );
     await pollUntil(
@@ -138,7 +150,7 @@ test.serial(
           () => undefined,
           () => true,
         ),
-      { what: "the old container gone", timeoutMs: 30_000 },
+      { what: "the old container gone", timeoutMs: 90_000 },
     );
     t.pass();
   },
@@ -147,6 +159,9 @@ test.serial(
 test.serial("deploy engine api - without a socket that answers, the CLI runs the container", async (t) => {
   // The default socket (root: /run/podman/podman.sock) is not there; the CLI itself is local again.
   Reflect.deleteProperty(process.env, "CONTAINER_HOST");
+  // Whatever the first test left running (a retire whose engine was chosen with the socket, when
+  // that test failed before waiting for it) ends first: only this deployment's calls are counted.
+  await stack.deployer.idle();
   // The agent's own calls (compatible paths); the first test's retire may still run podman's CLI through it.
   const agentCalls = () => relay.count(/^[A-Z]+ \/containers\//);
   const seen = agentCalls();
@@ -156,5 +171,9 @@ test.serial("deploy engine api - without a socket that answers, the CLI runs the
   t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version cli");
   t.is((await proxyGet(stack.caddy.httpPort, a.fqdn, "/cgi-bin/env?APP_SECRET")).body, "via the env file");
   t.is(await inspectField(report.containerName, "{{.HostConfig.Init}}"), "true");
-  t.is(agentCalls(), seen, "the agent asked the relay nothing");
+  t.is(
+    agentCalls(),
+    seen,
+    `the agent asked the relay nothing; it asked: ${relay.requests.slice(-5).join(", ")}`,
+  );
 });
