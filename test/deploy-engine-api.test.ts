@@ -6,7 +6,8 @@
 // retire removes the old one by the API (the containers before the start listed by
 // the API too, with the application's label). Without a socket the CLI runs it.
 // (podman's CLI goes to CONTAINER_HOST too, through its own /v<version>/libpod/
-// paths: the compatible paths counted here are the agent's.)
+// paths: the compatible paths counted here are the agent's.) The health check probes on while
+// the engine is slow to say whether the container runs.
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import http from "node:http";
@@ -153,6 +154,29 @@ test.serial(
       { what: "the old container gone", timeoutMs: 90_000 },
     );
     t.pass();
+  },
+);
+
+test.serial(
+  "deploy engine api - an engine slower than the health check's timeout does not fail an app that answers within it",
+  async (t) => {
+    process.env.CONTAINER_HOST = `unix://${relay.path}`;
+    const a = app();
+    const repo = await createAppRepo({ first: "1" });
+    // Answers 2 s after it starts; the health check gives it 6 s.
+    await repo.commitCommand("slow", ["sh", "-c", "sleep 2; exec httpd -f -p 8080 -h /www"]);
+    // The engine takes 10 s to answer whether the container still runs (the start's own
+    // inspect, the first, answers at once): a probe loop that waited for that answer would
+    // send no probe between 0 s and 10 s, and fail the app at its timeout.
+    const inspects = new RegExp(`^GET /containers/api-${a.suffix}-[0-9a-f]{8}/json$`);
+    relay.slow(inspects, 10_000, 1);
+    try {
+      const report = await deploy(a, repo.path, { healthCheckTimeoutSeconds: 6 });
+      t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version slow", report.containerName);
+      t.true(relay.count(inspects) >= 2, `the engine was asked beside the probes${lastRequests()}`);
+    } finally {
+      relay.fast();
+    }
   },
 );
 

@@ -54,7 +54,29 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
   rec.log("health_check", `GET http://127.0.0.1:${hostPort}${path}, up to ${timeoutMs / 1000} s`);
   let last = "no answer yet";
   let stateAt = 0;
+  // The engine's answer on whether the container still runs is asked beside the probes, not
+  // between them: on a loaded machine an inspect can take seconds, and a probe loop that waited
+  // for it would spend the application's whole timeout unasked (a healthy app failed).
+  let asking: Promise<void> | undefined;
+  let stopped: Stopped | undefined;
+  const fail = (why: Stopped) => {
+    rec.log("health_check", why.log);
+    return new StepError(why.reason);
+  };
+  const askState = () => {
+    stateAt = Date.now();
+    asking = whyStopped(ctx, name).then(
+      (why) => {
+        asking = undefined;
+        if (why !== undefined) stopped ??= why;
+      },
+      () => {
+        asking = undefined; // the engine did not answer: the probes go on
+      },
+    );
+  };
   while (!signal.aborted) {
+    if (stopped) throw fail(stopped);
     try {
       const status = await get(hostPort, path, signal);
       if (status >= 200 && status < 400) {
@@ -65,26 +87,35 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
     } catch (err) {
       last = (err as Error).message;
     }
-    if (Date.now() - stateAt >= STATE_EVERY_MS) {
-      stateAt = Date.now();
-      await failIfExited(ctx, name);
-    }
+    if (asking === undefined && Date.now() - stateAt >= STATE_EVERY_MS) askState();
     if (Date.now() >= until) {
+      // A container that stopped is the better reason: the engine's answer under way is waited for.
+      await asking;
+      if (stopped) throw fail(stopped);
       throw new StepError(`no 2xx or 3xx answer from ${path} within ${timeoutMs / 1000} s (last: ${last})`);
     }
     await delay(INTERVAL_MS, undefined, { signal }).catch(() => undefined);
   }
 }
 
-async function failIfExited(ctx: DeployContext, name: string): Promise<void> {
+interface Stopped {
+  reason: string;
+  /** For the step's log: how it stopped and the end of its log. */
+  log: string;
+}
+
+/** Why the container no longer runs, or undefined while it runs. */
+async function whyStopped(ctx: DeployContext, name: string): Promise<Stopped | undefined> {
   const o = await ctx.engine.inspect([name], callOptions(ctx).deadlineSeconds);
   const facts = parseInspect(o.stdout).get(name);
   // The engine brings a crashed app back at once (--restart unless-stopped, start-step.ts):
   // a restart before the first answer is the app exiting, as much as an exited state is.
   const restarts = facts?.restartCount ?? 0;
-  if (facts === undefined || (facts.running && restarts === 0)) return;
+  if (facts === undefined || (facts.running && restarts === 0)) return undefined;
   const how = restarts > 0 ? `exited; restarted ${restarts}x by the engine` : facts.status;
   const logs = await ctx.engine.logsTail(name, LOG_TAIL_LINES, callOptions(ctx));
-  ctx.rec.log("health_check", `the container stopped (${how}); the end of its log:\n${outputOf(logs)}`);
-  throw new StepError(`the container stopped (${how}) before it answered`);
+  return {
+    reason: `the container stopped (${how}) before it answered`,
+    log: `the container stopped (${how}); the end of its log:\n${outputOf(logs)}`,
+  };
 }
