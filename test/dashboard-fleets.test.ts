@@ -277,10 +277,17 @@ test.serial(
       )?.trim(),
       "failed",
     );
-    // The server already switched goes back to its previous release (the page follows it there).
+    // The server already switched goes back to its previous release (the page follows it there):
+    // its row leaves rolling_back, and the rollout's own record says how if it did not go back.
     await grid
-      .locator(`tr[data-server="${one.name}"][data-state="rolled_back"]`)
-      .waitFor({ timeout: 60_000 });
+      .locator(`tr[data-server="${one.name}"]:is([data-state="rolled_back"], [data-state="rollback_failed"])`)
+      .waitFor({ timeout: ROLLOUT_MS });
+    const servers = (await s.manage(`/applications/${app.id}/rollouts/${end.id}`)).json.servers;
+    t.is(
+      await grid.locator(`tr[data-server="${one.name}"]`).getAttribute("data-state"),
+      "rolled_back",
+      JSON.stringify(servers),
+    );
     await grid.getByRole("link", { name: `rollback on ${one.name}` }).waitFor();
     await checkPage(t, "a halted rollout");
   },
