@@ -4,7 +4,9 @@
 // and answering every job at once (no pty) — and (b) end to end with a real agent running `true`
 // in a pty, against the rate this machine spawns `sh -c true` in ptys with the same concurrency.
 // The same control-plane load also runs against the floor of the same hops (lib/floor-chain.mjs:
-// only what the guarantees cost), on the same nats-server and MariaDB.
+// only what the guarantees cost), on the same nats-server and MariaDB: first each on its own
+// (with CPU, database and syscalls per operation), then (section alt) the two in alternated rounds,
+// whose ratios the goals read (a machine whose speed drifts weighs on both alike).
 // After each part: no operation lost (every 200 is a completed row, nothing left running), one
 // start and one completion audit event per operation, and the audit chain verifies.
 // Starts its own nats-server and MariaDB on free loopback ports in a temp dir and removes all of
@@ -39,7 +41,10 @@ const SIM_AGENTS = intEnv(BENCH, "BENCH_SIM_AGENTS", 100);
 const SIM_IN_PROCESS = process.env.BENCH_SIM_IN_PROCESS === "1";
 const KEYS = intEnv(BENCH, "BENCH_KEYS", 1);
 const FLOOR_DURATION = intEnv(BENCH, "BENCH_FLOOR_DURATION", 30);
-const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,floor,e2e").split(",").map((s) => s.trim()));
+/** Section `alt`: rounds of each load, alternated (ABBA), and the seconds of each. */
+const ALT_ROUNDS = intEnv(BENCH, "BENCH_ALT_ROUNDS", 6);
+const ALT_SECONDS = intEnv(BENCH, "BENCH_ALT_SECONDS", 5);
+const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,floor,alt,e2e").split(",").map((s) => s.trim()));
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 /** Per-key limit of the bench's keys (requests per minute): far above what a run sends. */
 const KEY_RATE_LIMIT = 100_000_000;
@@ -58,12 +63,12 @@ const dist = (p) => import(pathToFileURL(join(REPO, "control-plane/dist", p)).hr
  * autocannon against POST /exec for `seconds`, spreading requests over `serverIds` and `keys` in
  * turn. Every answer must be a 200 with `completed` and exit code 0; anything else is counted.
  */
-async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
+async function load(baseUrl, { serverIds, keys, connections, seconds, title, latencies }) {
   let i = 0;
   const bad = { count: 0, samples: [] };
   const completed = { count: 0 };
   log(`${title}: autocannon ${connections} connections, ${seconds} s`);
-  const result = await autocannon({
+  const running = autocannon({
     url: baseUrl,
     connections,
     duration: seconds,
@@ -100,6 +105,10 @@ async function load(baseUrl, { serverIds, keys, connections, seconds, title }) {
       },
     ],
   });
+  // Each answer's time (autocannon's own, the figure its histogram is made of), when asked: the
+  // alternated section's percentiles are over every request of its rounds.
+  if (latencies) running.on("response", (_client, _status, _bytes, ms) => latencies.push(ms));
+  const result = await running;
   return {
     seconds,
     connections,
@@ -287,6 +296,112 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
   }
 }
 
+// --- the two loads alternated (section alt) ----------------------------------------------------
+
+/** p50, p99 and max of a list of milliseconds. */
+function percentiles(ms) {
+  const sorted = Float64Array.from(ms).sort();
+  const at = (q) =>
+    sorted.length
+      ? Math.round(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] * 10) / 10
+      : null;
+  return { p50: at(0.5), p99: at(0.99), max: at(1) };
+}
+
+/**
+ * Section `alt`: the control plane's load and the floor's in BENCH_ALT_ROUNDS rounds of
+ * BENCH_ALT_SECONDS each, alternated ABBA (control plane, floor, floor, control plane, ...), both
+ * up the whole time on the same nats-server and MariaDB, so that a machine whose speed drifts
+ * during the run (this kind's moved 2-3 x within a day) weighs on both alike. Ops/s over all the
+ * rounds of each; percentiles over every request of each; nothing lost on either.
+ */
+async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJoinToken }) {
+  log(`alternated: enrolling ${SIM_AGENTS} more simulated agents and starting a second floor`);
+  const enrolled = await enrollServers(db, createJoinToken, {
+    baseUrl: stack.baseUrl,
+    tenantId: stack.tenantId,
+    n: SIM_AGENTS,
+    prefix: "alt",
+  });
+  const fleet = SIM_IN_PROCESS
+    ? await startFleet(stack.gatewayUrl, enrolled)
+    : await startFleetProcess(stack.gatewayUrl, enrolled, tmp);
+  const floor = await startFloor(group, tmp, {
+    mysqlUrl: dbServer.url,
+    natsUrl: nats.url,
+    mode: "sim",
+    agents: SIM_AGENTS,
+    name: "floor-alt",
+  });
+  const targets = {
+    sim: { url: stack.baseUrl, serverIds: enrolled.map((e) => e.serverId), keys },
+    floor: { url: floor.url, serverIds: floor.serverIds, keys: [floor.token] },
+  };
+  const conn = await mysql.createConnection({ uri: dbServer.url });
+  try {
+    for (const [name, t] of Object.entries(targets))
+      await load(t.url, { ...t, connections: CONNECTIONS, seconds: 2, title: `alternated warm-up, ${name}` });
+    const simBefore = await counts(db, targets.sim.serverIds);
+    const floorBefore = await floorCounts(conn, floor.database);
+    const acc = {};
+    for (const name of Object.keys(targets))
+      acc[name] = { completed: 0, notCompleted: 0, seconds: 0, latencies: [], rounds: [] };
+    for (let round = 0; round < ALT_ROUNDS; round++) {
+      for (const name of round % 2 === 0 ? ["sim", "floor"] : ["floor", "sim"]) {
+        const t = targets[name];
+        const a = acc[name];
+        const r = await load(t.url, {
+          ...t,
+          connections: CONNECTIONS,
+          seconds: ALT_SECONDS,
+          title: `alternated round ${round + 1} of ${ALT_ROUNDS}, ${name}`,
+          latencies: a.latencies,
+        });
+        a.completed += r.completed_200;
+        a.notCompleted += r.not_completed;
+        a.seconds += r.seconds;
+        a.rounds.push(r.ops_per_s);
+      }
+    }
+    const simChecks = await settle(db, targets.sim.serverIds, {
+      completed_200: acc.sim.completed + simBefore.completed,
+    });
+    let floorAfter = await floorCounts(conn, floor.database);
+    const deadline = performance.now() + 10_000;
+    while (floorAfter.running > 0 && performance.now() < deadline) {
+      await new Promise((res) => setTimeout(res, 200));
+      floorAfter = await floorCounts(conn, floor.database);
+    }
+    const floorChecks = {
+      ...floorAfter,
+      lost:
+        Math.max(0, acc.floor.completed - (floorAfter.completed - floorBefore.completed)) +
+        floorAfter.running,
+      audit_events_match: floorAfter.events === 2 * floorAfter.operations,
+    };
+    const summary = (a, checks) => ({
+      ops_per_s: Number((a.completed / a.seconds).toFixed(1)),
+      rounds_ops_per_s: a.rounds,
+      requests: a.latencies.length,
+      completed_200: a.completed,
+      not_completed: a.notCompleted,
+      latency_ms: percentiles(a.latencies),
+      checks,
+    });
+    return {
+      rounds: ALT_ROUNDS,
+      seconds_per_round: ALT_SECONDS,
+      connections: CONNECTIONS,
+      agents: SIM_AGENTS,
+      sim: summary(acc.sim, simChecks),
+      floor: summary(acc.floor, floorChecks),
+    };
+  } finally {
+    fleet.stop();
+    await conn.end();
+  }
+}
+
 /** Each process's read and write system calls so far (/proc/<pid>/io), null where unreadable. */
 function syscalls(pids) {
   return Object.fromEntries(
@@ -462,6 +577,8 @@ async function main() {
         }
       }
       if (SECTIONS.has("floor")) results.floor = await floorCapacity(group, tmp, { nats, dbServer });
+      if (SECTIONS.has("alt"))
+        results.alt = await alternated(group, tmp, { nats, dbServer, stack, db, keys, createJoinToken });
       if (SECTIONS.has("e2e")) {
         results.pty = await ptyRate(E2E_CONNECTIONS, E2E_DURATION);
         const serverIds = [stack.serverId];
@@ -528,6 +645,21 @@ function report(results) {
       e.checks.audit_events_match,
     ]);
   }
+  if (results.alt) {
+    const a = results.alt;
+    for (const [who, x] of [
+      [`alternated: POST /exec, ${a.agents} simulated agents, ${a.connections} clients`, a.sim],
+      [`alternated: the floor, ${a.agents} agents, ${a.connections} clients`, a.floor],
+    ])
+      rows.push([
+        who,
+        x.ops_per_s,
+        x.latency_ms.p50,
+        x.latency_ms.p99,
+        x.checks.lost,
+        x.checks.audit_events_match,
+      ]);
+  }
   if (results.pty)
     rows.push([
       `bare node-pty sh -c true, ${results.pty.concurrency} at a time`,
@@ -551,19 +683,35 @@ function report(results) {
         `read/write syscalls per operation (floor): ${JSON.stringify(results.floor.syscalls_per_operation)}\n`,
     );
   const e2eOverPty = ratio(results.e2e?.ops_per_s, results.pty?.per_s);
-  const simOverFloor = ratio(results.sim?.ops_per_s, results.floor?.ops_per_s);
-  if (simOverFloor != null) console.log(`control plane ops/s / floor ops/s: ${simOverFloor}\n`);
+  const sequential = {
+    ops: ratio(results.sim?.ops_per_s, results.floor?.ops_per_s),
+    p99: ratio(results.sim?.latency_ms.p99, results.floor?.latency_ms.p99),
+  };
+  if (sequential.ops != null) console.log(`control plane ops/s / floor ops/s: ${sequential.ops}\n`);
+  const alt = results.alt;
+  const alternatedRatios = alt && {
+    ops: ratio(alt.sim.ops_per_s, alt.floor.ops_per_s),
+    p99: ratio(alt.sim.latency_ms.p99, alt.floor.latency_ms.p99),
+  };
+  if (alt)
+    console.log(
+      `alternated, ${alt.rounds} rounds of ${alt.seconds_per_round} s each (ABBA), ops/s by round: control plane ${alt.sim.rounds_ops_per_s.join(", ")}; floor ${alt.floor.rounds_ops_per_s.join(", ")}\n` +
+        `alternated control plane / floor: ops/s ${alternatedRatios.ops}, p99 ${alternatedRatios.p99}\n`,
+    );
+  // The goals read the alternated ratios when that section ran (a drifting machine weighs on both
+  // alike there), else the sequential ones.
+  const simOverFloor = alternatedRatios ? alternatedRatios.ops : sequential.ops;
+  const p99OverFloor = alternatedRatios ? alternatedRatios.p99 : sequential.p99;
   const clean = (x) => x && x.checks.lost === 0 && x.checks.audit_events_match && x.not_completed === 0;
-  const p99OverFloor = ratio(results.sim?.latency_ms.p99, results.floor?.latency_ms.p99);
   const goals = [
     {
-      name: `capacity >= ${GOAL_OPS_OVER_FLOOR_MIN} x floor ops/s`,
+      name: `capacity >= ${GOAL_OPS_OVER_FLOOR_MIN} x floor ops/s${alternatedRatios ? " (alternated)" : ""}`,
       value: simOverFloor,
       limit: GOAL_OPS_OVER_FLOOR_MIN,
       met: simOverFloor == null ? null : simOverFloor >= GOAL_OPS_OVER_FLOOR_MIN,
     },
     {
-      name: `p99 <= ${GOAL_P99_OVER_FLOOR_P99_MAX} x floor p99`,
+      name: `p99 <= ${GOAL_P99_OVER_FLOOR_P99_MAX} x floor p99${alternatedRatios ? " (alternated)" : ""}`,
       value: p99OverFloor,
       limit: GOAL_P99_OVER_FLOOR_P99_MAX,
       met: p99OverFloor == null ? null : p99OverFloor <= GOAL_P99_OVER_FLOOR_P99_MAX,
@@ -571,7 +719,10 @@ function report(results) {
     {
       name: "0 lost, every answer completed, audit events = operations (start and completion)",
       value: null,
-      met: results.sim || results.e2e ? [results.sim, results.e2e].filter(Boolean).every(clean) : null,
+      met:
+        results.sim || results.e2e || alt
+          ? [results.sim, results.e2e, alt?.sim, alt?.floor].filter(Boolean).every(clean)
+          : null,
     },
     { name: "audit chain verifies", value: null, met: results.audit_verify ? results.audit_verify.ok : null },
     {
@@ -593,6 +744,8 @@ function report(results) {
       duration_s: DURATION,
       e2e_duration_s: E2E_DURATION,
       floor_duration_s: FLOOR_DURATION,
+      alt_rounds: ALT_ROUNDS,
+      alt_seconds_per_round: ALT_SECONDS,
       connections: CONNECTIONS,
       e2e_connections: E2E_CONNECTIONS,
       sim_agents: SIM_AGENTS,
@@ -604,8 +757,10 @@ function report(results) {
     results,
     ratios: {
       e2e_ops_over_pty_spawns: e2eOverPty,
-      control_plane_ops_over_floor_ops: simOverFloor,
-      control_plane_p99_over_floor_p99: p99OverFloor,
+      control_plane_ops_over_floor_ops: sequential.ops,
+      control_plane_p99_over_floor_p99: sequential.p99,
+      alternated_ops_over_floor_ops: alternatedRatios?.ops ?? null,
+      alternated_p99_over_floor_p99: alternatedRatios?.p99 ?? null,
     },
     goals,
     goals_met: measured.length === goals.length && measured.every((g) => g.met),
