@@ -270,23 +270,12 @@ async function floorCapacity(group, tmp, { nats, dbServer }) {
     const statusAfter = await dbStatus(conn);
     const cpuAfter = cpuSeconds(pids);
     const ioAfter = syscalls(pids);
-    // The floor answers only after both commits: what was answered is stored (no settling needed
-    // beyond requests autocannon gave up on at its end, which finish within their round trip).
-    let after = await count();
-    const deadline = performance.now() + 10_000;
-    while (after.running > 0 && performance.now() < deadline) {
-      await new Promise((res) => setTimeout(res, 200));
-      after = await count();
-    }
+    const { after, checks } = await floorSettle(count, before, r.completed_200);
     const ops = after.operations - before.operations;
     return {
       ...r,
       agents: SIM_AGENTS,
-      checks: {
-        ...after,
-        lost: Math.max(0, r.completed_200 - (after.completed - before.completed)) + after.running,
-        audit_events_match: after.events === 2 * after.operations,
-      },
+      checks,
       db_per_operation: perOperation(statusBefore, statusAfter, ops),
       cpu_ms_per_operation: cpuPerOperation(cpuBefore, cpuAfter, ops),
       syscalls_per_operation: syscallsPerOperation(ioBefore, ioAfter, ops),
@@ -366,19 +355,11 @@ async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJ
     const simChecks = await settle(db, targets.sim.serverIds, {
       completed_200: acc.sim.completed + simBefore.completed,
     });
-    let floorAfter = await floorCounts(conn, floor.database);
-    const deadline = performance.now() + 10_000;
-    while (floorAfter.running > 0 && performance.now() < deadline) {
-      await new Promise((res) => setTimeout(res, 200));
-      floorAfter = await floorCounts(conn, floor.database);
-    }
-    const floorChecks = {
-      ...floorAfter,
-      lost:
-        Math.max(0, acc.floor.completed - (floorAfter.completed - floorBefore.completed)) +
-        floorAfter.running,
-      audit_events_match: floorAfter.events === 2 * floorAfter.operations,
-    };
+    const { checks: floorChecks } = await floorSettle(
+      () => floorCounts(conn, floor.database),
+      floorBefore,
+      acc.floor.completed,
+    );
     const summary = (a, checks) => ({
       ops_per_s: Number((a.completed / a.seconds).toFixed(1)),
       rounds_ops_per_s: a.rounds,
@@ -400,6 +381,28 @@ async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJ
     fleet.stop();
     await conn.end();
   }
+}
+
+/**
+ * After a load on the floor, which answers only after both commits (what was answered is stored):
+ * waits up to 10 s for requests autocannon gave up on at its end, then the figures that prove
+ * nothing was lost.
+ */
+async function floorSettle(count, before, completed200) {
+  let after = await count();
+  const deadline = performance.now() + 10_000;
+  while (after.running > 0 && performance.now() < deadline) {
+    await new Promise((res) => setTimeout(res, 200));
+    after = await count();
+  }
+  return {
+    after,
+    checks: {
+      ...after,
+      lost: Math.max(0, completed200 - (after.completed - before.completed)) + after.running,
+      audit_events_match: after.events === 2 * after.operations,
+    },
+  };
 }
 
 /** Each process's read and write system calls so far (/proc/<pid>/io), null where unreadable. */
