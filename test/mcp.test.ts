@@ -465,6 +465,18 @@ test.serial("mcp - a person's OAuth token reads and deploys, following each step
 test.serial("mcp - a key deploys over stdio, each step of its deployment reported as progress", async (t) => {
   const { appId } = await createApp();
   const client = await stdioClient(c.key);
+  // The progress notifications as they come off the wire: the SDK client hands each to its handler
+  // a microtask late and drops those that arrive in the same read as the answer.
+  const wire: string[] = [];
+  const transport = client.transport!;
+  const deliver = transport.onmessage!;
+  let answered = false; // what comes after the answer is not counted
+  transport.onmessage = (m, extra) => {
+    if ("result" in m || "error" in m) answered = true;
+    if (!answered && "method" in m && m.method === "notifications/progress")
+      wire.push(String(m.params?.message));
+    deliver(m, extra);
+  };
   const progress: { progress: number; message?: string }[] = [];
   const r = await client.callTool(
     { name: "deploy_application", arguments: { application_id: appId, timeout_seconds: 300 } },
@@ -474,14 +486,14 @@ test.serial("mcp - a key deploys over stdio, each step of its deployment reporte
   const op = r.structuredContent as Record<string, unknown>;
   t.like(op, { operation_type: "deploy", status: "completed" });
   const messages = progress.map((p) => String(p.message));
-  // A key cannot read the dashboard API, yet it hears each step of the deployment it started.
-  // (The SDK client hands a notification to its handler a microtask late, so the last ones,
-  // arriving together with the answer, may be dropped: "retire" and "deploy: completed".)
+  // A key cannot read the dashboard API, yet it hears each step of the deployment it started,
+  // before the answer; what the SDK handed on is the same, in order, but for the last ones.
   for (const step of ["fetch", "build", "start", "health_check", "switch"])
     t.true(
-      messages.some((m) => m.startsWith(`${step}: `)),
-      `${step} in ${messages.join(" | ")}`,
+      wire.some((m) => m.startsWith(`${step}: `)),
+      `${step} in ${wire.join(" | ")}`,
     );
+  t.deepEqual(messages, wire.slice(0, messages.length));
   t.deepEqual(
     progress.map((p) => p.progress),
     progress.map((_, i) => i + 1),
