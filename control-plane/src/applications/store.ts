@@ -418,8 +418,14 @@ export async function deleteApplication(
   return row;
 }
 
-/** Ids of the applications that exist on a server, a fleet's too (the agent prunes routes of any other). */
+/**
+ * Ids of the applications that exist on a server, a fleet's too (the agent prunes routes of any
+ * other). The two reads go side by side: on a route sync's path, one round trip instead of two.
+ */
 export async function applicationIdsOfServer(db: Knex, serverId: string): Promise<string[]> {
-  const rows = await db("applications").where({ server_id: serverId }).select<{ id: string }[]>("id");
-  return [...rows.map((r) => r.id), ...(await fleetApplicationIdsOn(db, serverId))];
+  const [rows, fleet] = await Promise.all([
+    db("applications").where({ server_id: serverId }).select<{ id: string }[]>("id"),
+    fleetApplicationIdsOn(db, serverId),
+  ]);
+  return [...rows.map((r) => r.id), ...fleet];
 }
