@@ -7,47 +7,29 @@
 // never both claim it; and every started operation has its audit event, the
 // chain verifying. The sync's last commit (entry-commit.ts, two round trips)
 // lands its rows and its events together or neither.
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import test from "ava";
 import type { Knex } from "knex";
-import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain-key";
 import { guessStats, noteChainHead } from "../control-plane/src/audit/group-commit";
 import { verifyTenantChain } from "../control-plane/src/audit/verify";
-import { createTenant } from "../control-plane/src/cli/admin";
-import { migrate, openDb } from "../control-plane/src/db/knex";
+import { openDb } from "../control-plane/src/db/knex";
 import { type ClaimStartSpec, claimAndStart } from "../control-plane/src/external-deploy/claim-start";
 import { readStates } from "../control-plane/src/external-deploy/conflict-guard";
 import { commitWithEvents } from "../control-plane/src/external-deploy/entry-commit";
-import { cleanupAll } from "./harness/cleanup";
-import { type OwnedMariaDbServer, startOwned } from "./harness/mariadb";
+import { ownedAuditDatabase, readHead, setup } from "./harness/group-commit";
 
-let server: OwnedMariaDbServer;
-const keys = resolveAuditKeys({ databaseUrl: "mysql://", auditHmacKey: randomBytes(32).toString("base64") })!;
-test.before(async () => {
-  useAuditKeys(keys);
-  server = await startOwned();
-});
-test.after.always(cleanupAll);
+const { keys, server } = ownedAuditDatabase(test);
 
 async function fresh() {
-  const url = (await server.createDatabase()).url;
+  const url = (await server().createDatabase()).url;
   const db = openDb(url);
-  await migrate(db);
-  const tenant = await createTenant(db, `t-${randomUUID().slice(0, 8)}`);
-  const serverId = randomUUID();
-  await db("servers").insert({
-    id: serverId,
-    tenant_id: tenant.tenant_id,
-    name: "s1",
-    created_at: Date.now(),
-  });
-  return { url, db, tenantId: tenant.tenant_id, serverRef: { id: serverId, name: "s1" } };
+  const { tenantId, serverId } = await setup(db);
+  return { url, db, tenantId, serverRef: { id: serverId, name: "s1" } };
 }
 
 /** The tenant's head as an automation key's admission reads it: the guess a batch commits on. */
 async function guessHead(db: Knex, tenantId: string) {
-  const head = await db("audit_chain_heads").where({ tenant_id: tenantId }).first("head", "seq");
-  noteChainHead(db, tenantId, { head: head.head, seq: Number(head.seq) });
+  noteChainHead(db, tenantId, await readHead(db, tenantId));
 }
 
 function spec(
