@@ -2,17 +2,7 @@
 // against the canonical texts' equality, compareIds against localeCompare.
 import test from "ava";
 import { canonical, compareIds, idKey, sameJson } from "./caddy-json.js";
-
-/** mulberry32: the same values on every run. */
-function rng(seed: number) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom } from "../../devkit/src/random.js";
 
 const PLAIN = [null, undefined, 0, -0, 1, 503, 200, true, false, "", "a", "1", "live\n", "127.0.0.1:80"];
 const KEYS = ["@id", "match", "host", "handle", "dial", "terminal", "a", "b"];
@@ -42,7 +32,7 @@ function reordered(v: unknown): unknown {
 }
 
 test("sameJson answers as the canonical texts compare", (t) => {
-  const r = rng(34);
+  const r = seededRandom(34);
   let same = 0;
   for (let i = 0; i < 20_000; i++) {
     const a = value(r, 0);
@@ -59,7 +49,7 @@ test("sameJson answers as the canonical texts compare", (t) => {
 });
 
 test("compareIds orders as localeCompare does, by code units only for ids of [0-9a-z-]", (t) => {
-  const r = rng(7);
+  const r = seededRandom(7);
   const plain = "0123456789abcdefghijklmnopqrstuvwxyz-";
   // Characters the collator orders otherwise than their code units: every id with one goes to it.
   const other = `${plain}AZ_.é*ß ~`;

@@ -1,22 +1,12 @@
 import test from "ava";
 import { REDACTED, Scrubber, SecretMatcher, scrubText } from "./scrubber.js";
+import { seededRandom } from "../../../devkit/src/random.js";
 
 // Has a space, "/", "+", a quote, a backslash, "<" and non-ASCII: every encoder
 // below spells it differently from the raw value.
 const SECRET = 'p@ss w/rd+"x\\<é';
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
-
-/** A small deterministic PRNG (mulberry32), so a failing split can be replayed. */
-function random(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let x = Math.imul(state ^ (state >>> 15), 1 | state);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Feeds `text` to a fresh scrubber in pieces ending at `cuts`, returns the pieces' output. */
 function streamed(secrets: SecretMatcher, text: string, cuts: number[]): string[] {
@@ -91,7 +81,7 @@ test("scrubber - a secret split across chunks at every position is removed", (t)
 test("scrubber - streamed output equals scrubbing the whole text, for random texts and splits", (t) => {
   const alphabet = ["ab", "cd", "abcd", "cdab", "x", "\n", "é", "😀", "abab"];
   const secrets = new SecretMatcher(["abcd", "cdab", "dabc", "bcdabcd", "😀é😀"]);
-  const next = random(42);
+  const next = seededRandom(42);
   for (let round = 0; round < 300; round++) {
     const parts = Array.from({ length: 5 + Math.floor(next() * 40) }, () => alphabet[Math.floor(next() * 9)]);
     const text = parts.join("");
@@ -105,7 +95,7 @@ test("scrubber - streamed output equals scrubbing the whole text, for random tex
 });
 
 test("scrubber - output without secrets is untouched byte for byte", (t) => {
-  const next = random(7);
+  const next = seededRandom(7);
   const bytes = Buffer.from(Array.from({ length: 64 * 1024 }, () => Math.floor(next() * 256)));
   const text = `${bytes.toString("latin1")}\r\n${bytes.toString("base64")}\n${bytes.toString("utf8")}`;
   const secrets = new SecretMatcher(["not-in-the-text", "also absent!", SECRET]);

@@ -3,6 +3,7 @@
 // the walk it skips: every stored hash depends on it.
 import test from "ava";
 import { canonicalJson } from "./audit-log.js";
+import { seededRandom } from "../../../devkit/src/random.js";
 
 /** The walk as it was before the shortcut (2070eca), the reference. */
 function reference(value: unknown): string {
@@ -18,17 +19,6 @@ function reference(value: unknown): string {
     return `${out}}`;
   }
   return JSON.stringify(value ?? null);
-}
-
-/** mulberry32: the same values on every run. */
-function rng(seed: number) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const KEYS = ["a", "b", "B", "_x", "é", "10", "9", "0", "z", "aa", "ab", "__proto_", "toJSONx", 'k"q', ""];
@@ -64,7 +54,7 @@ function value(r: () => number, depth: number): unknown {
 }
 
 test("canonicalJson writes the reference text for random values, keys in order or not", (t) => {
-  const r = rng(34);
+  const r = seededRandom(34);
   let flat = 0;
   for (let i = 0; i < 20_000; i++) {
     const v = value(r, 0);
