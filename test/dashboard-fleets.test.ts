@@ -1,16 +1,3 @@
-// Fleets in the dashboard (issue 33) in a real browser against an installation that
-// deploys for real: two fleet servers (harness/fleet-stack.ts: each its own agent,
-// podman store and Caddy) beside the cluster's own server. A server's labels are
-// edited on its page (a bad key refused in words, nothing sent) and persist; the
-// application's settings place it by a label selector whose matching servers show
-// as it is typed, with a rollout strategy; Deploy opens the rollout's page, whose
-// grid of servers × steps goes to succeeded on its own and links each server's
-// deployment; the application lists the rollout; Roll back on it is a rollout too,
-// every server back to its release before; a halted rollout says why, names the
-// failed server and step, and shows the switched one rolled back. axe at laptop and phone widths,
-// and nothing scrolls sideways at phone width.
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
 import type { Page } from "playwright-core";
 import {
@@ -21,9 +8,9 @@ import {
   describeViolations,
   launchBrowser,
 } from "./harness/browser";
-import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { cleanupAll } from "./harness/cleanup";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
-import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
+import { type FleetServer, addFleetServer, breakBaseImage } from "./harness/fleet-stack";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { createOwner } from "./harness/people";
 import { proxyGet } from "./harness/proxy-client";
@@ -252,14 +239,7 @@ test.serial(
   "dashboard fleets - a halted rollout says why and names the failed server and its step",
   async (t) => {
     // Server two's base image is broken (its httpd never answers): the new version fails its health check there only.
-    const ctx = makeTempDir("bad-base");
-    mkdirSync(ctx, { recursive: true });
-    writeFileSync(
-      join(ctx, "Containerfile"),
-      'FROM localhost/relayctl-test-busybox:1\nRUN rm /bin/httpd && printf "#!/bin/sh\\nexec sleep 2147483647\\n" > /bin/httpd && chmod +x /bin/httpd\n',
-    );
-    await two.podman(["build", "-q", "-t", "localhost/relayctl-test-busybox:1", ctx]);
-    t.teardown(() => two.podman(["rmi", "-f", "localhost/relayctl-test-busybox:1"]).then(() => {}));
+    await breakBaseImage(t, two);
     await repo.commitVersion("3");
 
     await open(`/app/applications/${app.id}`, app.name);

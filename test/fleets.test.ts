@@ -1,30 +1,14 @@
-// Fleets (issue 33): one application on three real servers, each with its own
-// agent, podman store and Caddy (harness/fleet-stack.ts), placed by a label
-// selector and deployed as a rollout through the Automation API. Kept to a few
-// deploys: each costs seconds of CPU.
-//   - a key scoped to two of the three servers gets 403 for the whole rollout;
-//   - all three succeed: each server's own Caddy serves the new version;
-//   - one server's health check fails with max_failures=0: the rollout halts,
-//     the one already switched goes back to its previous release with no failed
-//     request there, the one after is left untouched;
-//   - a label change moves the placement at the next deploy (the server that
-//     left gives the application up), and an offline server there with
-//     max_failures=1 ends the rollout succeeded with one failed (a second
-//     rollout meanwhile is a 409);
-//   - deleting the application cleans up every server, an offline one later.
-import { join } from "node:path";
 import test from "ava";
 import { describe } from "./harness/assertions";
-import { cleanupAll, makeTempDir } from "./harness/cleanup";
+import { cleanupAll } from "./harness/cleanup";
 import { type App, type AppFields, type DeployStack, startDeployStack } from "./harness/deploy-stack";
-import { type FleetServer, addFleetServer } from "./harness/fleet-stack";
+import { type FleetServer, addFleetServer, breakBaseImage } from "./harness/fleet-stack";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { type ApiResponse, api } from "./harness/http";
 import { proxyGet } from "./harness/proxy-client";
 import { startTraffic } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
 import { CliUser } from "./harness/cli";
-import { writeFileSync, mkdirSync } from "node:fs";
 
 let s: DeployStack;
 let repo: AppRepo;
@@ -162,14 +146,7 @@ test.serial(
   async (t) => {
     await repo.commitVersion("2");
     // Server b's base image is broken (its httpd never answers): the same commit fails its health check there only.
-    const ctx = makeTempDir("bad-base");
-    mkdirSync(ctx, { recursive: true });
-    writeFileSync(
-      join(ctx, "Containerfile"),
-      'FROM localhost/relayctl-test-busybox:1\nRUN rm /bin/httpd && printf "#!/bin/sh\\nexec sleep 2147483647\\n" > /bin/httpd && chmod +x /bin/httpd\n',
-    );
-    await b.podman(["build", "-q", "-t", "localhost/relayctl-test-busybox:1", ctx]);
-    t.teardown(() => b.podman(["rmi", "-f", "localhost/relayctl-test-busybox:1"]).then(() => {}));
+    await breakBaseImage(t, b);
 
     const traffic = startTraffic(a.proxyPort, app.fqdn);
     const { op, rollout: r } = await rollOut({ strategy: { max_parallel: 1, max_failures: 0 } });
