@@ -28,6 +28,7 @@ const HEAVY = [
   "dashboard-deployment-live",
   "cli-previews",
   "dashboard-previews",
+  "mcp-deploy",
   "mcp",
   "deploy-back-to-back",
   "master-key-rotation",
