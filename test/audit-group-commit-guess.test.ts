@@ -152,7 +152,7 @@ test.serial(
       const one = await statementsDuring(db, async () => {
         won = await finishOperation(db, x.id, done, serverId, tenantId, undefined, knownExec(x.startedAt));
       });
-      t.deepEqual(won, { operationType: "exec", startedAt: x.startedAt });
+      t.deepEqual(won, { operationType: "exec", startedAt: x.startedAt, settled: false });
       t.is(one.length, 1, `one round trip: ${one.join(" | ")}`);
       t.is(guessStats(db).guessed, before.guessed + 1);
       // x again (no longer running), on a fresh guess: the update moves no row, nothing commits.
@@ -168,6 +168,7 @@ test.serial(
       t.deepEqual(await finishOperation(other, y.id, done, serverId, tenantId, undefined, lied), {
         operationType: "exec",
         startedAt: y.startedAt,
+        settled: false,
       });
       t.is(guessStats(other).stale, 1, "the told facts stopped the guessed commit");
       t.is(guessStats(other).guessed, 0);
@@ -247,7 +248,7 @@ test.serial(
       const finish = (other: Knex, id: string, known: KnownOperation) =>
         finishOperation(other, id, done, serverId, tenantId, undefined, known);
       const first = await fresh((o) => finish(o, x.id, knownExec(x.startedAt)));
-      t.deepEqual(first.value, { operationType: "exec", startedAt: x.startedAt });
+      t.deepEqual(first.value, { operationType: "exec", startedAt: x.startedAt, settled: false });
       t.is(first.sent.length, 2, `two round trips: ${first.sent.join(" | ")}`);
       t.false(
         first.sent.some((s) => /^SELECT .* FROM `operations`/m.test(s)),
@@ -265,6 +266,7 @@ test.serial(
       t.deepEqual((await fresh((o) => finish(o, y.id, lied))).value, {
         operationType: "exec",
         startedAt: y.startedAt,
+        settled: false,
       });
       const runs = await db("audit_events")
         .where({ operation_id: y.id, event_type: "operation.completed" })

@@ -28,6 +28,8 @@ interface Pair {
   close(): Promise<void>;
 }
 
+/** A done event without a result, a settlement or a chain head. */
+const unsettled = { result: undefined, settled: false, chainSeq: 0, chainHead: "" };
 const log = pino({ level: "silent" });
 
 test.after.always(cleanupAll);
@@ -131,8 +133,8 @@ for (const [name, open] of Object.entries(adapters)) {
     bus.gateway.publishProgress(other);
     bus.gateway.publishProgress(id);
     bus.gateway.publishProgress(id);
-    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, result: undefined });
-    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, result: undefined });
+    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, ...unsettled });
+    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, ...unsettled });
     await pollUntil(async () => (heard.length === 3 ? true : undefined), {
       what: "3 wake-ups",
       timeoutMs: 5000,
@@ -274,8 +276,12 @@ for (const [name, open] of Object.entries(adapters)) {
           },
         },
       },
+      // The settlement's flag and the chain head the completion left ride along, seq above 2^32.
+      settled: true,
+      chainSeq: 5_000_000_001,
+      chainHead: "ab".repeat(32),
     };
-    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, result: undefined });
+    bus.gateway.publishDone({ operationId: other, status: JobStatus.JOB_STATUS_FAILED, ...unsettled });
     bus.gateway.publishDone(event);
     t.deepEqual(await waiter.done, event);
     waiter.cancel();
@@ -318,7 +324,7 @@ for (const [name, open] of Object.entries(adapters)) {
     t.deepEqual(received.at(-1), job);
     // Published after the handler answered, on the same connection as any reply: were the
     // job answered, the answer would arrive first.
-    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, result: undefined });
+    bus.gateway.publishDone({ operationId: id, status: JobStatus.JOB_STATUS_COMPLETED, ...unsettled });
     t.is((await waiter.done).operationId, id);
     t.false(refused);
     waiter.cancel();

@@ -101,10 +101,19 @@ test("sqlite - sessions, a multi-application sync, conflict and noop through Cad
   );
 
   const audit = await request(target, "/api/audit?limit=1000", { headers: { "x-api-key": apiKey } });
-  const entries = (audit.json.events as { event_type: string }[]).filter(
-    (e) => e.event_type === "external_deploy.sync_entry",
+  // One event per sync (each touched one server), every entry in it with its outcome.
+  const syncs = (audit.json.events as { event_type: string; seq: number; payload: Record<string, unknown> }[])
+    .filter((e) => e.event_type === "external_deploy.sync")
+    .sort((a, b) => a.seq - b.seq);
+  t.deepEqual(
+    syncs.map((e) => (e.payload.entries as { outcome: string }[]).map((x) => x.outcome)),
+    [["synced", "synced"], ["noop", "noop"], ["error"], ["conflict", "conflict"]],
   );
-  t.is(entries.length, 7);
+  t.true(syncs.every((e) => e.payload.server_id === enrolled.server_id));
+  t.deepEqual(
+    syncs.map((e) => typeof e.payload.operation_id),
+    ["string", "string", "object", "object"],
+  );
   const verified = await server.admin(["audit", "verify", "--tenant", tenant]);
   t.true(verified.ok, JSON.stringify(verified));
 });

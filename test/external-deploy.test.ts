@@ -270,6 +270,23 @@ test.serial(
       [worker.id],
     );
     t.not(rows[0]?.last_session_id, sess.id);
+    // No completion settled these (not connected; not in the session): the api stored them, one event
+    // for the server that was asked and one for the entry that reached no server.
+    const audit = await s.manage("/audit?limit=1000");
+    const syncs = (
+      audit.json.events as {
+        event_type: string;
+        server_id: string | null;
+        payload: Record<string, unknown>;
+      }[]
+    ).filter((e) => e.event_type === "external_deploy.sync" && e.payload.session_id === sess.id);
+    const entriesOf = (serverId: string | null) =>
+      (
+        syncs.find((e) => e.server_id === serverId)?.payload.entries as Record<string, unknown>[] | undefined
+      )?.map((x) => [x.container_name, x.outcome]);
+    t.is(syncs.length, 2);
+    t.deepEqual(entriesOf(offline.serverId), [["worker-1", "error"]]);
+    t.deepEqual(entriesOf(null), [[web1.name, "error"]]);
   },
 );
 
@@ -482,19 +499,39 @@ test.serial(
   "audit - sessions, each sync entry and deletions are in the trail with their CI context",
   async (t) => {
     const res = await s.manage("/audit?limit=1000");
-    const events = res.json.events as { event_type: string; payload: Record<string, unknown> }[];
+    const events = res.json.events as {
+      seq: number;
+      event_type: string;
+      operation_id: string | null;
+      payload: Record<string, unknown>;
+    }[];
     const created = events.find(
       (e) => e.event_type === "external_deploy.session_created" && e.payload.session_id === s1.id,
     );
     t.is(created?.payload.workflow_run_id, "run-4711");
     t.is(created?.payload.commit_sha, "0123456789abcdef0123456789abcdef01234567");
-    const entries = events.filter(
-      (e) => e.event_type === "external_deploy.sync_entry" && e.payload.session_id === s1.id,
+    // One event per server a sync touched, each entry of that server with its outcome.
+    const syncs = events.filter(
+      (e) => e.event_type === "external_deploy.sync" && e.payload.session_id === s1.id,
     );
-    const outcomes = entries.map((e) => e.payload.outcome);
+    const entries = syncs.flatMap((e) => e.payload.entries as Record<string, unknown>[]);
+    const outcomes = entries.map((e) => e.outcome);
     for (const o of ["synced", "noop", "drift_recovered", "conflict"])
       t.true(outcomes.includes(o), `${o} in ${outcomes}`);
-    t.true(entries.every((e) => e.payload.commit_sha === "0123456789abcdef0123456789abcdef01234567"));
+    t.true(syncs.every((e) => e.payload.commit_sha === "0123456789abcdef0123456789abcdef01234567"));
+    t.true(syncs.every((e) => e.payload.workflow_run_id === "run-4711"));
+    t.true(entries.every((e) => typeof e.container_name === "string" && typeof e.image_tag === "string"));
+    const carried = syncs.filter((e) => e.payload.operation_id);
+    t.true(carried.length > 0 && carried.every((e) => e.payload.server_id === s.c.serverId));
+    // Settled with the operation's completion, in its commit: chained right behind its event.
+    const all = events as { seq: number; event_type: string; operation_id: string | null }[];
+    for (const e of carried as unknown as { seq: number; operation_id: string }[]) {
+      const completed = all.find(
+        (c) => c.event_type === "operation.completed" && c.operation_id === e.operation_id,
+      );
+      t.is(completed?.seq, e.seq - 1);
+    }
+    t.false(events.some((e) => e.event_type === "external_deploy.sync_entry"));
     t.true(events.some((e) => e.event_type === "external_deploy.session_deleted"));
     t.true(events.some((e) => e.event_type === "application.deleted"));
     t.true(events.some((e) => e.event_type === "operation.route_sync"));

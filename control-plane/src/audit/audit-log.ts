@@ -35,8 +35,8 @@ export function canonicalJson(value: unknown): string {
     const o = value as Record<string, unknown>;
     const keys = Object.keys(o);
     // Keys already in order and nothing nested but lists of plain values: JSON.stringify
-    // writes the same text (its key order is Object.keys's), ~3x faster (a sync's 100
-    // entry events are made so: external-deploy/sync.ts).
+    // writes the same text (its key order is Object.keys's), ~3x faster (the entries of
+    // a sync's audit event are made so: external-deploy/sync.ts).
     if (flatInOrder(o, keys)) return JSON.stringify(o);
     let out = "{";
     for (const k of keys.sort()) {

@@ -52,8 +52,14 @@ export type AuditedWrite<T> = (trx: Knex.Transaction) => Promise<{ event: AuditE
 /** What a bulk write gives back per item: as an AuditedWrite's answer. */
 export interface WriteOutcome<T> {
   event: AuditEventInput | null;
+  /** Events of the same write after `event`, chained right behind it (a completion's settlement). */
+  more?: AuditEventInput[];
   value: T;
 }
+
+/** The events of `done`, in order. */
+const eventsOf = (done: WriteOutcome<unknown>[]): AuditEventInput[] =>
+  done.flatMap((d) => (d.event ? [d.event, ...(d.more ?? [])] : (d.more ?? [])));
 
 /**
  * Writes of one kind that are made many at once (one multi-row insert, one
@@ -77,9 +83,13 @@ export interface BulkKind<I, T> {
    * read would return (the completion of a job whose facts its gateway was
    * told). Used only on a guessed head, in one round trip: each write must
    * change exactly `rows` rows, or the statement stops before the events and
-   * COMMIT and the batch goes the locking way (read, then plan).
+   * COMMIT and the batch goes the locking way (read, then plan); a write
+   * without `rows` is not checked.
    */
-  planKnown?(db: Knex, items: I[]): { outcomes: WriteOutcome<T>[]; writes: { write: Write; rows: number }[] };
+  planKnown?(
+    db: Knex,
+    items: I[],
+  ): { outcomes: WriteOutcome<T>[]; writes: { write: Write; rows?: number }[] };
 }
 
 interface Pending {
@@ -257,7 +267,7 @@ class GroupCommitter {
         later.push(...out.writes);
         i = j;
       }
-      const events = done.flatMap((d) => (d.event ? [d.event] : []));
+      const events = eventsOf(done);
       if (events.some((e) => e.tenantId !== tenantId))
         throw new Error("audit: the event belongs to another tenant's chain");
       await writeChainedEvents(trx, chain, events, later);
@@ -309,11 +319,13 @@ class GroupCommitter {
         if (!planKnown) writes.push(...(out.writes as Write[]));
         // Each known write must move exactly its rows, or the refused insert stops it here.
         for (const w of planKnown?.writes ?? []) {
-          writes.push(w.write, rowsOrStop(tenantId, w.rows));
+          writes.push(w.write);
+          if (w.rows === undefined) continue;
+          writes.push(rowsOrStop(tenantId, w.rows));
           guarded = true;
         }
       });
-      const events = done.flatMap((d) => (d.event ? [d.event] : []));
+      const events = eventsOf(done);
       if (events.some((e) => e.tenantId !== tenantId))
         throw new Error("audit: the event belongs to another tenant's chain");
       const chained = chainRows({ head: chainRow.head, seq: Number(chainRow.seq) }, events);
@@ -361,9 +373,10 @@ class GroupCommitter {
       if (outcomes.length !== r.items.length) throw new Error("audit: a bulk write answered the wrong count");
       done.push(...outcomes);
       for (const w of plain?.writes ?? []) writes.push(compiled(w));
-      for (const w of known?.writes ?? []) writes.push(compiled(w.write), rowsOrStop(tenantId, w.rows));
+      for (const w of known?.writes ?? [])
+        writes.push(compiled(w.write), ...(w.rows === undefined ? [] : [rowsOrStop(tenantId, w.rows)]));
     }
-    const events = done.flatMap((d) => (d.event ? [d.event] : []));
+    const events = eventsOf(done);
     if (events.length === 0) return undefined;
     if (events.some((e) => e.tenantId !== tenantId))
       throw new Error("audit: the event belongs to another tenant's chain");

@@ -4,7 +4,9 @@
 // needs. With them the gateway commits the completion in one round trip on a
 // guessed head (audit/group-commit.ts) instead of locking and reading first.
 // Nothing here is trusted: a stale head or wrong facts stop that commit before
-// anything of it lands, and the completion goes the locking way.
+// anything of it lands, and the completion goes the locking way. A caller may
+// also ask for a settlement (an external-deploy sync's entries): stored with the
+// completion, or, when the gateway cannot, by the caller itself.
 import { type MsgHdrs, headers as natsHeaders } from "nats";
 
 export interface JobHint {
@@ -14,6 +16,11 @@ export interface JobHint {
   operationType: string;
   startedAt: number;
   runId: string | null;
+  /**
+   * What the caller asks the completion to store with the final state, in the same
+   * commit (OperationService.onSettle, by operation type; read there, not here).
+   */
+  settle?: unknown;
 }
 
 const HEADER = "Rc-Job-Hint";

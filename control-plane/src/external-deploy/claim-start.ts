@@ -181,6 +181,6 @@ export async function claimAndStart(db: Knex, spec: ClaimStartSpec): Promise<Cla
   const hint = head && { ...head, operationType: "route_sync", startedAt, runId: spec.runId };
   return {
     verdicts: value.verdicts,
-    op: { id: item.id, server: spec.server, startedAt, hint },
+    op: { id: item.id, server: spec.server, startedAt, tenantId: spec.tenantId, hint },
   };
 }

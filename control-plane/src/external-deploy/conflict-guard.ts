@@ -160,7 +160,11 @@ function conflictReason(name: string, otherSession: string, at: number, now: num
  * The updates that give claims back whose sync did not happen (agent not
  * connected, proxy refused), for the caller to send in its transaction.
  */
-export function releaseWrites(db: Knex, sessionId: string, claims: Claim[]): Knex.QueryBuilder[] {
+export function releaseWrites(
+  db: Knex | Knex.Transaction,
+  sessionId: string,
+  claims: Claim[],
+): Knex.QueryBuilder[] {
   return claims.map((c) =>
     db("application_route_state")
       .where({ application_id: c.applicationId, last_session_id: sessionId, last_synced_at: c.claimedAt })

@@ -8,6 +8,7 @@ import type { ApiContext } from "../http/context.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { BusUnavailableError } from "../bus/job-bus.js";
 import type { StartedOperation } from "../operations/service.js";
+import type { FinalResult, FinalStatus } from "../operations/store.js";
 
 /** What the agent reported for one route (its RouteSyncReport, in the control plane's names). */
 export interface AgentRouteOutcome {
@@ -34,11 +35,15 @@ export interface RouteEntry {
   fqdns: string[];
 }
 
-export type RouteJobOutcome =
+export type RouteJobOutcome = (
   | { state: "not_connected"; operationId: string; reason: string }
   | { state: "running"; operationId: string; reason: string }
   | { state: "failed"; operationId: string; reason: string }
-  | { state: "reported"; operationId: string; report: AgentReport };
+  | { state: "reported"; operationId: string; report: AgentReport }
+) & {
+  /** The operation's completion stored the settlement asked with the job (settle.ts). */
+  settled?: boolean;
+};
 
 export interface RouteJobSpec {
   tenantId: string;
@@ -88,6 +93,8 @@ export async function awaitRouteJob(
   op: StartedOperation,
   spec: Pick<RouteJobSpec, "routes" | "remove" | "server"> & { known: string[] },
   waitMs: number,
+  /** What the completion is to store with the final state (settle.ts), told to the gateway with the job. */
+  settle?: unknown,
 ): Promise<RouteJobOutcome> {
   const routeSync: RouteSyncJob = {
     routes: spec.routes.map((r) => ({
@@ -103,7 +110,10 @@ export async function awaitRouteJob(
     drainApplicationIds: [],
     undrainApplicationIds: [],
   };
-  const outcome = await ctx.ops.run(op, { $case: "routeSync", routeSync }, waitMs);
+  // The plan rides on the hint (the chain head as the start left it): without one, the
+  // gateway's completion could not commit on a guessed head anyway, and the caller settles.
+  const told = settle !== undefined && op.hint ? { ...op, hint: { ...op.hint, settle } } : op;
+  const outcome = await ctx.ops.run(told, { $case: "routeSync", routeSync }, waitMs);
   const operationId = op.id;
   const server = spec.server.name;
   if (outcome.state === "not_run") {
@@ -115,18 +125,28 @@ export async function awaitRouteJob(
     const reason = `the agent of server '${server}' did not report within ${Math.round(waitMs / 1000)} s (operation ${operationId} is still running)`;
     return { state: "running", operationId, reason };
   }
-  if (outcome.status !== "completed") {
-    const why = outcome.result.stderr.trim() || outcome.status;
-    return {
-      state: "failed",
-      operationId,
-      reason: `route sync on server '${server}' ${outcome.status}: ${why}`,
-    };
+  return {
+    ...finishedOutcome(operationId, server, outcome.status, outcome.result.stderr, outcome.detail),
+    settled: outcome.settled,
+  };
+}
+
+/** A finished route_sync operation's outcome: what the api answers and the gateway settles (settle.ts) alike. */
+export function finishedOutcome(
+  operationId: string,
+  server: string,
+  status: FinalStatus,
+  stderr: string,
+  detail: FinalResult["detail"],
+): RouteJobOutcome {
+  if (status !== "completed") {
+    const why = stderr.trim() || status;
+    return { state: "failed", operationId, reason: `route sync on server '${server}' ${status}: ${why}` };
   }
-  if (outcome.detail?.$case !== "routeSync") {
+  if (detail?.$case !== "routeSync") {
     return { state: "failed", operationId, reason: `the agent of server '${server}' sent no route report` };
   }
-  return { state: "reported", operationId, report: fromReport(outcome.detail.routeSync) };
+  return { state: "reported", operationId, report: fromReport(detail.routeSync) };
 }
 
 const STATUS: Record<RouteOutcomeStatus, AgentRouteOutcome["status"] | undefined> = {

@@ -2,7 +2,10 @@
 // the session's applications, pass the conflict guard (its claims commit with the
 // route_sync operation that carries them: claim-start.ts), send the entries of each
 // server to its agent as ONE route-sync job (servers in parallel), and turn the
-// agents' reports into `results` and `errors`. Every entry is audited.
+// agents' reports into `results` and `errors`. Every entry is audited, with its
+// outcome, in one event per server the sync touched: a server's job settles its
+// entries with the operation's completion (settle.ts), and what no completion
+// settled is stored here, in the sync's last commit.
 import type { Knex } from "knex";
 import type { AuditEventInput, Write } from "../audit/audit-log.js";
 import type { ApiContext } from "../http/context.js";
@@ -10,14 +13,21 @@ import { routeFqdnsOf } from "../applications/hosts.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { claimAndStart } from "./claim-start.js";
 import { commitWithEvents } from "./entry-commit.js";
-import { type Claim, type StateRow, readStates, releaseWrites } from "./conflict-guard.js";
+import { type StateRow, readStates } from "./conflict-guard.js";
+import { DEADLINE_SECONDS, type RouteEntry, awaitRouteJob, routeJobAudit } from "./route-job.js";
 import {
-  DEADLINE_SECONDS,
-  type RouteEntry,
-  type RouteJobOutcome,
-  awaitRouteJob,
-  routeJobAudit,
-} from "./route-job.js";
+  type AuditLine,
+  type PlanEntry,
+  type SessionFacts,
+  type SyncError,
+  type SyncPlan,
+  type SyncResult,
+  auditLine,
+  settleServer,
+  syncEvent,
+} from "./settle.js";
+
+export type { SyncError, SyncResult } from "./settle.js";
 import { serverInScope } from "./session-key.js";
 import type { SessionRow } from "./sessions.js";
 
@@ -26,21 +36,6 @@ export interface DeploymentEntry {
   container_port: number;
   image_tag: string;
   force?: boolean;
-}
-
-export interface SyncResult {
-  application_id: string;
-  container_name: string;
-  status: "synced" | "noop" | "conflict" | "drift_recovered";
-  signature_hash: string;
-  synced_fqdns: string[];
-  reason?: string;
-}
-
-export interface SyncError {
-  container_name: string;
-  reason: string;
-  application_id?: string;
 }
 
 /** An application of a session as the sync reads it. */
@@ -157,9 +152,22 @@ export async function syncDeployments(
   applications?: Promise<SessionApp[]>,
 ) {
   const apps = await (applications ?? sessionApplications(ctx.db, session));
+  const order = new Map<string, number>();
+  entries.forEach((e, i) => order.set(e.container_name, order.get(e.container_name) ?? i));
+  const rank = (name: string) => order.get(name) ?? 0;
+  const asked = new Map(entries.map((e) => [e.container_name, e]));
   const matched = matchEntries(session, apps, entries);
   const errors = matched.errors;
   const work = refuseEntries(matched.work, servers, errors);
+  // The entries decided before any job, as audit lines by server (null: they reached none).
+  const serverOf = new Map(matched.work.map((w) => [w.app.id, w.app.server_id]));
+  const decided = new Map<string | null, AuditLine[]>();
+  for (const e of errors) {
+    const serverId = (e.application_id && serverOf.get(e.application_id)) || null;
+    const lines = decided.get(serverId) ?? [];
+    lines.push(auditLine(asked.get(e.container_name), e, rank(e.container_name)));
+    decided.set(serverId, lines);
+  }
   const results: SyncResult[] = [];
   const byServer = new Map<string, Work[]>();
   for (const w of work) {
@@ -183,32 +191,43 @@ export async function syncDeployments(
       ),
     ),
   ]);
-  const operations: Record<string, string> = {};
-  const states: RouteState[] = [];
-  const release: Claim[] = [];
+  const facts: SessionFacts = {
+    session_id: session.id,
+    key_id: session.key_id,
+    workflow_run_id: session.workflow_run_id,
+    commit_sha: session.commit_sha,
+    ip,
+  };
+  // What no operation's completion settled: stored here, in the sync's last commit.
+  const events: AuditEventInput[] = [];
+  const writes: ((q: Knex | Knex.Transaction) => Write[])[] = [];
   await Promise.all(
     groups.map(async (items, i) => {
-      const outcome = await syncServer(ctx, session, items, ip, knownLists[i]!, hostLists[i]!, seen);
-      results.push(...outcome.conflicts);
-      if (!outcome.job) return;
-      operations[items[0]!.app.server_id] = outcome.job.operationId;
-      const collected = collect(outcome.claimed, outcome.job, results, errors);
-      states.push(...collected.states);
-      release.push(...collected.release);
+      const serverId = items[0]!.app.server_id;
+      const lines = decided.get(serverId) ?? [];
+      decided.delete(serverId);
+      const outcome = await syncServer(ctx, items, knownLists[i]!, hostLists[i]!, seen, {
+        session,
+        facts,
+        lines,
+        rank,
+      });
+      results.push(...outcome.results);
+      errors.push(...outcome.errors);
+      if (outcome.settled) return;
+      events.push(outcome.event);
+      if (outcome.writes) writes.push(outcome.writes);
     }),
   );
-  const order = new Map(entries.map((e, i) => [e.container_name, i]));
-  const rank = (name: string) => order.get(name) ?? 0;
+  // Servers whose every entry was refused, and the entries that reached no server.
+  for (const [serverId, lines] of decided)
+    events.push(syncEvent(session.tenant_id, facts, serverId, null, lines));
   results.sort((a, b) => rank(a.container_name) - rank(b.container_name));
   errors.sort((a, b) => rank(a.container_name) - rank(b.container_name));
-  // What the agents did, the claims they did not use and the audit of every
-  // entry are stored together: one commit, and never one without the others.
-  await commitWithEvents(
-    ctx.db,
-    session.tenant_id,
-    (q) => [...storeRouteStates(q, states), ...releaseWrites(q, session.id, release)],
-    auditEntries(session, matched.work, results, errors, operations, ip),
-  );
+  // What the agents did, the claims they did not use and the audit of every entry are
+  // stored together (here or with the completion): one commit, never one without the others.
+  if (events.length > 0)
+    await commitWithEvents(ctx.db, session.tenant_id, (q) => writes.flatMap((w) => w(q)), events);
   return { session_id: session.id, results, errors };
 }
 
@@ -223,21 +242,37 @@ function conflictResult(w: Work, reason: string): SyncResult {
   };
 }
 
+interface ServerSync {
+  results: SyncResult[];
+  errors: SyncError[];
+  /** The server's audit event, and the writes of its outcome: stored by the api unless `settled`. */
+  event: AuditEventInput;
+  writes?: (q: Knex | Knex.Transaction) => Write[];
+  /** The operation's completion stored them already. */
+  settled: boolean;
+}
+
 /**
  * One server's entries: the claims and the route_sync operation carrying them in
- * one commit (claim-start.ts), then the job; `job` is undefined when every
- * entry conflicted (nothing was started).
+ * one commit (claim-start.ts), then the job, whose completion settles the entries
+ * when it can (settle.ts); nothing is started when every entry conflicted.
  */
 async function syncServer(
   ctx: ApiContext,
-  session: SessionRow,
   items: Work[],
-  ip: string,
   known: string[],
   /** Each item's route hostnames: its fqdns and its default hostname (RELAYCTL_APPS_URL), as on a deploy. */
   hosts: string[][],
   seen: Map<string, StateRow>,
-): Promise<{ conflicts: SyncResult[]; claimed: { w: Work; claim: Claim }[]; job?: RouteJobOutcome }> {
+  sync: {
+    session: SessionRow;
+    facts: SessionFacts;
+    /** The server's entries refused before the job, as audit lines. */
+    lines: AuditLine[];
+    rank: (name: string) => number;
+  },
+): Promise<ServerSync> {
+  const { session, facts, rank } = sync;
   const first = items[0]!.app;
   const server = { id: first.server_id, name: first.server_name };
   // Keys in code-unit order: the operation's audit event carries them, and its canonical JSON
@@ -268,137 +303,61 @@ async function syncServer(
       force: w.entry.force === true,
     })),
     audit: (claimed) =>
-      routeJobAudit({ audit, routes: routes.filter((r) => claimed.has(r.application_id)), remove: [], ip }),
+      routeJobAudit({
+        audit,
+        routes: routes.filter((r) => claimed.has(r.application_id)),
+        remove: [],
+        ip: facts.ip,
+      }),
     seen,
   });
   const conflicts: SyncResult[] = [];
-  const claimed: { w: Work; claim: Claim }[] = [];
+  const lines = [...sync.lines];
+  const claimed: PlanEntry[] = [];
   for (const w of items) {
     const v = verdicts.get(w.app.id)!;
-    if ("conflict" in v) conflicts.push(conflictResult(w, v.conflict));
-    else claimed.push({ w, claim: v.claimed });
+    const name = w.entry.container_name;
+    if ("conflict" in v) {
+      const c = conflictResult(w, v.conflict);
+      conflicts.push(c);
+      lines.push(auditLine(w.entry, c, rank(name)));
+      continue;
+    }
+    claimed.push({
+      rank: rank(name),
+      application_id: w.app.id,
+      container_name: name,
+      container_port: w.entry.container_port,
+      image_tag: w.entry.image_tag,
+      force: w.entry.force === true,
+      claim: v.claimed,
+    });
   }
-  if (!op) return { conflicts, claimed };
-  const ids = new Set(claimed.map((c) => c.w.app.id));
+  if (!op) {
+    const event = syncEvent(session.tenant_id, facts, server.id, null, lines);
+    return { results: conflicts, errors: [], event, settled: false };
+  }
+  const plan: SyncPlan = {
+    ...facts,
+    server_id: server.id,
+    server_name: server.name,
+    entries: claimed,
+    decided: lines,
+  };
+  const ids = new Set(claimed.map((c) => c.application_id));
   const job = await awaitRouteJob(
     ctx,
     op,
     { routes: routes.filter((r) => ids.has(r.application_id)), remove: [], server, known },
     WAIT_MS,
+    plan,
   );
-  return { conflicts, claimed, job };
-}
-
-interface RouteState {
-  application_id: string;
-  signature_hash: string;
-  container_port: number;
-  image_tag: string;
-  synced_fqdns: string;
-}
-
-/** Adds the server's outcome to results/errors; returns the route state to store and the claims to give back. */
-function collect(
-  items: { w: Work; claim: Claim }[],
-  outcome: RouteJobOutcome,
-  results: SyncResult[],
-  errors: SyncError[],
-): { states: RouteState[]; release: Claim[] } {
-  if (outcome.state !== "reported") {
-    for (const { w } of items)
-      errors.push({
-        container_name: w.entry.container_name,
-        application_id: w.app.id,
-        reason: outcome.reason,
-      });
-    return { states: [], release: items.map((i) => i.claim) };
-  }
-  const reported = new Map(outcome.report.routes.map((r) => [r.application_id, r]));
-  const release: Claim[] = [];
-  const states: RouteState[] = [];
-  for (const { w, claim } of items) {
-    const r = reported.get(w.app.id);
-    if (!r || r.status === "failed") {
-      const reason = r?.error
-        ? `the agent refused the route: ${r.error}`
-        : "the agent did not report this route";
-      errors.push({ container_name: w.entry.container_name, application_id: w.app.id, reason });
-      release.push(claim);
-      continue;
-    }
-    results.push({
-      application_id: w.app.id,
-      container_name: w.entry.container_name,
-      status: r.status,
-      signature_hash: r.signature_hash,
-      synced_fqdns: r.fqdns,
-    });
-    states.push({
-      application_id: w.app.id,
-      signature_hash: r.signature_hash,
-      container_port: w.entry.container_port,
-      image_tag: w.entry.image_tag,
-      synced_fqdns: JSON.stringify(r.fqdns),
-    });
-  }
-  return { states, release };
-}
-
-/** Every row exists (the conflict guard inserted it): one upsert stores them all. */
-function storeRouteStates(q: Knex | Knex.Transaction, states: RouteState[]): Write[] {
-  if (states.length === 0) return [];
-  return [
-    q("application_route_state")
-      .insert(states)
-      .onConflict("application_id")
-      .merge(["signature_hash", "container_port", "image_tag", "synced_fqdns"]),
-  ];
-}
-
-/** One audit event per entry: its outcome, the CI context, the operation that carried it. */
-function auditEntries(
-  session: SessionRow,
-  work: Work[],
-  results: SyncResult[],
-  errors: SyncError[],
-  operations: Record<string, string>,
-  ip: string,
-) {
-  const serverOf = new Map(work.map((w) => [w.app.id, w.app.server_id]));
-  const entryOf = new Map(work.map((w) => [w.entry.container_name, w.entry]));
-  const events: (Partial<SyncResult> & Partial<SyncError> & { container_name: string; outcome: string })[] = [
-    ...results.map((r) => ({ ...r, outcome: r.status })),
-    ...errors.map((e) => ({ ...e, outcome: "error" })),
-  ];
-  return events.map((e): AuditEventInput => {
-    const serverId = e.application_id ? serverOf.get(e.application_id) : undefined;
-    const entry = entryOf.get(e.container_name);
-    return {
-      tenantId: session.tenant_id,
-      eventType: "external_deploy.sync_entry",
-      keyId: session.key_id,
-      serverId: serverId ?? null,
-      operationId: serverId ? (operations[serverId] ?? null) : null,
-      runId: session.workflow_run_id,
-      // The keys in code-unit order (a field a result or an error does not have is
-      // undefined, and dropped): its canonical JSON is then one JSON.stringify
-      // (audit-log.ts), ~10 us less per entry.
-      payload: {
-        application_id: e.application_id,
-        commit_sha: session.commit_sha,
-        container_name: e.container_name,
-        container_port: entry?.container_port,
-        force: entry?.force === true,
-        image_tag: entry?.image_tag,
-        ip,
-        outcome: e.outcome,
-        reason: e.reason,
-        session_id: session.id,
-        signature_hash: e.signature_hash,
-        status: e.status,
-        synced_fqdns: e.synced_fqdns,
-        workflow_run_id: session.workflow_run_id,
-      },
-    };
-  });
+  const settled = settleServer(session.tenant_id, plan, job);
+  return {
+    results: [...conflicts, ...settled.results],
+    errors: settled.errors,
+    event: settled.event,
+    writes: settled.writes,
+    settled: job.settled === true,
+  };
 }

@@ -9,6 +9,7 @@ import { ReflectionService } from "@grpc/reflection";
 import { AgentGatewayService } from "@relayctl/proto";
 import { HealthImplementation } from "grpc-health-check";
 import { cleanupDone } from "../applications/cleanup.js";
+import { syncSettler } from "../external-deploy/settle.js";
 import { type GatewayDeps, handleConnect } from "./agent-stream.js";
 import { listenForGrpc } from "./listener.js";
 
@@ -26,6 +27,8 @@ export async function startGateway(
 ): Promise<GatewayServer> {
   // The agents' results are completed here: a cleanup's report ends its pending row.
   deps.ops.onCompletion("cleanup", cleanupDone);
+  // ...and an external-deploy sync's entries settled with its route_sync's completion.
+  deps.ops.onSettle("route_sync", syncSettler);
   // Whether plaintext is allowed on this address is decided by config (config.ts).
   const server = new Server({
     // An agent that goes without a word is found by its missing heartbeats (registry.ts,

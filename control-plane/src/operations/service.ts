@@ -36,6 +36,8 @@ import {
   createOperation,
   finishOperation,
   type KnownOperation,
+  type Settlement,
+  type Settler,
   readResult,
 } from "./store.js";
 import {
@@ -74,6 +76,8 @@ export interface StartedOperation {
   id: string;
   server: ServerRef;
   startedAt: number;
+  /** The operation's tenant: the chain head its done event tells is noted for it. */
+  tenantId?: string;
   /** Told to the gateway with the job: its completion may commit in one round trip. */
   hint?: JobHint;
 }
@@ -86,6 +90,8 @@ export type Outcome =
       status: FinalStatus;
       result: OperationResult;
       detail: FinalResult["detail"];
+      /** The completion stored the job's settlement (JobHint.settle) with the final state. */
+      settled: boolean;
     }
   | { state: "running" }
   | { state: "not_run"; cause: NotRunCause; reason: string; result: OperationResult };
@@ -152,6 +158,7 @@ export class OperationService {
   ) {}
 
   private readonly completionHooks = new Map<string, CompletionHook>();
+  private readonly settlers = new Map<string, Settler>();
 
   /**
    * What an operation kind writes with its final state, in the same transaction
@@ -160,6 +167,17 @@ export class OperationService {
    */
   onCompletion(detailCase: string, hook: CompletionHook): void {
     this.completionHooks.set(detailCase, hook);
+  }
+
+  /**
+   * What a job's caller asked, with the job (JobHint.settle), to be stored with an
+   * operation's final state, in the same commit: keyed by operation type, registered
+   * once at boot by the module that owns it (external-deploy/settle.ts), so this
+   * layer knows none. Its done event then says `settled`, and the caller stores
+   * nothing more. A plan it cannot read (undefined) leaves the operation unsettled.
+   */
+  onSettle(operationType: string, settler: Settler): void {
+    this.settlers.set(operationType, settler);
   }
 
   /**
@@ -188,7 +206,7 @@ export class OperationService {
       startedAt,
       runId: spec.runId,
     };
-    return { id, server: spec.server, startedAt, hint };
+    return { id, server: spec.server, startedAt, tenantId: spec.tenantId, hint };
   }
 
   /**
@@ -267,7 +285,7 @@ export class OperationService {
       }
       if (event !== REFUSED) {
         waiter.cancel();
-        return this.#finished(event);
+        return this.#finished(event, op.tenantId);
       }
       if ((await this.#askAgain(op, job)) === "not_connected") {
         waiter.cancel();
@@ -321,9 +339,11 @@ export class OperationService {
   ): Promise<boolean> {
     const timer = completionDuration.startTimer();
     let known: KnownOperation | undefined;
+    let settlement: Settlement | undefined;
     if (hint && tenantId) {
       noteChainHead(this.db, tenantId, hint);
       known = hint;
+      settlement = this.#settlementOf(id, hint, result, tenantId, serverId);
     }
     const finished = await finishOperation(
       this.db,
@@ -333,9 +353,18 @@ export class OperationService {
       tenantId,
       this.completionHooks,
       known,
+      settlement,
     );
     if (!finished) return false;
-    const event: OperationDone = { operationId: id, status: STATUS_OF[result.status], result: undefined };
+    const head = tenantId ? chainHeadGuess(this.db, tenantId) : undefined;
+    const event: OperationDone = {
+      operationId: id,
+      status: STATUS_OF[result.status],
+      result: undefined,
+      settled: finished.settled,
+      chainSeq: head?.seq ?? 0,
+      chainHead: head?.head ?? "",
+    };
     if (result.stdout.length + result.stderr.length <= INLINE_RESULT_BYTES) {
       event.result = {
         operationId: id,
@@ -388,14 +417,37 @@ export class OperationService {
     return { state: "not_run" as const, cause, reason, result };
   }
 
-  async #finished(event: OperationDone): Promise<Outcome> {
+  async #finished(event: OperationDone, tenantId: string | undefined): Promise<Outcome> {
     const status = FINAL_OF[event.status] ?? "failed";
+    const settled = event.settled;
+    // The head the completion left: this process's next audited write of the tenant may commit on it.
+    if (tenantId && event.chainSeq > 0)
+      noteChainHead(this.db, tenantId, { seq: event.chainSeq, head: event.chainHead || null });
     if (event.result) {
       const r = event.result;
       const result = { exit_code: r.exitCode, stdout: r.stdout, stderr: r.stderr, duration_ms: r.durationMs };
-      return { state: "finished", status, result, detail: r.detail };
+      return { state: "finished", status, result, detail: r.detail, settled };
     }
     const { detail, ...result } = await readResult(this.db, event.operationId);
-    return { state: "finished", status, result, detail };
+    return { state: "finished", status, result, detail, settled };
+  }
+
+  /** The settlement the job's caller asked for, made from the result; undefined when none (or unreadable). */
+  #settlementOf(
+    id: string,
+    hint: JobHint,
+    result: FinalResult,
+    tenantId: string,
+    serverId: string | undefined,
+  ): Settlement | undefined {
+    if (hint.settle === undefined || !serverId) return undefined;
+    const settler = this.settlers.get(hint.operationType);
+    try {
+      return settler?.({ operationId: id, tenantId, serverId, plan: hint.settle, result });
+    } catch (err) {
+      // The completion itself must not fail for it: the caller then stores the settlement itself.
+      this.log.warn({ err, operation_id: id }, "settlement not made; the caller stores it");
+      return undefined;
+    }
   }
 }

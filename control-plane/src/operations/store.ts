@@ -4,7 +4,7 @@
 import { randomUUID } from "node:crypto";
 import { JobResult } from "@relayctl/proto";
 import type { Knex } from "knex";
-import type { AuditEventInput } from "../audit/audit-log.js";
+import type { AuditEventInput, Write } from "../audit/audit-log.js";
 import { type BulkKind, type WriteOutcome, commitAudited, commitAuditedBulk } from "../audit/group-commit.js";
 import { resultHash } from "../audit/result-hash.js";
 import { type Statement, insertRows, isMysql, placeholders } from "../db/statement.js";
@@ -169,7 +169,31 @@ const NO_HOOKS: CompletionHooks = new Map();
 export interface FinishedOperation {
   operationType: string;
   startedAt: number;
+  /** The settlement was stored with the final state. */
+  settled: boolean;
 }
+
+/**
+ * What the job's caller asked to be stored with the operation's final state
+ * (OperationService.onSettle: an external-deploy sync's route states, given-back
+ * claims and audit event), given the result: its events are chained right after
+ * the completion event, its writes go in the same commit. Never without the
+ * final state: an operation no longer running stores neither.
+ */
+export interface Settlement {
+  events: AuditEventInput[];
+  /** Built on the commit's own connection or transaction. */
+  writes: (q: Knex | Knex.Transaction) => Write[];
+}
+
+/** Makes a settlement from the caller's plan (as the job's hint carried it: not yet checked) and the result. */
+export type Settler = (c: {
+  operationId: string;
+  tenantId: string;
+  serverId: string;
+  plan: unknown;
+  result: FinalResult;
+}) => Settlement | undefined;
 
 /**
  * Moves a running operation to its final state. Returns null when it was no
@@ -188,6 +212,8 @@ export async function finishOperation(
   hooks: CompletionHooks = NO_HOOKS,
   /** What the operation's row holds, as its gateway was told with the job: may save the row's read. */
   known?: KnownOperation,
+  /** Stored with the final state (not on the completion-hook way: that kind's answer is then unsettled). */
+  settlement?: Settlement,
 ): Promise<FinishedOperation | null> {
   const where = { id, status: "running", ...(serverId ? { server_id: serverId } : {}) };
   const read = (q: Knex) =>
@@ -206,8 +232,15 @@ export async function finishOperation(
   const hook = detail && hooks.get(detail.$case);
   if (!detail || !hook) {
     if (known && serverId)
-      return commitAuditedBulk(db, tenant, finishKnownOperations, { id, serverId, tenant, result, known });
-    return commitAuditedBulk(db, tenant, finishOperations, { id, serverId, tenant, result });
+      return commitAuditedBulk(db, tenant, finishKnownOperations, {
+        id,
+        serverId,
+        tenant,
+        result,
+        known,
+        settlement,
+      });
+    return commitAuditedBulk(db, tenant, finishOperations, { id, serverId, tenant, result, settlement });
   }
   return commitAudited<FinishedOperation | null>(db, tenant, async (trx) => {
     const op = await read(trx);
@@ -218,7 +251,7 @@ export async function finishOperation(
     await hook(trx, id, detail);
     return {
       event: completionEvent(id, op, result),
-      value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
+      value: { operationType: op.operation_type, startedAt: Number(op.started_at), settled: false },
     };
   });
 }
@@ -242,6 +275,7 @@ interface Finishing {
   serverId: string | undefined;
   tenant: string;
   result: FinalResult;
+  settlement?: Settlement;
 }
 
 const SELECT_FINISHING =
@@ -263,9 +297,10 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
       bindings: [...ids, "running"],
     };
   },
-  plan: (_db, items, rows) => {
+  plan: (db, items, rows) => {
     const running = new Map((rows as (FinishingRow & { id: string })[]).map((r) => [r.id, r]));
     const finals: { key: string; values: Record<string, unknown> }[] = [];
+    const settled: Write[] = [];
     const now = Date.now(); // one completion time for the batch: a column set once
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       const op = running.get(i.id);
@@ -273,13 +308,19 @@ const finishOperations: BulkKind<Finishing, FinishedOperation | null> = {
         return { event: null, value: null };
       running.delete(i.id); // a second report of it in this batch finds it finished
       finals.push({ key: i.id, values: finalColumns(i.result, now) });
+      if (i.settlement) settled.push(...i.settlement.writes(db));
       return {
         event: completionEvent(i.id, op, i.result),
-        value: { operationType: op.operation_type, startedAt: Number(op.started_at) },
+        more: i.settlement?.events,
+        value: {
+          operationType: op.operation_type,
+          startedAt: Number(op.started_at),
+          settled: !!i.settlement,
+        },
       };
     });
     // One statement for the batch: each row locked above, still running, gets its own result.
-    const writes = finals.length > 0 ? [finishRows(finals).statement] : [];
+    const writes = finals.length > 0 ? [finishRows(finals).statement, ...settled] : [];
     return { outcomes, writes };
   },
 };
@@ -303,10 +344,11 @@ const finishKnownOperations: BulkKind<
 > = {
   read: finishOperations.read,
   plan: finishOperations.plan,
-  planKnown: (_db, items) => {
+  planKnown: (db, items) => {
     const seen = new Set<string>();
     const finals: { key: string; values: Record<string, unknown> }[] = [];
     const facts: Record<string, unknown>[] = [];
+    const settled: { write: Write }[] = [];
     const now = Date.now();
     const outcomes = items.map((i): WriteOutcome<FinishedOperation | null> => {
       if (seen.has(i.id)) return { event: null, value: null }; // a second report in the batch: the first wins
@@ -321,10 +363,16 @@ const finishKnownOperations: BulkKind<
         "COALESCE(`run_id`, '')": runId ?? "",
       });
       const op = { tenant_id: i.tenant, server_id: i.serverId, run_id: runId };
-      return { event: completionEvent(i.id, op, i.result), value: { operationType, startedAt } };
+      // After the guarded update: a batch whose rows are not as told stops before them.
+      for (const write of i.settlement?.writes(db) ?? []) settled.push({ write });
+      return {
+        event: completionEvent(i.id, op, i.result),
+        more: i.settlement?.events,
+        value: { operationType, startedAt, settled: !!i.settlement },
+      };
     });
     const { statement, rows } = finishRows(finals, facts);
-    return { outcomes, writes: [{ write: statement, rows }] };
+    return { outcomes, writes: [{ write: statement, rows }, ...settled] };
   },
 };
 

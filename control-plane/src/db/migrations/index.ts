@@ -28,6 +28,7 @@ import * as m024push from "./024_application_push_filters.js";
 import * as m025previews from "./025_previews.js";
 import * as m026forges from "./026_forges.js";
 import * as m027fleets from "./027_fleets.js";
+import * as m028routeState from "./028_route_state_guard_only.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -62,6 +63,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "025_previews": m025previews,
   "026_forges": m026forges,
   "027_fleets": m027fleets,
+  "028_route_state_guard_only": m028routeState,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

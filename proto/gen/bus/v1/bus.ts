@@ -47,6 +47,18 @@ export interface OperationDone {
    * operation row.
    */
   result: JobResult | undefined;
+  /**
+   * The completion also stored what the job's caller asked it to settle with it
+   * (JobHint.settle: an external-deploy sync's entries), in the same commit: the
+   * caller stores nothing more for this operation.
+   */
+  settled: boolean;
+  /**
+   * The tenant's audit chain head as the completion left it (chain_seq 0: not
+   * told): the caller's next audited write may commit on it in one round trip.
+   */
+  chainSeq: number;
+  chainHead: string;
 }
 
 /**
@@ -131,7 +143,7 @@ export const DispatchReply: MessageFns<DispatchReply> = {
 };
 
 function createBaseOperationDone(): OperationDone {
-  return { operationId: "", status: 0, result: undefined };
+  return { operationId: "", status: 0, result: undefined, settled: false, chainSeq: 0, chainHead: "" };
 }
 
 export const OperationDone: MessageFns<OperationDone> = {
@@ -144,6 +156,15 @@ export const OperationDone: MessageFns<OperationDone> = {
     }
     if (message.result !== undefined) {
       JobResult.encode(message.result, writer.uint32(26).fork()).join();
+    }
+    if (message.settled !== false) {
+      writer.uint32(32).bool(message.settled);
+    }
+    if (message.chainSeq !== 0) {
+      writer.uint32(40).int64(message.chainSeq);
+    }
+    if (message.chainHead !== "") {
+      writer.uint32(50).string(message.chainHead);
     }
     return writer;
   },
@@ -185,6 +206,30 @@ export const OperationDone: MessageFns<OperationDone> = {
             message.result = JobResult.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.settled = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.chainSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.chainHead = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -206,6 +251,17 @@ export const OperationDone: MessageFns<OperationDone> = {
           : "",
       status: isSet(object.status) ? jobStatusFromJSON(object.status) : 0,
       result: isSet(object.result) ? JobResult.fromJSON(object.result) : undefined,
+      settled: isSet(object.settled) ? globalThis.Boolean(object.settled) : false,
+      chainSeq: isSet(object.chainSeq)
+        ? globalThis.Number(object.chainSeq)
+        : isSet(object.chain_seq)
+          ? globalThis.Number(object.chain_seq)
+          : 0,
+      chainHead: isSet(object.chainHead)
+        ? globalThis.String(object.chainHead)
+        : isSet(object.chain_head)
+          ? globalThis.String(object.chain_head)
+          : "",
     };
   },
 
@@ -219,6 +275,15 @@ export const OperationDone: MessageFns<OperationDone> = {
     }
     if (message.result !== undefined) {
       obj.result = JobResult.toJSON(message.result);
+    }
+    if (message.settled !== false) {
+      obj.settled = message.settled;
+    }
+    if (message.chainSeq !== 0) {
+      obj.chainSeq = Math.round(message.chainSeq);
+    }
+    if (message.chainHead !== "") {
+      obj.chainHead = message.chainHead;
     }
     return obj;
   },
@@ -234,6 +299,9 @@ export const OperationDone: MessageFns<OperationDone> = {
       object.result !== undefined && object.result !== null
         ? JobResult.fromPartial(object.result)
         : undefined;
+    message.settled = object.settled ?? false;
+    message.chainSeq = object.chainSeq ?? 0;
+    message.chainHead = object.chainHead ?? "";
     return message;
   },
 };
@@ -329,6 +397,17 @@ type KeysOfUnion<T> = T extends T ? keyof T : never;
 export type Exact<P, I extends P> = P extends Builtin
   ? P
   : P & { [K in keyof P]: Exact<P[K], I[K]> } & { [K in Exclude<keyof I, KeysOfUnion<P>>]: never };
+
+function longToNumber(int64: { toString(): string }): number {
+  const num = globalThis.Number(int64.toString());
+  if (num > globalThis.Number.MAX_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is larger than Number.MAX_SAFE_INTEGER");
+  }
+  if (num < globalThis.Number.MIN_SAFE_INTEGER) {
+    throw new globalThis.Error("Value is smaller than Number.MIN_SAFE_INTEGER");
+  }
+  return num;
+}
 
 function isSet(value: any): boolean {
   return value !== null && value !== undefined;
