@@ -236,11 +236,17 @@ export class Dispatcher {
     // The API request that started the job names every line logged for it.
     const log = job.requestId ? this.log.child({ req_id: job.requestId.slice(0, 128) }) : this.log;
     const received = performance.now();
+    const claim = this.journal.start(id); // durable before the ack: an acked job is never run twice
+    // A route sync checks its ports and reads its proxy while the claim goes to disk: it
+    // writes nothing before the claim is durable (port-check.ts), and nothing at all when
+    // the claim fails (its result is then dropped, as the job is not acked).
+    const early = job.kind?.$case === "routeSync" ? this.#execute(job, claim) : undefined;
     try {
-      await this.journal.start(id); // durable before the ack: an acked job is never run twice
+      await claim;
     } catch (err) {
       this.journal.forget(id);
       log.error({ operation_id: id, err }, "cannot journal job; not acked");
+      await early;
       return;
     }
     const claimed = performance.now();
@@ -252,7 +258,7 @@ export class Dispatcher {
     const acking = rebooting || this.ackAfterMs <= 0 ? void ack() : setTimeout(ack, this.ackAfterMs);
     log.info({ operation_id: id, kind: job.kind?.$case }, "job started");
     if (rebooting) return this.#reboot(id);
-    const result = await this.#execute(job).finally(() => clearTimeout(acking));
+    const result = await (early ?? this.#execute(job)).finally(() => clearTimeout(acking));
     const ran = performance.now();
     await this.#finish(result);
     // claim_ms: the journal's durable claim (group fdatasync) before the job may run;
@@ -286,7 +292,8 @@ export class Dispatcher {
     this.log.warn({ operation_id: id, error: failed.error }, "reboot command failed");
   }
 
-  async #execute(job: Job): Promise<JobResult> {
+  /** `claim`: the job's durable claim, when the job may start before it is (a route sync's reads). */
+  async #execute(job: Job, claim?: Promise<void>): Promise<JobResult> {
     try {
       switch (job.kind?.$case) {
         case "exec":
@@ -312,7 +319,7 @@ export class Dispatcher {
         case "registryLogout":
           return await runRegistryLogoutJob(this.#engine(), job.operationId, job.kind.registryLogout);
         case "routeSync":
-          return await this.routes.run(job.operationId, job.kind.routeSync);
+          return await this.routes.run(job.operationId, job.kind.routeSync, claim);
         case "deploy":
           return this.#watched(await this.deployer.run(job.operationId, job.kind.deploy));
         case "cleanup": {

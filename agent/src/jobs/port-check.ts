@@ -261,10 +261,12 @@ export async function syncCheckedRoutes(
   syncer: RouteSyncer,
   check: PortCheck,
   req: SyncRequest,
+  /** Nothing is planned or written before it resolves, and nothing at all if it rejects (the job's claim). */
+  gate?: Promise<void>,
 ): Promise<SyncReport> {
   const toCheck = req.routes.filter((r) => routeProblem(r) === undefined);
   let outcomes: (RouteOutcome | undefined)[] = [];
-  const checked = check.verdicts(toCheck).then((list) => {
+  const checked = Promise.all([check.verdicts(toCheck), gate]).then(([list]) => {
     const verdicts = new Map<DesiredRoute, PortVerdict>();
     list.forEach((v, i) => verdicts.set(toCheck[i]!, v));
     const passed: DesiredRoute[] = [];

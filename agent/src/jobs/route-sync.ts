@@ -132,7 +132,8 @@ export class RouteSyncRunner {
     return this.#syncer;
   }
 
-  async run(operationId: string, job: RouteSyncJob): Promise<JobResult> {
+  /** `claim`: nothing is written to the proxy before it resolves (the job's durable claim). */
+  async run(operationId: string, job: RouteSyncJob, claim?: Promise<void>): Promise<JobResult> {
     const startedAt = Date.now();
     const proxy = this.proxy;
     if (proxy.kind === "none") {
@@ -146,7 +147,9 @@ export class RouteSyncRunner {
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), deadlineMs);
     });
-    const report = await Promise.race([this.#sync(syncer, job), late]).finally(() => clearTimeout(timer));
+    const report = await Promise.race([this.#sync(syncer, job, claim), late]).finally(() =>
+      clearTimeout(timer),
+    );
     // A route the proxy did not take (or no answer at all) may mean the proxy went
     // away: the agent's proxy check runs again now rather than at its next interval.
     if (report === "late" || report.routes.some((o) => o.status === "failed")) proxyWriteFailed();
@@ -186,7 +189,7 @@ export class RouteSyncRunner {
     return api;
   }
 
-  #sync(syncer: RouteSyncer, job: RouteSyncJob) {
+  #sync(syncer: RouteSyncer, job: RouteSyncJob, claim?: Promise<void>) {
     const engine =
       typeof this.containerEngine === "function"
         ? this.containerEngine()
@@ -199,24 +202,29 @@ export class RouteSyncRunner {
     // Podman's events file, when it answers on this socket (libpod) and proves to be the one it reads.
     if (api !== undefined) this.#view ??= new ContainerView(api, podmanEventsLogPath());
     const check = new PortCheck(engine, this.proxy.upstream, api, this.#view);
-    return syncCheckedRoutes(syncer, check, {
-      routes: job.routes.map((r) => ({
-        applicationId: r.applicationId,
-        containerName: r.containerName,
-        containerPort: r.containerPort,
-        imageTag: r.imageTag,
-        fqdns: r.fqdns,
-      })),
-      // proto3 cannot tell an empty list from none: a drain job (drain or undrain ids, no
-      // known ids) removes nothing, where a plain job with none removes every other route.
-      knownApplicationIds:
-        job.knownApplicationIds.length === 0 &&
-        job.drainApplicationIds.length + job.undrainApplicationIds.length > 0
-          ? undefined
-          : job.knownApplicationIds,
-      remove: job.removeApplicationIds,
-      drain: job.drainApplicationIds,
-      undrain: job.undrainApplicationIds,
-    });
+    return syncCheckedRoutes(
+      syncer,
+      check,
+      {
+        routes: job.routes.map((r) => ({
+          applicationId: r.applicationId,
+          containerName: r.containerName,
+          containerPort: r.containerPort,
+          imageTag: r.imageTag,
+          fqdns: r.fqdns,
+        })),
+        // proto3 cannot tell an empty list from none: a drain job (drain or undrain ids, no
+        // known ids) removes nothing, where a plain job with none removes every other route.
+        knownApplicationIds:
+          job.knownApplicationIds.length === 0 &&
+          job.drainApplicationIds.length + job.undrainApplicationIds.length > 0
+            ? undefined
+            : job.knownApplicationIds,
+        remove: job.removeApplicationIds,
+        drain: job.drainApplicationIds,
+        undrain: job.undrainApplicationIds,
+      },
+      claim,
+    );
   }
 }
