@@ -133,3 +133,25 @@ test("registry - a stream with no time of its last message is never closed for s
   }
   t.is(registry.size, 1);
 });
+
+test("registry - settlement plans are kept for 1,000 jobs at most; past that the hint goes without its plan", async (t) => {
+  const bus = new MemoryBus();
+  const registry = new StreamRegistry(bus, pino({ level: "silent" }));
+  registry.attach(stream("s1", "c1").handle);
+  const hint = {
+    seq: 1,
+    head: null,
+    operationType: "route_sync",
+    startedAt: 1,
+    runId: null,
+    settle: { plan: 1 },
+  };
+  for (let i = 0; i <= 1_000; i++) t.is(await bus.dispatchToAll("s1", execJob(`o${i}`), hint), "on_stream");
+  t.deepEqual(registry.takeHint("o0")?.settle, { plan: 1 });
+  const past = registry.takeHint("o1000");
+  t.is(past?.seq, 1, "the hint itself is kept");
+  t.is(past?.settle, undefined, "its plan is not");
+  // A plan taken frees its place.
+  t.is(await bus.dispatchToAll("s1", execJob("o1001"), hint), "on_stream");
+  t.deepEqual(registry.takeHint("o1001")?.settle, { plan: 1 });
+});

@@ -34,6 +34,13 @@ const UNACKED_TTL_MS = 10 * 60 * 1000;
 /** Hints kept at most (jobs in flight on this gateway's streams; ~200 bytes each). */
 const MAX_HINTS = 20_000;
 
+/**
+ * Hints kept with a settlement plan at most (an external-deploy sync's: ~300 bytes an entry,
+ * up to ~60 KB). Past it a hint is kept without its plan: that completion is not settled here,
+ * and its api stores the settlement itself (external-deploy/settle.ts).
+ */
+const MAX_SETTLEMENTS = 1_000;
+
 /** What closeWhenSilent keeps while streams are held. */
 interface SilenceWatch {
   limitMs: number;
@@ -48,6 +55,8 @@ export class StreamRegistry {
   private readonly unacked = new Map<string, Map<string, { job: Job; at: number }>>();
   /** Operation id → what the api told with its job (bus/job-hint.ts), until its result. */
   private readonly hints = new Map<string, JobHint>();
+  /** The operations whose hint holds a settlement plan. */
+  private readonly settling = new Set<string>();
   private silence: SilenceWatch | undefined;
 
   constructor(
@@ -146,8 +155,26 @@ export class StreamRegistry {
   /** What the api told with the operation's job, once (its completion's); undefined when none was. */
   takeHint(operationId: string): JobHint | undefined {
     const hint = this.hints.get(operationId);
-    this.hints.delete(operationId);
+    this.dropHint(operationId);
     return hint;
+  }
+
+  private dropHint(operationId: string): void {
+    this.hints.delete(operationId);
+    this.settling.delete(operationId);
+  }
+
+  private keepHint(operationId: string, hint: JobHint): void {
+    if (this.hints.size >= MAX_HINTS) this.dropHint(this.hints.keys().next().value!);
+    let kept = hint;
+    if (hint.settle !== undefined) {
+      if (this.settling.size < MAX_SETTLEMENTS) this.settling.add(operationId);
+      else {
+        const { settle: _plan, ...rest } = hint;
+        kept = rest;
+      }
+    }
+    this.hints.set(operationId, kept);
   }
 
   acked(serverId: string, operationId: string): void {
@@ -180,10 +207,7 @@ export class StreamRegistry {
     // Kept until the result comes (on any stream of this gateway), oldest dropped past the cap: a
     // job whose result never comes here leaves only a guess, and a missing one costs one round trip.
     // A log read's result is not the completion path's: it needs none.
-    if (hint && job.kind?.$case !== "logs") {
-      if (this.hints.size >= MAX_HINTS) this.hints.delete(this.hints.keys().next().value!);
-      this.hints.set(job.operationId, hint);
-    }
+    if (hint && job.kind?.$case !== "logs") this.keepHint(job.operationId, hint);
     // The agent's spans are children of this gateway's (kept for a re-send too).
     if (tracingOn()) job.traceContext = activeTraceContext();
     // A log read is never sent again: it ended with the stream it was on (gateway/live-reads.ts).
@@ -198,7 +222,7 @@ export class StreamRegistry {
     // A refused job is answered "not connected" and recorded failed: never re-send it.
     if (!sent) {
       this.forget(serverId, job.operationId);
-      this.hints.delete(job.operationId);
+      this.dropHint(job.operationId);
     }
     this.log.debug({ operation_id: job.operationId, server_id: serverId, on_stream: sent }, "job to agent");
     return sent;
