@@ -3,6 +3,7 @@
 // counts as failed at its deadline and halts the rollout; one rollout per
 // application (409); an api instance that stops ends its rollouts failed; a
 // claim whose operation was ended by someone else (the sweeper) is released.
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -161,6 +162,41 @@ test.serial(
     t.is(stale.status, "failed");
     t.regex(stale.detail, /driver stopped/);
     await ended(t, third.json().rollout_id);
+  },
+);
+
+test.serial(
+  "rollouts - a claim whose operation is still being started holds the application: 409, released only once it is a minute old",
+  async (t) => {
+    const { db, appId } = t.context;
+    const app = await db("applications").where({ id: appId }).first("tenant_id");
+    const prior = await db("rollouts").first("strategy");
+    const id = randomUUID();
+    // As claimRollout leaves it before the operation is started: operation_id is its own id.
+    await db("rollouts").insert({
+      id,
+      tenant_id: app.tenant_id,
+      application_id: appId,
+      kind: "deploy",
+      strategy: prior.strategy,
+      run_id: id,
+      deadline_at: Date.now() + 60_000,
+      created_at: Date.now(),
+      operation_id: id,
+      active_application_id: appId,
+      status: "running",
+    });
+    const held = await deploy(t, { timeout_seconds: 1 });
+    t.is(held.statusCode, 409, held.body);
+    t.is(held.json().rollout_id, id);
+    // An instance that stopped between the claim and the operation leaves it: a minute later it is stale.
+    await db("rollouts")
+      .where({ id })
+      .update({ created_at: Date.now() - 61_000 });
+    const next = await deploy(t, { timeout_seconds: 1 });
+    t.is(next.statusCode, 202, next.body);
+    t.regex((await rollout(t, id)).detail, /driver stopped/);
+    await ended(t, next.json().rollout_id);
   },
 );
 

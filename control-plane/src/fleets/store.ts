@@ -51,13 +51,30 @@ export interface RolloutServerRow {
   updated_at: number;
 }
 
-/** Releases claims of the application whose operation is no longer running. */
-async function releaseStale(db: Knex, applicationId: string): Promise<void> {
+/**
+ * How long a claim may go without its operation before it counts as stale: the claim is
+ * inserted, then the operation is started (a commit, milliseconds); only an instance that
+ * stopped in between leaves a claim without one for longer.
+ */
+const UNRECORDED_CLAIM_MS = 60_000;
+
+/**
+ * Releases claims of the application whose operation is no longer running, or was never
+ * recorded and will not be. A claim whose operation is still being started is not stale: a
+ * second deploy in that window used to take the application from it (a fleets test in CI
+ * saw the second rollout start beside the first) and now gets the 409.
+ */
+async function releaseStale(db: Knex, applicationId: string, now = Date.now()): Promise<void> {
   const claim = await db("rollouts as r")
     .leftJoin("operations as o", "o.id", "r.operation_id")
     .where({ "r.active_application_id": applicationId })
-    .first<{ id: string; status: string | null } | undefined>("r.id", "o.status");
+    .first<{ id: string; status: string | null; created_at: number | string } | undefined>(
+      "r.id",
+      "o.status",
+      "r.created_at",
+    );
   if (!claim || claim.status === "running") return;
+  if (claim.status === null && now - Number(claim.created_at) < UNRECORDED_CLAIM_MS) return;
   await db("rollouts").where({ id: claim.id, active_application_id: applicationId }).update({
     active_application_id: null,
     status: "failed",
