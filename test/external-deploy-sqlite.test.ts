@@ -1,7 +1,8 @@
 // External deploy on the store and bus of `make dev` (SQLite, in-process bus)
-// with a real Caddy and real podman containers: the batched claims, route-state
-// upsert, audit appends and the applications' pin_port column run on SQLite's
-// dialect too, and the hash chain still verifies.
+// with a real Caddy and real podman containers: the batched claims, the entries
+// settled with the completion (its claims given back, its audit event), the audit
+// appends and the applications' pin_port column run on SQLite's dialect too, and
+// the hash chain still verifies.
 import { join } from "node:path";
 import test from "ava";
 import { Agent, enroll } from "./harness/agent";

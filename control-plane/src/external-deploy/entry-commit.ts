@@ -1,6 +1,6 @@
-// A sync's last commit: what the agents did (route states), the claims they did
-// not use, and one audit event per entry, together: one commit, never one
-// without the others. On MySQL in two round trips on a connection held for it:
+// A sync's last commit, for what no operation's completion settled (settle.ts):
+// the claims not used and the audit events of the entries, together: one commit,
+// never one without the others. On MySQL in two round trips on a connection held for it:
 // (1) START TRANSACTION and the tenant's chain head locked (every append's lock
 // order: the head first, then rows); (2) every write, the chained events, the
 // head's move and COMMIT as one multi-statement, which the server runs in order

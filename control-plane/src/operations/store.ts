@@ -175,8 +175,8 @@ export interface FinishedOperation {
 
 /**
  * What the job's caller asked to be stored with the operation's final state
- * (OperationService.onSettle: an external-deploy sync's route states, given-back
- * claims and audit event), given the result: its events are chained right after
+ * (OperationService.onSettle: an external-deploy sync's given-back claims and
+ * audit event), given the result: its events are chained right after
  * the completion event, its writes go in the same commit. Never without the
  * final state: an operation no longer running stores neither.
  */
