@@ -1,10 +1,10 @@
 // A sync's outcome on one server, settled: from the agent's report (or the
 // operation's failure), each entry's result or error, the claims to give back
-// and the audit event of the server's entries (what each entry asked and what it
-// became: its signature, hostnames and port are stored there, and in the agent's
-// route ledger, which decides noop and drift; application_route_state keeps only
-// the conflict guard's columns). One pure
-// function makes them for both of the processes that may store them:
+// and the audit event of the server's entries. That event holds what each entry
+// asked and what it became (its signature, hostnames and port), as the agent's
+// route ledger does, which decides noop and drift; application_route_state keeps
+// only the conflict guard's columns. One pure function makes the outcome for both
+// of the processes that may store it:
 //
 //   the gateway  with the operation's completion, in its commit: the plan rides
 //                with the job (JobHint.settle) and syncSettler reads it, so the
