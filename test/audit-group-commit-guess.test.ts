@@ -10,7 +10,8 @@ import type { Knex } from "knex";
 import { guessStats, noteChainHead } from "../control-plane/src/audit/group-commit";
 import { verifyTenantChain } from "../control-plane/src/audit/verify";
 import { openDb } from "../control-plane/src/db/knex";
-import { type KnownOperation, createOperation, finishOperation } from "../control-plane/src/operations/store";
+import { type KnownOperation, finishOperation } from "../control-plane/src/operations/finish";
+import { createOperation } from "../control-plane/src/operations/store";
 import {
   done,
   eventCounts,

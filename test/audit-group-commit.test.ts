@@ -12,7 +12,8 @@ import { commitAudited } from "../control-plane/src/audit/group-commit";
 import { verifyTenantChain } from "../control-plane/src/audit/verify";
 import { createTenant } from "../control-plane/src/cli/admin";
 import { openDb } from "../control-plane/src/db/knex";
-import { finishOperation, markAcked, renewLeases } from "../control-plane/src/operations/store";
+import { finishOperation } from "../control-plane/src/operations/finish";
+import { markAcked, renewLeases } from "../control-plane/src/operations/store";
 import {
   done,
   eventCounts,

@@ -11,7 +11,8 @@ import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain
 import { verifyTenantChain } from "../control-plane/src/audit/verify";
 import { countRequest } from "../control-plane/src/auth/rate-limit";
 import { migrate, openDb } from "../control-plane/src/db/knex";
-import { createOperation, finishOperation } from "../control-plane/src/operations/store";
+import { finishOperation } from "../control-plane/src/operations/finish";
+import { createOperation } from "../control-plane/src/operations/store";
 import { cleanupAll } from "./harness/cleanup";
 import { type OwnedMariaDbServer, startOwned } from "./harness/mariadb";
 

@@ -7,7 +7,7 @@
 // never lost between the two. Each request is an operation of type app_cleanup,
 // audited like every other.
 import type { Knex } from "knex";
-import type { CompletionHook } from "../operations/store.js";
+import type { CompletionHook } from "../operations/finish.js";
 import type { OperationService, Outcome, ServerRef } from "../operations/service.js";
 
 /** The agent's deadline: rm -f of a few containers and image rm of a few images. */

@@ -20,7 +20,7 @@
 // either way, so its answer and what was stored agree.
 import type { Knex } from "knex";
 import type { AuditEventInput, Write } from "../audit/audit-log.js";
-import type { Settler } from "../operations/store.js";
+import type { Settler } from "../operations/finish.js";
 import { type Claim, releaseWrites } from "./conflict-guard.js";
 import { type RouteJobOutcome, finishedOutcome } from "./route-job.js";
 

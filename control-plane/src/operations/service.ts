@@ -29,15 +29,17 @@ import { currentRequestId } from "../tracing/request-id.js";
 import type { OperationType } from "./types.js";
 import {
   type CompletionHook,
+  type KnownOperation,
+  type Settlement,
+  type Settler,
+  finishOperation,
+} from "./finish.js";
+import {
   type FinalResult,
   type FinalStatus,
   type NewOperation,
   type OperationResult,
   createOperation,
-  finishOperation,
-  type KnownOperation,
-  type Settlement,
-  type Settler,
   readResult,
 } from "./store.js";
 import {
