@@ -1,8 +1,10 @@
-// The gateway's completion on the head the api told it (bus/job-hint.ts): on a
-// real cluster (api and gateway processes, NATS, MariaDB, one agent), execs one
-// after the other commit every completion in one round trip on the head the
-// api's start left (the gateway's relayctl_audit_commits_total), with the run
-// each event names, and the chain verifies (admin audit verify).
+// The gateway as the one writer of an exec's audit events: on a real cluster
+// (api and gateway processes, NATS, MariaDB, one agent), the api sends each
+// exec's start with its job (bus/job-start.ts) and the gateway commits it, then
+// the completion with the row's facts the api told (bus/job-hint.ts). Execs one
+// after the other commit every start and completion in one round trip on the
+// head the gateway's previous commit left (its relayctl_audit_commits_total),
+// with the run each event names, and the chain verifies (admin audit verify).
 import { randomUUID } from "node:crypto";
 import test from "ava";
 import { assertCompleted } from "./harness/assertions";
@@ -24,7 +26,7 @@ async function commits(baseUrl: string): Promise<Record<string, number>> {
   return out;
 }
 
-test("exec completion - told the api's chain head and the row's facts, the gateway commits each completion on it in one round trip; the chain verifies", async (t) => {
+test("exec completion - the gateway commits each exec's start and completion in one round trip on its own head; the chain verifies", async (t) => {
   const c = await startCluster({ serverEnv: { RELAYCTL_METRICS_TOKEN: METRICS_TOKEN } });
   t.teardown(() => c.stop());
   const before = await commits(c.gateway.metricsUrl);
@@ -41,11 +43,18 @@ test("exec completion - told the api's chain head and the row's facts, the gatew
     assertCompleted(t, res, { exit_code: 0, stdout: `${i}\n` });
   }
   const after = await commits(c.gateway.metricsUrl);
-  t.deepEqual(
-    { guessed: after.guessed! - before.guessed!, stale: after.stale! - before.stale! },
-    { guessed: 10, stale: 0 },
-    "every completion on the told head, none missed",
+  // The first start may take the locking way: the gateway has no head of the tenant before it.
+  const guessed = after.guessed! - before.guessed!;
+  t.true(
+    guessed >= 19 && guessed <= 20,
+    `every start and completion but the first on the gateway's head: ${guessed}`,
   );
+  t.is(after.stale! - before.stale!, 0, "none missed");
+  const starts = await c.db.query<{ n: number }>(
+    "SELECT COUNT(*) AS n FROM audit_events WHERE tenant_id = ? AND event_type = 'operation.exec'",
+    [c.tenantId],
+  );
+  t.is(Number(starts[0]!.n), 10, "one start event per exec");
   const events = await c.db.query<{ run_id: string | null; n: number }>(
     `SELECT run_id, COUNT(*) AS n FROM audit_events WHERE tenant_id = ? AND event_type = 'operation.completed'
        GROUP BY run_id`,

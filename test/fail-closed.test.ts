@@ -1,10 +1,13 @@
 // No unaudited operation, ever: when the database cannot take the operation row
-// and its audit event, the call fails with 503 and nothing is dispatched. When
+// and its audit event, the call fails with 503 and nothing is dispatched. An
+// exec's start goes with its job and the gateway commits it (bus/job-start.ts);
+// when the gateway cannot, it refuses the job and the api commits the same start
+// itself: a lost connection there runs the command once, never unaudited. When
 // the database is back, the same processes work again. The first test makes only
 // that write fail (authentication and rate limiting did read the database), so the
 // refusal can only come from the audited write; the second takes the whole
 // database down.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
@@ -35,8 +38,10 @@ test("fail closed - a connection lost at the audit write is 503, stores no opera
   const before = { operations: await count("operations"), audit: await count("audit_events") };
 
   // The operation row is already inserted in the transaction when its audit event is sent:
-  // cutting there also proves the two are committed together or not at all.
-  const cut = link.cutAt("insert into `audit_events`");
+  // cutting there also proves the two are committed together or not at all. Two cuts: the
+  // gateway's commit of the start it got with the job (bus/job-start.ts), which refuses the job,
+  // then the api's own commit of the same start.
+  const cut = link.cutTimes("insert into `audit_events`", 2);
   const refused = await exec(c, { server_id: c.serverId, command: `touch ${marker}`, timeout_seconds: 30 });
   await cut;
   assertError(t, refused, 503, STORE_UNAVAILABLE);
@@ -57,6 +62,46 @@ test("fail closed - a connection lost at the audit write is 503, stores no opera
   );
   assertCompleted(t, after, { exit_code: 0, stdout: "back\n" });
   t.false(existsSync(marker), "the refused command must never have run");
+});
+
+test("fail closed - the gateway's commit of an exec's start lost: it runs nothing, the api commits the same start and the command runs once", async (t) => {
+  const link = await startDbLink(await sharedMariaDb());
+  const c = await startCluster({ mariadb: link.server });
+  const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const marker = join(dir, "ran");
+  assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo up", timeout_seconds: 30 }), {
+    exit_code: 0,
+    stdout: "up\n",
+  });
+  // The next audited insert is the gateway's commit of the start that came with the job.
+  const cut = link.cutAt("insert into `audit_events`");
+  const res = await exec(c, {
+    server_id: c.serverId,
+    command: `echo once >> ${marker}`,
+    timeout_seconds: 30,
+  });
+  await cut;
+  assertCompleted(t, res, { exit_code: 0, stdout: "" });
+  const id = String(res.json.operation_id);
+  t.regex(c.logText(), /operation start not committed; job refused/, "the gateway refused the job");
+  const events = await c.db.query<{ event_type: string }>(
+    "SELECT event_type FROM audit_events WHERE operation_id = ? ORDER BY seq",
+    [id],
+  );
+  t.deepEqual(
+    events.map((e) => e.event_type),
+    ["operation.exec", "operation.completed"],
+    "one start, committed by the api, and its completion",
+  );
+  const rows = await c.db.query<{ status: string }>("SELECT status FROM operations WHERE id = ?", [id]);
+  t.deepEqual(
+    rows.map((r) => r.status),
+    ["completed"],
+  );
+  t.is(readFileSync(marker, "utf8"), "once\n", "the command ran exactly once");
+  const verify = await c.admin(["audit", "verify", "--tenant", c.tenantId]);
+  t.true(verify.ok, `admin audit verify: ${JSON.stringify(verify).slice(0, 500)}`);
 });
 
 test("fail closed - exec with the database down is 503 and runs nothing; it recovers when the database is back", async (t) => {

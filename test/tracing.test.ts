@@ -63,7 +63,7 @@ function otelModules(text: string): string[] {
 }
 
 /**
- * The round trip that writes the operation's row: its own INSERT, or, when the api guessed the
+ * The round trip that writes the operation's row: its own INSERT, or, when the gateway guessed the
  * audit chain's head (audit/group-commit.ts), one multi-statement that moves the head first and
  * is named by it.
  */
@@ -96,7 +96,7 @@ test.serial(
     // Each process exports on its own schedule: wait until every part has arrived.
     const expected: [string, (s: ReceivedSpan) => boolean][] = [
       ["api server", (s) => s.service === "relayctl-api" && s.kind === SERVER],
-      ["api operation write", (s) => s.service === "relayctl-api" && writesOperation(s)],
+      ["gateway operation write", (s) => s.service === "relayctl-gateway" && writesOperation(s)],
       ["api producer", (s) => s.service === "relayctl-api" && s.kind === PRODUCER],
       ["gateway consumer", (s) => s.service === "relayctl-gateway" && s.kind === CONSUMER],
       ["agent consumer", (s) => s.service === "relayctl-agent" && s.kind === CONSUMER],
@@ -122,33 +122,34 @@ test.serial(
     t.is(request.parentSpanId, callerSpanId, "the API span continues the caller's traceparent");
     t.is(request.attributes["http.response.status_code"], 200);
 
-    // The operation row is written in the group commit of audited writes
-    // (audit/group-commit.ts), in the request's own context whoever drains the batch;
-    // a batch that rolls back is retried write by write (and a stale guess of the chain's
-    // head the locking way), so a retried row shows as one more span: every one of them is
-    // the request's child.
-    const inserts = spans.filter(writesOperation);
-    t.true(inserts.length >= 1, "the operation row write is traced");
-    for (const insert of inserts) {
-      t.is(insert.service, "relayctl-api");
-      t.is(insert.parentSpanId, request.spanId);
-      t.is(insert.attributes["db.system.name"], "mysql");
-      t.regex(String(insert.attributes["db.query.text"]), /insert into `operations`/i);
-      t.false(String(insert.attributes["db.query.text"]).includes(operationId), "SQL without its bindings");
-    }
-
     const publish = one(spans, "NATS publish", (s) => s.kind === PRODUCER);
     t.is(publish.service, "relayctl-api");
     t.is(publish.name, "publish relayctl.v1.agent.{server_id}.job");
     t.is(publish.parentSpanId, request.spanId);
     t.is(publish.attributes["messaging.system"], "nats");
-    t.is(publish.attributes["messaging.destination.name"], `relayctl.v1.agent.${c.serverId}.job`);
+    // The job with its operation's start (bus/job-start.ts): the gateway commits the start.
+    t.is(publish.attributes["messaging.destination.name"], `relayctl.v1.agent.${c.serverId}.job.start`);
     t.is(publish.attributes["relayctl.operation_id"], operationId);
 
     const gateway = one(spans, "gateway", (s) => s.service === "relayctl-gateway" && s.kind === CONSUMER);
     t.is(gateway.parentSpanId, publish.spanId, "traceparent travelled in the NATS headers");
     t.is(gateway.name, "process relayctl.v1.agent.{server_id}.job");
     t.is(gateway.attributes["relayctl.operation_id"], operationId);
+
+    // The operation row is written by the gateway, before the job goes on the stream, in the
+    // group commit of audited writes (audit/group-commit.ts): this test's exec is alone in its
+    // batch, so in the job's own context. A batch that rolls back is retried write by write
+    // (and a stale guess of the chain's head the locking way), so a retried row shows as one
+    // more span: every one of them is the job's child.
+    const inserts = spans.filter(writesOperation);
+    t.true(inserts.length >= 1, "the operation row write is traced");
+    for (const insert of inserts) {
+      t.is(insert.service, "relayctl-gateway");
+      t.is(insert.parentSpanId, gateway.spanId);
+      t.is(insert.attributes["db.system.name"], "mysql");
+      t.regex(String(insert.attributes["db.query.text"]), /insert into `operations`/i);
+      t.false(String(insert.attributes["db.query.text"]).includes(operationId), "SQL without its bindings");
+    }
 
     const job = one(spans, "agent job", (s) => s.service === "relayctl-agent" && s.kind === CONSUMER);
     t.is(job.name, "job exec");

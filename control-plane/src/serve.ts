@@ -20,6 +20,7 @@ import { type GatewayServer, startGateway } from "./gateway/server.js";
 import { AckWriter } from "./gateway/ack-writer.js";
 import { startCredentialWatch } from "./gateway/credential-watch.js";
 import { StreamRegistry } from "./gateway/registry.js";
+import { commitStart } from "./operations/store.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
@@ -78,7 +79,16 @@ export async function serve(
   let acks: AckWriter | undefined;
   let stopSweeper = () => {};
   if (config.runsGateway) {
-    const registry = new StreamRegistry(bus, log.child({ component: "gateway" }));
+    const gatewayLog = log.child({ component: "gateway" });
+    const registry = new StreamRegistry(bus, gatewayLog, async (start) => {
+      try {
+        await commitStart(db, start);
+        return true;
+      } catch (err) {
+        gatewayLog.warn({ err, operation_id: start.row.id }, "operation start not committed; job refused");
+        return false;
+      }
+    });
     observeAgentsConnected(() => registry.size);
     acks = new AckWriter(db, log.child({ component: "gateway" }));
     gateway = await startGateway(

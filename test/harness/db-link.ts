@@ -15,10 +15,13 @@ export interface DbLink {
    * once that happened.
    */
   cutAt(statement: string): Promise<void>;
+  /** As cutAt, for the next `times` connections that send it, one after another; resolves after the last. */
+  cutTimes(statement: string, times: number): Promise<void>;
 }
 
 interface Armed {
   needle: string;
+  left: number;
   fired: () => void;
 }
 
@@ -40,10 +43,11 @@ export async function startDbLink(real: MariaDbServer): Promise<DbLink> {
       recent = (recent + chunk.toString("latin1")).slice(-(chunk.length + 256));
       const cut = armed;
       if (cut && recent.toLowerCase().includes(cut.needle)) {
-        armed = undefined;
+        cut.left--;
+        if (cut.left === 0) armed = undefined;
         client.destroy();
         upstream.destroy();
-        cut.fired();
+        if (cut.left === 0) cut.fired();
         return;
       }
       upstream.write(chunk);
@@ -82,7 +86,11 @@ export async function startDbLink(real: MariaDbServer): Promise<DbLink> {
     },
     cutAt: (statement) =>
       new Promise<void>((resolve) => {
-        armed = { needle: statement.toLowerCase(), fired: resolve };
+        armed = { needle: statement.toLowerCase(), left: 1, fired: resolve };
+      }),
+    cutTimes: (statement, times) =>
+      new Promise<void>((resolve) => {
+        armed = { needle: statement.toLowerCase(), left: times, fired: resolve };
       }),
   };
 }

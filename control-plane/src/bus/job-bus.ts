@@ -16,6 +16,7 @@
 import type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 import { RcError } from "../errors.js";
 import type { JobHint } from "./job-hint.js";
+import type { JobStart } from "./job-start.js";
 
 export type { Job, LogsOutput, OperationDone } from "@relayctl/proto";
 
@@ -45,8 +46,11 @@ export interface DoneWaiter {
 
 export type Unsubscribe = () => void;
 
-/** Returns true when the job is on the agent's stream. `hint`: what the api told with it (bus/job-hint.ts). */
-export type JobHandler = (job: Job, hint?: JobHint) => Promise<boolean>;
+/**
+ * Returns true when the job is on the agent's stream. `hint`: what the api told with it (bus/job-hint.ts).
+ * `start`: the operation's start, to be committed before the job goes on the stream (bus/job-start.ts).
+ */
+export type JobHandler = (job: Job, hint?: JobHint, start?: JobStart) => Promise<boolean>;
 
 export interface JobBus {
   /**
@@ -65,6 +69,15 @@ export interface JobBus {
    * BusUnavailableError when the bus itself cannot be reached.
    */
   send(serverId: string, job: Job, hint?: JobHint): void;
+  /**
+   * As send, with the operation's start for the gateway to commit before the job goes on
+   * the stream (bus/job-start.ts). Refused (the waiter's `refused`) when no gateway that
+   * commits starts holds the agent, or the one that does could not commit it or put the
+   * job on the stream; whether the start was committed then is not said: the caller
+   * commits it itself (commitStart), then sends the job as send does. Absent on a bus
+   * whose gateways do not commit starts.
+   */
+  sendStart?(serverId: string, job: Job, hint: JobHint, start: JobStart): void;
   /**
    * As dispatch, but every gateway that answers is heard (for a while after the
    * first answer): `on_stream` when any of them put the job on a stream. For a
@@ -120,6 +133,12 @@ export const REFUSALS_PREFIX = "relayctl.v1.refused.";
 /** Subjects, versioned like the messages they carry (relayctl.bus.v1). */
 export const subjects = {
   job: (serverId: string) => `relayctl.v1.agent.${serverId}.job`,
+  /**
+   * A job with its operation's start (bus/job-start.ts): one token deeper than the server's family
+   * (relayctl.v1.agent.<server>.*), so a gateway that does not commit starts never receives one, and
+   * with no other gateway holding the agent NATS answers no responders.
+   */
+  jobStart: (serverId: string) => `relayctl.v1.agent.${serverId}.job.start`,
   takeover: (serverId: string) => `relayctl.v1.agent.${serverId}.takeover`,
   done: (operationId: string) => `relayctl.v1.op.${operationId}.done`,
   /** "The operation's stored progress changed" (empty payload): a live log's wake-up. */

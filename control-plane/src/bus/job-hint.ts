@@ -10,7 +10,10 @@
 import { type MsgHdrs, headers as natsHeaders } from "nats";
 
 export interface JobHint {
-  /** The chain head's seq and hash after the operation's start committed. */
+  /**
+   * The chain head's seq and hash after the operation's start committed; seq 0 (no head) when the
+   * job carries its start for the gateway to commit (bus/job-start.ts), which leaves its own head.
+   */
   seq: number;
   head: string | null;
   operationType: string;

@@ -19,6 +19,7 @@ import { natsErrors } from "../observability/metrics.js";
 import { tracedJobHandling, tracedJobRequest } from "../tracing/nats.js";
 import { codec } from "./codec.js";
 import { type JobHint, hintOf, withHint } from "./job-hint.js";
+import { type JobStart, startOf, withStart } from "./job-start.js";
 import { ServerFanout } from "./server-fanout.js";
 import {
   BusUnavailableError,
@@ -196,13 +197,20 @@ class NatsBus implements JobBus {
   }
 
   send(serverId: string, job: Job, hint?: JobHint): void {
+    this.#send(subjects.job(serverId), job, (headers) => withHint(headers, hint));
+  }
+
+  sendStart(serverId: string, job: Job, hint: JobHint, start: JobStart): void {
+    this.#send(subjects.jobStart(serverId), job, (headers) => withStart(withHint(headers, hint), start));
+  }
+
+  #send(subject: string, job: Job, headersOf: (h: MsgHdrs | undefined) => MsgHdrs | undefined): void {
     this.ensureConnected();
-    const subject = subjects.job(serverId);
     const reply = subjects.refusals(this.instance, job.operationId);
     const data = codec.job.encode(job);
     // The PRODUCER span ends once the job is out: what follows is the completion's.
     void tracedJobRequest(subject, job.operationId, async (headers: MsgHdrs | undefined) => {
-      this.publish(subject, data, { reply, headers: withHint(headers, hint) });
+      this.publish(subject, data, { reply, headers: headersOf(headers) });
     });
   }
 
@@ -246,8 +254,8 @@ class NatsBus implements JobBus {
   }
 
   /**
-   * The server's job subject and its presence probes on one subscription,
-   * relayctl.v1.agent.<server>.* (a subscription in nats.js is ~1.5 KB of heap with its
+   * The server's job subjects and its presence probes on one subscription,
+   * relayctl.v1.agent.<server>.> (a subscription in nats.js is ~1.5 KB of heap with its
    * callback: 15 MiB for the second one per agent at 10,000). Both keep their per-server
    * meaning: NATS answers "no responders" when no gateway holds the agent. The family's other
    * subjects (takeover, cancel) arrive here too and are left to their own wildcard
@@ -255,8 +263,10 @@ class NatsBus implements JobBus {
    */
   serveServer(serverId: string, handler: JobHandler): () => void {
     const jobSubject = subjects.job(serverId);
+    const startSubject = subjects.jobStart(serverId);
     const presenceSubject = subjects.presence(serverId);
-    const family = `${jobSubject.slice(0, jobSubject.lastIndexOf("."))}.*`;
+    // `>`: the family's subjects and the jobs with a start, one token deeper (subjects.jobStart).
+    const family = `${jobSubject.slice(0, jobSubject.lastIndexOf("."))}.>`;
     const sub = this.nc.subscribe(family, {
       callback: (err, msg) => {
         if (err) return;
@@ -265,7 +275,8 @@ class NatsBus implements JobBus {
           msg.respond(new Uint8Array(0));
           return;
         }
-        if (msg.subject !== jobSubject) return;
+        const carriesStart = msg.subject === startSubject;
+        if (msg.subject !== jobSubject && !carriesStart) return;
         let job: Job;
         try {
           job = codec.job.decode(msg.data);
@@ -274,7 +285,17 @@ class NatsBus implements JobBus {
           msg.respond(codec.reply.encode(false));
           return;
         }
-        tracedJobHandling(msg.subject, job, msg.headers, () => handler(job, hintOf(msg.headers))).then(
+        // A start that does not describe this job on this server is refused: nothing committed, nothing run.
+        const start = carriesStart ? startOf(msg.headers, serverId, job.operationId) : undefined;
+        if (carriesStart && !start) {
+          this.log.error(
+            { server_id: serverId, operation_id: job.operationId },
+            "job with an unreadable start",
+          );
+          msg.respond(codec.reply.encode(false));
+          return;
+        }
+        tracedJobHandling(msg.subject, job, msg.headers, () => handler(job, hintOf(msg.headers), start)).then(
           (onStream) => {
             // A sender that waits for the completion wants to hear only of a refusal (send).
             if (onStream && msg.reply?.startsWith(REFUSALS_PREFIX)) return;

@@ -5,6 +5,7 @@
 import type { Logger } from "pino";
 import type { JobBus, Job, Unsubscribe } from "../bus/job-bus.js";
 import type { JobHint } from "../bus/job-hint.js";
+import type { JobStart } from "../bus/job-start.js";
 import { activeTraceContext, tracingOn } from "../tracing/index.js";
 
 export interface StreamHandle {
@@ -62,6 +63,12 @@ export class StreamRegistry {
   constructor(
     private readonly bus: JobBus,
     private readonly log: Logger,
+    /**
+     * Commits a job's operation start (bus/job-start.ts) before the job goes on the stream;
+     * false when it could not be. Without it, a job with a start is refused: nothing runs
+     * unaudited.
+     */
+    private readonly commitStart?: (start: JobStart) => Promise<boolean>,
   ) {}
 
   get size(): number {
@@ -77,7 +84,12 @@ export class StreamRegistry {
     const previous = this.held.get(stream.serverId);
     if (previous) this.detach(previous.stream, "replaced by a newer stream of the same agent");
     const unsubscribe = [
-      this.bus.serveServer(stream.serverId, async (job, hint) => this.deliver(stream.serverId, job, hint)),
+      this.bus.serveServer(stream.serverId, async (job, hint, start) => {
+        if (!start) return this.deliver(stream.serverId, job, hint);
+        // Committed only while the stream is held: a refusal then leaves the start to its api.
+        if (!this.held.has(stream.serverId) || !(await this.commitStart?.(start))) return false;
+        return this.deliver(stream.serverId, job, hint);
+      }),
       this.bus.onTakeover(stream.serverId, (connectionId) => {
         if (connectionId !== stream.connectionId) this.detach(stream, "agent connected to another gateway");
       }),

@@ -39,6 +39,8 @@ import {
   type FinalStatus,
   type NewOperation,
   type OperationResult,
+  buildOperation,
+  commitStart,
   createOperation,
   readResult,
 } from "./store.js";
@@ -122,7 +124,18 @@ export interface DispatchOptions {
  */
 export type Dispatched =
   | { state: "on_stream"; op: StartedOperation; waiter: undefined }
-  | { state: "sent"; op: StartedOperation; job: Job; waiter: DoneWaiter; opts: DispatchOptions }
+  | {
+      state: "sent";
+      op: StartedOperation;
+      job: Job;
+      waiter: DoneWaiter;
+      opts: DispatchOptions;
+      /**
+       * A job sent with its start for the gateway to commit (sendStart): commits it here unless
+       * it is there already; before a refusal is acted on and before a wait ends "running".
+       */
+      ensureStarted?: () => Promise<void>;
+    }
   | Extract<Outcome, { state: "not_run" }>;
 
 /** Results this small ride on the done event, saving the waiting api a read. */
@@ -188,7 +201,76 @@ export class OperationService {
    * cause itself (a 500) for anything else.
    */
   async start(spec: StartSpec): Promise<StartedOperation> {
-    const { id, startedAt } = await createOperation(this.db, {
+    const { id, startedAt } = await createOperation(this.db, this.#newOperation(spec));
+    operationsStarted.inc({ type: spec.operationType });
+    const head = chainHeadGuess(this.db, spec.tenantId);
+    const hint = head && {
+      ...head,
+      operationType: spec.operationType,
+      startedAt,
+      runId: spec.runId,
+    };
+    return { id, server: spec.server, startedAt, tenantId: spec.tenantId, hint };
+  }
+
+  /**
+   * start, then run, for a caller that waits (waitMs > 0): on a bus whose gateways commit starts
+   * (JobBus.sendStart), the start goes with the job and the gateway holding the agent commits it
+   * before the job goes on the stream. The tenant's chain then has one writer per operation, the
+   * gateway, whose starts and completions share its batches. Anything but the completion (a
+   * refusal, the end of the wait, a bus that cannot be reached) has this process commit the same
+   * start itself first, unless it is there already: nothing runs, and nothing is answered
+   * "running" or "not run", without its start committed. Only a start without rows of its own
+   * (`together`) and with a lease goes with its job.
+   */
+  async startAndRun(
+    spec: StartSpec,
+    kind: JobKind,
+    waitMs: number,
+    opts: DispatchOptions = {},
+  ): Promise<{ op: StartedOperation; outcome: Outcome }> {
+    if (!this.bus.sendStart || waitMs <= 0 || spec.together || spec.leased === false) {
+      const op = await this.start(spec);
+      return { op, outcome: await this.run(op, kind, waitMs, opts) };
+    }
+    const start = buildOperation(this.#newOperation(spec));
+    const { id, started_at: startedAt } = start.row;
+    const op: StartedOperation = {
+      id,
+      server: spec.server,
+      startedAt,
+      tenantId: spec.tenantId,
+      // No chain head (seq 0): the gateway's own commit of the start leaves it the newest.
+      hint: { seq: 0, head: null, operationType: spec.operationType, startedAt, runId: spec.runId },
+    };
+    let committed: Promise<void> | undefined;
+    const ensureStarted = () => {
+      committed ??= commitStart(this.db, start).then(() => {});
+      return committed;
+    };
+    const job: Job = { operationId: id, kind, traceContext: {}, requestId: currentRequestId() ?? "" };
+    const timer = dispatchDuration.startTimer();
+    let waiter: DoneWaiter | undefined;
+    let dispatched: Dispatched;
+    try {
+      waiter = await this.bus.awaitDone(id);
+      this.bus.sendStart(spec.server.id, job, op.hint!, start);
+      timer({ outcome: "sent" });
+      dispatched = { state: "sent", op, job, waiter, opts, ensureStarted };
+    } catch (err) {
+      waiter?.cancel();
+      if (!(err instanceof BusUnavailableError)) throw err;
+      await ensureStarted();
+      dispatched = await this.dispatch(op, kind, { ...opts, awaitResult: true });
+    }
+    const outcome = await this.wait(dispatched, waitMs);
+    // Whatever the outcome, its start is committed now (by the gateway, or here): counted once.
+    operationsStarted.inc({ type: spec.operationType });
+    return { op, outcome };
+  }
+
+  #newOperation(spec: StartSpec) {
+    return {
       tenantId: spec.tenantId,
       serverId: spec.server.id,
       operationType: spec.operationType,
@@ -199,16 +281,7 @@ export class OperationService {
       preBootId: spec.preBootId,
       together: spec.together,
       audit: { ...spec.audit, server_id: spec.server.id, server_name: spec.server.name },
-    });
-    operationsStarted.inc({ type: spec.operationType });
-    const head = chainHeadGuess(this.db, spec.tenantId);
-    const hint = head && {
-      ...head,
-      operationType: spec.operationType,
-      startedAt,
-      runId: spec.runId,
     };
-    return { id, server: spec.server, startedAt, tenantId: spec.tenantId, hint };
   }
 
   /**
@@ -259,7 +332,16 @@ export class OperationService {
   async wait(d: Dispatched, waitMs: number): Promise<Outcome> {
     if (d.state === "not_run") return d;
     if (d.state === "on_stream") return { state: "running" };
-    const { waiter, op, job, opts } = d;
+    const { waiter, op, job, opts, ensureStarted } = d;
+    // A job sent with its start: committed here before a refusal is acted on or "running" answered.
+    const started = async () => {
+      try {
+        await ensureStarted?.();
+      } catch (err) {
+        waiter.cancel();
+        throw err;
+      }
+    };
     let refused: Promise<typeof REFUSED> = waiter.refused.then((): typeof REFUSED => REFUSED);
     const deadline = Date.now() + waitMs;
     for (;;) {
@@ -274,6 +356,8 @@ export class OperationService {
         clearTimeout(timer);
       }
       if (event === undefined) {
+        // "running" names an operation that is recorded: its start, unless its gateway's is there.
+        await started();
         // Answered "running": a refusal may still be on its way.
         const grace = setTimeout(() => waiter.cancel(), REFUSAL_GRACE_MS);
         grace.unref();
@@ -289,6 +373,8 @@ export class OperationService {
         waiter.cancel();
         return this.#finished(event, op.tenantId);
       }
+      // Refused with its start: nothing of it ran; asked again (as plain jobs) once it is recorded.
+      await started();
       if ((await this.#askAgain(op, job)) === "not_connected") {
         waiter.cancel();
         return this.#notRunOf(op, "not_connected", notConnected(op), opts);
@@ -343,7 +429,8 @@ export class OperationService {
     let known: KnownOperation | undefined;
     let settlement: Settlement | undefined;
     if (hint && tenantId) {
-      noteChainHead(this.db, tenantId, hint);
+      // seq 0: a hint without a head (the job carried its start, which this process committed).
+      if (hint.seq > 0) noteChainHead(this.db, tenantId, hint);
       known = hint;
       settlement = this.#settlementOf(id, hint, result, tenantId, serverId);
     }

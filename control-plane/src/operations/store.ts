@@ -11,6 +11,7 @@ import { insertRows } from "../db/statement.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import type { OperationType } from "./types.js";
+import type { JobStart } from "../bus/job-start.js";
 
 export type OperationStatus = "running" | "completed" | "failed" | "timeout";
 export type FinalStatus = Exclude<OperationStatus, "running">;
@@ -55,14 +56,11 @@ function decodeDetail(stored: string | null | undefined): JobResult["detail"] {
   return stored ? JobResult.fromJSON(JSON.parse(stored)).detail : undefined;
 }
 
-/** Inserts the operation and its audit event atomically; returns the new id. */
-export async function createOperation(
-  db: Knex,
-  op: NewOperation,
-): Promise<{ id: string; startedAt: number }> {
+/** The row and the start event of a new operation (its id made here), not yet written. */
+export function buildOperation(op: Omit<NewOperation, "together">): JobStart {
   const id = randomUUID();
   const startedAt = Date.now();
-  const row = {
+  const row: JobStart["row"] = {
     id,
     tenant_id: op.tenantId,
     server_id: op.serverId,
@@ -85,6 +83,23 @@ export async function createOperation(
     runId: op.runId,
     payload: { operation_id: id, ...op.audit },
   };
+  return { row, event };
+}
+
+/** Fail closed: no audited row, nothing runs. Only an unreachable database is "retry later" (503). */
+function storeError(err: unknown): unknown {
+  // Anything else is a bug, a 500 with its cause logged.
+  return isStoreUnavailable(err) ? new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err }) : err;
+}
+
+/** Inserts the operation and its audit event atomically; returns the new id. */
+export async function createOperation(
+  db: Knex,
+  op: NewOperation,
+): Promise<{ id: string; startedAt: number }> {
+  const start = buildOperation(op);
+  const { row, event } = start;
+  const { id, started_at: startedAt } = row;
   try {
     // Group commit (audit/group-commit.ts): answered once the row and its event are committed.
     if (op.together) {
@@ -94,21 +109,39 @@ export async function createOperation(
         return { event, value: undefined };
       });
     } else {
-      await commitAuditedBulk(db, op.tenantId, insertOperations, { row, event });
+      await commitAuditedBulk(db, op.tenantId, insertOperations, start);
     }
   } catch (err) {
-    // Fail closed: no audited row, nothing runs. Only an unreachable database is
-    // "retry later" (503); anything else is a bug, a 500 with its cause logged.
-    if (isStoreUnavailable(err)) throw new RcError("RC_ERR_STORE_UNAVAILABLE", undefined, { cause: err });
-    throw err;
+    throw storeError(err);
   }
   return { id, startedAt };
 }
 
-type OperationRow = Record<string, string | number | null>;
+/**
+ * Commits a start built by buildOperation (the gateway's, for the api that sent
+ * it with the job, or the api's own when the gateway did not). `started` when
+ * this commit wrote it, `already` when its row was there (the other side's
+ * commit came first: one row, one start event, whoever wrote them).
+ */
+export async function commitStart(db: Knex, start: JobStart): Promise<"started" | "already"> {
+  try {
+    await commitAuditedBulk(db, start.event.tenantId, insertOperations, start);
+    return "started";
+  } catch (err) {
+    if (
+      (err as { errno?: number } | null)?.errno === 1062 ||
+      (err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY"
+    ) {
+      const row = await db("operations").where({ id: start.row.id }).first("server_id", "started_at");
+      if (row?.server_id === start.row.server_id && Number(row.started_at) === start.row.started_at)
+        return "already";
+    }
+    throw storeError(err);
+  }
+}
 
 /** The operations started together: one multi-row insert, sent with their events. */
-const insertOperations: BulkKind<{ row: OperationRow; event: AuditEventInput }, undefined> = {
+const insertOperations: BulkKind<{ row: JobStart["row"]; event: AuditEventInput }, undefined> = {
   plan: (_db, items) => ({
     outcomes: items.map((i) => ({ event: i.event, value: undefined })),
     // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits. A nullable

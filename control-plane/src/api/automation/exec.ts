@@ -7,7 +7,7 @@ import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
 import { streamExec, wantsStream } from "./exec-stream.js";
-import { startForCaller } from "./run-operation.js";
+import { callerStart } from "./run-operation.js";
 import { execBody } from "../../http/operation-bodies.js";
 import { LIMITS } from "../../http/schemas.js";
 import { findServer } from "../../servers/servers.js";
@@ -24,7 +24,7 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const timeoutSeconds = body.timeout_seconds ?? LIMITS.timeoutDefault;
-      const op = await startForCaller(ctx, req, {
+      const start = callerStart(req, {
         operationType: "exec",
         server,
         runId: body.run_id,
@@ -46,8 +46,17 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
         deadlineSeconds: ctx.config.execCeilingSeconds,
         streamOutput: streamed,
       };
-      if (streamed) return streamExec(ctx, reply, op, { $case: "exec", exec }, timeoutSeconds * 1000);
-      return answerOutcome(reply, op, await ctx.ops.run(op, { $case: "exec", exec }, timeoutSeconds * 1000));
+      if (streamed) {
+        const op = await ctx.ops.start(start);
+        return streamExec(ctx, reply, op, { $case: "exec", exec }, timeoutSeconds * 1000);
+      }
+      // The start goes with the job: the gateway holding the agent commits it (OperationService).
+      const { op, outcome } = await ctx.ops.startAndRun(
+        start,
+        { $case: "exec", exec },
+        timeoutSeconds * 1000,
+      );
+      return answerOutcome(reply, op, outcome);
     },
   }),
 ];

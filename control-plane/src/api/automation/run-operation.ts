@@ -25,8 +25,13 @@ export function startForCaller(
   req: FastifyRequest,
   spec: CallerOperation,
 ): Promise<StartedOperation> {
+  return ctx.ops.start(callerStart(req, spec));
+}
+
+/** What the operation's start records of its caller, beside the fields of its type. */
+export function callerStart(req: FastifyRequest, spec: CallerOperation): StartSpec {
   const { principal } = req;
-  const start: StartSpec = {
+  return {
     tenantId: principal.tenantId,
     server: spec.server,
     operationType: spec.operationType,
@@ -46,5 +51,4 @@ export function startForCaller(
       ...viaOf(req),
     },
   };
-  return ctx.ops.start(start);
 }
