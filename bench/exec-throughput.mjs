@@ -25,6 +25,7 @@ import { startFloor } from "./lib/floor-chain.mjs";
 import { startRelayctl } from "./lib/relayctl-stack.mjs";
 import { enrollServers, startFleet, startFleetProcess } from "./lib/sim-agent.mjs";
 import { formatTable, ratio } from "./lib/stats.mjs";
+import { startDelayLink } from "./lib/delay-link.mjs";
 import { startMariadb, startNats } from "./lib/throwaway-servers.mjs";
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -44,6 +45,9 @@ const FLOOR_DURATION = intEnv(BENCH, "BENCH_FLOOR_DURATION", 30);
 /** Section `alt`: rounds of each load, alternated (ABBA), and the seconds of each. */
 const ALT_ROUNDS = intEnv(BENCH, "BENCH_ALT_ROUNDS", 6);
 const ALT_SECONDS = intEnv(BENCH, "BENCH_ALT_SECONDS", 5);
+// The database a network away: every chunk to and from MariaDB delayed this much each way, for the
+// control plane and the floor alike (lib/delay-link.mjs); the bench's own reads go straight.
+const DB_DELAY_MS = Number(process.env.BENCH_DB_DELAY_MS ?? 0);
 const SECTIONS = new Set((process.env.BENCH_SECTIONS || "sim,floor,alt,e2e").split(",").map((s) => s.trim()));
 const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 /** Per-key limit of the bench's keys (requests per minute): far above what a run sends. */
@@ -488,7 +492,11 @@ async function main() {
   const results = {};
   await runBench(BENCH, async (group, tmp) => {
     log("starting nats-server and MariaDB");
-    const [nats, dbServer] = await Promise.all([startNats(group, tmp), startMariadb(group, tmp)]);
+    const [nats, direct] = await Promise.all([startNats(group, tmp), startMariadb(group, tmp)]);
+    // `dbServer.url`: what the control plane and the floor use; `direct`: the bench's own reads.
+    const link = DB_DELAY_MS > 0 ? await startDelayLink(group, direct.url, DB_DELAY_MS) : undefined;
+    if (link) log(`MariaDB ${DB_DELAY_MS} ms away each way (a delaying link, pid ${link.pid})`);
+    const dbServer = { ...direct, url: link?.url ?? direct.url };
     const stack = await startRelayctl(group, tmp, {
       natsUrl: nats.url,
       databaseUrl: dbServer.url,
@@ -499,7 +507,7 @@ async function main() {
     const { openDb } = await dist("db/knex.js");
     const { createJoinToken } = await dist("cli/admin.js");
     const { newAutomationKeyRow } = await dist("auth/automation-key.js");
-    const db = openDb(dbServer.url);
+    const db = openDb(direct.url);
     const env = {
       ...process.env,
       RELAYCTL_DATABASE_URL: dbServer.url,
@@ -756,6 +764,7 @@ function report(results) {
       keys: KEYS,
       sections: [...SECTIONS],
       log_level: LOG_LEVEL,
+      db_delay_ms_each_way: DB_DELAY_MS,
     },
     results,
     ratios: {
