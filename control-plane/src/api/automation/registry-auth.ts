@@ -14,7 +14,7 @@ import { finished, registryLoginStarted, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { notRunError } from "./answer.js";
-import { startForCaller } from "./run-operation.js";
+import { callerStart, startForCaller } from "./run-operation.js";
 import { runContextSchema, runIdSchema, uuidSchema } from "../../http/schemas.js";
 import { findServer } from "../../servers/servers.js";
 
@@ -99,7 +99,7 @@ export const registryAuthRoutes = (ctx: ApiContext): RouteSpec[] => [
       const body = req.body;
       const resolved = resolveOr422(body.registry_url);
       const server = await findServer(ctx.db, req.principal, body.server_id);
-      const op = await startForCaller(ctx, req, {
+      const start = callerStart(req, {
         operationType: "registry_logout",
         server,
         runId: body.run_id,
@@ -107,10 +107,14 @@ export const registryAuthRoutes = (ctx: ApiContext): RouteSpec[] => [
         audit: { ...resolved },
       });
       const registryLogout = { registry: resolved.registry_url, deadlineSeconds: DEADLINE_SECONDS };
-      // Never 5xx: a logout that cannot run is a completed operation with a non-zero exit code.
-      const outcome = await ctx.ops.run(op, { $case: "registryLogout", registryLogout }, LOGOUT_WAIT_MS, {
-        notRunStatus: "completed",
-      });
+      // Never 5xx once started: a logout that cannot run is a completed operation with a non-zero
+      // exit code. The start goes with the job: the gateway holding the agent commits it.
+      const { op, outcome } = await ctx.ops.startAndRun(
+        start,
+        { $case: "registryLogout", registryLogout },
+        LOGOUT_WAIT_MS,
+        { notRunStatus: "completed" },
+      );
       if (outcome.state === "running")
         return reply.status(202).send({ operation_id: op.id, status: "running" });
       const status = outcome.state === "finished" ? outcome.status : "completed";

@@ -13,7 +13,7 @@ import { finished, running } from "../../http/answers.js";
 import type { ApiContext } from "../../http/context.js";
 import { AUTOMATION, AUTOMATION_API, type RouteSpec, route } from "../../http/route.js";
 import { answerOutcome } from "./answer.js";
-import { startForCaller } from "./run-operation.js";
+import { callerStart } from "./run-operation.js";
 import { restartBody } from "../../http/operation-bodies.js";
 import { findServer } from "../../servers/servers.js";
 
@@ -34,7 +34,7 @@ export const restartRoutes = (ctx: ApiContext): RouteSpec[] => [
       const body = req.body;
       const server = await findServer(ctx.db, req.principal, body.server_id);
       const target = await restartTarget(ctx.db, req.principal.tenantId, server.id, body.container_name);
-      const op = await startForCaller(ctx, req, {
+      const start = callerStart(req, {
         operationType: "restart",
         server,
         runId: body.run_id,
@@ -47,11 +47,13 @@ export const restartRoutes = (ctx: ApiContext): RouteSpec[] => [
         },
       });
       const restart = { containerName: target.containerName, deadlineSeconds: DEADLINE_SECONDS };
-      return answerOutcome(
-        reply,
-        op,
-        await ctx.ops.run(op, { $case: "restart", restart }, WAIT_SECONDS * 1000),
+      // The start goes with the job: the gateway holding the agent commits it (OperationService).
+      const { op, outcome } = await ctx.ops.startAndRun(
+        start,
+        { $case: "restart", restart },
+        WAIT_SECONDS * 1000,
       );
+      return answerOutcome(reply, op, outcome);
     },
   }),
 ];
