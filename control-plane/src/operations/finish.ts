@@ -312,14 +312,15 @@ function completionEvent(
     operationId: id,
     serverId: op.server_id,
     runId: op.run_id,
+    // Keys in code-unit order: the chain's canonical JSON of them is one JSON.stringify (audit-log.ts).
     payload: {
-      operation_id: id,
-      status: r.status,
-      exit_code: r.exit_code,
       duration_ms: r.duration_ms,
-      stdout_bytes: Buffer.byteLength(r.stdout),
-      stderr_bytes: Buffer.byteLength(r.stderr),
+      exit_code: r.exit_code,
+      operation_id: id,
       result_hash: resultHash(r),
+      status: r.status,
+      stderr_bytes: Buffer.byteLength(r.stderr),
+      stdout_bytes: Buffer.byteLength(r.stdout),
     },
   };
 }
