@@ -22,9 +22,11 @@ const log = pino({ level: "silent" });
 function setUp() {
   const steps: string[] = [];
   const serverId = randomUUID();
+  const tenantId = randomUUID();
   const handle: StreamHandle = {
     connectionId: "c1",
     serverId,
+    tenantId,
     credentialHash: "h",
     sendJob: (job) => {
       steps.push(`stream ${job.operationId}`);
@@ -33,7 +35,7 @@ function setUp() {
     cancelJob: () => {},
     close: () => {},
   };
-  return { steps, serverId, handle };
+  return { steps, serverId, tenantId, handle };
 }
 
 async function buses(t: import("ava").ExecutionContext) {
@@ -44,9 +46,9 @@ async function buses(t: import("ava").ExecutionContext) {
   return { api, gateway };
 }
 
-function startOn(serverId: string) {
+function startOn(serverId: string, tenantId: string) {
   const start = buildOperation({
-    tenantId: randomUUID(),
+    tenantId,
     serverId,
     operationType: "exec",
     keyId: null,
@@ -88,7 +90,7 @@ test("gateway job start - the start is committed before the job goes on the stre
   });
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId);
+  const { start, job, hint } = startOn(s.serverId, s.tenantId);
   const waiter = await api.awaitDone(job.operationId);
   let refused = false;
   void waiter.refused.then(() => {
@@ -116,7 +118,7 @@ test("gateway job start - a start not committed puts nothing on the stream and t
   });
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId);
+  const { start, job, hint } = startOn(s.serverId, s.tenantId);
   const waiter = await api.awaitDone(job.operationId);
   api.sendStart!(s.serverId, job, hint, start);
   await waiter.refused;
@@ -134,7 +136,7 @@ test("gateway job start - a gateway that cannot commit starts refuses every job 
   const registry = new StreamRegistry(gateway, log);
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId);
+  const { start, job, hint } = startOn(s.serverId, s.tenantId);
   const waiter = await api.awaitDone(job.operationId);
   api.sendStart!(s.serverId, job, hint, start);
   await waiter.refused;
@@ -146,4 +148,21 @@ test("gateway job start - a gateway that cannot commit starts refuses every job 
   });
   t.is(await api.dispatch(s.serverId, plain), "on_stream");
   t.deepEqual(s.steps, [`stream ${plain.operationId}`], "a plain job still does");
+});
+
+test("gateway job start - a start in another tenant's chain than the server's is refused: nothing committed, nothing on the stream", async (t) => {
+  const { api, gateway } = await buses(t);
+  const s = setUp();
+  const registry = new StreamRegistry(gateway, log, async (start) => {
+    s.steps.push(`commit ${start.row.id}`);
+    return true;
+  });
+  registry.attach(s.handle);
+  await served(api, s);
+  const { start, job, hint } = startOn(s.serverId, randomUUID());
+  const waiter = await api.awaitDone(job.operationId);
+  api.sendStart!(s.serverId, job, hint, start);
+  await waiter.refused;
+  waiter.cancel();
+  t.deepEqual(s.steps, [], "nothing committed, nothing on the stream");
 });

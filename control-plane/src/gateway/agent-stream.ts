@@ -188,6 +188,8 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
 class AgentStream {
   readonly connectionId = randomUUID();
   readonly serverId: string;
+  /** The server's tenant: a start sent with a job must be this tenant's (registry.ts). */
+  readonly tenantId: string;
   /** The credential this stream authenticated with (credential-watch.ts checks it still holds). */
   readonly credentialHash: string;
   /** Its lines name the server and connection (no pino child per stream: stream-log.ts). */
@@ -213,6 +215,7 @@ class AgentStream {
     private readonly server: ServerRow,
   ) {
     this.serverId = server.id;
+    this.tenantId = server.tenant_id;
     this.credentialHash = server.agent_credential_hash;
     this.log = new StreamLog(deps.log, server.id, this.connectionId);
     this.live = new LiveReads(deps.bus);

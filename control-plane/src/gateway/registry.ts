@@ -11,6 +11,8 @@ import { activeTraceContext, tracingOn } from "../tracing/index.js";
 export interface StreamHandle {
   readonly connectionId: string;
   readonly serverId: string;
+  /** The server's tenant, when known: a job's start (bus/job-start.ts) of another tenant is refused. */
+  readonly tenantId?: string;
   /** Hash of the agent credential the stream authenticated with. */
   readonly credentialHash: string;
   /**
@@ -86,6 +88,14 @@ export class StreamRegistry {
     const unsubscribe = [
       this.bus.serveServer(stream.serverId, async (job, hint, start) => {
         if (!start) return this.deliver(stream.serverId, job, hint);
+        // A start in another tenant's chain than the server's is no start of this server's.
+        if (stream.tenantId !== undefined && start.row.tenant_id !== stream.tenantId) {
+          this.log.error(
+            { operation_id: job.operationId, server_id: stream.serverId },
+            "job with a start of another tenant than its server's; refused",
+          );
+          return false;
+        }
         // Committed only while the stream is held: a refusal then leaves the start to its api.
         if (!this.held.has(stream.serverId) || !(await this.commitStart?.(start))) return false;
         return this.deliver(stream.serverId, job, hint);
