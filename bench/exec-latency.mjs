@@ -2,8 +2,8 @@
 // make bench: latency of one exec round trip through relayctl (HTTP → audit in MariaDB → NATS →
 // a separate gateway process → gRPC → agent pty → back), against the same command spawned in a pty
 // by this bare Node script, against the floor of the same hops (lib/floor-chain.mjs: only what the
-// guarantees cost, measured alternately with the api), and against `ssh 127.0.0.1 true` fresh and
-// multiplexed — in one run, as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
+// guarantees cost, measured alternately with the api), and against `ssh 127.0.0.1 true` fresh (in
+// the same alternating rounds) and multiplexed — in one run, as ratios. Starts its own nats-server, MariaDB and sshd on free loopback ports in a temp dir and
 // removes all of it on exit, also after an error or Ctrl-C. Writes bench/results/exec-latency.json.
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
@@ -170,24 +170,36 @@ function sharedServers(group, tmp) {
 
 /**
  * Runs the `timed` functions' warm-ups, then their n timed iterations in alternating chunks, so
- * a change in the machine's load falls on all of them alike. Returns the samples by label.
+ * a change in the machine's load falls on all of them alike. Returns the samples by label. A row
+ * may take its own `n` and `warmup` (fresh ssh: ~60 times slower than the rest): its iterations
+ * are spread evenly over the same rounds.
  */
 async function measureInterleaved(timed, { n, warmup, chunk = 25 }) {
-  for (const [label, once] of timed) {
-    log(`${label}: ${warmup} warmup`);
-    for (let i = 0; i < warmup; i++) await once();
+  const rows = timed.map(([label, once, pids, own = {}]) => ({
+    label,
+    once,
+    pids,
+    n: own.n ?? n,
+    warmup: own.warmup ?? warmup,
+  }));
+  for (const { label, once, warmup: w } of rows) {
+    log(`${label}: ${w} warmup`);
+    for (let i = 0; i < w; i++) await once();
   }
-  log(`${timed.map(([l]) => l).join(" | ")}: ${n} timed each, alternating every ${chunk}`);
-  const samples = timed.map(() => []);
+  const rounds = Math.ceil(n / chunk);
+  log(`${rows.map((r) => `${r.label} (${r.n})`).join(" | ")}: timed in ${rounds} alternating rounds`);
+  const samples = rows.map(() => []);
   // CPU seconds each row's processes used during its own chunks (the shared nats-server and
   // MariaDB count for the row whose chunk was running).
-  const cpu = timed.map(([, , pids]) =>
+  const cpu = rows.map(({ pids }) =>
     pids ? Object.fromEntries(Object.keys(pids).map((k) => [k, 0])) : null,
   );
-  for (let done = 0; done < n; done += chunk) {
-    for (const [k, [, once, pids]] of timed.entries()) {
+  for (let round = 0; round < rounds; round++) {
+    for (const [k, { once, pids, n: rowN }] of rows.entries()) {
       const before = pids ? cpuSeconds(pids) : null;
-      for (let i = done; i < Math.min(n, done + chunk); i++) samples[k].push(await once());
+      // This row's share of the rounds so far, rounded so that its last round ends at rowN.
+      const until = Math.round((rowN * (round + 1)) / rounds);
+      while (samples[k].length < until) samples[k].push(await once());
       if (!pids) continue;
       const after = cpuSeconds(pids);
       for (const name of Object.keys(pids)) cpu[k][name] += after[name] - before[name];
@@ -202,7 +214,7 @@ async function measureInterleaved(timed, { n, warmup, chunk = 25 }) {
 
 const zeroes = (o) => Object.fromEntries(Object.keys(o).map((k) => [k, 0]));
 
-async function benchApi(results, group, tmp) {
+async function benchApi(results, group, tmp, ssh) {
   const { nats, db } = await sharedServers(group, tmp);
   log(`nats ${nats.url}, mariadb ${db.url}; starting gateway, api and agent`);
   const keyCount = Math.max(1, Math.ceil((ITERATIONS + WARMUP) / REQUESTS_PER_KEY));
@@ -223,22 +235,25 @@ async function benchApi(results, group, tmp) {
   };
   const floor = SECTIONS.has("floor") ? await startFloors(group, tmp, { nats, db }) : null;
   try {
-    if (floor) {
-      // The floor's rows measured alternately with the api's, in chunks: the same load on each.
-      [results.api_exec, results.floor_pty, results.floor_orchestration] = await measureInterleaved(
-        [
-          ["POST /exec `true`", client.once, stackPids],
-          ["floor, `true` in a pty", floor.pty.once, floor.pty.pids],
-          ["floor, answered at once", floor.sim.once, floor.sim.pids],
-        ],
-        { n: ITERATIONS, warmup: WARMUP },
-      );
-    } else {
-      [results.api_exec] = await measureInterleaved([["POST /exec `true`", client.once, stackPids]], {
-        n: ITERATIONS,
-        warmup: WARMUP,
-      });
-    }
+    // The floor's rows and fresh ssh measured alternately with the api's, in chunks: the same load
+    // and the same minutes for each (this VM's speed drifts by a third within minutes). Fresh ssh
+    // goes before the orchestration-only floor, so no row a goal reads runs right after it.
+    const rows = [["POST /exec `true`", client.once, stackPids, {}, "api_exec"]];
+    if (floor) rows.push(["floor, `true` in a pty", floor.pty.once, floor.pty.pids, {}, "floor_pty"]);
+    if (ssh)
+      rows.push([
+        "ssh 127.0.0.1 true (fresh)",
+        ssh.fresh,
+        null,
+        { n: SSH_FRESH_ITERATIONS, warmup: 2 },
+        "ssh_fresh",
+      ]);
+    if (floor)
+      rows.push(["floor, answered at once", floor.sim.once, floor.sim.pids, {}, "floor_orchestration"]);
+    const measured = await measureInterleaved(rows, { n: ITERATIONS, warmup: WARMUP });
+    rows.forEach((row, k) => {
+      results[row[4]] = measured[k];
+    });
     const timed = client.stats.agentMs.slice(-ITERATIONS).filter(Number.isFinite);
     if (timed.length) results.api_exec_reported_duration = summarize(timed);
     results.api_exec.connections = client.stats.newConnections;
@@ -322,14 +337,17 @@ function spawnOnce(cmd, args, { env, stderrFd }) {
   });
 }
 
-async function benchSsh(results, group, tmp) {
+/**
+ * A throwaway sshd and its clients: `fresh()` times `ssh 127.0.0.1 true` on a new connection,
+ * `multiplexed()` over one ControlMaster connection (opened by the first call, untimed).
+ */
+async function startSsh(group, tmp) {
   log("starting sshd");
   const sshd = await startSshd(group, tmp);
   const { SSH_AUTH_SOCK: _agentSocket, ...env } = process.env;
   const stderrPath = join(tmp, "ssh-client.log");
   const stderrFd = openSync(stderrPath, "a");
   const opts = { env, stderrFd };
-  const fresh = [...sshd.clientArgs, "127.0.0.1", "true"];
   const mux = [
     ...sshd.clientArgs,
     "-o",
@@ -339,25 +357,34 @@ async function benchSsh(results, group, tmp) {
     "-o",
     "ControlPersist=300",
   ];
-  try {
-    results.ssh_fresh = await measure(
-      "ssh 127.0.0.1 true (fresh)",
-      { n: SSH_FRESH_ITERATIONS, warmup: 2 },
-      () => spawnOnce(sshd.ssh, fresh, opts),
-    );
-    // The first connection becomes the master; the timed ones ride on it.
-    await spawnOnce(sshd.ssh, [...mux, "127.0.0.1", "true"], opts);
-    results.ssh_multiplexed = await measure(
-      "ssh 127.0.0.1 true (multiplexed)",
-      { n: SSH_MUX_ITERATIONS, warmup: 3 },
-      () => spawnOnce(sshd.ssh, [...mux, "127.0.0.1", "true"], opts),
-    );
-  } catch (err) {
-    throw new Error(`${err.message} (ssh client log: ${stderrPath})`, { cause: err });
-  } finally {
-    await run(sshd.ssh, [...mux, "-O", "exit", "127.0.0.1"], { env }).catch(() => {});
-    closeSync(stderrFd);
-  }
+  const withLog = (p) =>
+    p.catch((err) => {
+      throw new Error(`${err.message} (ssh client log: ${stderrPath})`, { cause: err });
+    });
+  return {
+    fresh: () => withLog(spawnOnce(sshd.ssh, [...sshd.clientArgs, "127.0.0.1", "true"], opts)),
+    multiplexed: () => withLog(spawnOnce(sshd.ssh, [...mux, "127.0.0.1", "true"], opts)),
+    async close() {
+      await run(sshd.ssh, [...mux, "-O", "exit", "127.0.0.1"], { env }).catch(() => {});
+      closeSync(stderrFd);
+    },
+  };
+}
+
+/** Fresh ssh (unless the api's rounds timed it already), then multiplexed ssh. */
+async function benchSsh(results, ssh) {
+  results.ssh_fresh ??= await measure(
+    "ssh 127.0.0.1 true (fresh)",
+    { n: SSH_FRESH_ITERATIONS, warmup: 2 },
+    ssh.fresh,
+  );
+  // The first connection becomes the master; the timed ones ride on it.
+  await ssh.multiplexed();
+  results.ssh_multiplexed = await measure(
+    "ssh 127.0.0.1 true (multiplexed)",
+    { n: SSH_MUX_ITERATIONS, warmup: 3 },
+    ssh.multiplexed,
+  );
 }
 
 // --- report ----------------------------------------------------------------------------------
@@ -469,8 +496,13 @@ async function main() {
   const results = {};
   await runBench(BENCH, async (group, tmp) => {
     if (SECTIONS.has("pty")) await benchPty(results);
-    if (SECTIONS.has("api")) await benchApi(results, group, tmp);
-    if (SECTIONS.has("ssh")) await benchSsh(results, group, tmp);
+    const ssh = SECTIONS.has("ssh") ? await startSsh(group, tmp) : undefined;
+    try {
+      if (SECTIONS.has("api")) await benchApi(results, group, tmp, ssh);
+      if (ssh) await benchSsh(results, ssh);
+    } finally {
+      await ssh?.close();
+    }
   });
   const doc = await writeResultsDoc(results, report(results));
   if (process.env.BENCH_STRICT === "1" && !doc.goals_met) process.exit(3);
