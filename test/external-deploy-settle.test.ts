@@ -18,7 +18,8 @@ import { openDb } from "../control-plane/src/db/knex";
 import { claimAndStart } from "../control-plane/src/external-deploy/claim-start";
 import { readStates } from "../control-plane/src/external-deploy/conflict-guard";
 import { type SyncPlan, syncSettler } from "../control-plane/src/external-deploy/settle";
-import { OperationService, type StartedOperation } from "../control-plane/src/operations/service";
+import type { StartedOperation } from "../control-plane/src/operations/outcome";
+import { OperationService } from "../control-plane/src/operations/service";
 import type { FinalResult } from "../control-plane/src/operations/store";
 import { ownedAuditDatabase, readHead, setup } from "./harness/group-commit";
 

@@ -10,10 +10,10 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import { assertCompleted, assertError } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
-import { startCluster } from "./harness/cluster";
+import { type Cluster, startCluster } from "./harness/cluster";
 import { startDbLink } from "./harness/db-link";
 import { exec } from "./harness/http";
 import { sharedMariaDb, startOwned } from "./harness/mariadb";
@@ -23,16 +23,26 @@ test.after.always(cleanupAll);
 
 const STORE_UNAVAILABLE = "database unavailable: nothing was run, retry later";
 
-test("fail closed - a connection lost at the audit write is 503, stores no operation and runs nothing", async (t) => {
-  const link = await startDbLink(await sharedMariaDb());
-  const c = await startCluster({ mariadb: link.server });
+/** A path in a temp dir removed after the test: a refused command that ran would create it. */
+function witness(t: ExecutionContext): string {
   const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, "ran");
+  return join(dir, "ran");
+}
+
+/** The cluster runs a command before anything is cut. */
+async function assertUp(t: ExecutionContext, c: Cluster): Promise<void> {
   assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo up", timeout_seconds: 30 }), {
     exit_code: 0,
     stdout: "up\n",
   });
+}
+
+test("fail closed - a connection lost at the audit write is 503, stores no operation and runs nothing", async (t) => {
+  const link = await startDbLink(await sharedMariaDb());
+  const c = await startCluster({ mariadb: link.server });
+  const marker = witness(t);
+  await assertUp(t, c);
   const count = async (table: string) =>
     Number((await c.db.query(`SELECT COUNT(*) AS n FROM \`${table}\``))[0]!.n);
   const before = { operations: await count("operations"), audit: await count("audit_events") };
@@ -67,13 +77,8 @@ test("fail closed - a connection lost at the audit write is 503, stores no opera
 test("fail closed - the gateway's commit of an exec's start lost: it runs nothing, the api commits the same start and the command runs once", async (t) => {
   const link = await startDbLink(await sharedMariaDb());
   const c = await startCluster({ mariadb: link.server });
-  const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, "ran");
-  assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo up", timeout_seconds: 30 }), {
-    exit_code: 0,
-    stdout: "up\n",
-  });
+  const marker = witness(t);
+  await assertUp(t, c);
   // The next audited insert is the gateway's commit of the start that came with the job.
   const cut = link.cutAt("insert into `audit_events`");
   const res = await exec(c, {
@@ -107,14 +112,9 @@ test("fail closed - the gateway's commit of an exec's start lost: it runs nothin
 test("fail closed - exec with the database down is 503 and runs nothing; it recovers when the database is back", async (t) => {
   const mariadb = await startOwned();
   const c = await startCluster({ mariadb });
-  const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, "ran");
+  const marker = witness(t);
 
-  assertCompleted(t, await exec(c, { server_id: c.serverId, command: "echo up", timeout_seconds: 30 }), {
-    exit_code: 0,
-    stdout: "up\n",
-  });
+  await assertUp(t, c);
 
   await mariadb.stop("SIGKILL");
   const started = Date.now();
@@ -140,9 +140,7 @@ test("fail closed - exec with the database down is 503 and runs nothing; it reco
 
 test("fail closed - a write the database refuses for another reason is a 500 with its cause logged, not a 503, and runs nothing", async (t) => {
   const c = await startCluster();
-  const dir = mkdtempSync(join(tmpdir(), "relayctl-fail-closed-"));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const marker = join(dir, "ran");
+  const marker = witness(t);
   // Not an outage: the database answers, and refuses this one statement (a bug looks like this).
   await c.db.query(
     "CREATE TRIGGER refuse_operations BEFORE INSERT ON `operations` FOR EACH ROW " +

@@ -65,6 +65,20 @@ function startOn(serverId: string, tenantId: string) {
   return { start, job, hint };
 }
 
+/** Sends a start with its job and waits until a gateway refuses it; the job. */
+async function refusedStart(
+  api: Awaited<ReturnType<typeof buses>>["api"],
+  serverId: string,
+  tenantId: string,
+) {
+  const { start, job, hint } = startOn(serverId, tenantId);
+  const waiter = await api.awaitDone(job.operationId);
+  api.sendStart!(serverId, job, hint, start);
+  await waiter.refused;
+  waiter.cancel();
+  return job;
+}
+
 /** Waits until the gateway serves the server (a plain job answered on_stream), then forgets that job's step. */
 async function served(api: Awaited<ReturnType<typeof buses>>["api"], s: ReturnType<typeof setUp>) {
   const plain = Job.fromPartial({
@@ -118,11 +132,7 @@ test("gateway job start - a start not committed puts nothing on the stream and t
   });
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId, s.tenantId);
-  const waiter = await api.awaitDone(job.operationId);
-  api.sendStart!(s.serverId, job, hint, start);
-  await waiter.refused;
-  waiter.cancel();
+  const job = await refusedStart(api, s.serverId, s.tenantId);
   t.true(s.steps.includes(`commit ${job.operationId}`));
   t.false(
     s.steps.some((x) => x.startsWith("stream ")),
@@ -136,11 +146,7 @@ test("gateway job start - a gateway that cannot commit starts refuses every job 
   const registry = new StreamRegistry(gateway, log);
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId, s.tenantId);
-  const waiter = await api.awaitDone(job.operationId);
-  api.sendStart!(s.serverId, job, hint, start);
-  await waiter.refused;
-  waiter.cancel();
+  await refusedStart(api, s.serverId, s.tenantId);
   t.deepEqual(s.steps, [], "nothing went on the stream");
   const plain = Job.fromPartial({
     operationId: randomUUID(),
@@ -159,10 +165,6 @@ test("gateway job start - a start in another tenant's chain than the server's is
   });
   registry.attach(s.handle);
   await served(api, s);
-  const { start, job, hint } = startOn(s.serverId, randomUUID());
-  const waiter = await api.awaitDone(job.operationId);
-  api.sendStart!(s.serverId, job, hint, start);
-  await waiter.refused;
-  waiter.cancel();
+  await refusedStart(api, s.serverId, randomUUID());
   t.deepEqual(s.steps, [], "nothing committed, nothing on the stream");
 });

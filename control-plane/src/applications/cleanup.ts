@@ -8,7 +8,8 @@
 // audited like every other.
 import type { Knex } from "knex";
 import type { CompletionHook } from "../operations/finish.js";
-import type { OperationService, Outcome, ServerRef } from "../operations/service.js";
+import type { Outcome, ServerRef } from "../operations/outcome.js";
+import type { OperationService } from "../operations/service.js";
 
 /** The agent's deadline: rm -f of a few containers and image rm of a few images. */
 const DEADLINE_SECONDS = 120;

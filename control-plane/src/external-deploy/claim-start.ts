@@ -28,7 +28,7 @@ import { type Statement, insertRows } from "../db/statement.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import { operationsStarted } from "../observability/metrics.js";
-import type { ServerRef, StartedOperation } from "../operations/service.js";
+import type { ServerRef, StartedOperation } from "../operations/outcome.js";
 import { OPERATION_COLUMNS } from "../operations/store.js";
 import {
   type Candidate,

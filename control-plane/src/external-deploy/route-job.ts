@@ -7,7 +7,7 @@ import { RouteOutcomeStatus, type RouteSyncJob, type RouteSyncReport } from "@re
 import type { ApiContext } from "../http/context.js";
 import { applicationIdsOfServer } from "../applications/store.js";
 import { BusUnavailableError } from "../bus/job-bus.js";
-import type { StartedOperation } from "../operations/service.js";
+import type { StartedOperation } from "../operations/outcome.js";
 import type { FinalResult, FinalStatus } from "../operations/store.js";
 
 /** What the agent reported for one route (its RouteSyncReport, in the control plane's names). */

@@ -1,10 +1,10 @@
-// How the Automation API answers an operation's Outcome (operations/service.ts):
+// How the Automation API answers an operation's Outcome (operations/outcome.ts):
 // finished → 200 with the result, still running → 202, not run → the error of
 // the catalogue for its cause (409 not connected, with the operation id so the
 // caller can read what was recorded; 503 bus unavailable).
 import type { FastifyReply } from "fastify";
 import { RcError } from "../../errors.js";
-import type { Outcome, StartedOperation } from "../../operations/service.js";
+import type { Outcome, StartedOperation } from "../../operations/outcome.js";
 
 export function notRunError(op: StartedOperation, o: Extract<Outcome, { state: "not_run" }>): RcError {
   return o.cause === "not_connected"

@@ -15,7 +15,7 @@ import { LogStream, LogsEnd } from "@relayctl/proto";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { JobKind, Unsubscribe } from "../../bus/job-bus.js";
 import type { ApiContext } from "../../http/context.js";
-import type { StartedOperation } from "../../operations/service.js";
+import type { StartedOperation } from "../../operations/outcome.js";
 import { notRunError } from "./answer.js";
 
 const frame = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;

@@ -3,7 +3,7 @@
 // of its type. The life of the operation itself is the operations service's.
 import type { FastifyRequest } from "fastify";
 import { userActor } from "../../accounts/users.js";
-import type { ServerRef, StartSpec, StartedOperation } from "../../operations/service.js";
+import type { ServerRef, StartSpec, StartedOperation } from "../../operations/outcome.js";
 import { viaOf } from "../../mcp/marker.js";
 import type { ApiContext } from "../../http/context.js";
 import type { OperationType } from "../../operations/types.js";
