@@ -1,5 +1,7 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import test from "ava";
 import { freePort, onFreePort } from "./ports.js";
 
@@ -34,4 +36,70 @@ test("ports - onFreePort starts again on another port when the first one is take
   });
   t.is(tried.length, 2);
   t.is(port, tried[1]);
+});
+
+test("ports - a port freePort handed out is not handed out again while its process lives, even unbound", async (t) => {
+  // Caddy binds its http port only once routes are loaded: a picked port may stay unbound a while.
+  // One after the other (picks at once are kept apart by their binds): ~90 repeats without claims.
+  const ports: number[] = [];
+  for (let i = 0; i < 2_000; i++) ports.push(await freePort());
+  t.is(new Set(ports).size, ports.length);
+});
+
+/** A child process that picks n ports with freePort, prints them, and stays alive until killed. */
+async function pickerChild(
+  n: number,
+): Promise<{ ports: Set<number>; pid: number | undefined; kill: (signal: NodeJS.Signals) => Promise<void> }> {
+  const { spawn } = await import("node:child_process");
+  const code = `const { freePort } = require(${JSON.stringify(require.resolve("@relayctl/devkit"))});
+    (async () => { const ps = []; for (let i = 0; i < ${n}; i++) ps.push(await freePort());
+      process.stdout.write(ps.join(" ") + "\\n"); setInterval(() => {}, 60000); })();`;
+  const child = spawn(process.execPath, ["-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  const ports = await new Promise<Set<number>>((resolve, reject) => {
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      if (out.endsWith("\n")) resolve(new Set(out.trim().split(" ").map(Number)));
+    });
+    child.once("exit", (c) => reject(new Error(`the picker exited (${c}) before printing its ports`)));
+  });
+  const kill = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((done) => child.once("exit", done));
+    child.kill(signal);
+    await gone;
+  };
+  return { ports, kill, pid: child.pid };
+}
+
+test("ports - a port another live process claimed is never picked; a killed process's claims are taken over", async (t) => {
+  // 3,000 picks each in a range of ~22,000: without claims ~400 of ours would be the child's.
+  const child = await pickerChild(3_000);
+  t.teardown(() => child.kill("SIGKILL"));
+  const mine = await Promise.all(Array.from({ length: 3_000 }, () => freePort()));
+  t.deepEqual(
+    mine.filter((p) => child.ports.has(p)),
+    [],
+  );
+  // SIGKILL: no exit handler releases its claims, so only the takeover of a dead pid's claim frees them.
+  await child.kill("SIGKILL");
+  t.teardown(() => {
+    // The dead child's claims this test did not take over: the next picks would, but leave none.
+    for (const p of child.ports) {
+      const file = join(tmpdir(), "relayctl-port-claims", String(p));
+      const owner = (() => {
+        try {
+          return readFileSync(file, "utf8");
+        } catch {
+          return undefined;
+        }
+      })();
+      if (owner === String(child.pid)) rmSync(file, { force: true });
+    }
+  });
+  const after = await Promise.all(Array.from({ length: 3_000 }, () => freePort()));
+  t.true(
+    after.some((p) => child.ports.has(p)),
+    "a dead process's claims are taken over",
+  );
 });

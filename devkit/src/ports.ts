@@ -5,8 +5,16 @@
 // "the default, 3306", and Caddy's admin API logs the configured address, not the bound one,
 // and binds again at every config load. For those, freePort picks a port that was free a
 // moment ago, and onFreePort starts again on another one when it was taken in between.
-import { readFileSync } from "node:fs";
+//
+// A port freePort hands out stays claimed until its process ends, so no other pick, in this
+// process or another one, hands it out again: a Caddy's http port is bound only when routes are
+// loaded, and its admin port is bound again at every config load, so a port that is free now may
+// be one a server of a test running beside it is about to take (two of 25 Caddys started at once
+// in one file collided in one run out of 75: one's admin calls reached the other's http routes).
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 /** Where picked ports come from: below the kernel's ephemeral range (see freePort). */
 const PICK_FLOOR = 10_000;
@@ -23,6 +31,63 @@ function ephemeralStart(): number {
     // Not Linux: the default range.
   }
   return 32_768;
+}
+
+/** Where claims are kept, one file per port holding its claimer's pid: shared by every process. */
+const CLAIMS = join(tmpdir(), "relayctl-port-claims");
+const claimed = new Set<number>();
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Claims port for this process; false when a live process (this one included) holds it. */
+function claim(port: number): boolean {
+  if (claimed.has(port)) return false;
+  const file = join(CLAIMS, String(port));
+  for (let i = 0; i < 2; i++) {
+    try {
+      const fd = openSync(file, "wx", 0o644);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return held(port);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") mkdirSync(CLAIMS, { recursive: true });
+      else if (code !== "EEXIST")
+        return held(port); // no claims here (a read-only tmp): this process's own
+      else {
+        let owner = Number.NaN;
+        try {
+          owner = Number(readFileSync(file, "utf8"));
+        } catch {
+          // Released meanwhile: try again.
+        }
+        if (Number.isInteger(owner) && owner > 0 && alive(owner)) return false;
+        try {
+          unlinkSync(file); // a claim of a process that ended without releasing it (killed)
+        } catch {
+          // Another picker took it over first: try again, the wx open decides.
+        }
+      }
+    }
+  }
+  return false;
+}
+
+function held(port: number): true {
+  if (claimed.size === 0) process.once("exit", releaseClaims);
+  claimed.add(port);
+  return true;
+}
+
+function releaseClaims(): void {
+  for (const port of claimed) rmSync(join(CLAIMS, String(port)), { force: true });
 }
 
 /** Resolves with `port` once it is bound and closed again, or with undefined when it is taken. */
@@ -50,12 +115,15 @@ function tryBind(port: number): Promise<number | undefined> {
  * listen(0): listen(0) hands out ephemeral ports, the same pool every outgoing connection's local
  * port comes from, and a full test run opens thousands of those, so a port from listen(0) could be
  * taken by a connection before the server that was meant to have it binds. Below the range only
- * another picker can take it, one in ~20,000 for two picks at once. Falls back to listen(0).
+ * another picker can take it, and a port claimed by a live process is never picked again (see the
+ * claims above). Falls back to listen(0).
  */
 export async function freePort(): Promise<number> {
   const span = ephemeralStart() - PICK_FLOOR;
   for (let i = 0; i < PICK_TRIES; i++) {
-    const port = await tryBind(PICK_FLOOR + Math.floor(Math.random() * span));
+    const pick = PICK_FLOOR + Math.floor(Math.random() * span);
+    if (!claim(pick)) continue;
+    const port = await tryBind(pick);
     if (port !== undefined) return port;
   }
   const any = await tryBind(0);

@@ -371,13 +371,14 @@ test("syncer - a write after Caddy restarted without its config puts the server 
 test("syncer - a ledger save that fails after the answer fails the next sync, loudly", async (t) => {
   const { syncer, ledgerFile } = await setup();
   const a = desired(["a.example.test"], 3000);
-  await syncer.sync({ routes: [a] });
+  t.deepEqual(statuses(await syncer.sync({ routes: [a] })), ["synced"]);
   await syncer.settled();
   // The ledger's directory replaced by a file: no save can succeed.
   const dir = dirname(ledgerFile);
   await rm(dir, { recursive: true });
   await writeFile(dir, "not a directory");
-  await syncer.sync({ routes: [{ ...a, containerPort: 3001 }] });
+  // Caddy took it (a failed write saves nothing): the save after the answer is what fails.
+  t.deepEqual(statuses(await syncer.sync({ routes: [{ ...a, containerPort: 3001 }] })), ["synced"]);
   await t.throwsAsync(syncer.settled());
   await t.throwsAsync(syncer.sync({ routes: [{ ...a, containerPort: 3002 }] }));
 });
