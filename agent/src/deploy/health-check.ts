@@ -11,7 +11,19 @@ import { parseInspect } from "../engine/container-facts.js";
 import { type DeployContext, StepError, callOptions, outputOf } from "./context.js";
 
 const REQUEST_TIMEOUT_MS = 2_000;
+/**
+ * The wait between probes: 25 ms after the first, doubling up to 200 ms. Most applications
+ * answer within the first few hundred ms of their start; a fixed 200 ms made a deploy wait up to
+ * 200 ms past its application's first answer (measured: 1 deploy in 5 spent 222 ms in the step
+ * against 7-10 ms for the others), and a refused loopback connection costs well under a ms.
+ */
+const FIRST_INTERVAL_MS = 25;
 const INTERVAL_MS = 200;
+
+/** The wait before the next probe, given the last one (none before the second probe). */
+export function nextProbeWait(last?: number): number {
+  return last === undefined ? FIRST_INTERVAL_MS : Math.min(last * 2, INTERVAL_MS);
+}
 /** The engine is asked whether the container still runs at most this often. */
 const STATE_EVERY_MS = 1_000;
 const LOG_TAIL_LINES = 30;
@@ -54,6 +66,7 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
   rec.log("health_check", `GET http://127.0.0.1:${hostPort}${path}, up to ${timeoutMs / 1000} s`);
   let last = "no answer yet";
   let stateAt = 0;
+  let wait: number | undefined;
   // The engine's answer on whether the container still runs is asked beside the probes, not
   // between them: on a loaded machine an inspect can take seconds, and a probe loop that waited
   // for it would spend the application's whole timeout unasked (a healthy app failed).
@@ -94,7 +107,8 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
       if (stopped) throw fail(stopped);
       throw new StepError(`no 2xx or 3xx answer from ${path} within ${timeoutMs / 1000} s (last: ${last})`);
     }
-    await delay(INTERVAL_MS, undefined, { signal }).catch(() => undefined);
+    wait = nextProbeWait(wait);
+    await delay(wait, undefined, { signal }).catch(() => undefined);
   }
 }
 

@@ -1,0 +1,19 @@
+// The health check's probe schedule (the probes themselves run against real containers in
+// test/deploy-*.test.ts): soon after the first try, then backing off to the steady interval.
+import test from "ava";
+import { nextProbeWait } from "./health-check.js";
+
+test("health check - probes again 25 ms after the first try, doubling to every 200 ms, never longer", (t) => {
+  const waits: number[] = [];
+  let wait: number | undefined;
+  for (let i = 0; i < 8; i++) {
+    wait = nextProbeWait(wait);
+    waits.push(wait);
+  }
+  t.deepEqual(waits, [25, 50, 100, 200, 200, 200, 200, 200]);
+  // Summed: an application that answers 1 s after its start is seen within 200 ms of it.
+  t.is(
+    waits.slice(0, 3).reduce((a, b) => a + b),
+    175,
+  );
+});
