@@ -1,4 +1,4 @@
-// The deployment's run, inspect, list and remove through the engine's API socket (a
+// The deployment's run, inspect, list, remove and image id through the engine's API socket (a
 // real `podman system service`, seen through the harness's relay) when the
 // engine serves one (agent/src/engine/api-engine.ts): the container is created
 // and started by the API with what the CLI's run would set (env, labels, port on
@@ -60,8 +60,8 @@ function app() {
   return { id, suffix, fqdn: `api-${suffix}.example.test` };
 }
 
-async function deploy(a: ReturnType<typeof app>, repoPath: string, over: Partial<DeployJob> = {}) {
-  const j: DeployJob = {
+function jobOf(a: ReturnType<typeof app>, repoPath: string): DeployJob {
+  return {
     deploymentId: randomUUID(),
     applicationId: a.id,
     applicationName: `api-${a.suffix}`,
@@ -76,12 +76,17 @@ async function deploy(a: ReturnType<typeof app>, repoPath: string, over: Partial
     deadlineUnixMs: Date.now() + 90_000,
     keepImages: [],
     limits: undefined,
-    ...over,
   };
-  const result = await stack.deployer.run(randomUUID(), j);
+}
+
+async function deploy(a: ReturnType<typeof app>, repoPath: string, over: Partial<DeployJob> = {}) {
+  const result = await stack.deployer.run(randomUUID(), { ...jobOf(a, repoPath), ...over });
   if (result.detail?.$case !== "deploy") throw new Error(`no DeployReport: ${JSON.stringify(result)}`);
   if (result.status !== JobStatus.JOB_STATUS_COMPLETED) throw new Error(`deploy failed: ${result.stderr}`);
   const report: DeployReport = result.detail.deploy;
+  // A rollback runs a release's image by its id, which every tag of an identical build shares
+  // (other files build the same "version 1"): only a build's own tag is removed.
+  if (report.image.startsWith("sha256:")) return report;
   onCleanup(() =>
     podman(["image", "rm", "-f", report.image]).then(
       () => undefined,
@@ -177,6 +182,37 @@ test.serial(
     } finally {
       relay.fast();
     }
+  },
+);
+
+test.serial(
+  "deploy engine api - a rollback asks the API whether its release's image is still here; a gone one fails clearly",
+  async (t) => {
+    process.env.CONTAINER_HOST = `unix://${relay.path}`;
+    const a = app();
+    const repo = await createAppRepo({ first: "1" });
+    const first = await deploy(a, repo.path);
+    await repo.commitVersion("2");
+    await deploy(a, repo.path, { keepImages: [first.imageId] });
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 2");
+    const asks = (id: string) => relay.count(new RegExp(`^GET /images/${id}/json$`));
+    const release = (image: string) => ({
+      source: undefined,
+      build: { $case: "release" as const, release: { image, deploymentId: randomUUID() } },
+    });
+    await deploy(a, repo.path, release(first.imageId));
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 1", "the rollback serves release 1");
+    t.is(asks(first.imageId), 1, `its image asked of the API, not the CLI${lastRequests()}`);
+
+    const gone = `sha256:${"0".repeat(64)}`;
+    const result = await stack.deployer.run(randomUUID(), {
+      ...(await jobOf(a, repo.path)),
+      ...release(gone),
+    });
+    t.is(result.status, JobStatus.JOB_STATUS_FAILED);
+    t.regex(result.stderr, /is no longer on this server/);
+    t.is(asks(gone), 1, `asked of the API: its 404 is the answer${lastRequests()}`);
+    t.is((await proxyGet(stack.caddy.httpPort, a.fqdn)).body, "version 1", "release 1 still serves");
   },
 );
 

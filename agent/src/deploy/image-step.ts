@@ -28,7 +28,7 @@ import { realInsideRepo } from "./repo-paths.js";
 /** The image the new container runs; `reusedFrom` when an earlier deployment built it. */
 export interface BuiltImage {
   image: string;
-  /** Known without another inspect: the build's --iidfile, or the reused image's. */
+  /** Known without another inspect: the build's --iidfile, the reused image's, or the rollback's. */
   imageId?: string;
   /** The deployment that built the reused image. */
   reusedFrom?: string;
@@ -88,8 +88,7 @@ export async function buildImage(
   const { job, engine, rec } = ctx;
   const build = job.build;
   if (build?.$case === "image") return { image: await pull(ctx, build.image) };
-  if (build?.$case === "release")
-    return { image: await kept(ctx, build.release.image, build.release.deploymentId) };
+  if (build?.$case === "release") return kept(ctx, build.release.image, build.release.deploymentId);
   const paths = buildPaths(ctx);
   if (paths === undefined) throw new StepError("the job names no build (dockerfile or image)");
   if (source === undefined) throw new StepError("a dockerfile build needs the application's git repository");
@@ -141,10 +140,12 @@ export async function buildImage(
 }
 
 /** A rollback's image: on the server, or the step fails naming the release. */
-async function kept(ctx: DeployContext, image: string, deploymentId: string): Promise<string> {
+/** The release's image, with its id (the one inspect that found it: none after it). */
+async function kept(ctx: DeployContext, image: string, deploymentId: string): Promise<BuiltImage> {
   if (!validImageReference(image)) throw new StepError(`invalid image reference '${image.slice(0, 200)}'`);
   const o = await ctx.engine.imageId(image, callOptions(ctx));
-  if (o.status !== "completed" || o.exitCode !== 0 || imageIdOf(o.stdout) === undefined) {
+  const imageId = o.status === "completed" && o.exitCode === 0 ? imageIdOf(o.stdout) : undefined;
+  if (imageId === undefined) {
     if (o.status !== "completed" && o.error) check(o, `${ctx.engine.name} image inspect`);
     throw new StepError(
       `the image ${image} of release ${deploymentId} is no longer on this server (retention removed it, or someone did by hand): deploy that commit again`,
@@ -154,7 +155,7 @@ async function kept(ctx: DeployContext, image: string, deploymentId: string): Pr
     "build",
     `rollback to release ${deploymentId}: image ${image} is on the server; nothing to build`,
   );
-  return image;
+  return { image, imageId };
 }
 
 /** The engine's id of the image the container runs (`sha256:<hex>`): what the release records. */
