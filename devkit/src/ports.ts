@@ -58,9 +58,13 @@ function claim(port: number): boolean {
       return held(port);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") mkdirSync(CLAIMS, { recursive: true });
-      else if (code !== "EEXIST")
-        return held(port); // no claims here (a read-only tmp): this process's own
+      if (code === "ENOENT") {
+        try {
+          mkdirSync(CLAIMS, { recursive: true });
+        } catch {
+          return held(port); // no claims here (a read-only tmp): this process's own only
+        }
+      } else if (code !== "EEXIST") return held(port);
       else {
         let owner = Number.NaN;
         try {

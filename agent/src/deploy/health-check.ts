@@ -24,6 +24,7 @@ const INTERVAL_MS = 200;
 export function nextProbeWait(last?: number): number {
   return last === undefined ? FIRST_INTERVAL_MS : Math.min(last * 2, INTERVAL_MS);
 }
+
 /** The engine is asked whether the container still runs at most this often. */
 const STATE_EVERY_MS = 1_000;
 const LOG_TAIL_LINES = 30;

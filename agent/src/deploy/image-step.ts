@@ -139,8 +139,10 @@ export async function buildImage(
   return { image: tag, imageId };
 }
 
-/** A rollback's image: on the server, or the step fails naming the release. */
-/** The release's image, with its id (the one inspect that found it: none after it). */
+/**
+ * A rollback's image: on the server, with its id (from the one inspect that found it: no
+ * other after it), or the step fails naming the release.
+ */
 async function kept(ctx: DeployContext, image: string, deploymentId: string): Promise<BuiltImage> {
   if (!validImageReference(image)) throw new StepError(`invalid image reference '${image.slice(0, 200)}'`);
   const o = await ctx.engine.imageId(image, callOptions(ctx));
