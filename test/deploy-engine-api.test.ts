@@ -205,10 +205,7 @@ test.serial(
     t.is(asks(first.imageId), 1, `its image asked of the API, not the CLI${lastRequests()}`);
 
     const gone = `sha256:${"0".repeat(64)}`;
-    const result = await stack.deployer.run(randomUUID(), {
-      ...(await jobOf(a, repo.path)),
-      ...release(gone),
-    });
+    const result = await stack.deployer.run(randomUUID(), { ...jobOf(a, repo.path), ...release(gone) });
     t.is(result.status, JobStatus.JOB_STATUS_FAILED);
     t.regex(result.stderr, /is no longer on this server/);
     t.is(asks(gone), 1, `asked of the API: its 404 is the answer${lastRequests()}`);
