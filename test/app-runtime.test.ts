@@ -4,8 +4,10 @@
 // its container (state, restart count, last crash) and a crash loop; deleting
 // the application removes its containers and images, at once when the agent is
 // connected and at its next connection when it was away, and moving it to
-// another server removes them from the old one. Serial: one test stops
-// the stack's only agent.
+// another server removes them from the old one. A crash loop is held by the
+// agent (podman restarts at once): stopped, then started again after a hold that
+// doubles, and kept across an agent restart. Serial: two tests stop the stack's
+// only agent.
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -20,6 +22,8 @@ import { pollUntil } from "./harness/wait";
 
 /** The agent polls every 5 s; a loaded machine can take a few polls more. */
 const REPORT_MS = 60_000;
+/** The agent's first hold of a crash loop here (RELAYCTL_AGENT_CRASH_HOLD_SECONDS); the next is twice as long. */
+const HOLD_S = 3;
 
 interface Container {
   name: string;
@@ -28,6 +32,8 @@ interface Container {
   restart_count: number;
   last_crash_at: string | null;
   since: string | null;
+  held_until: string | null;
+  reported_at: string;
 }
 
 /** The machine's boot id, in a file of the test's: a "reboot" writes a new one. */
@@ -37,7 +43,11 @@ writeFileSync(bootFile, `${randomUUID()}\n`);
 let s: DeployStack;
 test.before(async () => {
   s = await startDeployStack({
-    agentEnv: { RELAYCTL_AGENT_BOOT_ID_FILE: bootFile, RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: "1" },
+    agentEnv: {
+      RELAYCTL_AGENT_BOOT_ID_FILE: bootFile,
+      RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: "1",
+      RELAYCTL_AGENT_CRASH_HOLD_SECONDS: String(HOLD_S),
+    },
   });
 });
 test.after.always(cleanupAll);
@@ -82,25 +92,53 @@ const pendingRows = async (appId: string) =>
     appId,
   ])) as unknown[];
 
-async function inspect(name: string): Promise<{ status: string; restarts: number; pid: number }> {
+interface Inspected {
+  status: string;
+  restarts: number;
+  pid: number;
+  /** The last start and the last exit, Unix ms. */
+  started: number;
+  finished: number;
+}
+
+async function inspect(name: string): Promise<Inspected> {
   const { stdout } = await podman([
     "container",
     "inspect",
     name,
     "--format",
-    "{{.State.Status}} {{.RestartCount}} {{.State.Pid}}",
+    "{{.State.Status}} {{.RestartCount}} {{.State.Pid}} {{.State.StartedAt.UnixMilli}} {{.State.FinishedAt.UnixMilli}}",
   ]);
-  const [status, restarts, pid] = stdout.trim().split(" ");
-  return { status: status!, restarts: Number(restarts), pid: Number(pid) };
+  const [status, restarts, pid, started, finished] = stdout.trim().split(" ");
+  return {
+    status: status!,
+    restarts: Number(restarts),
+    pid: Number(pid),
+    started: Number(started),
+    finished: Number(finished),
+  };
 }
 
-/** Kills the app's process (the child of the container's init) from the host, as a crash would end it. */
+/** Polls the container until its state is `status`; that inspection. */
+const untilStatus = (name: string, status: string, what: string) =>
+  pollUntil(
+    async () => {
+      const now = await inspect(name);
+      return now.status === status ? now : undefined;
+    },
+    { timeoutMs: REPORT_MS, intervalMs: 100, what },
+  );
+
+/** SIGKILLs the app's process (the children of the container's init `pid`), as a crash would end it. */
+function killAppProcess(pid: number): void {
+  for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/))
+    process.kill(Number(child), "SIGKILL");
+}
+
+/** Kills the app's process from the host and waits for podman's restart: the restart count it reached. */
 async function killApp(name: string): Promise<number> {
   const before = await inspect(name);
-  const children = readFileSync(`/proc/${before.pid}/task/${before.pid}/children`, "utf8")
-    .trim()
-    .split(/\s+/);
-  for (const pid of children) process.kill(Number(pid), "SIGKILL");
+  killAppProcess(before.pid);
   // The engine brings it back (--restart unless-stopped): a new run, counted.
   await pollUntil(
     async () => {
@@ -138,14 +176,148 @@ test.serial("running app - a killed app process comes back, serves again and is 
   t.truthy(after.last_crash_at, "the crash's time");
 });
 
+/** Kills the app's process as killApp does, without waiting for podman's restart (the agent may hold it). */
+async function crash(name: string): Promise<void> {
+  // Running (podman may still be restarting it from the crash before).
+  const before = await untilStatus(name, "running", `${name} running`);
+  killAppProcess(before.pid);
+  await pollUntil(async () => ((await inspect(name)).pid !== before.pid ? true : undefined), {
+    timeoutMs: 30_000,
+    intervalMs: 50,
+    what: `${name}'s crashed process gone`,
+  });
+}
+
+/** Waits for the agent's hold of a crash loop: stopped, then started again; the time it stayed down. */
+async function held(name: string): Promise<number> {
+  await untilStatus(name, "exited", `${name} stopped by the agent (a crash loop held)`);
+  const back = await untilStatus(name, "running", `${name} started again by the agent after its hold`);
+  return back.started - back.finished;
+}
+
 test.serial("running app - three crashes within 5 minutes are reported as a crash loop", async (t) => {
   const app = await deployed();
   const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
-  for (let i = 0; i < 3; i++) await killApp(name);
-  const loop = await reported(app.id, "crash_loop reported", (c) => c.state === "crash_loop");
-  t.is(loop.restart_count, 3);
+  for (let i = 0; i < 2; i++) await killApp(name);
+  // The third crash makes the loop, which the agent holds: not waited for as running again.
+  await crash(name);
+  // Reported before the agent's hold is over (HOLD_S): then podman's count starts again at 0.
+  const loop = await reported(
+    app.id,
+    "crash_loop reported",
+    (c) => c.state === "crash_loop" && c.restart_count === 3,
+  );
   t.truthy(loop.last_crash_at);
 });
+
+test.serial(
+  "running app - a crash loop is held: stopped, started after its hold, twice as long the next time, across an agent restart",
+  async (t) => {
+    const app = await deployed();
+    const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
+    for (let i = 0; i < 3; i++) await crash(name);
+    // Podman would restart it at once, for ever; the agent stops it and starts it HOLD_S later,
+    // and says until when in its report.
+    const [during, first] = await Promise.all([
+      reported(app.id, "the hold reported", (c) => c.held_until !== null),
+      held(name),
+    ]);
+    t.true(first >= HOLD_S * 1000, `down ${first} ms, the first hold is ${HOLD_S} s`);
+    t.true(first < 4 * HOLD_S * 1000, `down ${first} ms: the first hold, not a later one`);
+    t.is(during.state, "crash_loop");
+    const heldFor = Date.parse(during.held_until!) - Date.parse(during.reported_at);
+    t.true(
+      heldFor > 0 && heldFor <= HOLD_S * 1000,
+      `held_until ${during.held_until}, reported ${during.reported_at}: within the first hold`,
+    );
+    await reported(
+      app.id,
+      "the hold's end reported",
+      (c) => c.held_until === null && c.state === "crash_loop",
+    );
+    await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "the app serving through Caddy after its hold",
+    });
+    // One more crash within the loop's window: held again, twice as long; the agent restarts
+    // during the hold and still starts the container when it is over (the hold is on disk).
+    await crash(name);
+    await untilStatus(name, "exited", `${name} held a second time`);
+    await s.c.agent.stop();
+    await s.c.agent.start();
+    const second = await held(name);
+    t.true(second >= 2 * HOLD_S * 1000, `down ${second} ms, the second hold is ${2 * HOLD_S} s`);
+    // The restarted agent's tracker starts clean (crashes before it are history): running again.
+    const report = await reported(
+      app.id,
+      "running again after its holds",
+      (c) => c.state === "running" && c.name === name,
+    );
+    t.is(report.restart_count, 0, "podman's count starts again at the agent's start");
+    // A container that runs again serves again: nothing was lost to the holds.
+    await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "the app serving through Caddy after its second hold",
+    });
+  },
+);
+
+test.serial(
+  "running app - a deployment during a hold serves the new release; the held container and its hold go with the old one",
+  async (t) => {
+    const app = await deployed();
+    const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
+    for (let i = 0; i < 3; i++) await crash(name);
+    await untilStatus(name, "exited", `${name} held by the agent`);
+    const holdsFile = join(s.c.agent.stateDir, "crash-holds.json");
+    const holds = () => JSON.parse(readFileSync(holdsFile, "utf8")) as Record<string, { container: string }>;
+    t.is(holds()[app.id]?.container, name, "the hold is on disk");
+    const d = await s.deployAndWait(app.id);
+    t.is(d.op.json.status, "completed", describe(d.op));
+    await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "the new release serving through Caddy",
+    });
+    // The deployment retires the old container; the next look drops its hold.
+    await pollUntil(async () => (!(await s.containersOf(app.id)).includes(name) ? true : undefined), {
+      timeoutMs: DEPLOY_WAIT_MS,
+      what: `${name} retired`,
+    });
+    await pollUntil(() => (holds()[app.id] === undefined ? true : undefined), {
+      timeoutMs: REPORT_MS,
+      what: "the hold dropped with its container",
+    });
+    const now = await reported(app.id, "the new container reported", (c) => c.name !== name);
+    t.is(now.held_until, null);
+  },
+);
+
+test.serial(
+  "running app - a deployment that fails during a hold leaves the held container live, started when its hold is over",
+  async (t) => {
+    const repo = await createAppRepo();
+    const app = await s.createApp({ health_check_timeout_seconds: 3 }, repo);
+    const first = await s.deployAndWait(app.id);
+    t.is(first.op.json.status, "completed", describe(first.op));
+    const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
+    for (let i = 0; i < 3; i++) await crash(name);
+    await held(name);
+    // A fourth crash: the second hold (2 × HOLD_S), long enough for the new container below to
+    // run while the old one is held.
+    await crash(name);
+    await untilStatus(name, "exited", `${name} held a second time`);
+    const broken = await repo.commitBroken("broken");
+    const failed = await s.deployAndWait(app.id, { commit_ref: broken.sha });
+    t.is(failed.op.json.status, "failed", "the new release never answers its health check");
+    // The held container is still the application's: started when its hold is over, serving.
+    await untilStatus(name, "running", `${name} started again after its hold, the failed deployment gone`);
+    await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      what: "the old release serving through Caddy again",
+    });
+    t.deepEqual(await s.containersOf(app.id), [name], "only the old release's container is left");
+  },
+);
 
 test.serial("delete - removes the application's containers and images, audited", async (t) => {
   const app = await deployed();
@@ -277,10 +449,7 @@ test.serial(
     t.is((await inspect(name)).status, "exited");
     writeFileSync(bootFile, `${randomUUID()}\n`);
     await agent.start();
-    await pollUntil(async () => ((await inspect(name)).status === "running" ? true : undefined), {
-      timeoutMs: REPORT_MS,
-      what: `${name} started by the agent after the reboot`,
-    });
+    await untilStatus(name, "running", `${name} started by the agent after the reboot`);
     await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
       timeoutMs: 30_000,
       what: "the live release serving through Caddy again",

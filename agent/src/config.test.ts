@@ -10,8 +10,19 @@ test("config - defaults match process-interfaces.md", (t) => {
     killGraceMs: 5000,
     backoff: { minMs: 250, maxMs: 15_000 },
     logLevel: "info",
+    containerWatchSeconds: 5,
+    crashHoldSeconds: 10,
   });
   t.regex(config.shell, /^\/bin\/(ba)?sh$/);
+});
+
+test("config - a crash loop's first hold: 0 turns holds off, at most 300 s", (t) => {
+  t.is(loadConfig({ RELAYCTL_AGENT_CRASH_HOLD_SECONDS: "0" }).crashHoldSeconds, 0);
+  t.is(loadConfig({ RELAYCTL_AGENT_CRASH_HOLD_SECONDS: "300" }).crashHoldSeconds, 300);
+  t.throws(() => loadConfig({ RELAYCTL_AGENT_CRASH_HOLD_SECONDS: "301" }), {
+    instanceOf: ConfigError,
+    message: /^RELAYCTL_AGENT_CRASH_HOLD_SECONDS: /,
+  });
 });
 
 test("config - gateway list is split and checked", (t) => {

@@ -134,6 +134,12 @@ const schema = z
      */
     RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: int(0, 3600).default(5),
     /**
+     * Podman restarts a crashed container at once: a crash loop the watcher sees is
+     * stopped for this many seconds, twice as long at each further hold of the loop,
+     * at most 300 (containers/crash-hold.ts). `0`: podman's own restarts only. @default 10
+     */
+    RELAYCTL_AGENT_CRASH_HOLD_SECONDS: int(0, 300).default(10),
+    /**
      * Container network deployed containers join (needed with
      * RELAYCTL_AGENT_PROXY_UPSTREAM=container-network, where the proxy reaches
      * them by name). @default none (the engine's default network)
@@ -183,6 +189,8 @@ export interface AgentConfig {
   proxy: ProxyConfig;
   deploy: DeployConfig;
   containerWatchSeconds: number;
+  /** First hold of a podman crash loop (s); 0: none. */
+  crashHoldSeconds: number;
 }
 
 export interface DeployConfig {
@@ -284,6 +292,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     tracing: c.RELAYCTL_AGENT_TRACING,
     proxy: proxyConfig(c),
     containerWatchSeconds: c.RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS,
+    crashHoldSeconds: c.RELAYCTL_AGENT_CRASH_HOLD_SECONDS,
     deploy: {
       drainSeconds: c.RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS,
       network: c.RELAYCTL_AGENT_DEPLOY_NETWORK,

@@ -105,6 +105,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     log,
     intervalMs: cfg.containerWatchSeconds * 1000,
     onFirstLook: bootStart({ stateDir, bootId: bootId(cfg.bootIdFile), log }),
+    crashHold: { stateDir, firstHoldSeconds: cfg.crashHoldSeconds },
   });
   containers.start();
   const connection = new AgentConnection({

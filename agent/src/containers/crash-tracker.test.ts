@@ -127,3 +127,22 @@ test("crash tracker - an exit seen before the engine restarted from it is one cr
     ContainerState.CONTAINER_STATE_CRASH_LOOP,
   );
 });
+
+test("crash tracker - a start that set podman's count back to 0 is a new run: its restarts after it are crashes", (t) => {
+  const tracker = new CrashTracker();
+  look(tracker, c({}), 0);
+  look(tracker, c({ restartCount: 4, finishedAt: 900 }), 1000);
+  // Started again by hand (the count is 0), then two crashes before the next look.
+  const after = look(tracker, c({ restartCount: 2, finishedAt: 20_000, startedAt: 20_100 }), 21_000);
+  t.is(after.lastCrashUnixMs, 20_000, "the crashes after the start are counted, not lost to the lower count");
+  t.is(after.state, ContainerState.CONTAINER_STATE_CRASH_LOOP, "4 + 2 crashes within the window");
+  // Told of the agent's start, a count back at the last one's is a new run too.
+  const told = new CrashTracker();
+  look(told, c({ restartCount: 1, finishedAt: 100 }), 0);
+  // A stop's grace that ended in an exit of its own (exit 3), then the agent's start and one crash.
+  look(told, c({ status: "exited", exitCode: 3, restartCount: 1, finishedAt: 500 }), 1000);
+  told.started(APP);
+  t.like(look(told, c({ restartCount: 1, finishedAt: 30_000, startedAt: 30_100 }), 31_000), {
+    lastCrashUnixMs: 30_000,
+  });
+});

@@ -32,6 +32,17 @@ interface Track {
 export class CrashTracker {
   readonly #tracks = new Map<string, Track>();
 
+  /**
+   * The agent started the application's container again (crash-hold.ts): podman's `start`
+   * sets its restart count back to 0, and the exit before it was not restarted by the engine.
+   */
+  started(applicationId: string): void {
+    const t = this.#tracks.get(applicationId);
+    if (t === undefined) return;
+    t.restartCount = 0;
+    t.exitAwaitingRestart = false;
+  }
+
   /** The state of each application's live container, seen at `now` (Unix ms). */
   observe(live: Map<string, ContainerRuntime>, now: number): ApplicationContainer[] {
     for (const id of this.#tracks.keys()) if (!live.has(id)) this.#tracks.delete(id);
@@ -55,7 +66,11 @@ export class CrashTracker {
       };
       this.#tracks.set(c.applicationId, t);
     }
-    const restarts = c.restartCount - t.restartCount;
+    // A start by hand sets podman's count back to 0 too: a count below the last one is a new
+    // run, its restarts all since then, and an exit it follows was not restarted by the engine.
+    const reset = c.restartCount < t.restartCount;
+    if (reset) t.exitAwaitingRestart = false;
+    const restarts = reset ? c.restartCount : c.restartCount - t.restartCount;
     if (restarts > 0) {
       const fresh = restarts - (t.exitAwaitingRestart ? 1 : 0);
       t.exitAwaitingRestart = false;
@@ -81,6 +96,8 @@ export class CrashTracker {
       restartCount: c.restartCount,
       lastCrashUnixMs: t.lastCrashAt,
       sinceUnixMs: c.status === "running" ? c.startedAt : c.finishedAt || c.createdAt,
+      // Set by the watcher from its holds (crash-hold.ts).
+      heldUntilUnixMs: 0,
     };
   }
 }

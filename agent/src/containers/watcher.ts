@@ -15,6 +15,7 @@ import type { ApplicationContainer } from "@relayctl/proto";
 import { APPLICATION_LABEL } from "../deploy/naming.js";
 import type { ContainerEngine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
+import { CrashHolds } from "./crash-hold.js";
 import { CrashTracker } from "./crash-tracker.js";
 import { type ContainerRuntime, liveContainers, parseRuntime } from "./runtime.js";
 
@@ -30,10 +31,16 @@ export interface ContainerWatcherOptions {
   onFirstLook?: (engine: ContainerEngine, containers: ContainerRuntime[]) => Promise<boolean>;
   /** @default Date.now */
   now?: () => number;
+  /**
+   * Podman's crash loops slowed by the agent (crash-hold.ts), holds kept in `stateDir`;
+   * `firstHoldSeconds` 0: none. @default none
+   */
+  crashHold?: { stateDir: string; firstHoldSeconds: number };
 }
 
 export class ContainerWatcher extends EventEmitter<{ change: [report: ApplicationContainer[]] }> {
   readonly #tracker = new CrashTracker();
+  readonly #holds: CrashHolds | undefined;
   #current: ApplicationContainer[] | undefined;
   #timer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
@@ -41,6 +48,16 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
 
   constructor(readonly options: ContainerWatcherOptions) {
     super();
+    const hold = options.crashHold;
+    if (hold && hold.firstHoldSeconds > 0)
+      this.#holds = new CrashHolds({
+        stateDir: hold.stateDir,
+        log: options.log,
+        firstHoldMs: hold.firstHoldSeconds * 1000,
+        now: options.now,
+        // A look in flight may have begun before the hold was over: look again after it.
+        onDue: () => void (this.#polling ?? Promise.resolve()).then(() => this.poll()),
+      });
   }
 
   start(): void {
@@ -55,6 +72,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   stop(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#holds?.stop();
   }
 
   /** The last look's report; undefined until one succeeded. */
@@ -75,13 +93,23 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   async #look(): Promise<void> {
     const engine = this.options.engine();
     if (engine === undefined) return;
+    // Held containers whose hold is over start first, so this look reads them after it.
+    for (const app of (await this.#holds?.releaseDue(engine)) ?? []) this.#tracker.started(app);
     let all = await this.#containers(engine);
     if (all === undefined) return;
     if (!this.#firstLookDone) {
       this.#firstLookDone = true;
       if (await this.options.onFirstLook?.(engine, all)) all = (await this.#containers(engine)) ?? all;
     }
-    const report = this.#tracker.observe(liveContainers(all), (this.options.now ?? Date.now)());
+    const now = () => (this.options.now ?? Date.now)();
+    let report = this.#tracker.observe(liveContainers(all), now());
+    if (this.#holds && (await this.#holds.afterLook(engine, all, report))) {
+      // A loop was stopped: report it as it is now.
+      all = (await this.#containers(engine)) ?? all;
+      report = this.#tracker.observe(liveContainers(all), now());
+    }
+    const holds = this.#holds;
+    if (holds) for (const r of report) r.heldUntilUnixMs = holds.heldUntil(r.applicationId);
     if (JSON.stringify(report) === JSON.stringify(this.#current)) return;
     this.#current = report;
     this.emit("change", report);

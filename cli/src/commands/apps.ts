@@ -18,9 +18,11 @@ interface ContainerState {
   restart_count: number;
   last_crash_at: string | null;
   since: string | null;
+  /** Absent from control planes before it. */
+  held_until?: string | null;
 }
 
-/** "crashed (exit 1) since …, 4 restarts, last crash …" — the agent's report, on one line. */
+/** "crashed (exit 1) since …, 4 restarts, last crash …[, held by the agent until …]" — the agent's report, on one line. */
 export function containerLine(v: unknown): string {
   if (v === null || typeof v !== "object") return "not reported";
   const c = v as ContainerState;
@@ -30,6 +32,7 @@ export function containerLine(v: unknown): string {
   if (c.since) parts[0] += ` since ${c.since}`;
   parts.push(`${c.restart_count} restart${c.restart_count === 1 ? "" : "s"}`);
   if (c.last_crash_at) parts.push(`last crash ${c.last_crash_at}`);
+  if (c.held_until) parts.push(`held by the agent until ${c.held_until}`);
   return `${c.name}: ${parts.join(", ")}`;
 }
 

@@ -12,6 +12,8 @@ export interface ContainerJson {
   restart_count: number;
   last_crash_at: string | null;
   since: string | null;
+  /** A crash loop the agent holds: started again then (podman); null when not held. */
+  held_until: string | null;
   reported_at: string;
 }
 
@@ -23,6 +25,7 @@ interface Row {
   restart_count: number;
   last_crash_at: number | string | null;
   since: number | string | null;
+  held_until: number | string | null;
   reported_at: number | string;
 }
 
@@ -49,6 +52,7 @@ export async function containersOf(db: Knex, applicationIds: string[]): Promise<
         restart_count: Number(r.restart_count),
         last_crash_at: when(r.last_crash_at),
         since: when(r.since),
+        held_until: when(r.held_until),
         reported_at: at(r.reported_at),
       },
     ]),

@@ -35,6 +35,7 @@ export async function storeContainerReport(db: Knex, serverId: string, r: Contai
           restart_count: a.restartCount,
           last_crash_at: ms(a.lastCrashUnixMs),
           since: ms(a.sinceUnixMs),
+          held_until: ms(a.heldUntilUnixMs),
           reported_at: now,
         },
       ];

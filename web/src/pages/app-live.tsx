@@ -19,7 +19,7 @@ export const STATE_BADGE: Record<AppContainer["state"], string> = {
   crash_loop: "badge-failed",
 };
 
-/** The agent's report of the app's container: state, last exit, restarts, last crash. */
+/** The agent's report of the app's container: state, last exit, restarts, last crash, a crash loop's hold. */
 export function ContainerState({ c }: { c: AppContainer | null }) {
   if (c === null) return <>not reported (not deployed yet)</>;
   return (
@@ -36,6 +36,11 @@ export function ContainerState({ c }: { c: AppContainer | null }) {
       {c.last_crash_at ? (
         <>
           , last crash <Time iso={c.last_crash_at} />
+        </>
+      ) : null}
+      {c.held_until ? (
+        <>
+          , held by the agent: started again <Time iso={c.held_until} />
         </>
       ) : null}
       <span class="hint mono"> {c.name}</span>

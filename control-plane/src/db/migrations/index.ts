@@ -29,6 +29,7 @@ import * as m025previews from "./025_previews.js";
 import * as m026forges from "./026_forges.js";
 import * as m027fleets from "./027_fleets.js";
 import * as m028routeState from "./028_route_state_guard_only.js";
+import * as m029heldUntil from "./029_container_held_until.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -64,6 +65,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "026_forges": m026forges,
   "027_fleets": m027fleets,
   "028_route_state_guard_only": m028routeState,
+  "029_container_held_until": m029heldUntil,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

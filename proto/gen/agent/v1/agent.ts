@@ -524,12 +524,20 @@ export interface ApplicationContainer {
    * forgets it once the container runs again).
    */
   exitCode?: number | undefined;
-  /** Restarts by the engine since the container was created. */
+  /**
+   * Restarts by the engine since the container was created (on podman, since
+   * it was last started by `podman start`, which sets the count back to 0).
+   */
   restartCount: number;
   /** Agent's clock, Unix epoch ms; 0 when it never crashed. */
   lastCrashUnixMs: number;
   /** When the current state began (start or exit), Unix epoch ms; 0 unknown. */
   sinceUnixMs: number;
+  /**
+   * A crash loop the agent holds (podman: stopped, started again then), Unix
+   * epoch ms, agent's clock; 0 when not held.
+   */
+  heldUntilUnixMs: number;
 }
 
 export interface Heartbeat {
@@ -2465,6 +2473,7 @@ function createBaseApplicationContainer(): ApplicationContainer {
     restartCount: 0,
     lastCrashUnixMs: 0,
     sinceUnixMs: 0,
+    heldUntilUnixMs: 0,
   };
 }
 
@@ -2490,6 +2499,9 @@ export const ApplicationContainer: MessageFns<ApplicationContainer> = {
     }
     if (message.sinceUnixMs !== 0) {
       writer.uint32(56).uint64(message.sinceUnixMs);
+    }
+    if (message.heldUntilUnixMs !== 0) {
+      writer.uint32(64).uint64(message.heldUntilUnixMs);
     }
     return writer;
   },
@@ -2563,6 +2575,14 @@ export const ApplicationContainer: MessageFns<ApplicationContainer> = {
             message.sinceUnixMs = longToNumber(reader.uint64());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.heldUntilUnixMs = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2608,6 +2628,11 @@ export const ApplicationContainer: MessageFns<ApplicationContainer> = {
         : isSet(object.since_unix_ms)
           ? globalThis.Number(object.since_unix_ms)
           : 0,
+      heldUntilUnixMs: isSet(object.heldUntilUnixMs)
+        ? globalThis.Number(object.heldUntilUnixMs)
+        : isSet(object.held_until_unix_ms)
+          ? globalThis.Number(object.held_until_unix_ms)
+          : 0,
     };
   },
 
@@ -2634,6 +2659,9 @@ export const ApplicationContainer: MessageFns<ApplicationContainer> = {
     if (message.sinceUnixMs !== 0) {
       obj.sinceUnixMs = Math.round(message.sinceUnixMs);
     }
+    if (message.heldUntilUnixMs !== 0) {
+      obj.heldUntilUnixMs = Math.round(message.heldUntilUnixMs);
+    }
     return obj;
   },
 
@@ -2649,6 +2677,7 @@ export const ApplicationContainer: MessageFns<ApplicationContainer> = {
     message.restartCount = object.restartCount ?? 0;
     message.lastCrashUnixMs = object.lastCrashUnixMs ?? 0;
     message.sinceUnixMs = object.sinceUnixMs ?? 0;
+    message.heldUntilUnixMs = object.heldUntilUnixMs ?? 0;
     return message;
   },
 };

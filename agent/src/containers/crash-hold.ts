@@ -1,0 +1,228 @@
+// Podman 4 restarts a crashed container at once, every time: an application that
+// crashes as it starts comes back about twice a second and keeps a core busy until
+// it is fixed. Docker's daemon waits longer before each restart. So on podman the
+// agent slows a crash loop itself: when a look finds an application's live
+// container in a crash loop (crash-tracker.ts) and running again, it stops it
+// (podman's unless-stopped policy leaves a stopped container alone) and starts it
+// again once a hold has passed: 10 s, then twice as long at each hold of the same
+// loop, at most 5 min. The holds of a loop end once its container has run for a
+// minute without crashing; the next loop starts at 10 s again. A hold ends with its
+// container (a deployment that switched retires it; a delete removes it). Holds are written
+// to the state dir, so an agent that restarts during one still starts the
+// container when it ends. Between two looks (every 5 s) podman's own restarts
+// still happen: the hold bounds the loop to a burst per hold, not to one restart.
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { type ApplicationContainer, ContainerState } from "@relayctl/proto";
+import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
+import type { ContainerEngine } from "../engine/engine.js";
+import type { Logger } from "../log.js";
+import { type ContainerRuntime, liveContainers } from "./runtime.js";
+
+const FILE = "crash-holds.json";
+/** Seconds a stop lets the application end before SIGKILL (it is crashing anyway). */
+const STOP_GRACE_SECONDS = 2;
+const CALL_DEADLINE_SECONDS = 60;
+/** A container that ran this long since its last start without crashing ends its loop's holds. */
+export const STABLE_MS = 60_000;
+export const FIRST_HOLD_MS = 10_000;
+export const MAX_HOLD_MS = 5 * 60_000;
+/** A start after a hold that failed is tried again this much later. */
+const RETRY_MS = 5_000;
+
+/** The hold before the `level`-th restart of a loop (0 first): doubling from `firstMs`, at most `maxMs`. */
+export function holdMs(level: number, firstMs = FIRST_HOLD_MS, maxMs = MAX_HOLD_MS): number {
+  return Math.min(maxMs, firstMs * 2 ** Math.min(level, 30));
+}
+
+interface Hold {
+  container: string;
+  /** Holds of this loop so far. */
+  level: number;
+  /** Unix ms the container is started again; 0 once it was (the level stays for the loop's next hold). */
+  until: number;
+  /** Unix ms the agent started it again (0 before): only a crash after that is held again. */
+  released: number;
+}
+
+export interface CrashHoldOptions {
+  stateDir: string;
+  log: Logger;
+  /** Called when a hold is over: the watcher looks, and its look starts the container (releaseDue). */
+  onDue: () => void;
+  /** @default FIRST_HOLD_MS */
+  firstHoldMs?: number;
+  /** @default MAX_HOLD_MS */
+  maxHoldMs?: number;
+  now?: () => number;
+}
+
+export class CrashHolds {
+  #holds: Map<string, Hold> | undefined;
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+
+  constructor(readonly o: CrashHoldOptions) {}
+
+  #now(): number {
+    return (this.o.now ?? Date.now)();
+  }
+
+  /**
+   * After each look (`all`: every labelled container; `report`: the live ones' states): holds
+   * the loops podman is restarting, drops the holds of containers that are gone.
+   */
+  async afterLook(
+    engine: ContainerEngine,
+    all: ContainerRuntime[],
+    report: ApplicationContainer[],
+  ): Promise<boolean> {
+    if (engine.name !== "podman") return false;
+    const live = liveContainers(all);
+    const byName = new Map(all.map((c) => [c.name, c]));
+    const holds = await this.#load();
+    const now = this.#now();
+    const loop = new Map(
+      report
+        .filter((r) => r.state === ContainerState.CONTAINER_STATE_CRASH_LOOP)
+        .map((r) => [r.applicationId, r.lastCrashUnixMs]),
+    );
+    let changed = false;
+    let stopped = false;
+    for (const [app, h] of holds) {
+      // Removed: the application deleted, or retired by a deployment that switched. A container
+      // that is only not the live one any more is kept held: a deployment whose new container
+      // fails leaves it the live one again.
+      const c = byName.get(h.container);
+      const settled = h.until === 0 && c?.status === "running" && now - c.startedAt >= STABLE_MS;
+      if (c === undefined || settled) {
+        holds.delete(app);
+        this.#disarm(app);
+        changed = true;
+      }
+    }
+    for (const [app, lastCrash] of loop) {
+      const c = live.get(app);
+      const h = holds.get(app);
+      if (c === undefined || c.status !== "running") continue;
+      // Held now, or started again and not crashed since (the loop's crashes are older).
+      if (h !== undefined && (h.until !== 0 || lastCrash <= h.released)) continue;
+      const level = h?.container === c.name ? h.level : 0;
+      const ms = holdMs(level, this.o.firstHoldMs, this.o.maxHoldMs);
+      // On disk before the stop: an agent that ends between the two still starts the container
+      // when its hold is over, never leaves it stopped for good.
+      const hold: Hold = { container: c.name, level: level + 1, until: this.#now() + ms, released: 0 };
+      holds.set(app, hold);
+      await this.#save();
+      const out = await engine.stop(c.name, STOP_GRACE_SECONDS, { deadlineSeconds: CALL_DEADLINE_SECONDS });
+      const fields = { container: c.name, application_id: app };
+      if (out.status !== "completed" || out.exitCode !== 0) {
+        this.o.log.error({ ...fields, stderr: out.stderr.trim() }, "cannot stop a crash-looping container");
+        if (h === undefined) holds.delete(app);
+        else holds.set(app, h);
+        changed = true;
+        continue;
+      }
+      // From the stop's end (its grace can take seconds): the container stays down the whole hold.
+      hold.until = this.#now() + ms;
+      this.o.log.warn(
+        { ...fields, hold_seconds: ms / 1000 },
+        "crash loop: container stopped, started again after its hold",
+      );
+      changed = true;
+      stopped = true;
+    }
+    if (changed) await this.#save();
+    for (const [app, h] of holds) if (h.until !== 0) this.#arm(app, h);
+    return stopped;
+  }
+
+  /**
+   * Starts the containers whose hold is over (the watcher calls this at the start of a look, so
+   * no look reads them half-way): the applications started, for the crash tracker.
+   */
+  async releaseDue(engine: ContainerEngine): Promise<string[]> {
+    if (engine.name !== "podman") return [];
+    const holds = await this.#load();
+    const now = this.#now();
+    const started: string[] = [];
+    let changed = false;
+    for (const [app, h] of holds) {
+      if (h.until === 0 || h.until > now) continue;
+      this.#disarm(app);
+      const out = await engine.start(h.container, { deadlineSeconds: CALL_DEADLINE_SECONDS });
+      const fields = { container: h.container, application_id: app };
+      changed = true;
+      if (out.status === "completed" && out.exitCode === 0) {
+        h.until = 0;
+        h.released = this.#now();
+        started.push(app);
+        this.o.log.info(fields, "crash loop: hold over, container started again");
+      } else {
+        // Gone (deleted, redeployed: this look drops the hold) or the engine failing now: tried
+        // again a little later, never left stopped for good.
+        h.until = now + RETRY_MS;
+        this.o.log.warn(
+          { ...fields, stderr: out.stderr.trim(), retry_seconds: RETRY_MS / 1000 },
+          "crash loop: cannot start the held container",
+        );
+      }
+    }
+    if (changed) await this.#save();
+    return started;
+  }
+
+  /** Until when the application's container is held (Unix ms), 0 when it is not. */
+  heldUntil(applicationId: string): number {
+    return this.#holds?.get(applicationId)?.until ?? 0;
+  }
+
+  /** No timers left behind (the agent stops); the holds stay in their file. */
+  stop(): void {
+    for (const app of [...this.#timers.keys()]) this.#disarm(app);
+  }
+
+  #arm(app: string, h: Hold): void {
+    if (this.#timers.has(app)) return;
+    const timer = setTimeout(
+      () => {
+        this.#timers.delete(app);
+        this.o.onDue();
+      },
+      Math.max(0, h.until - this.#now()),
+    );
+    timer.unref();
+    this.#timers.set(app, timer);
+  }
+
+  #disarm(app: string): void {
+    clearTimeout(this.#timers.get(app));
+    this.#timers.delete(app);
+  }
+
+  async #load(): Promise<Map<string, Hold>> {
+    if (this.#holds) return this.#holds;
+    const holds = new Map<string, Hold>();
+    const text = await readFile(join(this.o.stateDir, FILE), "utf8").catch(() => "");
+    try {
+      const doc = text ? (JSON.parse(text) as Record<string, Partial<Hold>>) : {};
+      for (const [app, h] of Object.entries(doc)) {
+        const int = (v: unknown): v is number => Number.isSafeInteger(v);
+        if (typeof h?.container === "string" && int(h.level) && int(h.until) && int(h.released))
+          holds.set(app, { container: h.container, level: h.level, until: h.until, released: h.released });
+      }
+    } catch (err) {
+      this.o.log.warn({ err }, "crash holds file unreadable; starting with none");
+    }
+    this.#holds ??= holds;
+    return this.#holds;
+  }
+
+  async #save(): Promise<void> {
+    const holds = await this.#load();
+    await writeFileAtomic(
+      join(this.o.stateDir, FILE),
+      `${JSON.stringify(Object.fromEntries(holds))}\n`,
+      0o600,
+    );
+  }
+}
