@@ -355,8 +355,13 @@ test.serial(
     await page.getByText("GitHub repository", { exact: true }).click();
     const section = page.locator("details", { hasText: "GitHub repository" });
     await section.getByText("RELAYCTL_GITHUB_APP_ID").waitFor();
-    t.is(await section.locator(".error, [role=alert]").count(), 0, "no error shown to the owner");
-    t.is(await page.locator(".error, [role=alert]").count(), 0);
+    // Their texts, not a count: a failure says which note it was.
+    t.deepEqual(
+      await section.locator(".error, [role=alert]").allTextContents(),
+      [],
+      "no error shown to the owner",
+    );
+    t.deepEqual(await page.locator(".error, [role=alert]").allTextContents(), []);
     const status = await dash.call("GET", "/api/github/app");
     t.is(status.status, 200);
     t.is(status.json.configured, false);
@@ -401,5 +406,41 @@ test.serial(
     const boot = log.split("\n").filter((l) => l.includes("GitHub App not configured"));
     t.is(boot.length, c.apis.length, `said once per api process at boot:\n${boot.join("\n")}`);
     t.notRegex(boot.join("\n"), /"stack"/);
+  },
+);
+
+test.serial(
+  "pages - a read the network cut is asked again and shown; a change it cut is said, not sent twice",
+  async (t) => {
+    const kept = `${uniq("kept")}@example.test`;
+    const made = await dash.call("POST", "/api/users/invites", { email: kept, role: "viewer" });
+    t.is(made.status, 201, made.text);
+    // The network cuts the page's first read of the invites and its first invite sent, as a
+    // laptop changing networks cuts the requests in flight.
+    const sent = { GET: 0, POST: 0 };
+    const cut = new Set(["GET", "POST"]);
+    await page.route("**/api/users/invites", async (route) => {
+      const method = route.request().method() as keyof typeof sent;
+      sent[method] += 1;
+      if (cut.delete(method)) return route.abort("internetdisconnected");
+      return route.continue();
+    });
+    try {
+      await page.goto("/app/members");
+      await page.getByRole("region", { name: "Pending invites" }).locator("tr", { hasText: kept }).waitFor();
+      t.is(sent.GET, 2, "the read was asked again once");
+      t.deepEqual(await page.locator(".error, [role=alert]").allTextContents(), [], "and no error shown");
+
+      const lost = `${uniq("lost")}@example.test`;
+      await page.getByLabel("E-mail").fill(lost);
+      await page.getByRole("button", { name: "Create invite link" }).click();
+      await page.getByText("The control plane cannot be reached").waitFor();
+      t.is(sent.POST, 1, "a change is never sent again by the page");
+      const invites = await dash.call("GET", "/api/users/invites");
+      t.false(invites.text.includes(lost), "nothing was made");
+      t.is(await page.getByLabel("E-mail").inputValue(), lost, "the form keeps what was typed");
+    } finally {
+      await page.unroute("**/api/users/invites");
+    }
   },
 );

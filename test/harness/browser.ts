@@ -44,7 +44,10 @@ export async function launchBrowser(baseUrl: string): Promise<Session> {
   });
   onCleanup(() => browser.close());
   const context = await browser.newContext({ baseURL: baseUrl, viewport: LAPTOP, deviceScaleFactor: 1 });
+  // Every page of the context, those a test opens later too.
+  context.on("page", retryNavigationCutByNetworkChange);
   const page = await context.newPage();
+  retryNavigationCutByNetworkChange(page);
   const bodies: string[] = [];
   const consoleErrors: string[] = [];
   page.on("response", async (res) => {
@@ -61,6 +64,29 @@ export async function launchBrowser(baseUrl: string): Promise<Session> {
   });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
   return { browser, context, page, bodies, consoleErrors, shots: [] };
+}
+
+/**
+ * Chromium aborts a navigation in flight when a network interface comes or goes
+ * (net::ERR_NETWORK_CHANGED): on a CI machine, another test file's podman container
+ * adding its veth. That is the machine, not the dashboard (whose own loads are asked
+ * again after such a cut: dashboard-apps tests it), and a person would load the page
+ * again: so does page.goto here, at most twice more, for that error only.
+ */
+const retrying = new WeakSet<Page>();
+function retryNavigationCutByNetworkChange(page: Page): void {
+  if (retrying.has(page)) return;
+  retrying.add(page);
+  const goto = page.goto.bind(page);
+  page.goto = async (url, options) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await goto(url, options);
+      } catch (err) {
+        if (attempt >= 3 || !String((err as Error).message).includes("net::ERR_NETWORK_CHANGED")) throw err;
+      }
+    }
+  };
 }
 
 /** axe-core's serious and critical violations on the page as it is now. */

@@ -1,7 +1,8 @@
 // The one way the pages talk to the control plane: the public HTTP API with the
 // session cookie. State changes carry the session's CSRF token (X-CSRF-Token);
 // a 401 sends the person to sign in and back here; any other refusal becomes an
-// ApiError holding the API's own `detail`, which the pages show as it is.
+// ApiError holding the API's own `detail`, which the pages show as it is. A read
+// the network cut is asked again (READ_RETRY_MS); a change never is.
 
 export class ApiError extends Error {
   constructor(
@@ -25,20 +26,34 @@ export function signInUrl(): string {
 
 const SAFE = new Set(["GET", "HEAD", "OPTIONS"]);
 
+/**
+ * Waits before a read is asked again after the network failed it (a laptop changing networks
+ * cuts the requests in flight). A change is never sent again: it may have reached the control
+ * plane before the answer was lost, and the page says so instead. A read still failing after
+ * these is the loader's to ask again, its error shown meanwhile (ui.tsx useLoad).
+ */
+const READ_RETRY_MS = [250, 1000];
+
 export async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
   const headers: Record<string, string> = { accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (!SAFE.has(method)) headers["x-csrf-token"] = csrfToken;
-  let res: Response;
-  try {
-    res = await fetch(path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: "same-origin",
-    });
-  } catch {
-    throw new ApiError(0, "The control plane cannot be reached. Check your connection and try again.");
+  const waits = SAFE.has(method) ? READ_RETRY_MS : [];
+  let res: Response | undefined;
+  for (let attempt = 0; res === undefined; attempt++) {
+    try {
+      res = await fetch(path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "same-origin",
+      });
+    } catch {
+      const wait = waits[attempt];
+      if (wait === undefined)
+        throw new ApiError(0, "The control plane cannot be reached. Check your connection and try again.");
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
   }
   if (res.status === 401) {
     location.assign(signInUrl());
@@ -240,6 +255,8 @@ export interface AppContainer {
   restart_count: number;
   last_crash_at: string | null;
   since: string | null;
+  /** A crash loop the agent holds (podman): started again then; null when not held. */
+  held_until: string | null;
   reported_at: string;
 }
 

@@ -37,7 +37,9 @@ const RETRY_MAX_MS = 30_000;
  * Runs load() now, when deps change, on reload() and every pollMs (if given), keeping the last data.
  * A load that could not reach the control plane (no answer at all, ApiError status 0) is tried
  * again after 1 s, 2 s, 4 s... (at most RETRY_MAX_MS, or pollMs when sooner), its error shown
- * meanwhile: without it a one-time load stayed broken until the page was reloaded. Chromium
+ * meanwhile: without it a one-time load stayed broken until the page was reloaded. A blip
+ * never gets here: request() (api.ts) asks a read again twice within 1.25 s first, so this is
+ * for the control plane not answering longer. Chromium
  * aborts the requests in flight when a network interface comes or goes (ERR_NETWORK_CHANGED:
  * a VPN, Wi-Fi, a container's veth); a CI run saw the application's Settings keep "cannot be
  * reached" instead of its form because its /api/servers was aborted so (test/dashboard-apps).
