@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import test from "ava";
 import { ManagedProcess, ProcessGroup } from "./process.js";
+import { descendantRefs, killIfSame } from "./proctree.js";
 import { pollUntil } from "./wait.js";
 
 const alive = (pid: number) => existsSync(`/proc/${pid}`) && !/\) Z /.test(readStat(pid));
@@ -60,4 +61,26 @@ test("supervisor - a bounded tail keeps line numbers: mark and from still count 
   });
   t.is(from8.json?.msg, "n8");
   await group.stopAll();
+});
+
+test("proctree - a kept pid is killed only while it still names the process seen (no kill of a reused pid)", async (t) => {
+  const proc = new ManagedProcess({
+    name: "shell",
+    command: "sh",
+    args: ["-c", "sleep 60 & echo child $!; wait"],
+  });
+  t.teardown(() => proc.stop("SIGKILL"));
+  const line = await proc.waitForLine((l) => l.text.startsWith("child "), {
+    what: "child pid",
+    timeoutMs: 5_000,
+  });
+  const child = Number(line.text.split(" ")[1]);
+  const ref = descendantRefs(proc.pid).find((p) => p.pid === child);
+  t.truthy(ref, "the child is among the shell's descendants, with its start time");
+  // The same pid with another start time is what a reused pid looks like: left alone.
+  killIfSame({ pid: child, start: String(Number(ref!.start) + 1) }, "SIGKILL");
+  t.true(alive(child), "a pid whose start time differs from the kept one is not signalled");
+  killIfSame(ref!, "SIGKILL");
+  await pollUntil(() => (alive(child) ? undefined : true), { what: "the child to die", timeoutMs: 5_000 });
+  t.false(alive(child), "the process the ref names is killed");
 });

@@ -5,7 +5,15 @@
 // benchmarks and `make dev`.
 import { type ChildProcess, spawn } from "node:child_process";
 import { type WriteStream, createWriteStream } from "node:fs";
-import { descendants, killGroupQuietly, killQuietly, killTreeSync } from "./proctree.js";
+import {
+  type ProcRef,
+  descendantRefs,
+  killGroupQuietly,
+  killIfSame,
+  killQuietly,
+  killTreeSync,
+  startTime,
+} from "./proctree.js";
 
 export interface LogLine {
   stream: "stdout" | "stderr";
@@ -44,12 +52,20 @@ type Waiter = { check: (line: LogLine) => boolean; fail: (err: Error) => void };
 /** SIGKILL after this long when a stop signal is not obeyed. */
 const KILL_WAIT_MS = 10_000;
 
-const live = new Map<number, { detached: boolean }>();
+/**
+ * Children not yet reaped, by pid, with their start time. A child leaves at its 'exit' (reaped:
+ * its pid is free for the kernel to hand out again), not at 'close', which a grandchild holding
+ * the pipes can put off for minutes; a detached one stays until 'close', for its group.
+ */
+const live = new Map<number, { detached: boolean; start: string | undefined; exited: boolean }>();
 process.on("exit", () => {
   // Nothing asynchronous runs any more: kill whatever is left, trees included.
-  for (const [pid, { detached }] of live) {
-    if (detached) killGroupQuietly(pid, "SIGKILL");
-    killTreeSync(pid, "SIGKILL");
+  for (const [pid, { detached, start, exited }] of live) {
+    const now = startTime(pid);
+    // A group outlives its leader only while a member is left, and its number cannot be handed
+    // out meanwhile; a live process under that number that is not our leader means it was.
+    if (detached && (now === undefined || now === start)) killGroupQuietly(pid, "SIGKILL");
+    if (!exited && now === start) killTreeSync(pid, "SIGKILL");
   }
 });
 
@@ -76,8 +92,14 @@ export class ManagedProcess {
   /** Resolves on 'exit' (the process is gone); `exited` waits for 'close' (its output is all read). */
   private readonly gone: Promise<void>;
   private exitInfo: ExitInfo | undefined;
-  /** Descendants seen when the process was signalled; reaped at stop (a pty child may outlive it). */
-  private readonly leftovers = new Set<number>();
+  /**
+   * Descendants seen when the process was signalled, by pid and start time; reaped at stop (a pty
+   * child may outlive it), and only while the pid still names them: a signal() may come minutes
+   * before the stop, and a pid freed meanwhile may be another program's by then.
+   */
+  private readonly leftovers = new Map<number, ProcRef>();
+  /** Takes this child off the exit-time kill list. */
+  private readonly forget: () => void;
 
   constructor(private readonly opts: SpawnOptions) {
     this.name = opts.name;
@@ -90,11 +112,21 @@ export class ManagedProcess {
       stdio: ["ignore", "pipe", "pipe"],
     });
     const pid = this.child.pid;
-    if (pid !== undefined) live.set(pid, { detached: opts.detached ?? false });
+    const detached = opts.detached ?? false;
+    const entry = { detached, start: pid === undefined ? undefined : startTime(pid), exited: false };
+    if (pid !== undefined) live.set(pid, entry);
+    // Only this child's entry: once it is reaped its pid may be another child's.
+    this.forget = () => {
+      if (pid !== undefined && live.get(pid) === entry) live.delete(pid);
+    };
     this.readLines("stdout");
     this.readLines("stderr");
     this.gone = new Promise((resolve) => {
-      this.child.once("exit", () => resolve());
+      this.child.once("exit", () => {
+        if (detached) entry.exited = true;
+        else this.forget();
+        resolve();
+      });
       this.child.once("error", () => resolve());
     });
     this.exited = new Promise((resolve) => {
@@ -174,23 +206,27 @@ export class ManagedProcess {
    */
   signal(signal: NodeJS.Signals): void {
     if (!this.running) return;
-    for (const pid of descendants(this.pid)) this.leftovers.add(pid);
+    this.rememberDescendants();
     killQuietly(this.pid, signal);
   }
 
   /** Signals (the group, when detached), waits for exit (SIGKILL after graceMs), reaps descendants. */
   async stop(signal: NodeJS.Signals = "SIGTERM", graceMs = KILL_WAIT_MS): Promise<ExitInfo> {
     if (this.running) {
-      for (const pid of descendants(this.pid)) this.leftovers.add(pid);
+      this.rememberDescendants();
       this.send(signal);
       const timer = setTimeout(() => this.send("SIGKILL"), graceMs);
       await this.gone;
       clearTimeout(timer);
     }
     // A descendant that inherited our pipes would hold 'close' back: reap them first.
-    for (const pid of this.leftovers) killQuietly(pid, "SIGKILL");
+    for (const ref of this.leftovers.values()) killIfSame(ref, "SIGKILL");
     this.leftovers.clear();
     return this.exited;
+  }
+
+  private rememberDescendants(): void {
+    for (const ref of descendantRefs(this.pid)) this.leftovers.set(ref.pid, ref);
   }
 
   private send(signal: NodeJS.Signals): void {
@@ -239,7 +275,7 @@ export class ManagedProcess {
   private finish(info: ExitInfo, resolve: (info: ExitInfo) => void, err?: Error): void {
     if (this.exitInfo) return;
     this.exitInfo = info;
-    live.delete(this.pid);
+    this.forget();
     this.log?.end();
     const failure = err ? new Error(`${this.name}: could not start: ${err.message}`) : this.failure("exited");
     for (const waiter of this.waiters) waiter.fail(failure);

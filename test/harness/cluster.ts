@@ -1,6 +1,7 @@
 // A whole relayctl installation for one test: NATS, MariaDB, an api process, a separate gateway
 // process (or several of each), a tenant, an automation key, and one enrolled, connected agent.
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { setupAdmin } from "./admin-steps";
 import { Agent, enrollInProcess } from "./agent";
 import { makeTempDir } from "./cleanup";
@@ -65,6 +66,23 @@ export interface Cluster extends ApiTarget {
   stop(): Promise<void>;
 }
 
+/**
+ * An enroll that failed, with what became of the api process it asked: a refused connection
+ * right after "api listening" means the process ended, and its exit (code, signal) and last
+ * lines say how (CI once saw only "cannot reach", with no trace of why).
+ */
+async function withApiState(err: unknown, api: ControlPlane): Promise<Error> {
+  const error = err instanceof Error ? err : new Error(String(err));
+  // A process that just died may not have been reaped yet: its exit is given a moment to arrive.
+  await Promise.race([api.proc.exited, delay(1000)]);
+  const exit = api.proc.exit;
+  const state = exit
+    ? `the api process had ended (exit code ${exit.code}, signal ${exit.signal})`
+    : `the api process (pid ${api.proc.pid}) was still running`;
+  error.message = `${error.message}; ${state}; log ${api.proc.logFile}, last lines:\n${api.proc.tail(15)}`;
+  return error;
+}
+
 function uniq(prefix: string): string {
   return `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
 }
@@ -121,7 +139,9 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
       const name = o.name ?? uniq("server");
       const token = await setup(["create-join-token", "--tenant", tenantId, "--server-name", name]);
       const stateDir = join(dir, `agent-${name}`);
-      const enrolled = await enrollInProcess(api.apiUrl, String(token.join_token), stateDir);
+      const enrolled = await enrollInProcess(api.apiUrl, String(token.join_token), stateDir).catch(
+        async (err: unknown) => Promise.reject(await withApiState(err, api)),
+      );
       const handle: ServerHandle = {
         serverId: enrolled.server_id,
         serverName: enrolled.server_name,
