@@ -29,6 +29,7 @@
 import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { closeSync, writeSync } from "node:fs";
 import { homedir } from "node:os";
+import type { Socket } from "node:net";
 import type { Readable, Writable } from "node:stream";
 import { ReadStream } from "node:tty";
 
@@ -266,6 +267,10 @@ export class LauncherHost {
     for (const settle of this.#pending.values()) settle(-1);
     this.#pending.clear();
     this.#proc?.stdin.end();
+    // Reports still come while something else keeps the process up (a run in flight: its pty),
+    // but a launcher's shell left behind no longer can: the process may end without it.
+    (this.#proc?.stdout as Socket | undefined)?.unref();
+    this.#proc?.unref();
     this.#proc = undefined;
   }
 

@@ -1,12 +1,15 @@
 // The runner's warm launchers: a pty and shell spawned ahead, handed the command
 // through a FIFO. Each test takes a run that went through a launcher (runWarm
 // polls until one did) and checks it behaves as a cold spawn does.
-import { mkdtempSync, readFileSync } from "node:fs";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
 import test from "ava";
-import { PtyRunner } from "./pty-runner.js";
+import { PtyRunner, releaseFifo } from "./pty-runner.js";
 import type { RunOutcome, RunRequest } from "./runner.js";
 
 const fifoDir = join(mkdtempSync(join(tmpdir(), "relayctl-warm-")), "fifo");
@@ -194,6 +197,69 @@ test.serial("warm launcher - close kills the launchers waiting for a run", async
   await waitUntil(async () => (await waiting()).length > 0, 10_000);
   await own.close();
   await t.notThrowsAsync(waitUntil(async () => (await waiting()).length === 0, 5000));
+});
+
+test("warm launcher - a closed runner's host keeps no process up, whatever its shells left behind", async (t) => {
+  // A shell that, started as the host, leaves a process holding the host's stdout (as a
+  // launcher stuck at its FIFO would, with the subshell that waits for it).
+  const dir = await mkdtemp(join(tmpdir(), "relayctl-host-"));
+  const shell = join(dir, "shell");
+  const left = join(dir, "left.pid");
+  writeFileSync(
+    shell,
+    `#!/bin/bash\ncase "$2" in *"read -r line"*) sleep 120 & echo $! > '${left}' ;; esac\nexec /bin/bash "$@"\n`,
+    { mode: 0o755 },
+  );
+  t.teardown(() => {
+    if (existsSync(left)) spawnSync("kill", [readFileSync(left, "utf8").trim()]);
+  });
+  const runner = pathToFileURL(join(__dirname, "pty-runner.ts")).href;
+  const options = { shell, outputCapBytes: 1000, killGraceMs: 300, fifoDir: join(dir, "fifo") };
+  const script = `
+    const { PtyRunner } = await import(${JSON.stringify(runner)});
+    const runner = new PtyRunner(${JSON.stringify(options)});
+    const o = await runner.run({ command: "echo ran", workingDirectory: "", env: {}, deadlineSeconds: 30, secrets: [] });
+    process.stdout.write(o.stdout);
+    await runner.close();
+    process.stdout.write("closed\\n");`;
+  const child = spawn(process.execPath, ["--import=tsx", "--input-type=module", "-e", script], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  child.stdout.on("data", (d) => {
+    out += d;
+  });
+  // Well before the left-behind process ends (120 s): what it holds does not keep the process up.
+  const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+  const code = await Promise.race([exited, delay(30_000).then(() => "still running" as const)]);
+  if (code === "still running") child.kill("SIGKILL");
+  t.is(out, "ran\nclosed\n");
+  t.is(code, 0);
+  // It ended with its work: the process left behind, holding the host's stdout, still runs.
+  t.true(existsSync(left));
+  t.notThrows(() => process.kill(Number(readFileSync(left, "utf8").trim()), 0));
+});
+
+test("releaseFifo - a launcher blocked opening its FIFO gets an empty script and exits", async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), "relayctl-release-"));
+  const fifo = join(dir, "launcher.fifo");
+  execFileSync("mkfifo", ["-m", "600", fifo]);
+  const launcher = spawn("/bin/sh", ["-c", '. "$1"; echo "sourced $?"', "relayctl", fifo]);
+  let out = "";
+  launcher.stdout.on("data", (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | null>((resolve) => launcher.on("exit", resolve));
+  // Blocked in the kernel's FIFO open, waiting for a writer.
+  await waitUntil(
+    async () =>
+      (await readFile(`/proc/${launcher.pid}/wchan`, "latin1").catch(() => "")) === "wait_for_partner",
+    5000,
+  );
+  releaseFifo(fifo);
+  t.is(await exited, 0);
+  t.is(out, "sourced 0\n");
+  await waitUntil(async () => !existsSync(fifo), 5000);
 });
 
 test.serial("warm launcher - close leaves a run in flight to finish", async (t) => {

@@ -305,11 +305,11 @@ class WarmLaunchers {
     const at = this.#ready.indexOf(launcher);
     if (at < 0) return;
     this.#ready.splice(at, 1);
-    unlink(launcher.fifo, () => {});
+    releaseFifo(launcher.fifo);
   }
 
   #kill(launcher: Launcher): void {
-    unlink(launcher.fifo, () => {});
+    releaseFifo(launcher.fifo);
     // Hung up: a launcher of the host still on its way gets SIGHUP, or fails to start.
     launcher.hosted?.destroy();
     if (!launcher.child.pid) return;
@@ -319,6 +319,27 @@ class WarmLaunchers {
       // already gone
     }
   }
+}
+
+/**
+ * Removes a launcher's FIFO, first letting go a launcher blocked opening it (it waits there
+ * for a writer, in no session yet when its pty was closed early, so no hangup reaches it, and
+ * its pid is not known to kill: it would wait for ever, and the host's shell that started it
+ * with it, holding the host's stdout, which kept a CI test worker from exiting). Opened
+ * O_RDWR (Linux: never blocks) it has a writer, so its open returns; once this closes, it
+ * reads an empty script and exits. A launcher that comes to its open after the unlink fails it
+ * and exits too.
+ */
+export function releaseFifo(path: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, constants.O_RDWR | constants.O_NONBLOCK);
+  } catch {
+    // already gone
+  }
+  unlink(path, () => {
+    if (fd !== undefined) closeSync(fd);
+  });
 }
 
 /**
