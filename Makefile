@@ -41,7 +41,7 @@ node-deps: $(NPM_STAMP)
 # Debian packages the test harness runs as throwaway servers (and chromium, the dashboard tests' browser).
 system-deps:
 	@bash scripts/system-deps.sh nats-server mariadb-server docker-registry apache2-utils caddy nginx \
-		podman runc catatonit busybox-static systemd chromium
+		podman runc catatonit busybox-static systemd chromium openssh-server openssh-client
 
 # The agent bundles the control plane serves to install.sh (agent/dist/bundles), from agent/dist;
 # the single-file CLI it serves under /cli/ (cli/dist/bundles);
@@ -107,7 +107,6 @@ test: system-deps kernel-settings node-deps proto-check action-check lint build 
 	node scripts/test-run.mjs
 
 bench: system-deps kernel-settings node-deps build
-	@bash scripts/system-deps.sh openssh-server openssh-client
 	node bench/exec-latency.mjs
 	node bench/exec-throughput.mjs
 	bash -c 'ulimit -n 65536 2>/dev/null; node bench/agent-fanin.mjs'

@@ -91,7 +91,7 @@ export async function fetchSource(
   const git = new Git(ctx, gitDir, {
     GIT_TERMINAL_PROMPT: "0",
     GIT_ASKPASS: askpass,
-    GIT_SSH_COMMAND: "ssh -o BatchMode=yes",
+    GIT_SSH_COMMAND: reach.sshCommand ?? SSH_COMMAND,
     RELAYCTL_GIT_USERNAME: source.credential?.username ?? "",
     RELAYCTL_GIT_PASSWORD: source.credential?.password ?? "",
   });
@@ -131,12 +131,32 @@ export async function fetchSource(
   return { commit, dir: work, root };
 }
 
+/** git's ssh: no prompt (a passphrase or an unknown host key fails the fetch instead). */
+const SSH_COMMAND = "ssh -o BatchMode=yes";
+
 /** How git reaches a repository the operator did not allow to be local: checked, and pinned. */
-interface Reach {
+export interface Reach {
   /** `-c` options for the fetch. */
   config: string[];
   /** The URL git fetches (git://: the host replaced by the address checked). */
   repository: string;
+  /** ssh to a name: GIT_SSH_COMMAND pinned to the address checked (pinnedSsh). */
+  sshCommand?: string;
+}
+
+/** A word the shell that runs GIT_SSH_COMMAND reads back as exactly `s`. */
+const shellWord = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;
+
+/**
+ * `base` (an ssh command line) connecting to `address` whatever `host` resolves to by then, while
+ * everything else still goes by the name: the user's ssh config for that host (ssh matches it on
+ * the name git passes), and the host key check, against the known_hosts entry of the name
+ * (`host`, or `[host]:port` off port 22, as ssh itself writes it). So a name whose answer changed
+ * after the check reaches the address checked, or nothing: a host key of the name is needed there.
+ */
+export function pinnedSsh(base: string, host: string, port: number, address: string): string {
+  const alias = port === 22 ? host : `[${host}]:${port}`;
+  return `${base} -o ${shellWord(`HostName=${address}`)} -o ${shellWord(`HostKeyAlias=${alias}`)}`;
 }
 
 /**
@@ -145,10 +165,15 @@ interface Reach {
  * refused such a source when it was stored, but a name's answer can change
  * between then and now (DNS rebinding), so the agent asks DNS itself and points
  * git at the address it checked: curl's resolve list for http(s), the address in
- * the URL for git://. ssh resolves on its own; its host key check is what
- * guards that connection. Redirects are not followed: one could lead elsewhere.
+ * the URL for git://, ssh's HostName for ssh (pinnedSsh: the host key is still
+ * checked against the name's). Redirects are not followed: one could lead elsewhere.
+ * `resolve`: the resolver (tests give one that answers names no DNS here has).
  */
-async function checkedReach(repository: string): Promise<Reach> {
+export async function checkedReach(
+  repository: string,
+  resolve: (host: string) => Promise<{ address: string; family: number }[]> = (host) =>
+    lookup(host, { all: true, verbatim: true }),
+): Promise<Reach> {
   const allow = "the operator allows them with RELAYCTL_ALLOW_LOCAL_GIT_SOURCES";
   let target: GitSourceTarget;
   try {
@@ -161,7 +186,7 @@ async function checkedReach(repository: string): Promise<Reach> {
   if (named) throw new StepError(`${named}: refused (${allow})`);
   let addresses: { address: string; family: number }[];
   try {
-    addresses = await lookup(target.host, { all: true, verbatim: true });
+    addresses = await resolve(target.host);
   } catch (err) {
     throw new StepError(`cannot resolve ${target.host}: ${(err as NodeJS.ErrnoException).code ?? err}`);
   }
@@ -185,6 +210,12 @@ async function checkedReach(repository: string): Promise<Reach> {
     url.hostname = first.family === 6 ? `[${first.address}]` : first.address;
     return { config, repository: url.href };
   }
+  if (target.scheme === "ssh" && isIP(target.host) === 0)
+    return {
+      config,
+      repository,
+      sshCommand: pinnedSsh(SSH_COMMAND, target.host, target.port, first.address),
+    };
   return { config, repository };
 }
 
