@@ -150,15 +150,17 @@ test.serial(
         timeoutMs: 90_000,
       },
     );
-    await pollUntil(
-      () =>
-        podman(["container", "exists", name]).then(
-          () => undefined,
-          () => true,
-        ),
-      { what: "the old container gone", timeoutMs: 90_000 },
+    t.true(
+      await pollUntil(
+        () =>
+          podman(["container", "exists", name]).then(
+            () => undefined,
+            () => true,
+          ),
+        { what: "the old container gone", timeoutMs: 90_000 },
+      ),
+      "the old container is gone from the engine",
     );
-    t.pass();
   },
 );
 
