@@ -18,7 +18,7 @@ import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
 import { axeViolations, launchBrowser } from "./harness/browser";
 import { type Dash, signInDash } from "./harness/dashboard-session";
-import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
+import { type GitHubApiStandIn, githubAppEnv, startGitHubApi } from "./harness/github-api";
 import { createOwner } from "./harness/people";
 import { waitForBody } from "./harness/traffic";
 import { pollUntil } from "./harness/wait";
@@ -160,19 +160,7 @@ test.before(async () => {
     private: true,
     clone_url: git.url(basename(repo.path)),
   });
-  s = await startDeployStack({
-    serverEnv: {
-      RELAYCTL_GITHUB_APP_ID: gh.appId,
-      RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
-      RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
-      RELAYCTL_GITHUB_WEBHOOK_SECRET: SECRET,
-      RELAYCTL_GITHUB_CLIENT_ID: gh.clientId,
-      RELAYCTL_GITHUB_CLIENT_SECRET: gh.clientSecret,
-      RELAYCTL_GITHUB_API_URL: gh.url,
-      RELAYCTL_GITHUB_WEB_URL: gh.url,
-      RELAYCTL_PUBLIC_URL: "https://relayctl.example",
-    },
-  });
+  s = await startDeployStack({ serverEnv: githubAppEnv(gh, SECRET) });
   app = await s.createApp({ auto_deploy: true, git_repository: git.url("app") });
 });
 test.after.always(cleanupAll);

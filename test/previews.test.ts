@@ -12,7 +12,8 @@ import { appImageIds, podman } from "./harness/containers";
 import { type App, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { type GitHttpServer, startGitHttp } from "./harness/git-http";
 import { type AppRepo, createAppRepo } from "./harness/git-repo";
-import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
+import { type GitHubApiStandIn, githubAppEnv, startGitHubApi } from "./harness/github-api";
+import { type GitHubWebhooks, githubWebhooks, installAndLink } from "./harness/github-webhooks";
 import { proxyGet } from "./harness/proxy-client";
 import { type Registry, startRegistry } from "./harness/registry";
 import { waitForBody } from "./harness/traffic";
@@ -30,7 +31,7 @@ let git: GitHttpServer;
 let repo: AppRepo;
 let s: DeployStack;
 let app: App;
-let sign: (body: string) => Promise<string>;
+let hooks: GitHubWebhooks;
 let examples: { name: string; examples: Json[] }[];
 /** An image a CI pipeline built (version 1 of the repository), in a test registry that needs a login. */
 let image: string;
@@ -43,38 +44,8 @@ const example = (event: string, pick: (e: Json) => boolean): Json => {
   return structuredClone(found);
 };
 
-async function deliver(event: string, payload: Json) {
-  const body = JSON.stringify(payload);
-  const id = randomUUID();
-  const res = await fetch(`${s.c.baseUrl}/webhooks/github`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      "x-github-event": event,
-      "x-github-delivery": id,
-      "x-hub-signature-256": await sign(body),
-    },
-    body,
-  });
-  if (res.status !== 202) throw new Error(`delivery: ${res.status} ${await res.text()}`);
-  return id;
-}
-
-async function processed(id: string): Promise<Json> {
-  await pollUntil(
-    async () =>
-      (
-        await s.c.db.query("SELECT 1 FROM github_deliveries WHERE id = ? AND status IN ('done','failed')", [
-          id,
-        ])
-      ).length === 1 || undefined,
-    { what: `delivery ${id} processed`, timeoutMs: 60_000 },
-  );
-  const rows = await s.c.db.query<{ outcome: string }>("SELECT outcome FROM github_deliveries WHERE id = ?", [
-    id,
-  ]);
-  return JSON.parse(String(rows[0]!.outcome)) as Json;
-}
+const deliver = (event: string, payload: Json) => hooks.deliver(event, payload);
+const processed = (id: string) => hooks.processed(id);
 
 /** A pull_request payload (GitHub's example) for PR `n` at `sha`; a fork's head is another repository. */
 function prPayload(
@@ -133,9 +104,6 @@ const hostOf = (n: number | string) => `pr-${n}.${app.name}.preview.test`;
 
 test.before(async () => {
   examples = (await import("@octokit/webhooks-examples")).default as never;
-  const { Webhooks } = await import("@octokit/webhooks");
-  const webhooks = new Webhooks({ secret: SECRET });
-  sign = (body) => webhooks.sign(body);
   gh = await startGitHubApi();
   repo = await createAppRepo({ name: "preview-app", first: "1" });
   // A private registry: the API preview pulls with the credential its request names.
@@ -161,34 +129,21 @@ test.before(async () => {
   });
   s = await startDeployStack({
     registriesConf: registry.registriesConf,
-    serverEnv: {
-      RELAYCTL_GITHUB_APP_ID: gh.appId,
-      RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
-      RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
-      RELAYCTL_GITHUB_WEBHOOK_SECRET: SECRET,
-      RELAYCTL_GITHUB_CLIENT_ID: gh.clientId,
-      RELAYCTL_GITHUB_CLIENT_SECRET: gh.clientSecret,
-      RELAYCTL_GITHUB_API_URL: gh.url,
-      RELAYCTL_GITHUB_WEB_URL: gh.url,
-      RELAYCTL_PUBLIC_URL: "https://relayctl.example",
-    },
+    serverEnv: githubAppEnv(gh, SECRET),
   });
+  hooks = await githubWebhooks(s.c.baseUrl, s.c.db, SECRET);
   app = await s.createApp({ git_repository: git.url("preview-app") });
-  // The installation arrives by webhook; binding it to the tenant is github-app.test.ts's
-  // subject (the setup URL), so here the binding is written as that flow leaves it.
-  const created = example("installation", (e) => e.action === "created");
-  created.installation = { ...created.installation, id: INSTALLATION };
-  created.repositories = [{ id: REPO_ID, name: "preview-app", full_name: FULL_NAME, private: true }];
-  await processed(await deliver("installation", created));
-  await s.c.db.query("UPDATE github_installations SET tenant_id = ? WHERE id = ?", [
-    s.tenantId,
-    INSTALLATION,
-  ]);
-  const linked = await s.manage(s.appPath(app.id, "/github-repository"), {
-    method: "PUT",
-    body: { repository_id: REPO_ID },
-  });
-  if (linked.status !== 200) throw new Error(`link: ${describe(linked)}`);
+  await installAndLink(
+    s,
+    hooks,
+    example("installation", (e) => e.action === "created"),
+    {
+      installation: INSTALLATION,
+      repositoryId: REPO_ID,
+      fullName: FULL_NAME,
+      applicationId: app.id,
+    },
+  );
 });
 test.after.always(cleanupAll);
 
@@ -382,7 +337,7 @@ test.serial(
       timeoutMs: 60_000,
     });
     const gone = await proxyGet(s.proxyPort, hostOf(4), "/");
-    t.not(gone.status, 200, "its route is gone from Caddy");
+    t.is(gone.status, 404, "its route is gone from Caddy: the host is routed nowhere");
     // The API's delete: 202, and the same removal.
     const ci = (await previewsOf()).find((p) => p.key === "ci")!;
     const del = await s.manage(`/applications/${app.id}/previews/${ci.id}`, { method: "DELETE" });

@@ -12,7 +12,7 @@ import test from "ava";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type Dash, auditEvents, signInDash } from "./harness/dashboard-session";
-import { type GitHubApiStandIn, startGitHubApi } from "./harness/github-api";
+import { type GitHubApiStandIn, githubAppEnv, startGitHubApi } from "./harness/github-api";
 import { Browser, type Person, createOwner } from "./harness/people";
 
 const SECRET = randomBytes(24).toString("hex");
@@ -75,15 +75,7 @@ test.before(async () => {
   gh = await startGitHubApi();
   c = await startCluster({
     serverEnv: {
-      RELAYCTL_GITHUB_APP_ID: gh.appId,
-      RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
-      RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
-      RELAYCTL_GITHUB_WEBHOOK_SECRET: SECRET,
-      RELAYCTL_GITHUB_CLIENT_ID: gh.clientId,
-      RELAYCTL_GITHUB_CLIENT_SECRET: gh.clientSecret,
-      RELAYCTL_GITHUB_API_URL: gh.url,
-      RELAYCTL_GITHUB_WEB_URL: gh.url,
-      RELAYCTL_PUBLIC_URL: "https://relayctl.example",
+      ...githubAppEnv(gh, SECRET),
       // Low enough for the last test to reach; the tests before it send far fewer.
       RELAYCTL_GITHUB_WEBHOOK_PER_IP_PER_MINUTE: "100",
     },

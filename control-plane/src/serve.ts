@@ -149,28 +149,61 @@ export async function serve(
   }
 
   let api: FastifyInstance | undefined;
+  let stopQueueSweep = () => {};
   let apiUrl: string | undefined;
   let github: GitHubIntegration | undefined;
   let forges: ForgeIntegration | undefined;
   if (config.runsApi) {
-    const [{ buildApi }, { startForges }, { previewReviews }, { startGitHub }] = await Promise.all([
+    const [
+      { buildApi },
+      { startForges },
+      { previewReviews },
+      { startGitHub },
+      { SWEEP_MS: PUSH_SWEEP_MS, startQueuedPush, sweepQueuedPushes },
+    ] = await Promise.all([
       import("./api/app.js"),
       import("./forges/integration.js"),
       import("./forges/reviews.js"),
       import("./github/integration.js"),
+      import("./webhooks/push-queue.js"),
     ]);
-    github = await startGitHub(config, db, deploys, log.child({ component: "github" }));
+    github = await startGitHub(config, db, deploys, rollouts, log.child({ component: "github" }));
     // Pull requests open previews (previews/service.ts) through the same services as the api.
     if (github)
       github.ctx.previews = { config, db, bus, ops, deploys, log: log.child({ component: "previews" }) };
     const forgeLog = log.child({ component: "forges" });
-    forges = startForges(config, db, deploys, forgeLog, previewReviews({ config, bus, ops, log: forgeLog }));
+    forges = startForges(
+      config,
+      db,
+      deploys,
+      rollouts,
+      forgeLog,
+      previewReviews({ config, bus, ops, log: forgeLog }),
+    );
     const scheme = config.tls ? "grpcs" : "grpc";
     const listenHost = config.gatewayListen.host.includes(":")
       ? `[${config.gatewayListen.host}]`
       : config.gatewayListen.host;
     const gatewayUrls = () =>
       config.publicGatewayUrls ?? [gateway?.url ?? `${scheme}://${listenHost}:${config.gatewayListen.port}`];
+    // A fleet application's push that waited for a running rollout goes next (webhooks/push-queue.ts).
+    const pushEnv = {
+      db,
+      deploys,
+      rollouts,
+      deployTimeoutSeconds: config.githubDeployTimeoutSeconds,
+      log: log.child({ component: "push-queue" }),
+    };
+    rollouts.onEnded = (applicationId) => startQueuedPush(pushEnv, applicationId, pushEnv.log);
+    const sweep = setInterval(
+      () =>
+        void sweepQueuedPushes(pushEnv, pushEnv.log).catch((err) =>
+          pushEnv.log.warn({ err }, "sweep failed"),
+        ),
+      PUSH_SWEEP_MS,
+    );
+    sweep.unref();
+    stopQueueSweep = () => clearInterval(sweep);
     api = await buildApi({ config, db, bus, ops, deploys, rollouts, github, forges }, log, gatewayUrls);
     await api.listen({ host: config.apiListen.host, port: config.apiListen.port });
     const addr = api.server.address();
@@ -183,6 +216,7 @@ export async function serve(
 
   const stop = async () => {
     stopSweeper();
+    stopQueueSweep();
     await api?.close().catch(() => {});
     await gatewayHttp?.close().catch(() => {});
     await github?.processor.close();

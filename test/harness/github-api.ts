@@ -397,3 +397,18 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
   };
   return api;
 }
+
+/** The control plane's settings for the App the stand-in plays (webhooks signed with `webhookSecret`). */
+export function githubAppEnv(gh: GitHubApiStandIn, webhookSecret: string): Record<string, string> {
+  return {
+    RELAYCTL_GITHUB_APP_ID: gh.appId,
+    RELAYCTL_GITHUB_APP_SLUG: "relayctl-test",
+    RELAYCTL_GITHUB_PRIVATE_KEY_FILE: gh.privateKeyFile,
+    RELAYCTL_GITHUB_WEBHOOK_SECRET: webhookSecret,
+    RELAYCTL_GITHUB_CLIENT_ID: gh.clientId,
+    RELAYCTL_GITHUB_CLIENT_SECRET: gh.clientSecret,
+    RELAYCTL_GITHUB_API_URL: gh.url,
+    RELAYCTL_GITHUB_WEB_URL: gh.url,
+    RELAYCTL_PUBLIC_URL: "https://relayctl.example",
+  };
+}

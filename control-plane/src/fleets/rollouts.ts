@@ -85,6 +85,11 @@ const firstLine = (s: string) => (s.split("\n").find((l) => l.trim() !== "") ?? 
 export class RolloutService {
   readonly #drivers = new Set<Promise<void>>();
   readonly #stop = new AbortController();
+  /**
+   * Told the application's id once one of its rollouts ended (not when this instance stops):
+   * a push that waited for it is rolled out next (webhooks/push-queue.ts; serve.ts sets it).
+   */
+  onEnded: ((applicationId: string) => Promise<void>) | undefined;
 
   constructor(
     readonly db: Knex,
@@ -222,6 +227,10 @@ export class RolloutService {
     } finally {
       // A driver that failed or stopped mid-batch still gives back the servers it drained.
       await Promise.all(run.targets.filter((t) => t.drained).map((t) => this.#drain(run, t, false)));
+      if (!this.#stop.signal.aborted)
+        await this.onEnded?.(run.req.app.id).catch((err) =>
+          this.log.warn({ err, rollout_id: run.id }, "what waited for the rollout was not started"),
+        );
     }
   }
 

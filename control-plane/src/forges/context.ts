@@ -4,6 +4,7 @@
 // one set of limits for every forge's pushes.
 import type { Knex } from "knex";
 import type { Logger } from "pino";
+import type { RolloutService } from "../fleets/rollouts.js";
 import type { AppsUrl } from "../applications/app-url.js";
 import type { DeployService } from "../deployments/service.js";
 
@@ -19,6 +20,8 @@ export interface ForgeContext {
   publicUrl: string | undefined;
   /** RELAYCTL_APPS_URL: a preview's URL in its comment when it has no domain pattern. */
   appsUrl: AppsUrl | undefined;
+  /** The process's rollouts: a push to a fleet application starts one (serve.ts sets it). */
+  rollouts?: RolloutService;
 }
 
 /** A forge's JSON payload, read field by field with fallbacks. */

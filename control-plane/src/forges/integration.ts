@@ -12,6 +12,7 @@ import type { DeployService } from "../deployments/service.js";
 import { RcError } from "../errors.js";
 import { apiToken, type ConnectionRow } from "./connections.js";
 import type { ForgeContext, ForgeLink } from "./context.js";
+import type { RolloutService } from "../fleets/rollouts.js";
 import { ForgeProcessor, type ReviewHandler } from "./processor.js";
 
 export interface ForgeIntegration {
@@ -23,12 +24,14 @@ export function startForges(
   config: Config,
   db: Knex,
   deploys: DeployService,
+  rollouts: RolloutService | undefined,
   log: Logger,
   review?: ReviewHandler,
 ): ForgeIntegration {
   const ctx: ForgeContext = {
     db,
     deploys,
+    rollouts,
     log,
     masterKey: config.masterKey,
     deployTimeoutSeconds: config.githubDeployTimeoutSeconds,

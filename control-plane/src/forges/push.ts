@@ -12,8 +12,10 @@ import {
   ZERO_SHA,
   deployPushedCommit,
   listedFiles,
+  queuedEntry,
   refParts,
   skipReason,
+  sumUp,
 } from "../webhooks/push-rules.js";
 import type { ConnectionRow } from "./connections.js";
 import type { ForgeContext, Payload } from "./context.js";
@@ -79,7 +81,7 @@ export async function forgePushEvent(
       ? (p.user_username ?? p.user_name ?? "gitlab")
       : (p.pusher?.login ?? p.pusher?.username ?? p.sender?.login ?? c.kind),
   );
-  const outcome: Outcome = { result: "nothing", detail: "", deployments: [], skipped: [] };
+  const outcome: Outcome = { result: "nothing", detail: "", deployments: [], queued: [], skipped: [] };
   for (const app of apps) {
     const skip = (reason: string) => outcome.skipped!.push({ application_id: app.id, reason });
     const why = await skipReason(app, push, changed);
@@ -105,31 +107,21 @@ export async function forgePushEvent(
         message: typeof head.message === "string" ? head.message : null,
         author: head.author ? `${head.author.name ?? ""} <${head.author.email ?? ""}>`.trim() : null,
       },
-      recorded: async (deploymentId) => {
-        await ctx.db("forge_commit_statuses").insert({
-          deployment_id: deploymentId,
-          connection_id: c.id,
-          project: app.forge_project,
-          commit_sha: sha,
-          reported_state: null,
-          failures: 0,
-          created_at: Date.now(),
-        });
+      status: {
+        table: "forge_commit_statuses",
+        row: { connection_id: c.id, project: app.forge_project, commit_sha: sha, failures: 0 },
       },
     });
     if ("reason" in done) skip(done.reason);
+    else if ("queued" in done) outcome.queued!.push(queuedEntry(app.id, sha, done.queued));
     else
       outcome.deployments!.push({
         application_id: app.id,
         deployment_id: done.deploymentId,
         commit_sha: sha,
+        ...(done.rolloutId ? { rollout_id: done.rolloutId } : {}),
       });
   }
-  const n = outcome.deployments!.length;
-  outcome.result = n > 0 ? "deployed" : "nothing";
-  outcome.detail =
-    n > 0
-      ? `${n} deployment(s) of ${sha.slice(0, 12)} started`
-      : `nothing deployed for ${ref} of ${projectName}: ${outcome.skipped!.map((s) => s.reason).join("; ")}`;
+  sumUp(outcome, sha, `${ref} of ${projectName}`);
   return outcome;
 }

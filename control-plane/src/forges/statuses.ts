@@ -2,16 +2,19 @@
 // github/statuses.ts does for GitHub: one context per application
 // (`relayctl/<application name>`), fixed descriptions (a deploy's output never
 // reaches a possibly public forge; the link shows why), the dashboard's page of
-// the deployment as the link. A pass sends each state that changed since the
-// forge was last told; a post that fails is tried again on the next passes, and
-// after MAX_FAILURES the state is given up (logged, without the token): the next
-// state is still sent, and a status never fails a deploy. A preview's final
+// the deployment as the link (a fleet application's rollout: the rollout's
+// page). A pass sends each state that changed since the forge was last told; a
+// post that fails is tried again on the next passes, and after MAX_FAILURES the
+// state is given up (logged, without the token): the next state is still sent,
+// and a status never fails a deploy. A preview's final
 // state also goes into its request's comment (comments.ts).
 import type { ForgeKind } from "./connections.js";
 import { apiToken, type ConnectionRow } from "./connections.js";
 import { commentPreview } from "./comments.js";
 import type { ForgeContext } from "./context.js";
 import { postStatus } from "./forge-api.js";
+import { rolloutState } from "../github/statuses.js";
+import { STATUS_SOURCES } from "../webhooks/push-rules.js";
 
 const MAX_FAILURES = 3;
 
@@ -25,8 +28,11 @@ interface Owed {
   application_id: string;
   application_name: string;
   status: string;
+  exit_code: number | null;
   stderr: string | null;
   dispatched_at: number | null;
+  /** A fleet application's push: its rollout, whose operation the state follows. */
+  rollout_id: string | null;
   /** A preview's parent, request number and its parent's name (the comment's title). */
   preview_of: string | null;
   preview_number: number | null;
@@ -36,9 +42,18 @@ interface Owed {
 /** The state in the forge's own words, and a fixed description. */
 export function forgeState(
   kind: ForgeKind,
-  o: Pick<Owed, "status" | "stderr" | "dispatched_at" | "reported_state">,
+  o: Pick<Owed, "status" | "stderr" | "dispatched_at" | "reported_state"> &
+    Partial<Pick<Owed, "exit_code" | "rollout_id">>,
 ) {
   const gitlab = kind === "gitlab";
+  if (o.rollout_id) {
+    // A rollout: as GitHub's (github/statuses.ts), in the forge's words; GitLab's `running` once
+    // its first server's deployment is on that agent (`dispatched_at` is that deployment's).
+    const r = rolloutState({ status: o.status, exit_code: o.exit_code ?? null });
+    const running = gitlab && r.state === "pending" && o.dispatched_at !== null && o.reported_state !== null;
+    const words: Record<string, string> = { failure: gitlab ? "failed" : "failure" };
+    return { state: running ? "running" : (words[r.state] ?? r.state), description: r.description };
+  }
   // GitLab knows `running`: told once the agent has the job, after `pending` (the commit's first word).
   if (o.status === "running")
     return o.dispatched_at !== null && gitlab && o.reported_state !== null
@@ -62,9 +77,7 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
   if (!ctx.masterKey) return 0;
   const owed = await ctx
     .db("forge_commit_statuses as s")
-    .join("deployments as d", "d.id", "s.deployment_id")
-    .join("operations as o", "o.id", "d.operation_id")
-    .join("applications as a", "a.id", "d.application_id")
+    .joinRaw(STATUS_SOURCES)
     .leftJoin("applications as p", "p.id", "a.preview_of")
     .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
     .orderBy("s.created_at", "asc")
@@ -76,14 +89,16 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
       "s.commit_sha",
       "s.reported_state",
       "s.failures",
-      "d.application_id",
+      "a.id as application_id",
       "d.dispatched_at",
       "a.name as application_name",
       "a.preview_of",
       "a.preview_number",
       "p.name as parent_name",
       "o.status",
+      "o.exit_code",
       "o.stderr",
+      "s.rollout_id",
     );
   let sent = 0;
   const connections = new Map<string, ConnectionRow | undefined>();
@@ -97,8 +112,9 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
     if (!c) continue;
     const next = forgeState(c.kind, o);
     if (next.state === o.reported_state) continue;
+    const page = o.rollout_id ? `rollouts/${o.rollout_id}` : `deployments/${o.deployment_id}`;
     const target = ctx.publicUrl
-      ? `${ctx.publicUrl}/app/applications/${o.application_id}/deployments/${o.deployment_id}`
+      ? `${ctx.publicUrl}/app/applications/${o.application_id}/${page}`
       : undefined;
     const row = ctx.db("forge_commit_statuses").where({ deployment_id: o.deployment_id });
     try {

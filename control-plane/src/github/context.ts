@@ -1,6 +1,7 @@
 // What the GitHub integration needs from the process, built once at boot (serve.ts).
 import type { Knex } from "knex";
 import type { Logger } from "pino";
+import type { RolloutService } from "../fleets/rollouts.js";
 import type { DeployService } from "../deployments/service.js";
 import type { PreviewContext } from "../previews/service.js";
 import type { GitHubApp } from "./app-client.js";
@@ -18,6 +19,8 @@ export interface GitHubContext {
   publicUrl: string | undefined;
   /** Previews of pull requests (previews/service.ts); absent: pull requests are ignored. */
   previews?: PreviewContext;
+  /** The process's rollouts: a push to a fleet application starts one (serve.ts sets it). */
+  rollouts?: RolloutService;
 }
 
 /**

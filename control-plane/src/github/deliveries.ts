@@ -47,8 +47,20 @@ export function payloadText(d: DeliveryRow): string {
 export interface Outcome {
   result: string;
   detail: string;
-  deployments?: { application_id: string; deployment_id: string; commit_sha: string }[];
+  /** `rollout_id` for a fleet application: its rollout, whose first server's deployment `deployment_id` is. */
+  deployments?: { application_id: string; deployment_id: string; commit_sha: string; rollout_id?: string }[];
+  /** A fleet application's commit waiting for its running rollout (webhooks/push-queue.ts). */
+  queued?: QueuedOutcome[];
   skipped?: { application_id: string; reason: string }[];
+}
+
+export interface QueuedOutcome {
+  application_id: string;
+  commit_sha: string;
+  behind_rollout_id: string;
+  /** The commit that waited before this one, replaced (never rolled out); null when none. */
+  superseded_commit_sha: string | null;
+  reason: string;
 }
 
 /** How long a claim holds before another processor may take the delivery. */

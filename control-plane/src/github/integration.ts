@@ -10,6 +10,7 @@ import type { Config } from "../config.js";
 import type { ApplicationRow } from "../applications/store.js";
 import type { DeployService } from "../deployments/service.js";
 import { RcError } from "../errors.js";
+import type { RolloutService } from "../fleets/rollouts.js";
 import { GitHubApp } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
 import { cannotDeploy, reachableRepository } from "./installations.js";
@@ -25,6 +26,7 @@ export async function startGitHub(
   config: Config,
   db: Knex,
   deploys: DeployService,
+  rollouts: RolloutService | undefined,
   log: Logger,
 ): Promise<GitHubIntegration | undefined> {
   if (!config.github) {
@@ -37,6 +39,7 @@ export async function startGitHub(
   const ctx: GitHubContext = {
     db,
     deploys,
+    rollouts,
     app,
     log,
     deployTimeoutSeconds: config.githubDeployTimeoutSeconds,

@@ -21,11 +21,14 @@
 import type { ApplicationRow } from "../applications/store.js";
 import {
   type Changed,
+  type PushDeployed,
   ZERO_SHA,
   deployPushedCommit,
   listedFiles,
+  queuedEntry,
   refParts,
   skipReason,
+  sumUp,
 } from "../webhooks/push-rules.js";
 import type { GitHubContext, Payload } from "./context.js";
 import type { Outcome } from "./deliveries.js";
@@ -83,7 +86,7 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
   // An annotated tag's `after` is the tag object; head_commit is the commit it names.
   const commit = tag !== null && typeof p.head_commit?.id === "string" ? p.head_commit.id : after;
   const repo = await reachableRepository(db, repositoryId);
-  const outcome: Outcome = { result: "nothing", detail: "", deployments: [], skipped: [] };
+  const outcome: Outcome = { result: "nothing", detail: "", deployments: [], queued: [], skipped: [] };
   const changed = lazyChangedFiles(ctx, installationId, repositoryId, p);
   // Why this push deploys nothing for the application, or null when it deploys.
   const whyNot = async (app: ApplicationRow): Promise<string | null> => {
@@ -100,19 +103,16 @@ export async function pushEvent(ctx: GitHubContext, deliveryId: string, p: Paylo
     }
     const done = await deployCommit(ctx, deliveryId, app, repositoryId, installationId, commit, p);
     if ("reason" in done) skip(done.reason);
+    else if ("queued" in done) outcome.queued!.push(queuedEntry(app.id, commit, done.queued));
     else
       outcome.deployments!.push({
         application_id: app.id,
         deployment_id: done.deploymentId,
         commit_sha: commit,
+        ...(done.rolloutId ? { rollout_id: done.rolloutId } : {}),
       });
   }
-  const n = outcome.deployments!.length;
-  outcome.result = n > 0 ? "deployed" : "nothing";
-  outcome.detail =
-    n > 0
-      ? `${n} deployment(s) of ${commit.slice(0, 12)} started`
-      : `nothing deployed for ${ref} of ${repoName}: ${outcome.skipped!.map((s) => s.reason).join("; ")}`;
+  sumUp(outcome, commit, `${ref} of ${repoName}`);
   return { tenantId, outcome };
 }
 
@@ -162,7 +162,7 @@ async function deployCommit(
   installationId: number,
   sha: string,
   p: Payload,
-): Promise<{ deploymentId: string } | { reason: string }> {
+): Promise<PushDeployed> {
   const head = p.head_commit ?? {};
   const pusher = String(p.pusher?.name ?? p.sender?.login ?? "github");
   const author = head.author ? `${head.author.name ?? ""} <${head.author.email ?? ""}>`.trim() : null;
@@ -179,15 +179,9 @@ async function deployCommit(
       pusher,
     },
     commit: { message: head.message ?? null, author },
-    recorded: async (deploymentId) => {
-      await ctx.db("github_commit_statuses").insert({
-        deployment_id: deploymentId,
-        installation_id: installationId,
-        repository_id: repositoryId,
-        commit_sha: sha,
-        reported_state: null,
-        created_at: Date.now(),
-      });
+    status: {
+      table: "github_commit_statuses",
+      row: { installation_id: installationId, repository_id: repositoryId, commit_sha: sha },
     },
   });
 }

@@ -7,11 +7,14 @@
 // control plane restarted in between catches up; a state is sent before it is
 // recorded, so at worst GitHub hears one twice (statuses are append-only there).
 // Its link (target_url) is the deployment's page in the web dashboard, which a
-// person following it from GitHub can open (the API's URL needs an API key).
+// person following it from GitHub can open (the API's URL needs an API key). A
+// fleet application's push is a rollout: its status follows the rollout's
+// operation and links to the rollout's page.
 // Descriptions are fixed sentences: a deploy's error output can carry anything
 // (paths, hosts, build output) and a public repository's statuses are public;
 // the why is behind the link. A preview's final state also goes into its pull
 // request's comment (pull-request.ts).
+import { STATUS_SOURCES } from "../webhooks/push-rules.js";
 import type { CommitState } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
 import { commentPreview } from "./pull-request.js";
@@ -30,10 +33,14 @@ interface Owed {
   parent_name: string | null;
   preview_number: number | null;
   status: string;
+  exit_code: number | null;
   stderr: string | null;
+  /** A fleet application's push: its rollout, whose operation the state follows. */
+  rollout_id: string | null;
 }
 
 function stateOf(o: Owed): { state: CommitState; description: string } {
+  if (o.rollout_id) return rolloutState(o);
   if (o.status === "running") return { state: "pending", description: "relayctl is deploying this commit" };
   if (o.status === "completed") return { state: "success", description: "deployed and serving" };
   if ((o.stderr ?? "").startsWith("superseded"))
@@ -42,16 +49,29 @@ function stateOf(o: Owed): { state: CommitState; description: string } {
   return { state: "failure", description: "the deployment failed; the link shows why" };
 }
 
+/** A rollout's state, from its operation (fleets/rollouts.ts: completed with exit code 1 when some servers failed). */
+export function rolloutState(o: Pick<Owed, "status" | "exit_code">): {
+  state: CommitState;
+  description: string;
+} {
+  if (o.status === "running")
+    return { state: "pending", description: "relayctl is rolling this commit out to its servers" };
+  if (o.status === "completed" && Number(o.exit_code) === 0)
+    return { state: "success", description: "rolled out: deployed and serving on every server" };
+  if (o.status === "completed")
+    return { state: "failure", description: "rolled out, but not on every server; the link shows which" };
+  if (o.status === "timeout") return { state: "failure", description: "the rollout timed out" };
+  return { state: "failure", description: "the rollout halted; the link shows why" };
+}
+
 const FINAL = ["success", "failure", "error"];
 
 /** One pass: tells GitHub every state that changed since it was last told. Returns how many were sent. */
 export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<number> {
   const owed = await ctx
     .db("github_commit_statuses as s")
-    .join("deployments as d", "d.id", "s.deployment_id")
-    .join("operations as o", "o.id", "d.operation_id")
+    .joinRaw(STATUS_SOURCES)
     .join("github_repositories as r", "r.id", "s.repository_id")
-    .join("applications as a", "a.id", "d.application_id")
     .leftJoin("applications as p", "p.id", "a.preview_of")
     .where((q) => q.whereNull("s.reported_state").orWhereNotIn("s.reported_state", FINAL))
     .orderBy("s.created_at", "asc")
@@ -63,20 +83,23 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       "s.commit_sha",
       "s.reported_state",
       "r.full_name",
-      "d.tenant_id",
-      "d.application_id",
+      "a.tenant_id",
+      "a.id as application_id",
       "a.name as application_name",
       "p.name as parent_name",
       "a.preview_number",
       "o.status",
+      "o.exit_code",
       "o.stderr",
+      "s.rollout_id",
     );
   let sent = 0;
   for (const o of owed) {
     const next = stateOf(o);
     if (next.state === o.reported_state) continue;
+    const page = o.rollout_id ? `rollouts/${o.rollout_id}` : `deployments/${o.deployment_id}`;
     const target = ctx.publicUrl
-      ? `${ctx.publicUrl}/app/applications/${o.application_id}/deployments/${o.deployment_id}`
+      ? `${ctx.publicUrl}/app/applications/${o.application_id}/${page}`
       : undefined;
     try {
       await ctx.app.createStatus(

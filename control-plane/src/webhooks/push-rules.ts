@@ -5,11 +5,17 @@
 // deployPushedCommit (the shared per-commit guard, staleness and superseding).
 import { posix } from "node:path";
 import type { Knex } from "knex";
+import type { Logger } from "pino";
 import type { ApplicationRow } from "../applications/store.js";
 import type { DeployService } from "../deployments/service.js";
 import { noteCommit } from "../deployments/store.js";
 import { RcError } from "../errors.js";
+import { placementOf, resolvePlacement } from "../fleets/placement.js";
+import type { RolloutService } from "../fleets/rollouts.js";
+import { type StrategyInput, compileStrategy } from "../fleets/strategy.js";
+import type { Outcome, QueuedOutcome } from "../github/deliveries.js";
 import { isDuplicate } from "../github/sql.js";
+import { queuePush } from "./push-queue.js";
 
 export const ZERO_SHA = /^0+$/;
 export const matchesGlob = (name: string, glob: string) => posix.matchesGlob(name, glob);
@@ -83,34 +89,50 @@ export interface PushedCommit {
   actor: { type: string; id: string | null; name: string };
   audit: Record<string, unknown>;
   commit: { message: string | null; author: string | null };
-  /** Recorded with the deployment (its commit status row), in the guard's reach. */
-  recorded?: (deploymentId: string) => Promise<void>;
+  /**
+   * The commit status row owed for the deployment, made once it exists (started). Data,
+   * not a callback: a fleet application's queued push is started later, maybe by another
+   * instance (push-queue.ts).
+   */
+  status?: StatusRow;
 }
+
+/** A commit status row (github/statuses.ts, forges/statuses.ts) but its deployment and rollout. */
+export interface StatusRow {
+  table: "github_commit_statuses" | "forge_commit_statuses";
+  row: Record<string, string | number | null>;
+}
+
+/** What a pushed commit became: a deployment (a rollout's first), a queued rollout, or why nothing. */
+export type PushDeployed =
+  | { deploymentId: string; rolloutId?: string }
+  | { queued: { behindRolloutId: string; superseded: string | null } }
+  | { reason: string };
 
 export interface PushDeployEnv {
   db: Knex;
+  log?: Logger;
   deploys: DeployService;
   deployTimeoutSeconds: number;
+  /** The process's rollouts (fleets/rollouts.ts): a push to a fleet application starts one. */
+  rollouts?: RolloutService;
 }
 
 /**
  * Deploys a pushed commit once per application: a commit a newer push built on
  * is stale; the (application, commit) guard row lets one delivery through;
- * queued push deployments of the application are superseded.
+ * queued push deployments of the application are superseded. A fleet
+ * application's commit is rolled out to its servers instead, or waits for the
+ * application's running rollout (push-queue.ts).
  */
-export async function deployPushedCommit(
-  env: PushDeployEnv,
-  c: PushedCommit,
-): Promise<{ deploymentId: string } | { reason: string }> {
+export async function deployPushedCommit(env: PushDeployEnv, c: PushedCommit): Promise<PushDeployed> {
   const { db } = env;
   const { app, sha } = c;
-  // A fleet's deploy is a rollout, with secrets held by the api instance that
-  // drives it (fleets/rollouts.ts); deploying the home server alone would split the
-  // fleet silently, so a push says why it did not deploy.
-  if (app.placement)
+  // A fleet's deploy is a rollout, driven by the instance that starts it (fleets/rollouts.ts).
+  if (app.placement && !env.rollouts)
     return {
       reason:
-        "a fleet application (with a placement) is not deployed by pushes yet: deploy it through the API or the CLI (docs/fleets.md)",
+        "a fleet application (with a placement) is rolled out by an api instance; this process runs none",
     };
   // Forges do not promise delivery order: a push whose commit a newer push
   // already built on arrives stale, and deploying it would go backwards.
@@ -129,35 +151,134 @@ export async function deployPushedCommit(
       reason: `commit ${sha.slice(0, 12)} was already deployed (delivery ${prior?.delivery_id}, deployment ${prior?.deployment_id ?? "starting"})`,
     };
   }
-  const superseded = await supersedeQueued(env, app.id, sha);
   try {
-    const server = await db("servers")
-      .where({ id: app.server_id })
-      .first<{ id: string; name: string }>("id", "name");
-    const d = await env.deploys.request({
-      tenantId: app.tenant_id,
-      app,
-      server: { id: server.id, name: server.name },
-      commitRef: sha,
-      envOverrides: {},
-      timeoutSeconds: env.deployTimeoutSeconds,
-      runId: null,
-      trigger: "webhook",
-      actor: c.actor,
-      keyId: null,
-      audit: { ...c.audit, superseded_deployments: superseded },
-    });
-    await db("github_push_deployments")
-      .where({ application_id: app.id, commit_sha: sha })
-      .update({ deployment_id: d.deploymentId });
-    await noteCommit(db, d.deploymentId, { sha, ...c.commit });
-    await c.recorded?.(d.deploymentId);
-    return { deploymentId: d.deploymentId };
+    const d = app.placement ? await rollOutOrQueue(env, c) : await deployOne(env, c);
+    // Queued: the guard row stays (deployment_id null) while the commit waits its turn.
+    if ("queued" in d) return d;
+    return await started(env, c, d);
   } catch (err) {
     // Nothing was deployed: a later delivery of this commit may try again.
     await db("github_push_deployments").where({ application_id: app.id, commit_sha: sha }).delete();
     if (err instanceof RcError) return { reason: `cannot deploy: ${err.detail}` };
     throw err;
+  }
+}
+
+/** A queued commit as a delivery's outcome says it. */
+export function queuedEntry(
+  applicationId: string,
+  sha: string,
+  q: { behindRolloutId: string; superseded: string | null },
+): QueuedOutcome {
+  const replaced = q.superseded ? `; it replaces ${q.superseded.slice(0, 12)}, which waited before it` : "";
+  return {
+    application_id: applicationId,
+    commit_sha: sha,
+    behind_rollout_id: q.behindRolloutId,
+    superseded_commit_sha: q.superseded,
+    reason: `a rollout of the application is running (${q.behindRolloutId}); this commit is rolled out when it ends, unless a newer push comes first${replaced}`,
+  };
+}
+
+/** A push delivery's result and detail from what it did for each application. */
+export function sumUp(outcome: Outcome, sha: string, what: string): void {
+  const n = outcome.deployments!.length;
+  const q = outcome.queued!.length;
+  outcome.result = n > 0 ? "deployed" : q > 0 ? "queued" : "nothing";
+  const parts = [
+    ...(n > 0 ? [`${n} deployment(s) of ${sha.slice(0, 12)} started`] : []),
+    ...(q > 0 ? [`${q} rollout(s) of ${sha.slice(0, 12)} queued behind a running one`] : []),
+  ];
+  outcome.detail =
+    parts.length > 0
+      ? parts.join("; ")
+      : `nothing deployed for ${what}: ${outcome.skipped!.map((s) => s.reason).join("; ")}`;
+  if (outcome.queued!.length === 0) outcome.queued = undefined;
+}
+
+/** A push's deployment (or rollout) started: the guard row, the commit and the status row name it. */
+export async function started(
+  env: Pick<PushDeployEnv, "db">,
+  c: PushedCommit,
+  d: { deploymentId: string; rolloutId: string | null },
+): Promise<{ deploymentId: string; rolloutId?: string }> {
+  const { db } = env;
+  await db("github_push_deployments")
+    .where({ application_id: c.app.id, commit_sha: c.sha })
+    .update({ deployment_id: d.deploymentId });
+  await noteCommit(db, d.deploymentId, { sha: c.sha, ...c.commit });
+  if (c.status)
+    await db(c.status.table).insert({
+      ...c.status.row,
+      deployment_id: d.deploymentId,
+      rollout_id: d.rolloutId,
+      reported_state: null,
+      created_at: Date.now(),
+    });
+  return { deploymentId: d.deploymentId, ...(d.rolloutId ? { rolloutId: d.rolloutId } : {}) };
+}
+
+/** What a push's deployment is, on whichever server (the pushed commit, no env overrides, no key). */
+function pushBase(env: PushDeployEnv, c: PushedCommit) {
+  return {
+    tenantId: c.app.tenant_id,
+    commitRef: c.sha,
+    envOverrides: {},
+    timeoutSeconds: env.deployTimeoutSeconds,
+    runId: null,
+    trigger: "webhook" as const,
+    actor: c.actor,
+    keyId: null,
+    audit: c.audit,
+  };
+}
+
+/** An application on its one server: queued push deployments give way, then its deployment. */
+async function deployOne(env: PushDeployEnv, c: PushedCommit) {
+  const { app, sha } = c;
+  const superseded = await supersedeQueued(env, app.id, sha);
+  const server = await env
+    .db("servers")
+    .where({ id: app.server_id })
+    .first<{ id: string; name: string }>("id", "name");
+  const d = await env.deploys.request({
+    ...pushBase(env, c),
+    app,
+    server: { id: server.id, name: server.name },
+    audit: { ...c.audit, superseded_deployments: superseded },
+  });
+  return { deploymentId: d.deploymentId, rolloutId: null };
+}
+
+/**
+ * A fleet application: a rollout over the servers its placement names now, with its own
+ * strategy (as a deploy through the API without one). While a rollout of the application
+ * runs, the commit waits for it (push-queue.ts): a push never splits a fleet between two
+ * commits, and the newest push is the one rolled out next.
+ */
+export async function rollOutOrQueue(
+  env: PushDeployEnv,
+  c: PushedCommit,
+): Promise<
+  | { deploymentId: string; rolloutId: string }
+  | { queued: { behindRolloutId: string; superseded: string | null } }
+> {
+  const { app } = c;
+  const targets = await resolvePlacement(env.db, app.tenant_id, placementOf(app.placement)!);
+  const appStrategy = app.rollout_strategy ? (JSON.parse(app.rollout_strategy) as StrategyInput) : null;
+  try {
+    const started = await env.rollouts!.start({
+      app,
+      targets,
+      kind: "deploy",
+      strategy: compileStrategy(appStrategy),
+      base: pushBase(env, c),
+    });
+    return { deploymentId: started.deploymentId, rolloutId: started.rolloutId };
+  } catch (err) {
+    if (!(err instanceof RcError) || err.code !== "RC_ERR_ROLLOUT_RUNNING") throw err;
+    const behind = String(err.extra.rollout_id ?? "");
+    return { queued: { behindRolloutId: behind, superseded: await queuePush(env, c, behind) } };
   }
 }
 
@@ -204,3 +325,14 @@ async function supersedeQueued(env: PushDeployEnv, applicationId: string, sha: s
       out.push(q.id);
   return out;
 }
+
+/**
+ * What a commit status row (`s`: github_commit_statuses, forge_commit_statuses) reports on, as
+ * joins (`o` its operation, `a` its application, `d` its deployment when it exists): a
+ * deployment's operation, or a rollout's. A rollout's first planned deployment may not exist
+ * yet (with drain_seconds it starts later), or ever (the rollout halted first).
+ */
+export const STATUS_SOURCES = `LEFT JOIN rollouts AS ro ON ro.id = s.rollout_id
+  LEFT JOIN deployments AS d ON d.id = s.deployment_id
+  JOIN operations AS o ON o.id = COALESCE(ro.operation_id, d.operation_id)
+  JOIN applications AS a ON a.id = COALESCE(ro.application_id, d.application_id)`;

@@ -30,6 +30,8 @@ import * as m026forges from "./026_forges.js";
 import * as m027fleets from "./027_fleets.js";
 import * as m028routeState from "./028_route_state_guard_only.js";
 import * as m029heldUntil from "./029_container_held_until.js";
+import * as m030pushRollouts from "./030_push_rollouts.js";
+import * as m031fleetPushQueue from "./031_fleet_push_queue.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -66,6 +68,8 @@ const MIGRATIONS: Record<string, Migration> = {
   "027_fleets": m027fleets,
   "028_route_state_guard_only": m028routeState,
   "029_container_held_until": m029heldUntil,
+  "030_push_rollouts": m030pushRollouts,
+  "031_fleet_push_queue": m031fleetPushQueue,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
