@@ -113,6 +113,8 @@ async function load(baseUrl, { serverIds, keys, connections, seconds, title, lat
   // alternated section's percentiles are over every request of its rounds.
   if (latencies) running.on("response", (_client, _status, _bytes, ms) => latencies.push(ms));
   const result = await running;
+  // Said as it happens: a run's JSON holds the samples too, but a later run overwrites it.
+  if (bad.count > 0) log(`${title}: ${bad.count} answers not completed, first: ${bad.samples.join(" | ")}`);
   return {
     seconds,
     connections,

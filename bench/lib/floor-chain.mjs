@@ -394,7 +394,20 @@ export async function startFloor(group, dir, { mysqlUrl, natsUrl, mode, agents =
   const token = `floor_${randomUUID()}`;
   const serverIds = Array.from({ length: agents }, () => randomUUID());
   const start = async (role, opts) => {
-    const proc = group.start(`${name}-${role}`, process.execPath, [SELF, role, JSON.stringify(opts)]);
+    // BENCH_CPU_PROF=<dir>: profiles of the floor's processes beside relayctl's (relayctl-stack.mjs).
+    const prof = process.env.BENCH_CPU_PROF
+      ? [
+          "--cpu-prof",
+          `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
+          `--cpu-prof-name=${name}-${role}.cpuprofile`,
+        ]
+      : [];
+    const proc = group.start(`${name}-${role}`, process.execPath, [
+      ...prof,
+      SELF,
+      role,
+      JSON.stringify(opts),
+    ]);
     return { proc, ready: await proc.waitForMsg("ready", { timeoutMs: 60_000 }) };
   };
   const gw = await start("gateway", { mysqlUrl, database, natsUrl });
@@ -417,6 +430,8 @@ export async function startFloor(group, dir, { mysqlUrl, natsUrl, mode, agents =
 if (process.argv[1] === SELF) {
   const roles = { front, gateway, agent };
   const [name, opts] = process.argv.slice(2);
+  // Ends on the bench's SIGTERM by exiting, so --cpu-prof (BENCH_CPU_PROF) writes its profile.
+  process.once("SIGTERM", () => process.exit(0));
   roles[name](JSON.parse(opts)).catch((err) => {
     console.error(err);
     process.exit(1);
