@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { run } from "@relayctl/devkit";
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
@@ -135,19 +136,25 @@ function killAppProcess(pid: number): void {
     process.kill(Number(child), "SIGKILL");
 }
 
-/** Kills the app's process from the host and waits for podman's restart: the restart count it reached. */
-async function killApp(name: string): Promise<number> {
+/** Kills the app's process from the host and waits for the agent to start its container again. */
+async function killApp(name: string): Promise<void> {
   const before = await inspect(name);
   killAppProcess(before.pid);
-  // The engine brings it back (--restart unless-stopped): a new run, counted.
+  // The agent brings it back (podman runs it with no restart policy: agent start-step.ts).
   await pollUntil(
     async () => {
       const now = await inspect(name);
-      return now.status === "running" && now.restarts > before.restarts ? true : undefined;
+      return now.status === "running" && now.started > before.started ? true : undefined;
     },
-    { timeoutMs: 30_000, intervalMs: 100, what: `${name} restarted by podman` },
+    { timeoutMs: 30_000, intervalMs: 100, what: `${name} started again by the agent` },
   );
-  return before.restarts + 1;
+}
+
+/** The host's NAT rules that name the container (podman's published-port DNAT, by container id). */
+async function natRulesOf(name: string): Promise<string[]> {
+  const id = (await podman(["container", "inspect", name, "--format", "{{.Id}}"])).stdout.trim();
+  const rules = await run("iptables", ["-t", "nat", "-S"]);
+  return rules.stdout.split("\n").filter((line) => line.includes(id));
 }
 
 const labelled = async (kind: "ps" | "images", appId: string) => {
@@ -162,9 +169,17 @@ test.serial("running app - a killed app process comes back, serves again and is 
   const first = await reported(app.id, "running reported", (c) => c.state === "running");
   t.is(first.restart_count, 0);
   t.is(first.last_crash_at, null);
+  // No policy of podman's: the agent restarts it (agent deploy/start-step.ts says why).
+  const policy = await podman([
+    "container",
+    "inspect",
+    first.name,
+    "--format",
+    "{{.HostConfig.RestartPolicy.Name}}",
+  ]);
+  t.true(["", "no"].includes(policy.stdout.trim()), `restart policy '${policy.stdout.trim()}'`);
 
-  const restarts = await killApp(first.name);
-  t.is(restarts, 1);
+  await killApp(first.name);
   // Back through the proxy: the container kept its published port.
   await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
     timeoutMs: 30_000,
@@ -176,9 +191,9 @@ test.serial("running app - a killed app process comes back, serves again and is 
   t.truthy(after.last_crash_at, "the crash's time");
 });
 
-/** Kills the app's process as killApp does, without waiting for podman's restart (the agent may hold it). */
+/** Kills the app's process as killApp does, without waiting for its restart (the agent may hold it). */
 async function crash(name: string): Promise<void> {
-  // Running (podman may still be restarting it from the crash before).
+  // Running (the agent may still be starting it from the crash before).
   const before = await untilStatus(name, "running", `${name} running`);
   killAppProcess(before.pid);
   await pollUntil(async () => ((await inspect(name)).pid !== before.pid ? true : undefined), {
@@ -188,12 +203,31 @@ async function crash(name: string): Promise<void> {
   });
 }
 
-/** Waits for the agent's hold of a crash loop: stopped, then started again; the time it stayed down. */
+/** Waits for the agent's hold of a crash loop: left down, then started again; the time it stayed down. */
 async function held(name: string): Promise<number> {
-  await untilStatus(name, "exited", `${name} stopped by the agent (a crash loop held)`);
+  await untilStatus(name, "exited", `${name} down (a crash loop held)`);
   const back = await untilStatus(name, "running", `${name} started again by the agent after its hold`);
   return back.started - back.finished;
 }
+
+/** The agent's crash holds, as its state dir keeps them (containers/crash-hold.ts). */
+function holdsOnDisk(): Record<string, { container: string; until: number }> {
+  const file = join(s.c.agent.stateDir, "crash-holds.json");
+  return existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) : {};
+}
+
+/**
+ * Waits until the agent holds the application's container: an exit is seen by the test at
+ * once, the agent's hold at its next look.
+ */
+const heldOnDisk = (appId: string, name: string) =>
+  pollUntil(
+    () => {
+      const h = holdsOnDisk()[appId];
+      return h?.container === name && h.until > 0 ? h : undefined;
+    },
+    { timeoutMs: REPORT_MS, intervalMs: 100, what: `${name}'s hold on disk` },
+  );
 
 test.serial("running app - three crashes within 5 minutes are reported as a crash loop", async (t) => {
   const app = await deployed();
@@ -201,27 +235,37 @@ test.serial("running app - three crashes within 5 minutes are reported as a cras
   for (let i = 0; i < 2; i++) await killApp(name);
   // The third crash makes the loop, which the agent holds: not waited for as running again.
   await crash(name);
-  // Reported before the agent's hold is over (HOLD_S): then podman's count starts again at 0.
+  // Two restarts by the agent; the third crash is held, not restarted at once.
   const loop = await reported(
     app.id,
     "crash_loop reported",
-    (c) => c.state === "crash_loop" && c.restart_count === 3,
+    (c) => c.state === "crash_loop" && c.restart_count === 2 && c.held_until !== null,
   );
   t.truthy(loop.last_crash_at);
 });
 
 test.serial(
-  "running app - a crash loop is held: stopped, started after its hold, twice as long the next time, across an agent restart",
+  "running app - a crash loop is held: left down, started after its hold, twice as long the next time, across an agent restart",
   async (t) => {
     const app = await deployed();
     const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
     for (let i = 0; i < 3; i++) await crash(name);
-    // Podman would restart it at once, for ever; the agent stops it and starts it HOLD_S later,
-    // and says until when in its report.
-    const [during, first] = await Promise.all([
+    // Podman would restart it at once, for ever; the agent leaves it down and starts it HOLD_S
+    // later, and says until when in its report.
+    const [during, first, rulesGone] = await Promise.all([
       reported(app.id, "the hold reported", (c) => c.held_until !== null),
       held(name),
+      // Down, it holds nothing of the host's: no DNAT rule sends its published port's traffic
+      // to its dead address (podman's own restarts and a stop between them left them behind).
+      heldOnDisk(app.id, name).then(() =>
+        pollUntil(async () => ((await natRulesOf(name)).length === 0 ? true : undefined), {
+          timeoutMs: 1500,
+          intervalMs: 100,
+          what: "the held container's NAT rules removed from the host",
+        }),
+      ),
     ]);
+    t.true(rulesGone, "no NAT rule of the held container left on the host");
     t.true(first >= HOLD_S * 1000, `down ${first} ms, the first hold is ${HOLD_S} s`);
     t.true(first < 4 * HOLD_S * 1000, `down ${first} ms: the first hold, not a later one`);
     t.is(during.state, "crash_loop");
@@ -242,7 +286,7 @@ test.serial(
     // One more crash within the loop's window: held again, twice as long; the agent restarts
     // during the hold and still starts the container when it is over (the hold is on disk).
     await crash(name);
-    await untilStatus(name, "exited", `${name} held a second time`);
+    await heldOnDisk(app.id, name);
     await s.c.agent.stop();
     await s.c.agent.start();
     const second = await held(name);
@@ -253,7 +297,7 @@ test.serial(
       "running again after its holds",
       (c) => c.state === "running" && c.name === name,
     );
-    t.is(report.restart_count, 0, "podman's count starts again at the agent's start");
+    t.is(report.held_until, null, "the hold's end reported");
     // A container that runs again serves again: nothing was lost to the holds.
     await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
       timeoutMs: 30_000,
@@ -268,10 +312,9 @@ test.serial(
     const app = await deployed();
     const { name } = await reported(app.id, "running reported", (c) => c.state === "running");
     for (let i = 0; i < 3; i++) await crash(name);
-    await untilStatus(name, "exited", `${name} held by the agent`);
-    const holdsFile = join(s.c.agent.stateDir, "crash-holds.json");
-    const holds = () => JSON.parse(readFileSync(holdsFile, "utf8")) as Record<string, { container: string }>;
-    t.is(holds()[app.id]?.container, name, "the hold is on disk");
+    await heldOnDisk(app.id, name);
+    t.is((await inspect(name)).status, "exited", "held: down");
+    const holds = holdsOnDisk;
     const d = await s.deployAndWait(app.id);
     t.is(d.op.json.status, "completed", describe(d.op));
     await pollUntil(async () => ((await proxyGet(s.proxyPort, app.fqdn)).status === 200 ? true : undefined), {
@@ -305,7 +348,7 @@ test.serial(
     // A fourth crash: the second hold (2 × HOLD_S), long enough for the new container below to
     // run while the old one is held.
     await crash(name);
-    await untilStatus(name, "exited", `${name} held a second time`);
+    await heldOnDisk(app.id, name);
     const broken = await repo.commitBroken("broken");
     const failed = await s.deployAndWait(app.id, { commit_ref: broken.sha });
     t.is(failed.op.json.status, "failed", "the new release never answers its health check");
@@ -316,6 +359,26 @@ test.serial(
       what: "the old release serving through Caddy again",
     });
     t.deepEqual(await s.containersOf(app.id), [name], "only the old release's container is left");
+  },
+);
+
+test.serial(
+  "running app - a first release that exits as it starts fails its health check for it: the agent does not start it again under the check",
+  async (t) => {
+    const repo = await createAppRepo();
+    const crashing = await repo.commitCommand("exits", ["sh", "-c", "sleep 0.3; exit 3"]);
+    const app = await s.createApp({ health_check_timeout_seconds: 60 }, repo);
+    const d = await s.deployAndWait(app.id, { commit_ref: crashing.sha });
+    t.is(d.op.json.status, "failed", describe(d.op));
+    // Its exit is the reason, not the 60 s without an answer: the watcher (every second here)
+    // left the new container, the application's only one, down for its health check to see.
+    t.regex(String(d.op.json.error), /health_check: the container stopped \(exited\)/);
+    const started = s.c.agent
+      .logText()
+      .split("\n")
+      .filter((line) => line.includes("crashed container started again") && line.includes(app.id));
+    t.deepEqual(started, [], "no restart of the new container by the agent");
+    t.deepEqual(await s.containersOf(app.id), [], "the failed release's container removed");
   },
 );
 

@@ -197,6 +197,11 @@ export interface DeployConfig {
   drainSeconds: number;
   network: string | undefined;
   init: boolean;
+  /**
+   * Podman's crashed containers are started again by the agent's container watcher, not by
+   * podman's restart policy (containers/crash-hold.ts); false when the watcher is off. Absent: false.
+   */
+  agentRestarts?: boolean;
 }
 
 export type ProxyConfig =
@@ -297,6 +302,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
       drainSeconds: c.RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS,
       network: c.RELAYCTL_AGENT_DEPLOY_NETWORK,
       init: c.RELAYCTL_AGENT_DEPLOY_INIT === "true",
+      agentRestarts: c.RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS > 0,
     },
   };
 }

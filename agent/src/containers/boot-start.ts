@@ -3,7 +3,8 @@
 // podman-restart.service, a systemd unit this agent does not require). So on the
 // agent's first look at its containers after a boot (a boot id other than the
 // one it recorded), it starts each application's live container that is not
-// running and has the restart policy it was deployed with. One consequence, as
+// running (with podman's restart policy, or none: the agent restarts those,
+// containers/crash-hold.ts). One consequence, as
 // documented in docs/deploying.md: a container stopped by hand before a reboot
 // runs again after it (relayctl's way to stop an application is to delete it).
 import { readFile } from "node:fs/promises";
@@ -32,7 +33,7 @@ export function bootStart(o: BootStartOptions) {
     let started = false;
     if (rebooted && engine.name === "podman") {
       for (const c of liveContainers(all).values()) {
-        if (c.status === "running" || c.restartPolicy !== "unless-stopped") continue;
+        if (c.status === "running") continue;
         const out = await engine.start(c.name, { deadlineSeconds: 60 });
         const ok = out.status === "completed" && out.exitCode === 0;
         const fields = { container: c.name, application_id: c.applicationId };

@@ -1,27 +1,28 @@
-// Podman 4 restarts a crashed container at once, every time: an application that
-// crashes as it starts comes back about twice a second and keeps a core busy until
-// it is fixed. Docker's daemon waits longer before each restart. So on podman the
-// agent slows a crash loop itself: when a look finds an application's live
-// container in a crash loop (crash-tracker.ts) and running again, it stops it
-// (podman's unless-stopped policy leaves a stopped container alone) and starts it
-// again once a hold has passed: 10 s, then twice as long at each hold of the same
-// loop, at most 5 min. The holds of a loop end once its container has run for a
-// minute without crashing; the next loop starts at 10 s again. A hold ends with its
-// container (a deployment that switched retires it; a delete removes it). Holds are written
-// to the state dir, so an agent that restarts during one still starts the
-// container when it ends. Between two looks (every 5 s) podman's own restarts
-// still happen: the hold bounds the loop to a burst per hold, not to one restart.
+// Podman's crashed containers are brought back by the agent, not by podman's restart
+// policy (deploy/start-step.ts says why: podman 4 restarts at once and for ever, and
+// its restarts lose the published port's reservation and can leave a dead container's
+// DNAT rules behind). After each look of the watcher (every 5 s), a live container
+// that exited by a crash (not a stop: crash-tracker.ts) is started again at once; once
+// its application is in a crash loop (3 crashes within 5 minutes), it is left down for
+// a hold first: 10 s, then twice as long at each hold of the same loop, at most 5 min.
+// The holds of a loop end once its container has run for a minute without crashing;
+// the next loop starts at 10 s again. A hold ends with its container (a deployment that
+// switched retires it; a delete removes it). Holds are written to the state dir, so an
+// agent that restarts during one still starts the container when it ends. Containers
+// started with a restart policy (docker's, or podman's before this agent) are the
+// engine's to restart; a deployment's new container is left alone until it is switched
+// to (deploy/in-flight.ts), so its health check sees it crash.
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type ApplicationContainer, ContainerState } from "@relayctl/proto";
 import { writeFileAtomic } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
+import { inFlightContainers } from "../deploy/in-flight.js";
 import type { Logger } from "../log.js";
+import { crashedExit } from "./crash-tracker.js";
 import { type ContainerRuntime, liveContainers } from "./runtime.js";
 
 const FILE = "crash-holds.json";
-/** Seconds a stop lets the application end before SIGKILL (it is crashing anyway). */
-const STOP_GRACE_SECONDS = 2;
 const CALL_DEADLINE_SECONDS = 60;
 /** A container that ran this long since its last start without crashing ends its loop's holds. */
 export const STABLE_MS = 60_000;
@@ -50,7 +51,7 @@ export interface CrashHoldOptions {
   log: Logger;
   /** Called when a hold is over: the watcher looks, and its look starts the container (releaseDue). */
   onDue: () => void;
-  /** @default FIRST_HOLD_MS */
+  /** @default FIRST_HOLD_MS; 0: no holds, a crashed container is always started again at once. */
   firstHoldMs?: number;
   /** @default MAX_HOLD_MS */
   maxHoldMs?: number;
@@ -68,26 +69,21 @@ export class CrashHolds {
   }
 
   /**
-   * After each look (`all`: every labelled container; `report`: the live ones' states): holds
-   * the loops podman is restarting, drops the holds of containers that are gone.
+   * After each look (`all`: every labelled container; `report`: the live ones' states): starts
+   * again the live containers that crashed, or holds them when their application is in a crash
+   * loop; drops the holds of containers that are gone or ran a minute. The applications whose
+   * container it started, for the crash tracker.
    */
   async afterLook(
     engine: ContainerEngine,
     all: ContainerRuntime[],
     report: ApplicationContainer[],
-  ): Promise<boolean> {
-    if (engine.name !== "podman") return false;
-    const live = liveContainers(all);
-    const byName = new Map(all.map((c) => [c.name, c]));
+  ): Promise<string[]> {
+    if (engine.name !== "podman") return [];
     const holds = await this.#load();
+    const byName = new Map(all.map((c) => [c.name, c]));
     const now = this.#now();
-    const loop = new Map(
-      report
-        .filter((r) => r.state === ContainerState.CONTAINER_STATE_CRASH_LOOP)
-        .map((r) => [r.applicationId, r.lastCrashUnixMs]),
-    );
     let changed = false;
-    let stopped = false;
     for (const [app, h] of holds) {
       // Removed: the application deleted, or retired by a deployment that switched. A container
       // that is only not the live one any more is kept held: a deployment whose new container
@@ -100,40 +96,57 @@ export class CrashHolds {
         changed = true;
       }
     }
-    for (const [app, lastCrash] of loop) {
-      const c = live.get(app);
+    const loops = new Set(
+      report.filter((r) => r.state === ContainerState.CONTAINER_STATE_CRASH_LOOP).map((r) => r.applicationId),
+    );
+    const started: string[] = [];
+    for (const [app, c] of liveContainers(all)) {
+      if (!this.#restartable(c)) continue;
       const h = holds.get(app);
-      if (c === undefined || c.status !== "running") continue;
-      // Held now, or started again and not crashed since (the loop's crashes are older).
-      if (h !== undefined && (h.until !== 0 || lastCrash <= h.released)) continue;
-      const level = h?.container === c.name ? h.level : 0;
-      const ms = holdMs(level, this.o.firstHoldMs, this.o.maxHoldMs);
-      // On disk before the stop: an agent that ends between the two still starts the container
-      // when its hold is over, never leaves it stopped for good.
-      const hold: Hold = { container: c.name, level: level + 1, until: this.#now() + ms, released: 0 };
-      holds.set(app, hold);
-      await this.#save();
-      const out = await engine.stop(c.name, STOP_GRACE_SECONDS, { deadlineSeconds: CALL_DEADLINE_SECONDS });
-      const fields = { container: c.name, application_id: app };
-      if (out.status !== "completed" || out.exitCode !== 0) {
-        this.o.log.error({ ...fields, stderr: out.stderr.trim() }, "cannot stop a crash-looping container");
-        if (h === undefined) holds.delete(app);
-        else holds.set(app, h);
+      if (h?.container === c.name && h.until !== 0) continue; // held: releaseDue starts it
+      const fields = { container: c.name, application_id: app, exit_code: c.exitCode };
+      const firstMs = this.o.firstHoldMs ?? FIRST_HOLD_MS;
+      if (loops.has(app) && firstMs > 0) {
+        const level = h?.container === c.name ? h.level : 0;
+        const ms = holdMs(level, firstMs, this.o.maxHoldMs);
+        holds.set(app, { container: c.name, level: level + 1, until: now + ms, released: 0 });
         changed = true;
+        this.o.log.warn(
+          { ...fields, hold_seconds: ms / 1000 },
+          "crash loop: container left down, started again after its hold",
+        );
         continue;
       }
-      // From the stop's end (its grace can take seconds): the container stays down the whole hold.
-      hold.until = this.#now() + ms;
-      this.o.log.warn(
-        { ...fields, hold_seconds: ms / 1000 },
-        "crash loop: container stopped, started again after its hold",
-      );
-      changed = true;
-      stopped = true;
+      if (await this.#start(engine, c.name, fields)) started.push(app);
     }
     if (changed) await this.#save();
     for (const [app, h] of holds) if (h.until !== 0) this.#arm(app, h);
-    return stopped;
+    return started;
+  }
+
+  /** A live container of the agent's to bring back: it exited by a crash, and no one else restarts it. */
+  #restartable(c: ContainerRuntime): boolean {
+    if (c.restartPolicy !== "" && c.restartPolicy !== "no") return false; // the engine's
+    if (inFlightContainers.has(c.name)) return false; // its deployment's health check decides
+    if (c.status !== "exited" && c.status !== "stopped") return false;
+    return crashedExit(c);
+  }
+
+  async #start(
+    engine: ContainerEngine,
+    container: string,
+    fields: Record<string, unknown>,
+  ): Promise<boolean> {
+    const out = await engine.start(container, { deadlineSeconds: CALL_DEADLINE_SECONDS });
+    if (out.status === "completed" && out.exitCode === 0) {
+      this.o.log.info(fields, "crashed container started again");
+      return true;
+    }
+    this.o.log.warn(
+      { ...fields, stderr: out.stderr.trim() },
+      "cannot start the crashed container; tried again at the next look",
+    );
+    return false;
   }
 
   /**

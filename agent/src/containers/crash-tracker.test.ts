@@ -146,3 +146,35 @@ test("crash tracker - a start that set podman's count back to 0 is a new run: it
     lastCrashUnixMs: 30_000,
   });
 });
+
+test("crash tracker - the agent's starts after crashes (podman, no policy) are counted as restarts; three crashes are a loop", (t) => {
+  const tracker = new CrashTracker();
+  const run = (startedAt: number) => c({ restartPolicy: "", startedAt });
+  const exit = (finishedAt: number) => c({ restartPolicy: "", status: "exited", exitCode: 1, finishedAt });
+  look(tracker, run(100), 1000);
+  t.like(look(tracker, exit(1500), 2000), { state: ContainerState.CONTAINER_STATE_CRASHED, restartCount: 0 });
+  tracker.started(APP);
+  t.like(look(tracker, run(2100), 2200), { state: ContainerState.CONTAINER_STATE_RUNNING, restartCount: 1 });
+  look(tracker, exit(2500), 3000);
+  tracker.started(APP);
+  t.like(look(tracker, run(3100), 3200), { restartCount: 2, lastCrashUnixMs: 2500 });
+  t.like(look(tracker, exit(3500), 4000), {
+    state: ContainerState.CONTAINER_STATE_CRASH_LOOP,
+    restartCount: 2,
+  });
+});
+
+test("crash tracker - a SIGKILL's exit (137: the OOM killer, a kill -9) is a crash; SIGTERM's (143) a stop", (t) => {
+  const tracker = new CrashTracker();
+  look(tracker, c({}), 0);
+  t.like(look(tracker, c({ status: "exited", exitCode: 137, finishedAt: 500 }), 1000), {
+    state: ContainerState.CONTAINER_STATE_CRASHED,
+    lastCrashUnixMs: 500,
+  });
+  const other = new CrashTracker();
+  look(other, c({}), 0);
+  t.like(look(other, c({ status: "exited", exitCode: 143, finishedAt: 500 }), 1000), {
+    state: ContainerState.CONTAINER_STATE_STOPPED,
+    lastCrashUnixMs: 0,
+  });
+});

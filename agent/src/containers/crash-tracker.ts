@@ -1,9 +1,10 @@
 // Turns successive looks at an application's live container into its reported
-// state (agent.proto ApplicationContainer). The engine restarts a crashed app
-// itself (--restart unless-stopped), often before the next look: a crash is seen
-// as the engine's RestartCount going up, or as an exit the engine did not follow
-// with a restart. Crashes are remembered per container; a new deployment's
-// container starts with a clean slate.
+// state (agent.proto ApplicationContainer). Docker restarts a crashed app itself
+// (--restart unless-stopped), often before the next look: a crash is seen as the
+// engine's RestartCount going up, or as an exit the engine did not follow with a
+// restart. On podman the agent restarts it (crash-hold.ts) and says so here
+// (started()): its restarts count as the engine's would. Crashes are remembered per
+// container; a new deployment's container starts with a clean slate.
 import { type ApplicationContainer, ContainerState } from "@relayctl/proto";
 import type { ContainerRuntime } from "./runtime.js";
 
@@ -12,12 +13,23 @@ export const CRASH_LOOP_COUNT = 3;
 /** ...within this window. */
 export const CRASH_LOOP_WINDOW_MS = 5 * 60_000;
 
-/** How a stop ends a process (exit 0, SIGTERM 143, SIGKILL 137): an exit with one of these is not a crash. */
-const STOP_EXITS = new Set([0, 137, 143]);
+/**
+ * How a stop ends a process: exit 0, or SIGTERM's 143 (a stop's signal, forwarded by the
+ * container's init). An exit with one of these is not a crash. A SIGKILL's 137 is: the OOM
+ * killer, a `kill -9`, or a stop whose grace ran out, which nothing on podman tells apart.
+ */
+const STOP_EXITS = new Set([0, 143]);
+
+/** Its last run ended in a crash: an exit a stop does not give. */
+export function crashedExit(c: ContainerRuntime): boolean {
+  return !STOP_EXITS.has(c.exitCode);
+}
 
 interface Track {
   containerName: string;
   restartCount: number;
+  /** Starts by the agent after a crash (podman: crash-hold.ts), added to the engine's count. */
+  agentRestarts: number;
   /** The exit (finishedAt) already counted, so one exit is one crash. */
   countedExitAt: number;
   /**
@@ -33,13 +45,15 @@ export class CrashTracker {
   readonly #tracks = new Map<string, Track>();
 
   /**
-   * The agent started the application's container again (crash-hold.ts): podman's `start`
-   * sets its restart count back to 0, and the exit before it was not restarted by the engine.
+   * The agent started the application's container again after a crash (crash-hold.ts): a
+   * restart, counted; podman's `start` sets its own count back to 0, and the exit before it was
+   * not restarted by the engine.
    */
   started(applicationId: string): void {
     const t = this.#tracks.get(applicationId);
     if (t === undefined) return;
     t.restartCount = 0;
+    t.agentRestarts++;
     t.exitAwaitingRestart = false;
   }
 
@@ -59,6 +73,7 @@ export class CrashTracker {
       t = {
         containerName: c.name,
         restartCount: c.restartCount,
+        agentRestarts: 0,
         countedExitAt: c.finishedAt,
         exitAwaitingRestart: false,
         crashes: [],
@@ -80,7 +95,7 @@ export class CrashTracker {
     }
     t.restartCount = c.restartCount;
     const exited = !["running", "restarting", "stopping", "created", "configured"].includes(c.status);
-    if (exited && c.finishedAt > t.countedExitAt && !STOP_EXITS.has(c.exitCode)) {
+    if (exited && c.finishedAt > t.countedExitAt && crashedExit(c)) {
       // An exit the engine did not (yet) restart from.
       t.crashes.push(now);
       t.lastCrashAt = c.finishedAt;
@@ -93,7 +108,7 @@ export class CrashTracker {
       containerName: c.name,
       state: stateOf(c, t.crashes.length >= CRASH_LOOP_COUNT),
       exitCode: exited || c.status === "restarting" ? c.exitCode : undefined,
-      restartCount: c.restartCount,
+      restartCount: c.restartCount + t.agentRestarts,
       lastCrashUnixMs: t.lastCrashAt,
       sinceUnixMs: c.status === "running" ? c.startedAt : c.finishedAt || c.createdAt,
       // Set by the watcher from its holds (crash-hold.ts).
@@ -114,8 +129,6 @@ function stateOf(c: ContainerRuntime, loop: boolean): ContainerState {
     case "configured":
       return ContainerState.CONTAINER_STATE_STOPPED;
     default:
-      return STOP_EXITS.has(c.exitCode)
-        ? ContainerState.CONTAINER_STATE_STOPPED
-        : ContainerState.CONTAINER_STATE_CRASHED;
+      return crashedExit(c) ? ContainerState.CONTAINER_STATE_CRASHED : ContainerState.CONTAINER_STATE_STOPPED;
   }
 }

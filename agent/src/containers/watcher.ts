@@ -32,8 +32,9 @@ export interface ContainerWatcherOptions {
   /** @default Date.now */
   now?: () => number;
   /**
-   * Podman's crash loops slowed by the agent (crash-hold.ts), holds kept in `stateDir`;
-   * `firstHoldSeconds` 0: none. @default none
+   * Podman's crashed containers started again by the agent, a crash loop's after its hold
+   * (crash-hold.ts), holds kept in `stateDir`; `firstHoldSeconds` 0: no holds, every crash
+   * started again at once. @default none: no restarts by the agent
    */
   crashHold?: { stateDir: string; firstHoldSeconds: number };
 }
@@ -49,7 +50,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   constructor(readonly options: ContainerWatcherOptions) {
     super();
     const hold = options.crashHold;
-    if (hold && hold.firstHoldSeconds > 0)
+    if (hold)
       this.#holds = new CrashHolds({
         stateDir: hold.stateDir,
         log: options.log,
@@ -103,8 +104,10 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
     }
     const now = () => (this.options.now ?? Date.now)();
     let report = this.#tracker.observe(liveContainers(all), now());
-    if (this.#holds && (await this.#holds.afterLook(engine, all, report))) {
-      // A loop was stopped: report it as it is now.
+    const started = (await this.#holds?.afterLook(engine, all, report)) ?? [];
+    if (started.length > 0) {
+      // Crashed containers started again: reported as they are now, their restarts counted.
+      for (const app of started) this.#tracker.started(app);
       all = (await this.#containers(engine)) ?? all;
       report = this.#tracker.observe(liveContainers(all), now());
     }

@@ -11,6 +11,8 @@ export interface DeploySettings {
   drainSeconds: number;
   network: string | undefined;
   init: boolean;
+  /** Podman's crashed containers are the agent's to start again (start-step.ts); absent: false. */
+  agentRestarts?: boolean;
 }
 
 export interface DeployContext {

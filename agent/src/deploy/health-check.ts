@@ -123,8 +123,9 @@ interface Stopped {
 async function whyStopped(ctx: DeployContext, name: string): Promise<Stopped | undefined> {
   const o = await ctx.engine.inspect([name], callOptions(ctx).deadlineSeconds);
   const facts = parseInspect(o.stdout).get(name);
-  // The engine brings a crashed app back at once (--restart unless-stopped, start-step.ts):
-  // a restart before the first answer is the app exiting, as much as an exited state is.
+  // Docker brings a crashed app back at once (--restart unless-stopped, start-step.ts): a
+  // restart before the first answer is the app exiting, as much as an exited state is. On
+  // podman nothing restarts it before its switch (deploy/in-flight.ts): it stays exited.
   const restarts = facts?.restartCount ?? 0;
   if (facts === undefined || (facts.running && restarts === 0)) return undefined;
   const how = restarts > 0 ? `exited; restarted ${restarts}x by the engine` : facts.status;

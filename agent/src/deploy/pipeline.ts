@@ -8,6 +8,7 @@
 // route only moves at the switch, and nothing can fail after it). Results:
 // FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1, "deadline passed
 // during <step>"), with failed_step in the DeployReport.
+import { inFlightContainers as inFlight } from "./in-flight.js";
 import type { CommitInfo, DeployJob, DeployReport, JobProgress, JobResult } from "@relayctl/proto";
 import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
@@ -119,12 +120,16 @@ export async function runDeployment(
     const reason = timedOut ? `deadline passed during ${step}` : `${step}: ${message(err)}`;
     // The step cut by the deadline ends first (its child is being killed), so nothing it logs follows the failure.
     await state.inflight;
-    const removal = state.started ? await removeNew(ctx, state.name) : "";
+    const removal = state.started
+      ? await removeNew(ctx, state.name).finally(() => inFlight.delete(state.name))
+      : "";
     const image = await removeFailedImage(ctx, state);
     rec.fail(step, [timedOut ? "deadline passed" : message(err), removal, image].filter(Boolean).join("\n"));
     onResult(ended(operationId, timedOut, rec.scrub(reason), report(step), startedAt));
     return undefined;
   }
+  // Switched: the live container from here on, brought back after a crash like any other.
+  inFlight.delete(state.name);
   clearTimeout(timer);
   const old = state.previous.filter((n) => n !== state.name);
   rec.begin(
@@ -214,6 +219,7 @@ async function afterBuild(ctx: DeployContext, deps: PipelineDeps, state: State, 
   state.hostPort = await step(ctx, state, "start", async () => {
     state.previous = await previous;
     state.started = true;
+    inFlight.add(state.name);
     return startContainer(ctx, state.name, state.image);
   });
   rec.succeed("start", `container ${state.name} on 127.0.0.1:${state.hostPort}`);

@@ -6,14 +6,20 @@
 // engine's API socket answers (engine/api-engine.ts), else an env file (engine/cli-args.ts);
 // never argv and never the engine CLI's own environment.
 //
-// Restart policy: `--restart unless-stopped` on both engines, so a crashed app comes back
-// without the agent (issue 29). Docker's daemon restarts it, with its own back-off, and
-// starts it again after a reboot. Podman has no daemon: conmon runs `podman container
-// cleanup` when the container exits, and that applies the policy. Measured here (podman
-// 4.3.1, runc, no systemd): the app's process killed with SIGTERM, the container ran again
-// within 1 s with RestartCount 1 and the same published port. What podman cannot do here is
-// the reboot: that needs its podman-restart.service (systemd), so the agent starts the live
-// containers itself when it starts after a boot (containers/boot-start.ts).
+// Restart policy. Docker: `--restart unless-stopped`, so a crashed app comes back without
+// the agent (issue 29); its daemon restarts it with its own back-off, and starts it again
+// after a reboot. Podman has no daemon: its policy is applied by `podman container cleanup`,
+// which conmon runs when the container exits, at once and for ever. Measured here (podman
+// 4.3.1, CNI): a container it restarted no longer holds its published port (conmon binds it
+// at `podman start` only), and a stop that lands between a crash and the restart leaves the
+// container "stopped" with its DNAT rules in place. Another process then given that port is
+// cut off from it: its connections go to the dead container's address (a CI run's api and a
+// deployed app's health check were refused so). So on podman the agent restarts crashed
+// containers itself (containers/crash-hold.ts): the container runs with no policy, a crash
+// exits it cleanly (rules removed), and `podman start` binds its port again. With the
+// container watcher off (RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS=0), podman's policy stays.
+// Podman cannot do the reboot either without its podman-restart.service (systemd), so the
+// agent starts the live containers itself when it starts after a boot (containers/boot-start.ts).
 import { parseInspect } from "../engine/container-facts.js";
 import { type DeployContext, StepError, callOptions, check, outputOf } from "./context.js";
 import { deployLabels } from "./naming.js";
@@ -42,7 +48,7 @@ export async function startContainer(ctx: DeployContext, name: string, image: st
         init: ctx.settings.init,
         network: ctx.settings.network,
         env: job.env,
-        restartPolicy: "unless-stopped",
+        restartPolicy: engine.name === "podman" && ctx.settings.agentRestarts ? undefined : "unless-stopped",
         // A preview's limits (previews/settings.ts): an engine that refuses them fails the step in its words.
         memoryBytes: job.limits?.memoryBytes ?? 0,
         cpuMillis: job.limits?.cpuMillis ?? 0,

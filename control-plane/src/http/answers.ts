@@ -180,20 +180,20 @@ export const application = o({
     state: z
       .enum(["running", "restarting", "crashed", "stopped", "crash_loop"])
       .describe(
-        "running; restarting: the engine is bringing it back after an exit; crashed: it exited on its own and was not brought back; stopped: exit 0 or a stop (SIGTERM/SIGKILL); crash_loop: 3 crashes or more within 5 minutes",
+        "running; restarting: the engine is bringing it back after an exit; crashed: it exited on its own and was not brought back; stopped: exit 0 or a stop's SIGTERM (143; a SIGKILL's 137 is a crash); crash_loop: 3 crashes or more within 5 minutes",
       ),
     exit_code: z.int().nullable().describe("its last exit's code while it is not running; null otherwise"),
     restart_count: z
       .int()
       .describe(
-        "restarts by the engine since this container was created (on podman, since it was last started by `podman start`)",
+        "restarts since this container was created: docker's, or on podman the agent's starts after a crash (an agent restarted counts from 0 again)",
       ),
     last_crash_at: iso.nullable().describe("when it last crashed (the agent's clock); null: never"),
     since: iso.nullable().describe("when the current state began (start or exit)"),
     held_until: iso
       .nullable()
       .describe(
-        "a crash loop the agent holds (podman): the container is stopped and started again at this time (the agent's clock); null when not held",
+        "a crash loop the agent holds (podman): the container is left down and started again at this time (the agent's clock); null when not held",
       ),
     reported_at: iso.describe("when the agent last reported a change"),
   })

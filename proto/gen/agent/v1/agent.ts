@@ -525,8 +525,8 @@ export interface ApplicationContainer {
    */
   exitCode?: number | undefined;
   /**
-   * Restarts by the engine since the container was created (on podman, since
-   * it was last started by `podman start`, which sets the count back to 0).
+   * Restarts since the container was created: the engine's (docker), or the
+   * agent's starts after a crash (podman; counted from the agent's own start).
    */
   restartCount: number;
   /** Agent's clock, Unix epoch ms; 0 when it never crashed. */
@@ -534,7 +534,7 @@ export interface ApplicationContainer {
   /** When the current state began (start or exit), Unix epoch ms; 0 unknown. */
   sinceUnixMs: number;
   /**
-   * A crash loop the agent holds (podman: stopped, started again then), Unix
+   * A crash loop the agent holds (podman: left down, started again then), Unix
    * epoch ms, agent's clock; 0 when not held.
    */
   heldUntilUnixMs: number;
