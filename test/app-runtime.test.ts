@@ -15,7 +15,7 @@ import { run } from "@relayctl/devkit";
 import test from "ava";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
-import { appImageIds, podman } from "./harness/containers";
+import { appImageIds, inspectState as inspect, killApp, killAppProcess, podman } from "./harness/containers";
 import { type App, DEPLOY_WAIT_MS, type DeployStack, startDeployStack } from "./harness/deploy-stack";
 import { createAppRepo } from "./harness/git-repo";
 import { proxyGet } from "./harness/proxy-client";
@@ -93,33 +93,6 @@ const pendingRows = async (appId: string) =>
     appId,
   ])) as unknown[];
 
-interface Inspected {
-  status: string;
-  restarts: number;
-  pid: number;
-  /** The last start and the last exit, Unix ms. */
-  started: number;
-  finished: number;
-}
-
-async function inspect(name: string): Promise<Inspected> {
-  const { stdout } = await podman([
-    "container",
-    "inspect",
-    name,
-    "--format",
-    "{{.State.Status}} {{.RestartCount}} {{.State.Pid}} {{.State.StartedAt.UnixMilli}} {{.State.FinishedAt.UnixMilli}}",
-  ]);
-  const [status, restarts, pid, started, finished] = stdout.trim().split(" ");
-  return {
-    status: status!,
-    restarts: Number(restarts),
-    pid: Number(pid),
-    started: Number(started),
-    finished: Number(finished),
-  };
-}
-
 /** Polls the container until its state is `status`; that inspection. */
 const untilStatus = (name: string, status: string, what: string) =>
   pollUntil(
@@ -129,26 +102,6 @@ const untilStatus = (name: string, status: string, what: string) =>
     },
     { timeoutMs: REPORT_MS, intervalMs: 100, what },
   );
-
-/** SIGKILLs the app's process (the children of the container's init `pid`), as a crash would end it. */
-function killAppProcess(pid: number): void {
-  for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/))
-    process.kill(Number(child), "SIGKILL");
-}
-
-/** Kills the app's process from the host and waits for the agent to start its container again. */
-async function killApp(name: string): Promise<void> {
-  const before = await inspect(name);
-  killAppProcess(before.pid);
-  // The agent brings it back (podman runs it with no restart policy: agent start-step.ts).
-  await pollUntil(
-    async () => {
-      const now = await inspect(name);
-      return now.status === "running" && now.started > before.started ? true : undefined;
-    },
-    { timeoutMs: 30_000, intervalMs: 100, what: `${name} started again by the agent` },
-  );
-}
 
 /** The host's NAT rules that name the container (podman's published-port DNAT, by container id). */
 async function natRulesOf(name: string): Promise<string[]> {

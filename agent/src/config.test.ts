@@ -85,15 +85,22 @@ test("config - no proxy by default; caddy, nginx and traefik settings are parsed
   });
 });
 
-test("config - deployment settings: drain 5 s, no network, --init by default", (t) => {
-  t.deepEqual(loadConfig({}).deploy, { drainSeconds: 5, network: undefined, init: true });
+test("config - deployment settings: drain 5 s, no network, --init, the agent's restarts by default", (t) => {
+  t.deepEqual(loadConfig({}).deploy, {
+    drainSeconds: 5,
+    network: undefined,
+    init: true,
+    agentRestarts: true,
+  });
   t.deepEqual(
     loadConfig({
       RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "0",
       RELAYCTL_AGENT_DEPLOY_NETWORK: "relayctl-net",
       RELAYCTL_AGENT_DEPLOY_INIT: "false",
+      // No looks at the containers: podman's restart policy brings them back instead.
+      RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: "0",
     }).deploy,
-    { drainSeconds: 0, network: "relayctl-net", init: false },
+    { drainSeconds: 0, network: "relayctl-net", init: false, agentRestarts: false },
   );
   t.throws(() => loadConfig({ RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: "-1" }), {
     message: /^RELAYCTL_AGENT_DEPLOY_DRAIN_SECONDS: /,

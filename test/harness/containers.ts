@@ -5,7 +5,7 @@
 // 127.0.0.1:<free port>, so a test sees which port a domain reaches. Names get a
 // random suffix: test files and other runs share the machine's podman.
 import { execFile } from "node:child_process";
-import { copyFileSync, existsSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { makeTempDir, onCleanup } from "./cleanup";
@@ -191,4 +191,55 @@ export async function startWebContainer(
     hostPort: (b) => get(b).host,
     stop,
   };
+}
+
+/** A container's run state, as `podman container inspect` gives it. */
+export interface RunState {
+  status: string;
+  /** Podman's restart count (its own restarts by policy; 0 when the agent restarts). */
+  restarts: number;
+  pid: number;
+  /** The last start and the last exit, Unix ms. */
+  started: number;
+  finished: number;
+}
+
+export async function inspectState(name: string): Promise<RunState> {
+  const { stdout } = await podman([
+    "container",
+    "inspect",
+    name,
+    "--format",
+    "{{.State.Status}} {{.RestartCount}} {{.State.Pid}} {{.State.StartedAt.UnixMilli}} {{.State.FinishedAt.UnixMilli}}",
+  ]);
+  const [status, restarts, pid, started, finished] = stdout.trim().split(" ");
+  return {
+    status: status!,
+    restarts: Number(restarts),
+    pid: Number(pid),
+    started: Number(started),
+    finished: Number(finished),
+  };
+}
+
+/** SIGKILLs the app's process (the children of the container's init `pid`), as a crash would end it. */
+export function killAppProcess(pid: number): void {
+  for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/))
+    process.kill(Number(child), "SIGKILL");
+}
+
+/**
+ * Kills the app's process from the host and waits up to `timeoutMs` for the agent to start its
+ * container again (podman runs it with no restart policy: agent deploy/start-step.ts).
+ */
+export async function killApp(name: string, timeoutMs = 30_000): Promise<void> {
+  const before = await inspectState(name);
+  killAppProcess(before.pid);
+  await pollUntil(
+    async () => {
+      const now = await inspectState(name);
+      return now.status === "running" && now.started > before.started ? true : undefined;
+    },
+    { timeoutMs, intervalMs: 100, what: `${name} started again by the agent` },
+  );
 }

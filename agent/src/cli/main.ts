@@ -108,6 +108,9 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     crashHold: { stateDir, firstHoldSeconds: cfg.crashHoldSeconds },
   });
   containers.start();
+  // An engine found (the probe runs in the background) or changed: a look at once, not at the
+  // next interval (its crash reports, a boot's starts and podman's died events begin there).
+  engines.on("change", () => void containers.poll());
   const connection = new AgentConnection({
     gatewayUrls: gatewayUrls ?? enrolled.gateway_urls,
     credential: enrolled.agent_credential,

@@ -1,7 +1,8 @@
 // Podman's crashed containers are brought back by the agent, not by podman's restart
 // policy (deploy/start-step.ts says why: podman 4 restarts at once and for ever, and
 // its restarts lose the published port's reservation and can leave a dead container's
-// DNAT rules behind). After each look of the watcher (every 5 s), a live container
+// DNAT rules behind). After each look of the watcher (every 5 s, and at once when
+// podman says a container died: died-events.ts), a live container
 // that exited by a crash (not a stop: crash-tracker.ts) is started again at once; once
 // its application is in a crash loop (3 crashes within 5 minutes), it is left down for
 // a hold first: 10 s, then twice as long at each hold of the same loop, at most 5 min.

@@ -17,6 +17,7 @@ import type { ContainerEngine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
 import { CrashHolds } from "./crash-hold.js";
 import { CrashTracker } from "./crash-tracker.js";
+import { DiedEvents } from "./died-events.js";
 import { type ContainerRuntime, liveContainers, parseRuntime } from "./runtime.js";
 
 const CALL_DEADLINE_SECONDS = 30;
@@ -42,6 +43,9 @@ export interface ContainerWatcherOptions {
 export class ContainerWatcher extends EventEmitter<{ change: [report: ApplicationContainer[]] }> {
   readonly #tracker = new CrashTracker();
   readonly #holds: CrashHolds | undefined;
+  /** Podman's died events, while the agent restarts its crashed containers (died-events.ts). */
+  #died: DiedEvents | undefined;
+  #again = false;
   #current: ApplicationContainer[] | undefined;
   #timer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
@@ -57,7 +61,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
         firstHoldMs: hold.firstHoldSeconds * 1000,
         now: options.now,
         // A look in flight may have begun before the hold was over: look again after it.
-        onDue: () => void (this.#polling ?? Promise.resolve()).then(() => this.poll()),
+        onDue: () => this.#lookAgain(),
       });
   }
 
@@ -74,6 +78,18 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#holds?.stop();
+    this.#died?.stop();
+    this.#died = undefined;
+  }
+
+  /** Looks once more after the look in flight, or now; one such look waits at most. */
+  #lookAgain(): void {
+    if (this.#again) return;
+    this.#again = true;
+    void (this.#polling ?? Promise.resolve()).then(() => {
+      this.#again = false;
+      return this.poll();
+    });
   }
 
   /** The last look's report; undefined until one succeeded. */
@@ -94,6 +110,11 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   async #look(): Promise<void> {
     const engine = this.options.engine();
     if (engine === undefined) return;
+    // Only with looks every interval: an agent with them off restarts nothing (podman's policy does).
+    if (engine.name === "podman" && this.#holds && (this.options.intervalMs ?? 5000) > 0) {
+      this.#died ??= new DiedEvents(engine.name, () => this.#lookAgain(), this.options.log);
+      this.#died.start();
+    }
     // Held containers whose hold is over start first, so this look reads them after it.
     for (const app of (await this.#holds?.releaseDue(engine)) ?? []) this.#tracker.started(app);
     let all = await this.#containers(engine);
