@@ -202,6 +202,8 @@ export interface DeployConfig {
    * podman's restart policy (containers/crash-hold.ts); false when the watcher is off. Absent: false.
    */
   agentRestarts?: boolean;
+  /** This agent's server id, from its enrollment (not the environment): labels its containers. */
+  serverId?: string;
 }
 
 export type ProxyConfig =

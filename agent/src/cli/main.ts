@@ -93,7 +93,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     engines,
     rebootCommand: cfg.rebootCommand,
     proxy: cfg.proxy,
-    deploy: cfg.deploy,
+    deploy: { ...cfg.deploy, serverId: enrolled.server_id },
     outputCapBytes: cfg.outputCapBytes,
   });
   // The deployed containers' states (and, after a reboot, their start: containers/boot-start.ts).
@@ -105,7 +105,7 @@ async function runAgent(opts: { stateDir?: string; gateway?: string }): Promise<
     log,
     intervalMs: cfg.containerWatchSeconds * 1000,
     onFirstLook: bootStart({ stateDir, bootId: bootId(cfg.bootIdFile), log }),
-    crashHold: { stateDir, firstHoldSeconds: cfg.crashHoldSeconds },
+    crashHold: { stateDir, firstHoldSeconds: cfg.crashHoldSeconds, serverId: enrolled.server_id },
   });
   containers.start();
   // An engine found (the probe runs in the background) or changed: a look at once, not at the

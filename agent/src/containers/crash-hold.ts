@@ -52,6 +52,11 @@ export interface CrashHoldOptions {
   log: Logger;
   /** Called when a hold is over: the watcher looks, and its look starts the container (releaseDue). */
   onDue: () => void;
+  /**
+   * This agent's server: another server's containers on the same engine (agents sharing a
+   * machine) are their agent's to restart. @default every container
+   */
+  serverId?: string;
   /** @default FIRST_HOLD_MS; 0: no holds, a crashed container is always started again at once. */
   firstHoldMs?: number;
   /** @default MAX_HOLD_MS */
@@ -110,7 +115,9 @@ export class CrashHolds {
       if (loops.has(app) && firstMs > 0) {
         const level = h?.container === c.name ? h.level : 0;
         const ms = holdMs(level, firstMs, this.o.maxHoldMs);
-        holds.set(app, { container: c.name, level: level + 1, until: now + ms, released: 0 });
+        // From now, not the look's start: a start of another application's container above can
+        // take seconds on a loaded machine, and the container stays down the whole hold.
+        holds.set(app, { container: c.name, level: level + 1, until: this.#now() + ms, released: 0 });
         changed = true;
         this.o.log.warn(
           { ...fields, hold_seconds: ms / 1000 },
@@ -128,6 +135,7 @@ export class CrashHolds {
   /** A live container of the agent's to bring back: it exited by a crash, and no one else restarts it. */
   #restartable(c: ContainerRuntime): boolean {
     if (c.restartPolicy !== "" && c.restartPolicy !== "no") return false; // the engine's
+    if (this.o.serverId && c.serverId && c.serverId !== this.o.serverId) return false; // another agent's
     if (inFlightContainers.has(c.name)) return false; // its deployment's health check decides
     if (c.status !== "exited" && c.status !== "stopped") return false;
     return crashedExit(c);

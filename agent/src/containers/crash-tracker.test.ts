@@ -17,6 +17,7 @@ function c(over: Partial<ContainerRuntime>): ContainerRuntime {
     startedAt: 2000,
     finishedAt: 0,
     restartPolicy: "unless-stopped",
+    serverId: "",
     ...over,
   };
 }
@@ -80,7 +81,7 @@ test("runtime - inspect output read for docker and podman; the running container
         StartedAt: "2026-11-27T15:00:01Z",
         FinishedAt: "2026-11-27T15:05:00Z",
       },
-      Config: { Labels: { "relayctl.application": APP } },
+      Config: { Labels: { "relayctl.application": APP, "relayctl.server": "srv-1" } },
       HostConfig: { RestartPolicy: { Name: "unless-stopped" } },
     },
     {
@@ -103,6 +104,8 @@ test("runtime - inspect output read for docker and podman; the running container
     all.map((x) => x.name),
     ["shop-old", "shop-new"],
   );
+  t.is(all[0]!.serverId, "srv-1", "the server whose agent deployed it");
+  t.is(all[1]!.serverId, "", "a container from before the label");
   t.is(all[1]!.finishedAt, 0);
   t.is(all[1]!.restartCount, 2);
   t.is(liveContainers(all).get(APP)!.name, "shop-new");

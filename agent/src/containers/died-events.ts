@@ -2,12 +2,14 @@
 // at its next interval: a crashed application is started again (crash-hold.ts) about
 // as soon as podman's own restart policy did, not up to an interval (5 s) later. One
 // long-lived `podman events --filter event=died` per agent. Podman 4.3 filters labels
-// by key and value only, so any container's death makes a look; the look reads the
-// deployed ones, and looks in a burst coalesce (watcher.ts). When the process ends
+// by key and value only, so each event prints its container's application label (a
+// label is an event attribute) and only a deployed container's death makes a look;
+// looks in a burst coalesce (watcher.ts). When the process ends
 // (podman upgraded, its events log rotated) it is started again a second later; the
 // interval's looks go on meanwhile, so nothing waits on it.
 import { type ChildProcess, spawn } from "node:child_process";
 import type { Readable } from "node:stream";
+import { APPLICATION_LABEL } from "../deploy/naming.js";
 import type { Logger } from "../log.js";
 
 const RESPAWN_MS = 1000;
@@ -29,12 +31,23 @@ export class DiedEvents {
     if (this.#child !== undefined || this.#respawn !== undefined || this.#stopped) return;
     const child = spawn(
       this.binary,
-      ["events", "--format", "{{.ID}}", "--filter", "type=container", "--filter", "event=died"],
+      [
+        "events",
+        "--format",
+        `{{index .Attributes "${APPLICATION_LABEL}"}}`,
+        "--filter",
+        "type=container",
+        "--filter",
+        "event=died",
+      ],
       { stdio: ["ignore", "pipe", "pipe"] },
     );
     this.#child = child;
     let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", () => this.onDied());
+    // One line per death: the application's id, empty for a container not deployed by relayctl.
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      if (chunk.split("\n").some((line) => line.trim() !== "")) this.onDied();
+    });
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
       stderr = (stderr + chunk).slice(-2000);
     });

@@ -2,7 +2,7 @@
 // state word, its last exit, the engine's restart count and the application it
 // belongs to (label relayctl.application). Docker and podman print these in the
 // same places; a time the engine never set is "0001-01-01T00:00:00Z" (read as 0).
-import { APPLICATION_LABEL } from "../deploy/naming.js";
+import { APPLICATION_LABEL, SERVER_LABEL } from "../deploy/naming.js";
 
 export interface ContainerRuntime {
   /** Without docker's leading "/". */
@@ -17,6 +17,8 @@ export interface ContainerRuntime {
   startedAt: number;
   finishedAt: number;
   restartPolicy: string;
+  /** Its `relayctl.server` label: the server whose agent deployed it; "" for containers from before it. */
+  serverId: string;
 }
 
 type Json = Record<string, unknown>;
@@ -39,7 +41,8 @@ export function parseRuntime(stdout: string): ContainerRuntime[] {
   }
   return (Array.isArray(doc) ? doc : []).flatMap((item) => {
     const c = obj(item);
-    const applicationId = obj(obj(c.Config).Labels)[APPLICATION_LABEL];
+    const labels = obj(obj(c.Config).Labels);
+    const applicationId = labels[APPLICATION_LABEL];
     if (typeof c.Name !== "string" || typeof applicationId !== "string") return [];
     const state = obj(c.State);
     return [
@@ -53,6 +56,7 @@ export function parseRuntime(stdout: string): ContainerRuntime[] {
         startedAt: engineTime(state.StartedAt),
         finishedAt: engineTime(state.FinishedAt),
         restartPolicy: String(obj(obj(c.HostConfig).RestartPolicy).Name ?? ""),
+        serverId: String(labels[SERVER_LABEL] ?? ""),
       },
     ];
   });

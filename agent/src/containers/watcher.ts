@@ -37,7 +37,7 @@ export interface ContainerWatcherOptions {
    * (crash-hold.ts), holds kept in `stateDir`; `firstHoldSeconds` 0: no holds, every crash
    * started again at once. @default none: no restarts by the agent
    */
-  crashHold?: { stateDir: string; firstHoldSeconds: number };
+  crashHold?: { stateDir: string; firstHoldSeconds: number; serverId?: string };
 }
 
 export class ContainerWatcher extends EventEmitter<{ change: [report: ApplicationContainer[]] }> {
@@ -59,6 +59,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
         stateDir: hold.stateDir,
         log: options.log,
         firstHoldMs: hold.firstHoldSeconds * 1000,
+        serverId: hold.serverId,
         now: options.now,
         // A look in flight may have begun before the hold was over: look again after it.
         onDue: () => this.#lookAgain(),

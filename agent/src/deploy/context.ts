@@ -13,6 +13,8 @@ export interface DeploySettings {
   init: boolean;
   /** Podman's crashed containers are the agent's to start again (start-step.ts); absent: false. */
   agentRestarts?: boolean;
+  /** This agent's server (its enrollment): a deployed container's `relayctl.server` label. */
+  serverId?: string;
 }
 
 export interface DeployContext {

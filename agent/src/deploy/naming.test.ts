@@ -24,6 +24,11 @@ test("deploy naming - container <base>-<deployment id first 8>, image relayctl/<
     "another build, another tag",
   );
   t.deepEqual(deployLabels(APP, DEP), { "relayctl.application": APP, "relayctl.deployment": DEP });
+  t.deepEqual(deployLabels(APP, DEP, "srv-1"), {
+    "relayctl.application": APP,
+    "relayctl.deployment": DEP,
+    "relayctl.server": "srv-1",
+  });
 });
 
 test("deploy naming - base names and image references that could be flags are refused", (t) => {

@@ -10,6 +10,11 @@ import { validContainerName } from "../engine/engine.js";
 
 export const APPLICATION_LABEL = "relayctl.application";
 export const DEPLOYMENT_LABEL = "relayctl.deployment";
+/**
+ * The server whose agent deployed it: the agent that restarts it after a crash (podman,
+ * containers/crash-hold.ts), when several agents share one engine (a test machine's).
+ */
+export const SERVER_LABEL = "relayctl.server";
 
 /** What a Dockerfile build's result depends on; equal keys build the same image. */
 export interface BuildInputs {
@@ -39,8 +44,13 @@ export function builtImageTag(applicationId: string, commitSha: string, key: str
   return `${builtImageRepository(applicationId)}:${commitSha.slice(0, 12)}-${key.slice(0, 12)}`;
 }
 
-export function deployLabels(applicationId: string, deploymentId: string): Record<string, string> {
-  return { [APPLICATION_LABEL]: applicationId, [DEPLOYMENT_LABEL]: deploymentId };
+export function deployLabels(
+  applicationId: string,
+  deploymentId: string,
+  serverId?: string,
+): Record<string, string> {
+  const labels = { [APPLICATION_LABEL]: applicationId, [DEPLOYMENT_LABEL]: deploymentId };
+  return serverId ? { ...labels, [SERVER_LABEL]: serverId } : labels;
 }
 
 /** Why the names of a job cannot be used, or undefined. */

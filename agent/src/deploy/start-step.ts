@@ -43,7 +43,7 @@ export async function startContainer(ctx: DeployContext, name: string, image: st
       {
         name,
         image,
-        labels: deployLabels(job.applicationId, job.deploymentId),
+        labels: deployLabels(job.applicationId, job.deploymentId, ctx.settings.serverId),
         containerPort: job.containerPort,
         init: ctx.settings.init,
         network: ctx.settings.network,
