@@ -46,6 +46,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
   /** Podman's died events, while the agent restarts its crashed containers (died-events.ts). */
   #died: DiedEvents | undefined;
   #again = false;
+  #stopped = false;
   #current: ApplicationContainer[] | undefined;
   #timer: NodeJS.Timeout | undefined;
   #polling: Promise<void> | undefined;
@@ -68,6 +69,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
 
   start(): void {
     if (this.#timer !== undefined) return;
+    this.#stopped = false;
     void this.poll();
     const every = this.options.intervalMs ?? 5000;
     if (every === 0) return;
@@ -79,6 +81,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
     clearInterval(this.#timer);
     this.#timer = undefined;
     this.#holds?.stop();
+    this.#stopped = true; // a look still in flight starts no follower
     this.#died?.stop();
     this.#died = undefined;
   }
@@ -112,7 +115,7 @@ export class ContainerWatcher extends EventEmitter<{ change: [report: Applicatio
     const engine = this.options.engine();
     if (engine === undefined) return;
     // Only with looks every interval: an agent with them off restarts nothing (podman's policy does).
-    if (engine.name === "podman" && this.#holds && (this.options.intervalMs ?? 5000) > 0) {
+    if (engine.name === "podman" && this.#holds && (this.options.intervalMs ?? 5000) > 0 && !this.#stopped) {
       this.#died ??= new DiedEvents(engine.name, () => this.#lookAgain(), this.options.log);
       this.#died.start();
     }

@@ -8,7 +8,6 @@
 // route only moves at the switch, and nothing can fail after it). Results:
 // FAILED (exit 1, "<step>: <reason>") or TIMEOUT (exit -1, "deadline passed
 // during <step>"), with failed_step in the DeployReport.
-import { inFlightContainers as inFlight } from "./in-flight.js";
 import type { CommitInfo, DeployJob, DeployReport, JobProgress, JobResult } from "@relayctl/proto";
 import { validApplicationId } from "@relayctl/reverse-proxy-sync";
 import type { ContainerEngine } from "../engine/engine.js";
@@ -17,6 +16,7 @@ import { type FetchedSource, fetchSource, removeWorkDir, workDir } from "./git-f
 import { healthCheck } from "./health-check.js";
 import type { ImageLedger } from "./image-ledger.js";
 import { type FoundImage, buildImage, findBuilt, imageIdOfRef } from "./image-step.js";
+import { inFlightContainers as inFlight } from "./in-flight.js";
 import { containerName, namingProblem } from "./naming.js";
 import { type StepName, StepRecorder } from "./recorder.js";
 import { completed, ended, summary } from "./result.js";
