@@ -134,9 +134,10 @@ const schema = z
      */
     RELAYCTL_AGENT_CONTAINER_WATCH_SECONDS: int(0, 3600).default(5),
     /**
-     * Podman restarts a crashed container at once: a crash loop the watcher sees is
-     * stopped for this many seconds, twice as long at each further hold of the loop,
-     * at most 300 (containers/crash-hold.ts). `0`: podman's own restarts only. @default 10
+     * On podman the agent starts a crashed container again itself, at once; once its
+     * application is in a crash loop, after a hold of this many seconds, twice as long at
+     * each further hold of the loop, at most 300 (containers/crash-hold.ts). `0`: no holds,
+     * every crash started again at once. @default 10
      */
     RELAYCTL_AGENT_CRASH_HOLD_SECONDS: int(0, 300).default(10),
     /**
