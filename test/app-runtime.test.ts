@@ -148,7 +148,7 @@ test.serial("running app - a killed app process comes back, serves again and is 
 async function crash(name: string): Promise<void> {
   // Running (the agent may still be starting it from the crash before).
   const before = await untilStatus(name, "running", `${name} running`);
-  killAppProcess(before.pid);
+  await killAppProcess(before.pid);
   await pollUntil(async () => ((await inspect(name)).pid !== before.pid ? true : undefined), {
     timeoutMs: 30_000,
     intervalMs: 50,

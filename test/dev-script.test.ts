@@ -176,6 +176,9 @@ test.serial("make dev - a script that waits for dev.json gets a working exec on 
   // Caddy killed: dev says so, starts it again, and the route is there at once.
   const pidFile = join(dir, "caddy", "caddy.pid");
   const pid = Number(readFileSync(pidFile, "utf8"));
+  // Never 0 or 1: process.kill(0) would signal this test run's own process group.
+  if (!Number.isInteger(pid) || pid <= 1)
+    throw new Error(`caddy.pid holds no pid: '${readFileSync(pidFile, "utf8")}'`);
   process.kill(pid, "SIGKILL");
   const back = await pollUntil(
     async () => {

@@ -222,10 +222,23 @@ export async function inspectState(name: string): Promise<RunState> {
   };
 }
 
-/** SIGKILLs the app's process (the children of the container's init `pid`), as a crash would end it. */
-export function killAppProcess(pid: number): void {
-  for (const child of readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/))
-    process.kill(Number(child), "SIGKILL");
+/**
+ * SIGKILLs the app's process (the children of the container's init `pid`), as a crash would end
+ * it. Waits for the init to have started it: an empty children list read as pid 0 once, and
+ * process.kill(0) signals the caller's own process group (the whole test run).
+ */
+export async function killAppProcess(pid: number): Promise<void> {
+  if (!Number.isInteger(pid) || pid <= 1)
+    throw new Error(`no container init to kill the app under (pid ${pid})`);
+  const children = await pollUntil(
+    () => {
+      const listed = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/);
+      const pids = listed.map(Number).filter((n) => Number.isInteger(n) && n > 1);
+      return pids.length > 0 ? pids : undefined;
+    },
+    { timeoutMs: 30_000, intervalMs: 50, what: `the app's process under the container's init ${pid}` },
+  );
+  for (const child of children) process.kill(child, "SIGKILL");
 }
 
 /**
@@ -234,7 +247,7 @@ export function killAppProcess(pid: number): void {
  */
 export async function killApp(name: string, timeoutMs = 30_000): Promise<void> {
   const before = await inspectState(name);
-  killAppProcess(before.pid);
+  await killAppProcess(before.pid);
   await pollUntil(
     async () => {
       const now = await inspectState(name);
