@@ -43,8 +43,6 @@ interface Hold {
   level: number;
   /** Unix ms the container is started again; 0 once it was (the level stays for the loop's next hold). */
   until: number;
-  /** Unix ms the agent started it again (0 before): only a crash after that is held again. */
-  released: number;
 }
 
 export interface CrashHoldOptions {
@@ -117,7 +115,7 @@ export class CrashHolds {
         const ms = holdMs(level, firstMs, this.o.maxHoldMs);
         // From now, not the look's start: a start of another application's container above can
         // take seconds on a loaded machine, and the container stays down the whole hold.
-        holds.set(app, { container: c.name, level: level + 1, until: this.#now() + ms, released: 0 });
+        holds.set(app, { container: c.name, level: level + 1, until: this.#now() + ms });
         changed = true;
         this.o.log.warn(
           { ...fields, hold_seconds: ms / 1000 },
@@ -176,7 +174,6 @@ export class CrashHolds {
       changed = true;
       if (out.status === "completed" && out.exitCode === 0) {
         h.until = 0;
-        h.released = this.#now();
         started.push(app);
         this.o.log.info(fields, "crash loop: hold over, container started again");
       } else {
@@ -229,8 +226,8 @@ export class CrashHolds {
       const doc = text ? (JSON.parse(text) as Record<string, Partial<Hold>>) : {};
       for (const [app, h] of Object.entries(doc)) {
         const int = (v: unknown): v is number => Number.isSafeInteger(v);
-        if (typeof h?.container === "string" && int(h.level) && int(h.until) && int(h.released))
-          holds.set(app, { container: h.container, level: h.level, until: h.until, released: h.released });
+        if (typeof h?.container === "string" && int(h.level) && int(h.until))
+          holds.set(app, { container: h.container, level: h.level, until: h.until });
       }
     } catch (err) {
       this.o.log.warn({ err }, "crash holds file unreadable; starting with none");
