@@ -7,7 +7,7 @@
 // servers send and curl accepts (issue 29); only the status code is used.
 import { request } from "node:http";
 import { setTimeout as delay } from "node:timers/promises";
-import { parseInspect } from "../engine/container-facts.js";
+import { type ContainerFacts, parseInspect } from "../engine/container-facts.js";
 import { type DeployContext, StepError, callOptions, outputOf } from "./context.js";
 
 const REQUEST_TIMEOUT_MS = 2_000;
@@ -113,6 +113,15 @@ export async function healthCheck(ctx: DeployContext, name: string, hostPort: nu
   }
 }
 
+/**
+ * "exited with code 3": podman's "stopped" (the process ended, its cleanup not yet run: a
+ * loaded machine shows it for a while) reads as the exit it is; other states as they are.
+ */
+export function stoppedHow(facts: ContainerFacts): string {
+  if (facts.status !== "exited" && facts.status !== "stopped") return facts.status;
+  return facts.exitCode === undefined ? "exited" : `exited with code ${facts.exitCode}`;
+}
+
 interface Stopped {
   reason: string;
   /** For the step's log: how it stopped and the end of its log. */
@@ -128,7 +137,7 @@ async function whyStopped(ctx: DeployContext, name: string): Promise<Stopped | u
   // podman nothing restarts it before its switch (deploy/in-flight.ts): it stays exited.
   const restarts = facts?.restartCount ?? 0;
   if (facts === undefined || (facts.running && restarts === 0)) return undefined;
-  const how = restarts > 0 ? `exited; restarted ${restarts}x by the engine` : facts.status;
+  const how = restarts > 0 ? `exited; restarted ${restarts}x by the engine` : stoppedHow(facts);
   const logs = await ctx.engine.logsTail(name, LOG_TAIL_LINES, callOptions(ctx));
   return {
     reason: `the container stopped (${how}) before it answered`,

@@ -16,8 +16,14 @@ export interface ContainerFacts {
   /** Without docker's leading "/". */
   name: string;
   running: boolean;
-  /** The engine's state word (running, exited, created...). */
+  /**
+   * The engine's state word (running, exited, created...). Podman says "stopped" for a
+   * container whose process exited and whose cleanup (conmon's `podman container cleanup`)
+   * has not run yet, "exited" after it: both are a process that ended.
+   */
   status: string;
+  /** The exit code of its last run (State.ExitCode); undefined when the engine gives none. */
+  exitCode?: number;
   /** Restarts by the engine's restart policy since the container was created (inspect only; lists lack it). */
   restartCount?: number;
   /** "host" when the container shares the host's network stack. */
@@ -79,6 +85,7 @@ function containerFacts(c: Json): ContainerFacts | undefined {
     name: c.Name.replace(/^\//, ""),
     running: state.Running === true,
     status: typeof state.Status === "string" ? state.Status : "unknown",
+    ...(Number.isSafeInteger(state.ExitCode) ? { exitCode: state.ExitCode as number } : {}),
     restartCount: Number(c.RestartCount ?? 0) || 0,
     networkMode: String(obj(c.HostConfig).NetworkMode ?? ""),
     ports,
