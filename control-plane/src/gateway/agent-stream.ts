@@ -196,6 +196,12 @@ class AgentStream {
   private readonly log: StreamLog;
   private closed = false;
   private hello = false;
+  /**
+   * What was for the agent before its Welcome was written (jobs the bus delivered while the
+   * registry's subscriptions were being confirmed): written right after it, in order. Undefined
+   * once welcomed.
+   */
+  private beforeWelcome: GatewayMessage[] | undefined = [];
   /** When the agent last sent a message (registry.closeWhenSilent reads it). */
   lastHeardAt = Date.now();
   /**
@@ -237,13 +243,19 @@ class AgentStream {
 
   sendJob(job: Job): boolean {
     if (this.closed) return false;
-    this.call.write({ msg: { $case: "job", job } });
+    this.write({ msg: { $case: "job", job } });
     this.live.sent(job);
     return true;
   }
 
   cancelJob(operationId: string): void {
-    if (!this.closed) this.call.write({ msg: { $case: "cancelJob", cancelJob: { operationId } } });
+    if (!this.closed) this.write({ msg: { $case: "cancelJob", cancelJob: { operationId } } });
+  }
+
+  /** To the agent, after its Welcome: kept until the Welcome is written. */
+  private write(m: GatewayMessage): void {
+    if (this.beforeWelcome) this.beforeWelcome.push(m);
+    else this.call.write(m);
   }
 
   close(reason: string): void {
@@ -309,6 +321,10 @@ class AgentStream {
     if (await connect.reboots.submit(this.serverId))
       await completeReboots(this.deps.ops, this.log.child(), this.serverId, h.bootId.slice(0, 64));
     if (this.closed) return;
+    // Subscribed and confirmed by the bus first: an agent welcomed, or a dashboard showing it
+    // connected, before an api could reach it would answer "not connected" to the first exec.
+    await this.deps.registry.attach(this);
+    if (this.closed) return;
     this.call.write({
       msg: {
         $case: "welcome",
@@ -319,7 +335,9 @@ class AgentStream {
         },
       },
     });
-    this.deps.registry.attach(this);
+    const kept = this.beforeWelcome ?? [];
+    this.beforeWelcome = undefined;
+    for (const m of kept) this.call.write(m);
     this.log.info({ boot_id: h.bootId, running: h.runningOperationIds.length }, "agent connected");
     await this.sendPendingCleanups();
   }

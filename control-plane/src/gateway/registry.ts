@@ -33,6 +33,8 @@ interface Held {
 }
 
 const UNACKED_TTL_MS = 10 * 60 * 1000;
+/** How long an attach waits for the bus to confirm its subscriptions (subscribed()). */
+const SUBSCRIBE_WAIT_MS = 5_000;
 
 /** Hints kept at most (jobs in flight on this gateway's streams; ~200 bytes each). */
 const MAX_HINTS = 20_000;
@@ -61,6 +63,8 @@ export class StreamRegistry {
   /** The operations whose hint holds a settlement plan. */
   private readonly settling = new Set<string>();
   private silence: SilenceWatch | undefined;
+  /** The bus round trip that the attaches of this tick wait for (subscribed()). */
+  private subscribing: Promise<void> | undefined;
 
   constructor(
     private readonly bus: JobBus,
@@ -82,7 +86,14 @@ export class StreamRegistry {
     return this.unacked.size;
   }
 
-  attach(stream: StreamHandle): void {
+  /**
+   * Takes the server's jobs and presence probes on this stream. Resolves once the bus server
+   * holds the subscriptions (one round trip, shared by the attaches of a tick): until then an
+   * api asking for the server would hear "no responders", so the stream's Welcome, after which
+   * the agent and the people watching it take it for connected, waits for this. Jobs that come
+   * meanwhile go to the stream, which keeps them until its Welcome is written (agent-stream.ts).
+   */
+  attach(stream: StreamHandle): Promise<void> {
     const previous = this.held.get(stream.serverId);
     if (previous) this.detach(previous.stream, "replaced by a newer stream of the same agent");
     const unsubscribe = [
@@ -109,6 +120,30 @@ export class StreamRegistry {
     this.watchSilence();
     this.bus.publishTakeover(stream.serverId, stream.connectionId);
     for (const { job } of this.pendingFor(stream.serverId)) stream.sendJob(job);
+    return this.subscribed();
+  }
+
+  /**
+   * Resolves once the bus server has every subscription made before the call: one ping, shared
+   * by the calls made before it is sent (NATS handles a connection's messages in order, so a
+   * PONG answers for every SUB written before its PING). In a reconnect storm of 10,000 agents
+   * that is one round trip per tick, not one per agent. A bus that does not answer within
+   * SUBSCRIBE_WAIT_MS is logged and not waited for: the client sends the subscriptions when it
+   * reconnects, and an agent kept without its Welcome would only reconnect.
+   */
+  private subscribed(): Promise<void> {
+    this.subscribing ??= Promise.resolve().then(async () => {
+      this.subscribing = undefined;
+      try {
+        await this.bus.ping(SUBSCRIBE_WAIT_MS);
+      } catch (err) {
+        this.log.warn(
+          { err },
+          "the bus did not confirm a stream's subscriptions; the agent is welcomed anyway",
+        );
+      }
+    });
+    return this.subscribing;
   }
 
   /** Forgets the stream (if it is still the current one) and closes it. */
