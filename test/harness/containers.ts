@@ -7,6 +7,7 @@
 import { execFile } from "node:child_process";
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { promisify } from "node:util";
 import { makeTempDir, onCleanup } from "./cleanup";
 import { proxyGet } from "./proxy-client";
@@ -40,6 +41,9 @@ export const podmanAgentEnv: Record<string, string> = {
  */
 const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 const RACY = new Set(["build", "images", "ps", "run"]);
+/** Tries of a call that met the race, waiting 0.25, 0.5, 1 and 2 s between them. */
+const STORE_RACE_ATTEMPTS = 5;
+const STORE_RACE_FIRST_WAIT_MS = 250;
 
 export function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
   return podmanOn({ CONTAINERS_CONF }, args);
@@ -56,7 +60,10 @@ export async function podmanOn(
       return await once();
     } catch (err) {
       const raced = STORE_RACE.test(String((err as { stderr?: string }).stderr ?? err));
-      if (!RACY.has(args[0] ?? "") || !raced || attempt >= 3) throw err;
+      if (!RACY.has(args[0] ?? "") || !raced || attempt >= STORE_RACE_ATTEMPTS) throw err;
+      // Backing off: on a loaded machine another file's removal holds the store for a while,
+      // and three tries in a row met it each time (a CI run's `podman run` of a just-built image).
+      await delay(STORE_RACE_FIRST_WAIT_MS * 2 ** (attempt - 1));
     }
   }
 }
