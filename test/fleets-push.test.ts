@@ -1,6 +1,6 @@
 // A push to a fleet application (one with a placement) rolls the commit out to
-// every server of its placement (a push during a rollout waits for it), and the
-// commit's status follows the rollout:
+// every server of its placement (a push during a rollout waits for it, its status
+// `pending` meanwhile), and the commit's status follows the rollout:
 // real agents with their own podman stores and Caddy (harness/fleet-stack.ts),
 // GitHub's API the only stand-in (harness/github-api.ts), push deliveries
 // @octokit/webhooks-examples' own payload signed as GitHub signs them.
@@ -79,6 +79,17 @@ async function statusesUntilFinal(sha: string) {
       return mine.some((x) => x.state !== "pending") ? mine : undefined;
     },
     { what: `a final status of ${sha.slice(0, 12)} on the stand-in`, timeoutMs: 60_000 },
+  );
+}
+
+/** The statuses told of `sha` so far, once one of them is `pick`'s. */
+async function statusesWhere(sha: string, pick: (x: (typeof gh.statuses)[number]) => boolean) {
+  return pollUntil(
+    async () => {
+      const mine = gh.statuses.filter((x) => x.sha === sha);
+      return mine.some(pick) ? mine : undefined;
+    },
+    { what: `a status of ${sha.slice(0, 12)} on the stand-in`, timeoutMs: 30_000 },
   );
 }
 
@@ -202,6 +213,13 @@ test.serial(
       String(waits.queued[0].reason),
       new RegExp(`a rollout of the application is running \\(${rolloutId}\\)`),
     );
+    // The waiting commit says so on GitHub at once, linking to the rollout it waits for.
+    const waiting = await statusesWhere(v4.sha, (x) => x.state === "pending");
+    t.like(waiting[0], {
+      context: `relayctl/${app.name}`,
+      description: "waiting for the running rollout to end",
+      target_url: `https://relayctl.example/app/applications/${app.id}/rollouts/${rolloutId}`,
+    });
     // A newer push takes the waiting one's place; the next rollout goes without the pause.
     const v5 = await repo.commitVersion("5", "version 5");
     const newer = await hooks.processed(await hooks.deliver("push", pushPayload(v5.sha, v5.message)));
@@ -211,6 +229,17 @@ test.serial(
       behind_rollout_id: rolloutId,
       superseded_commit_sha: v4.sha,
     });
+    // The commit it replaced ends as a superseded one does; the newer one waits in its place.
+    const replaced = await statusesWhere(v4.sha, (x) => x.state === "error");
+    t.deepEqual(
+      replaced.map((x) => [x.state, x.description]),
+      [
+        ["pending", "waiting for the running rollout to end"],
+        ["error", "superseded by a newer push before it started"],
+      ],
+    );
+    t.is(replaced[1].target_url, `https://relayctl.example/app/applications/${app.id}`);
+    await statusesWhere(v5.sha, (x) => x.state === "pending");
     const plain = await s.manage(`/applications/${app.id}`, {
       method: "PATCH",
       body: { rollout_strategy: null },
@@ -222,12 +251,15 @@ test.serial(
       ["pending", "success"],
     );
 
-    // v3's rollout ended: v5's starts on its own, and its status follows it.
+    // v3's rollout ended: v5's starts on its own, and its status follows it: pending while it
+    // waited, pending through its rollout (unless that ended within one pass), then success.
     const told5 = await statusesUntilFinal(v5.sha);
-    t.deepEqual(
-      told5.map((x) => x.state),
-      ["pending", "success"],
+    t.is(told5[0].description, "waiting for the running rollout to end");
+    t.true(
+      told5.slice(0, -1).every((x) => x.state === "pending"),
+      JSON.stringify(told5),
     );
+    t.is(told5.at(-1)!.state, "success");
     const next = String(new URL(String(told5.at(-1)!.target_url)).pathname.split("/").at(-1));
     t.not(next, rolloutId);
     const done = await rolloutEnded(next);
@@ -238,9 +270,10 @@ test.serial(
     }
     t.regex(await bodyAt(a), /version 5/);
     t.regex(await bodyAt(b), /version 5/);
-    t.false(
-      gh.statuses.some((x) => x.sha === v4.sha),
-      "the replaced commit was never rolled out, nor reported",
+    t.deepEqual(
+      gh.statuses.filter((x) => x.sha === v4.sha).map((x) => x.state),
+      ["pending", "error"],
+      "the replaced commit was never rolled out: nothing told of it after its supersession",
     );
 
     // A commit whose container never answers: the rollout halts on its first server (max_failures

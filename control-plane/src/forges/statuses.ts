@@ -15,6 +15,7 @@ import type { ForgeContext } from "./context.js";
 import { postStatus } from "./forge-api.js";
 import { rolloutState } from "../github/statuses.js";
 import { STATUS_SOURCES } from "../webhooks/push-rules.js";
+import { owedQueuedStatuses, queuedStatusFailed, queuedStatusTold } from "../webhooks/queued-statuses.js";
 
 const MAX_FAILURES = 3;
 
@@ -72,9 +73,53 @@ export function forgeState(
 
 const FINAL = ["success", "failed", "failure", "error", "canceled"];
 
+/**
+ * Tells each forge the states of the fleet pushes that wait for a rollout, or ended without one
+ * (webhooks/queued-statuses.ts), with the same retries as the deployments' statuses.
+ */
+async function reportQueued(ctx: ForgeContext, masterKey: Buffer, limit: number): Promise<number> {
+  const owed = await owedQueuedStatuses(ctx.db, "forge_commit_statuses", limit);
+  const connections = new Map<string, ConnectionRow | undefined>();
+  let sent = 0;
+  for (const q of owed) {
+    const id = String(q.target.connection_id);
+    if (!connections.has(id)) connections.set(id, await ctx.db("forge_connections").where({ id }).first());
+    const c = connections.get(id);
+    if (!c) {
+      await queuedStatusTold(ctx.db, q); // the connection removed: nobody to tell
+      continue;
+    }
+    // GitLab's word for a pipeline that will not run is `canceled`; Gitea's and Forgejo's `error`.
+    const state = q.state === "error" && c.kind === "gitlab" ? "canceled" : q.state;
+    try {
+      await postStatus(c.kind, c.base_url, apiToken(masterKey, c), String(q.target.project), q.commit_sha, {
+        state,
+        description: q.description,
+        context: q.context,
+        ...(ctx.publicUrl && q.link ? { target_url: `${ctx.publicUrl}/app/${q.link}` } : {}),
+      });
+    } catch (err) {
+      const givenUp = q.failures + 1 >= MAX_FAILURES;
+      ctx.log.warn(
+        { err: (err as Error).message, application_id: q.application_id, state, forge: c.kind },
+        givenUp
+          ? "queued push's commit status not reported; given up for this state"
+          : "queued push's commit status not reported; retried",
+      );
+      await (givenUp ? queuedStatusTold(ctx.db, q) : queuedStatusFailed(ctx.db, q));
+      continue;
+    }
+    await queuedStatusTold(ctx.db, q);
+    sent++;
+  }
+  return sent;
+}
+
 /** One pass: tells each forge every state that changed. Returns how many were sent. */
 export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promise<number> {
   if (!ctx.masterKey) return 0;
+  // The queued pushes' first: a queued `pending` is never told after its own rollout's state.
+  const queued = await reportQueued(ctx, ctx.masterKey, limit);
   const owed = await ctx
     .db("forge_commit_statuses as s")
     .joinRaw(STATUS_SOURCES)
@@ -100,7 +145,7 @@ export async function reportForgeStatuses(ctx: ForgeContext, limit = 50): Promis
       "o.stderr",
       "s.rollout_id",
     );
-  let sent = 0;
+  let sent = queued;
   const connections = new Map<string, ConnectionRow | undefined>();
   for (const o of owed) {
     if (!connections.has(o.connection_id))

@@ -9,12 +9,14 @@
 // Its link (target_url) is the deployment's page in the web dashboard, which a
 // person following it from GitHub can open (the API's URL needs an API key). A
 // fleet application's push is a rollout: its status follows the rollout's
-// operation and links to the rollout's page.
+// operation and links to the rollout's page; one that waits for the running
+// rollout is `pending` meanwhile (webhooks/queued-statuses.ts).
 // Descriptions are fixed sentences: a deploy's error output can carry anything
 // (paths, hosts, build output) and a public repository's statuses are public;
 // the why is behind the link. A preview's final state also goes into its pull
 // request's comment (pull-request.ts).
 import { STATUS_SOURCES } from "../webhooks/push-rules.js";
+import { owedQueuedStatuses, queuedStatusTold } from "../webhooks/queued-statuses.js";
 import type { CommitState } from "./app-client.js";
 import type { GitHubContext } from "./context.js";
 import { commentPreview } from "./pull-request.js";
@@ -66,8 +68,55 @@ export function rolloutState(o: Pick<Owed, "status" | "exit_code">): {
 
 const FINAL = ["success", "failure", "error"];
 
+/**
+ * Tells GitHub the states of the fleet pushes that wait for a rollout, or ended without one
+ * (webhooks/queued-statuses.ts). A repository no longer known here has nobody to tell.
+ */
+async function reportQueued(ctx: GitHubContext, limit: number): Promise<number> {
+  const owed = await owedQueuedStatuses(ctx.db, "github_commit_statuses", limit);
+  const names = new Map<number, string | undefined>();
+  let sent = 0;
+  for (const q of owed) {
+    const repositoryId = Number(q.target.repository_id);
+    if (!names.has(repositoryId))
+      names.set(
+        repositoryId,
+        (
+          await ctx
+            .db("github_repositories")
+            .where({ id: repositoryId })
+            .first<{ full_name: string }>("full_name")
+        )?.full_name,
+      );
+    const fullName = names.get(repositoryId);
+    if (fullName === undefined) {
+      await queuedStatusTold(ctx.db, q);
+      continue;
+    }
+    try {
+      await ctx.app.createStatus(Number(q.target.installation_id), repositoryId, fullName, q.commit_sha, {
+        state: q.state,
+        description: q.description,
+        context: q.context,
+        ...(ctx.publicUrl && q.link ? { target_url: `${ctx.publicUrl}/app/${q.link}` } : {}),
+      });
+    } catch (err) {
+      ctx.log.warn(
+        { err, application_id: q.application_id, commit_sha: q.commit_sha },
+        "queued push's commit status not reported; retried on the next pass",
+      );
+      continue;
+    }
+    await queuedStatusTold(ctx.db, q);
+    sent++;
+  }
+  return sent;
+}
+
 /** One pass: tells GitHub every state that changed since it was last told. Returns how many were sent. */
 export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<number> {
+  // The queued pushes' first: a queued `pending` is never told after its own rollout's state.
+  const queued = await reportQueued(ctx, limit);
   const owed = await ctx
     .db("github_commit_statuses as s")
     .joinRaw(STATUS_SOURCES)
@@ -93,7 +142,7 @@ export async function reportStatuses(ctx: GitHubContext, limit = 50): Promise<nu
       "o.stderr",
       "s.rollout_id",
     );
-  let sent = 0;
+  let sent = queued;
   for (const o of owed) {
     const next = stateOf(o);
     if (next.state === o.reported_state) continue;

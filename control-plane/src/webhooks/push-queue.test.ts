@@ -98,11 +98,20 @@ const pushed = (app: ApplicationRow, sha: string): PushedCommit => ({
   actor: { type: "github_app", id: "1", name: "octocat" },
   audit: { github_delivery_id: `delivery-${sha.slice(0, 6)}` },
   commit: { message: `commit ${sha.slice(0, 6)}`, author: null },
+  status: {
+    table: "github_commit_statuses",
+    row: { installation_id: 1, repository_id: 2, commit_sha: sha },
+  },
 });
 const sha = (c: string) => c.repeat(40);
 const running = (db: Db, appId: string) =>
   db("rollouts").where({ active_application_id: appId }).first<{ id: string } | undefined>("id");
 const queueOf = (db: Db, appId: string) => db("fleet_push_queue").where({ application_id: appId }).first();
+/** What the commit's forge is owed while it waits (queued-statuses.ts): state, description, link. */
+const queuedStatusOf = async (db: Db, appId: string, commit: string) => {
+  const r = await db("queued_commit_statuses").where({ application_id: appId, commit_sha: commit }).first();
+  return r ? { state: r.state, description: r.description, link: r.link, context: r.context } : undefined;
+};
 const guardOf = (db: Db, appId: string, commit: string) =>
   db("github_push_deployments").where({ application_id: appId, commit_sha: commit }).first();
 
@@ -119,6 +128,20 @@ test.serial(
     t.deepEqual(newer, { queued: { behindRolloutId: first.rolloutId!, superseded: sha("b") } });
     t.is((await queueOf(db, app.id)).commit_sha, sha("c"));
     t.is(await guardOf(db, app.id, sha("b")), undefined, "the replaced commit's guard is given back");
+    // Its status: superseded; the waiting commit's: pending, linking to the rollout it waits for.
+    t.deepEqual(await queuedStatusOf(db, app.id, sha("b")), {
+      state: "error",
+      description: "superseded by a newer push before it started",
+      link: `applications/${app.id}`,
+      context: "relayctl/shop",
+    });
+    t.deepEqual(await queuedStatusOf(db, app.id, sha("c")), {
+      state: "pending",
+      description: "waiting for the running rollout to end",
+      link: `applications/${app.id}/rollouts/${first.rolloutId}`,
+      context: "relayctl/shop",
+    });
+    t.is(await queuedStatusOf(db, app.id, sha("a")), undefined, "a push rolled out at once never waited");
     // A sweep while the rollout runs leaves the waiting push alone.
     await sweepQueuedPushes(env, log);
     t.is((await running(db, app.id))?.id, first.rolloutId);
@@ -140,6 +163,9 @@ test.serial(
     const deployment = await db("deployments").where({ id: guard.deployment_id }).first();
     t.is(deployment.commit_ref, sha("c"));
     t.is(deployment.trigger, "webhook");
+    // Rolled out: its rollout's status row speaks for the commit now, the waiting one is gone.
+    t.is(await queuedStatusOf(db, app.id, sha("c")), undefined);
+    t.truthy(await db("github_commit_statuses").where({ deployment_id: guard.deployment_id }).first());
   },
 );
 
@@ -203,5 +229,10 @@ test.serial(
     t.is(await queueOf(db, app.id), undefined);
     t.is(await guardOf(db, app.id, sha("f")), undefined, "a later delivery of it is judged afresh");
     t.is(await running(db, app.id), undefined);
+    t.like(await queuedStatusOf(db, app.id, sha("f")), {
+      state: "error",
+      description: "not rolled out: the application is no longer on a fleet",
+      link: `applications/${app.id}`,
+    });
   },
 );

@@ -12,6 +12,8 @@
 // the row goes once its rollout started. An instance that dies between the
 // rollout's start and the row's removal leaves a claim that expires: the sweep
 // then finds the application's rollout of that commit and only removes the row.
+// The commit's status says all along that it waits, or why it never rolled out
+// (queued-statuses.ts).
 import type { Knex } from "knex";
 import type { Logger } from "pino";
 import type { ApplicationRow } from "../applications/store.js";
@@ -23,6 +25,13 @@ import {
   rollOutOrQueue,
   started,
 } from "./push-rules.js";
+import {
+  type NotRolledOut,
+  statusNotRolledOut,
+  statusQueued,
+  statusRolledOut,
+  statusSuperseded,
+} from "./queued-statuses.js";
 
 /** How often an api instance looks for waiting pushes nobody started. */
 export const SWEEP_MS = 10_000;
@@ -76,7 +85,9 @@ export async function queuePush(env: PushDeployEnv, c: PushedCommit, behind: str
       queued_at: Date.now(),
       claimed_until: null,
     });
+    await statusQueued(trx, c, behind);
     if (!prior || prior.commit_sha === c.sha) return null;
+    await statusSuperseded(trx, c.app.id, prior.commit_sha);
     // Never rolled out: a later delivery of it is judged again (stale, or deployed then).
     await trx("github_push_deployments")
       .where({ application_id: c.app.id, commit_sha: prior.commit_sha })
@@ -124,9 +135,10 @@ export async function startQueuedPush(
   if (taken !== 1) return;
   const mine = { application_id: applicationId, commit_sha: row.commit_sha, queued_at: row.queued_at };
   const guard = { application_id: applicationId, commit_sha: row.commit_sha };
-  const drop = async (why: string) => {
+  const drop = async (why: string, status: NotRolledOut) => {
     await db("fleet_push_queue").where(mine).delete();
     await db("github_push_deployments").where(guard).whereNull("deployment_id").delete();
+    await statusNotRolledOut(db, applicationId, row.commit_sha, status);
     log?.info({ application_id: applicationId, commit_sha: row.commit_sha }, `queued push dropped: ${why}`);
   };
   // A start that got as far as its rollout before its instance stopped: that rollout stands.
@@ -135,11 +147,12 @@ export async function startQueuedPush(
     .first<{ deployment_id: string | null } | undefined>("deployment_id");
   if (done?.deployment_id) {
     await db("fleet_push_queue").where(mine).delete();
+    await statusRolledOut(db, applicationId, row.commit_sha);
     return;
   }
   const app = await db("applications").where({ id: applicationId }).first<ApplicationRow | undefined>();
-  if (!app) return drop("the application was deleted");
-  if (!app.placement) return drop("the application is no longer a fleet's (no placement)");
+  if (!app) return drop("the application was deleted", "application deleted");
+  if (!app.placement) return drop("the application is no longer a fleet's (no placement)", "no placement");
   const req = JSON.parse(row.request) as QueuedRequest;
   const c: PushedCommit = {
     deliveryId: row.delivery_id,
@@ -157,6 +170,7 @@ export async function startQueuedPush(
     if ("queued" in d) return;
     await started(env, c, d);
     await db("fleet_push_queue").where(mine).delete();
+    await statusRolledOut(db, applicationId, row.commit_sha);
     log?.info(
       { application_id: applicationId, commit_sha: row.commit_sha, rollout_id: d.rolloutId },
       "queued push rolled out",
@@ -164,6 +178,7 @@ export async function startQueuedPush(
   } catch (err) {
     await db("fleet_push_queue").where(mine).delete();
     await db("github_push_deployments").where(guard).whereNull("deployment_id").delete();
+    await statusNotRolledOut(db, applicationId, row.commit_sha, "rollout not started");
     const why = err instanceof RcError ? err.detail : String(err);
     log?.warn(
       { err, application_id: applicationId, commit_sha: row.commit_sha },

@@ -32,6 +32,7 @@ import * as m028routeState from "./028_route_state_guard_only.js";
 import * as m029heldUntil from "./029_container_held_until.js";
 import * as m030pushRollouts from "./030_push_rollouts.js";
 import * as m031fleetPushQueue from "./031_fleet_push_queue.js";
+import * as m032queuedCommitStatuses from "./032_queued_commit_statuses.js";
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -70,6 +71,7 @@ const MIGRATIONS: Record<string, Migration> = {
   "029_container_held_until": m029heldUntil,
   "030_push_rollouts": m030pushRollouts,
   "031_fleet_push_queue": m031fleetPushQueue,
+  "032_queued_commit_statuses": m032queuedCommitStatuses,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
