@@ -26,18 +26,35 @@ export class Coalescer<I, R> {
      * time, one commit after another, on a loaded database).
      */
     private readonly concurrency = 1,
+    /**
+     * A batch beyond the first starts only when this many items wait; fewer wait for the batch in
+     * flight and go with the next one. Without it, callers that come one at a time (a fleet whose
+     * connects are spread over a second, not bunched per read) each start a batch of one while a
+     * slot is free: agent-fanin saw 5.3 statements per agent's connect instead of 1.8, and twice
+     * the gateway's CPU. 1: every free slot takes whatever waits.
+     */
+    private readonly spareAt = 1,
+    /**
+     * How long a batch that starts with nothing in flight waits for more items first. 0 (the
+     * default) for reads a request waits on; a few ms where nobody waits on one item's latency
+     * (an agent's connect) and callers come one at a time: they then go in one batch, not one each.
+     */
+    private readonly lingerMs = 0,
   ) {}
 
   submit(item: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.#queue.push({ item, resolve, reject });
-      if (this.#running < this.concurrency) void this.#drain();
+      const free =
+        this.#running === 0 || (this.#running < this.concurrency && this.#queue.length >= this.spareAt);
+      if (free) void this.#drain();
     });
   }
 
   async #drain(): Promise<void> {
     this.#running++;
     try {
+      if (this.lingerMs > 0 && this.#running === 1) await new Promise((r) => setTimeout(r, this.lingerMs));
       while (this.#queue.length > 0) {
         const batch = this.#queue.splice(0, this.max);
         try {
