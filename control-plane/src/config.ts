@@ -56,6 +56,11 @@ const schema = z
     RELAYCTL_GATEWAY_LISTEN: hostPort.default("127.0.0.1:8443"),
     /** Gateway URLs handed to agents at enrollment. @default grpc://<gateway listen> */
     RELAYCTL_PUBLIC_GATEWAY_URLS: z.string().optional(),
+    /**
+     * Agents' handshakes a gateway works on at once; more connections wait, in order, with the
+     * bytes they sent (gateway/handshake-gate.ts). @default 1000
+     */
+    RELAYCTL_GATEWAY_MAX_HANDSHAKES: int(1, 1_000_000).default(1000),
     /** PEM files for gateway TLS. Without them the gateway is plaintext. */
     RELAYCTL_TLS_CERT_FILE: z.string().optional(),
     RELAYCTL_TLS_KEY_FILE: z.string().optional(),
@@ -277,6 +282,8 @@ export interface Config {
   grpcReflection: boolean;
   apiListen: { host: string; port: number };
   gatewayListen: { host: string; port: number };
+  /** Agents' handshakes a gateway works on at once (RELAYCTL_GATEWAY_MAX_HANDSHAKES). */
+  gatewayMaxHandshakes: number;
   publicGatewayUrls: string[] | undefined;
   tls: { certFile: string; keyFile: string } | undefined;
   allowPlaintext: boolean;
@@ -420,6 +427,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     grpcReflection: c.RELAYCTL_GRPC_REFLECTION,
     apiListen,
     gatewayListen,
+    gatewayMaxHandshakes: c.RELAYCTL_GATEWAY_MAX_HANDSHAKES,
     publicGatewayUrls: list(c.RELAYCTL_PUBLIC_GATEWAY_URLS),
     tls: c.RELAYCTL_TLS_CERT_FILE
       ? { certFile: c.RELAYCTL_TLS_CERT_FILE, keyFile: c.RELAYCTL_TLS_KEY_FILE! }

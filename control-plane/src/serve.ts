@@ -112,6 +112,7 @@ export async function serve(
       config.gatewayListen,
       config.tls,
       config.grpcReflection,
+      config.gatewayMaxHandshakes,
     );
     const stopOpsSweep = startSweeper(
       ops,

@@ -37,6 +37,8 @@ export interface GatewayDeps {
   progress?: (serverId: string, p: JobProgress) => Promise<void>;
   /** The least silence that closes an agent's stream (AGENT_SILENCE_FLOOR_MS; a test's own). */
   agentSilenceFloorMs?: number;
+  /** Told when a connection's handshake is over, by its peer (handshake-gate.ts). */
+  handshakes?: { done(peer: string): void };
 }
 
 type Call = ServerDuplexStream<AgentMessage, GatewayMessage>;
@@ -118,6 +120,13 @@ interface ConnectBatches {
  * (newest stream wins) and a reboot's completion (the Hello's own boot id) never read them.
  */
 const CONNECT_BATCHES = 4;
+/**
+ * Items waiting that open a batch beyond the first, and how long a first batch waits for more
+ * (coalescer.ts, spareAt and lingerMs): a connect is not a request anybody waits on by the
+ * millisecond, and agents that come one at a time then share a statement.
+ */
+const CONNECT_BATCH_SPARE_AT = 32;
+const CONNECT_BATCH_LINGER_MS = 5;
 
 const batches = new WeakMap<GatewayDeps, ConnectBatches>();
 
@@ -136,6 +145,8 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
       },
       500,
       CONNECT_BATCHES,
+      CONNECT_BATCH_SPARE_AT,
+      CONNECT_BATCH_LINGER_MS,
     ),
     hellos: new Coalescer(
       async (writes) => {
@@ -156,6 +167,8 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
       },
       200,
       CONNECT_BATCHES,
+      CONNECT_BATCH_SPARE_AT,
+      CONNECT_BATCH_LINGER_MS,
     ),
     reboots: new Coalescer(
       async (serverIds) => {
@@ -168,6 +181,8 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
       },
       500,
       CONNECT_BATCHES,
+      CONNECT_BATCH_SPARE_AT,
+      CONNECT_BATCH_LINGER_MS,
     ),
     cleanups: new Coalescer(
       async (serverIds) => {
@@ -179,6 +194,8 @@ function batchesOf(deps: GatewayDeps): ConnectBatches {
       },
       500,
       CONNECT_BATCHES,
+      CONNECT_BATCH_SPARE_AT,
+      CONNECT_BATCH_LINGER_MS,
     ),
   };
   batches.set(deps, b);
@@ -278,7 +295,7 @@ class AgentStream {
       msg.$case === "heartbeat"
         ? this.onHeartbeat(msg.heartbeat.runningOperationIds)
         : msg.$case === "hello"
-          ? this.onHello(msg.hello)
+          ? this.onHello(msg.hello).catch((err) => this.helloFailed(err))
           : msg.$case === "jobAck"
             ? this.onAck(msg.jobAck.operationId)
             : msg.$case === "jobProgress"
@@ -294,6 +311,20 @@ class AgentStream {
                       : this.onResult(msg.jobResult);
     // A heartbeat with nothing to store comes without a promise (most of them: see onHeartbeat).
     work?.catch((err) => this.log.error({ err, kind: msg.$case }, "agent message handling failed"));
+  }
+
+  /**
+   * A Hello that could not be stored (the database away, or too slow to give a connection in a
+   * reconnect storm): the stream is ended at once with UNAVAILABLE, so the agent dials again on its
+   * schedule. Left open without a Welcome, it held the agent until the agent's own Welcome timeout.
+   */
+  private helloFailed(err: unknown): void {
+    this.log.error({ err }, "agent's Hello not stored; its stream is ended so that it dials again");
+    if (this.closed) return;
+    this.call.emit("error", {
+      code: GrpcStatus.UNAVAILABLE,
+      details: "control plane database unavailable, retry",
+    });
   }
 
   private async onHello(h: Hello): Promise<void> {
@@ -335,6 +366,7 @@ class AgentStream {
         },
       },
     });
+    this.deps.handshakes?.done(this.call.getPeer());
     const kept = this.beforeWelcome ?? [];
     this.beforeWelcome = undefined;
     for (const m of kept) this.call.write(m);

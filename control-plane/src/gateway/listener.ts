@@ -4,6 +4,7 @@
 import { type Server as NetServer, type Socket, createServer } from "node:net";
 import type { Server, ServerCredentials } from "@grpc/grpc-js";
 import { deliverAwaitedMessagesAtOnce, releaseDecodedBytes } from "./grpc-decoder.js";
+import { HandshakeGate } from "./handshake-gate.js";
 
 /** The kernel caps it at net.core.somaxconn (4096 by default since Linux 5.4). */
 const LISTEN_BACKLOG = 4096;
@@ -74,14 +75,15 @@ export async function listenForGrpc(
   server: Server,
   creds: ServerCredentials,
   listen: { host: string; port: number },
+  /** Admits the connections' handshakes (handshake-gate.ts); one of its own when not given. */
+  gate = new HandshakeGate(),
 ): Promise<{ listener: NetServer; port: number }> {
   applyHttp2Options(server);
   releaseDecodedBytes();
   deliverAwaitedMessagesAtOnce();
   const injector = server.createConnectionInjector(creds);
-  const listener = createServer((socket) =>
-    handOverOnFirstBytes(socket, (s) => injector.injectConnection(s)),
-  );
+  gate.bind((s) => injector.injectConnection(s));
+  const listener = createServer((socket) => handOverOnFirstBytes(socket, (s) => gate.admit(s)));
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
     listener.listen({ host: listen.host, port: listen.port, backlog: LISTEN_BACKLOG }, () => {

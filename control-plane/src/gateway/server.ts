@@ -11,6 +11,7 @@ import { HealthImplementation } from "grpc-health-check";
 import { cleanupDone } from "../applications/cleanup.js";
 import { syncSettler } from "../external-deploy/settle.js";
 import { type GatewayDeps, handleConnect } from "./agent-stream.js";
+import { HandshakeGate, MAX_HANDSHAKES } from "./handshake-gate.js";
 import { listenForGrpc } from "./listener.js";
 
 export interface GatewayServer {
@@ -24,6 +25,8 @@ export async function startGateway(
   tls: { certFile: string; keyFile: string } | undefined,
   /** Serve gRPC server reflection (RELAYCTL_GRPC_REFLECTION, off by default). */
   reflection = false,
+  /** Agents' handshakes at once (RELAYCTL_GATEWAY_MAX_HANDSHAKES). */
+  maxHandshakes = MAX_HANDSHAKES,
 ): Promise<GatewayServer> {
   // The agents' results are completed here: a cleanup's report ends its pending row.
   deps.ops.onCompletion("cleanup", cleanupDone);
@@ -62,7 +65,10 @@ export async function startGateway(
         { cert_chain: readFileSync(tls.certFile), private_key: readFileSync(tls.keyFile) },
       ])
     : ServerCredentials.createInsecure();
-  const { listener, port } = await listenForGrpc(server, creds, listen);
+  // Its handshakes end at their Welcomes (agent-stream.ts), which give their slots back.
+  const gate = new HandshakeGate(maxHandshakes);
+  deps.handshakes = gate;
+  const { listener, port } = await listenForGrpc(server, creds, listen, gate);
   const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   return {
     url: `${tls ? "grpcs" : "grpc"}://${host}:${port}`,

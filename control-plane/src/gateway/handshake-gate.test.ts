@@ -1,0 +1,80 @@
+import { once } from "node:events";
+import { type Socket, connect, createServer } from "node:net";
+import test, { type ExecutionContext } from "ava";
+import { HandshakeGate, peerOf } from "./handshake-gate.js";
+
+/** `n` real loopback connections: the server's side of each (what the gateway's listener admits). */
+async function connections(t: ExecutionContext, n: number): Promise<{ server: Socket[]; client: Socket[] }> {
+  const server: Socket[] = [];
+  const listener = createServer((s) => server.push(s));
+  listener.listen(0, "127.0.0.1");
+  await once(listener, "listening");
+  const { port } = listener.address() as { port: number };
+  const client: Socket[] = [];
+  for (let i = 0; i < n; i++) {
+    const c = connect(port, "127.0.0.1");
+    c.on("error", () => {});
+    await once(c, "connect");
+    client.push(c);
+  }
+  while (server.length < n) await new Promise((r) => setImmediate(r));
+  t.teardown(() => {
+    for (const s of [...server, ...client]) s.destroy();
+    listener.close();
+  });
+  return { server, client };
+}
+
+/** Its close (events.once would reject at the reset's 'error', which the gate ignores). */
+const closed = (s: Socket) => new Promise((r) => s.once("close", r));
+
+test("handshake gate - beyond the limit connections wait, and go in order as handshakes end", async (t) => {
+  const { server } = await connections(t, 4);
+  const handed: Socket[] = [];
+  const gate = new HandshakeGate(2, 60_000);
+  gate.bind((s) => handed.push(s));
+  for (const s of server) gate.admit(s);
+  t.deepEqual(handed, server.slice(0, 2));
+  t.is(gate.inProgress, 2);
+  t.is(gate.waiting, 2);
+  // The first one's agent is welcomed: the third goes.
+  gate.done(peerOf(server[0]!)!);
+  t.deepEqual(handed, server.slice(0, 3));
+  // A done() for a peer not in progress (or told twice) frees nothing more.
+  gate.done(peerOf(server[0]!)!);
+  gate.done("127.0.0.1:1");
+  t.is(handed.length, 3);
+  gate.done(peerOf(server[1]!)!);
+  t.deepEqual(handed, server);
+  t.is(gate.waiting, 0);
+});
+
+test("handshake gate - a connection that closes gives its slot back, and one that closed while waiting is skipped", async (t) => {
+  const { server, client } = await connections(t, 3);
+  const handed: Socket[] = [];
+  const gate = new HandshakeGate(1, 60_000);
+  gate.bind((s) => handed.push(s));
+  for (const s of server) gate.admit(s);
+  t.deepEqual(handed, [server[0]]);
+  // The second gives up while it waits (an agent at its Welcome timeout): its reset is no error.
+  client[1]!.resetAndDestroy();
+  await closed(server[1]!);
+  // The first's connection closes before any Welcome: the next live one goes, not the closed one.
+  client[0]!.destroy();
+  await closed(server[0]!);
+  t.deepEqual(handed, [server[0], server[2]]);
+  t.is(gate.inProgress, 1);
+});
+
+test("handshake gate - a slot is given back after slotMs at the latest (a connection that never makes an agent's stream)", async (t) => {
+  const { server } = await connections(t, 2);
+  const handed: Socket[] = [];
+  const gate = new HandshakeGate(1, 50);
+  gate.bind((s) => handed.push(s));
+  gate.admit(server[0]!);
+  gate.admit(server[1]!);
+  t.is(handed.length, 1);
+  const deadline = Date.now() + 10_000;
+  while (handed.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  t.deepEqual(handed, server);
+});
