@@ -9,6 +9,8 @@ const address = process.argv[3];
 const counters = newCounters();
 // The real agent's defaults (RELAYCTL_AGENT_BACKOFF_MIN_MS / _MAX_MS).
 const backoff = { minMs: Number(process.argv[4] ?? 250), maxMs: Number(process.argv[5] ?? 15_000) };
+// "grpc-js" (the agent's own client) or "h2" (sim-h2-call.mjs): BENCH_SIM_CLIENT, inherited.
+const client = process.env.BENCH_SIM_CLIENT || "grpc-js";
 const agents = enrolled.map(
   (e) =>
     new SimAgent({
@@ -17,6 +19,7 @@ const agents = enrolled.map(
       serverId: e.serverId,
       counters,
       backoff,
+      client,
     }),
 );
 // Dialled in slices so the start itself is not one burst of thousands of handshakes.

@@ -6,8 +6,10 @@
 // ends on the real agent's schedule and channel options: its Backoff class and CHANNEL_OPTIONS
 // (agent/dist). The agent makes a new client per session; a simulated one keeps its client (a
 // channel of its own, whose own backoff those options keep below the schedule's), since 10,000
-// new channels a second would cost this one machine more than the gateway they test. What the
-// control plane sees is an agent; only the command is not run.
+// new channels a second would cost this one machine more than the gateway they test. With
+// `client: "h2"` it dials its stream over node:http2 alone (sim-h2-call.mjs: the same bytes on the
+// wire, without grpc-js's client machinery). What the control plane sees is an agent; only the
+// command is not run.
 import { fork } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { connect } from "node:net";
@@ -15,16 +17,28 @@ import { join } from "node:path";
 import { Metadata, credentials } from "@grpc/grpc-js";
 import { AgentGatewayClient, JobStatus } from "@relayctl/proto";
 import { Backoff } from "../../agent/dist/connection/backoff.js";
+import { WELCOME_TIMEOUT_MS } from "../../agent/dist/connection/agent-connection.js";
 import { CHANNEL_OPTIONS } from "../../agent/dist/connection/gateway-client.js";
+import { H2ConnectCall } from "./sim-h2-call.mjs";
 
 const DEFAULT_HEARTBEAT_MS = 5000;
 
 export class SimAgent {
   /**
    * `credential` is the rag_ token from enrollment; `counters` is shared by a fleet (jobs,
-   * results acked, duplicates, connects). `channelOptions` go to the grpc-js client.
+   * results acked, duplicates, connects). `client`: "grpc-js" (the agent's client) or "h2"
+   * (sim-h2-call.mjs), both with the agent's CHANNEL_OPTIONS.
    */
-  constructor({ gatewayAddress, credential, serverId, counters, backoff = { minMs: 250, maxMs: 15_000 } }) {
+  constructor({
+    gatewayAddress,
+    credential,
+    serverId,
+    counters,
+    backoff = { minMs: 250, maxMs: 15_000 },
+    client = "grpc-js",
+  }) {
+    if (client !== "grpc-js" && client !== "h2") throw new Error(`unknown simulated agent client: ${client}`);
+    this.clientKind = client;
     this.gatewayAddress = gatewayAddress;
     this.credential = credential;
     this.serverId = serverId;
@@ -45,23 +59,32 @@ export class SimAgent {
 
   #dial() {
     if (this.stopped) return;
-    // One connection per agent, as separate agent processes have (its own subchannel).
-    this.client ??= new AgentGatewayClient(
-      this.gatewayAddress,
-      credentials.createInsecure(),
-      CHANNEL_OPTIONS,
-    );
-    const md = new Metadata();
-    md.set("authorization", `Bearer ${this.credential}`);
-    const call = this.client.connect(md);
+    let call;
+    if (this.clientKind === "h2") {
+      call = new H2ConnectCall(this.gatewayAddress, this.credential, CHANNEL_OPTIONS);
+    } else {
+      // One connection per agent, as separate agent processes have (its own subchannel).
+      this.client ??= new AgentGatewayClient(
+        this.gatewayAddress,
+        credentials.createInsecure(),
+        CHANNEL_OPTIONS,
+      );
+      const md = new Metadata();
+      md.set("authorization", `Bearer ${this.credential}`);
+      call = this.client.connect(md);
+    }
     this.call = call;
     let heartbeat;
     let ended = false;
+    // As the agent: a gateway that gives no Welcome in time is given up on (and dialled again).
+    const welcomeTimer = setTimeout(() => end(), WELCOME_TIMEOUT_MS);
     const end = () => {
       if (ended) return;
       ended = true;
+      clearTimeout(welcomeTimer);
       clearInterval(heartbeat);
       if (this.connected) this.counters.disconnects++;
+      else this.counters.failedDials++;
       this.connected = false;
       this.call = null;
       try {
@@ -73,6 +96,7 @@ export class SimAgent {
     call.on("data", (m) => {
       const msg = m.msg;
       if (msg?.$case === "welcome") {
+        clearTimeout(welcomeTimer);
         this.backoff.reset();
         this.connected = true;
         this.counters.connects++;
@@ -147,6 +171,7 @@ export class SimAgent {
     });
     probe.once("error", () => {
       probe.destroy();
+      this.counters.refusedProbes++;
       if (!this.stopped) setTimeout(() => this.#retry(), this.backoff.next());
     });
   }
@@ -167,7 +192,17 @@ function splitAddress(address) {
 }
 
 export function newCounters() {
-  return { connects: 0, disconnects: 0, heartbeats: 0, jobs: 0, duplicates: 0, resultsAcked: 0 };
+  return {
+    connects: 0,
+    disconnects: 0,
+    // Streams that ended before their Welcome, and TCP probes refused (sim-agent's #retry).
+    failedDials: 0,
+    refusedProbes: 0,
+    heartbeats: 0,
+    jobs: 0,
+    duplicates: 0,
+    resultsAcked: 0,
+  };
 }
 
 /**

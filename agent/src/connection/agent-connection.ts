@@ -27,7 +27,7 @@ import { bootId, bootedAt, hostName } from "./host-info.js";
 // A refused connection fails the call at once (grpc-js fails fast when not
 // waitForReady); a black-holed or stuck gateway is given up on when no Welcome
 // came in this long, and the next gateway is tried.
-const WELCOME_TIMEOUT_MS = 15_000;
+export const WELCOME_TIMEOUT_MS = 15_000;
 const DEFAULT_HEARTBEAT_MS = 5000;
 
 export interface AgentConnectionOptions {
