@@ -314,11 +314,17 @@ class AgentStream {
   }
 
   /**
-   * A Hello that could not be stored (the database away, or too slow to give a connection in a
-   * reconnect storm): the stream is ended at once with UNAVAILABLE, so the agent dials again on its
-   * schedule. Left open without a Welcome, it held the agent until the agent's own Welcome timeout.
+   * A Hello that could not be stored, or whose checks failed, before its Welcome (the database
+   * away, or too slow to give a connection in a reconnect storm): the stream is ended at once with
+   * UNAVAILABLE, so the agent dials again on its schedule. Left open without a Welcome, it held the
+   * agent until the agent's own Welcome timeout.
    */
   private helloFailed(err: unknown): void {
+    // After the Welcome (its pending cleanups' sending) a failure is only logged, as before.
+    if (this.beforeWelcome === undefined) {
+      this.log.error({ err, kind: "hello" }, "agent message handling failed");
+      return;
+    }
     this.log.error({ err }, "agent's Hello not stored; its stream is ended so that it dials again");
     if (this.closed) return;
     this.call.emit("error", {
