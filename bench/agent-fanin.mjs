@@ -38,7 +38,7 @@ const LOG_LEVEL = process.env.BENCH_LOG_LEVEL || "info";
 // cores with the gateway (1.2-1.4 cores of two through a storm on a slower machine). Its workers
 // can run at a nice value (BENCH_SIM_NICE, 0-19), so the gateway (and MariaDB, NATS, the api) get
 // a core whenever they have work, as beside real agents. 0 (equal shares) by default.
-const SIM_NICE = niceEnv("BENCH_SIM_NICE", 0);
+const SIM_NICE = intEnv(BENCH, "BENCH_SIM_NICE", 0, { min: 0, max: 19 });
 // How a simulated agent dials: "grpc-js" (the agent's own client; its CPU limits how fast the
 // fleet comes back on a slow machine) or "h2" (bench/lib/sim-h2-call.mjs: the same stream and
 // channel options over node:http2 alone, ~half the fleet's CPU: the whole fleet at once, as
@@ -48,17 +48,6 @@ const SIM_CLIENT = process.env.BENCH_SIM_CLIENT || "grpc-js";
 // what 8 closed loops sent through a storm on the fast-fork machine: 1,043 in ~18 s).
 const EXEC_RATE = intEnv(BENCH, "BENCH_EXEC_RATE", 50);
 const MAX_EXECS_IN_FLIGHT = 256;
-
-function niceEnv(name, fallback) {
-  const raw = process.env[name];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 19) {
-    console.error(`${BENCH}: ${name} must be an integer from 0 to 19, got "${raw}"`);
-    process.exit(2);
-  }
-  return n;
-}
 
 /** The metrics address a gateway process logged at its start. */
 const metricsUrlOf = async (proc) =>

@@ -9,13 +9,20 @@ import { ProcessGroup } from "./processes.mjs";
 
 export const log = (msg) => console.log(`[bench] ${msg}`);
 
-/** A positive integer setting; a bad value stops the bench with one line (exit 2). */
-export function intEnv(bench, name, fallback) {
+/**
+ * An integer setting, positive unless `min` / `max` say otherwise; a bad value stops the bench with
+ * one line (exit 2).
+ */
+export function intEnv(bench, name, fallback, { min = 1, max = Number.MAX_SAFE_INTEGER } = {}) {
   const raw = process.env[name];
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) {
-    console.error(`${bench}: ${name} must be a positive integer, got "${raw}"`);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    const want =
+      min === 1 && max === Number.MAX_SAFE_INTEGER
+        ? "a positive integer"
+        : `an integer from ${min} to ${max}`;
+    console.error(`${bench}: ${name} must be ${want}, got "${raw}"`);
     process.exit(2);
   }
   return n;
