@@ -125,6 +125,16 @@ test.serial(
     t.is(gDelta("relayctl_operation_duration_seconds_count", { type: "exec", status: "completed" }), 2);
     t.is(gDelta("relayctl_operation_completion_seconds_count", {}), 2);
     t.is(value(gatewayNow.samples, "relayctl_gateway_agents_connected"), 1);
+    // Its one agent was welcomed: no handshake under way or waiting, none given up on.
+    const handshakes = gatewayNow.samples.filter((s) => s.name.startsWith("relayctl_gateway_handshakes"));
+    t.deepEqual(
+      handshakes.map((s) => [s.name, s.labels.state, s.value]).sort(),
+      [
+        ["relayctl_gateway_handshakes", "in_progress", 0],
+        ["relayctl_gateway_handshakes", "waiting", 0],
+        ["relayctl_gateway_handshakes_abandoned_total", undefined, 0],
+      ].sort(),
+    );
 
     // Nothing secret or caller-chosen reaches a scrape.
     for (const { role, text } of [

@@ -5,7 +5,14 @@
 // 10,000 agents dialling at once (agent-fanin, BENCH_SIM_CLIENT=h2) nobody was welcomed for
 // 13.75 s after the gateway listened, and 1,254 agents gave up at their Welcome timeout (15 s) and
 // dialled again: handshakes paid for twice, the start of a congestion collapse. So connections
-// beyond the limit wait, each with the bytes it sent, and go in order as handshakes end.
+// beyond the limit wait, each with the bytes it sent, and go as handshakes end.
+//
+// In which order: the oldest first while the queue is short. Once the oldest has waited
+// NEWEST_FIRST_AFTER_MS, the newest first ("adaptive LIFO"): a gateway that cannot keep up would
+// otherwise spend itself on the agents closest to their Welcome timeout, whose handshakes it
+// finishes after they gave up, while the ones with time left wait until they too are about to
+// give up. Served newest first, the old ones give up while they wait, which costs the gateway
+// nothing, and dial again at the top.
 import type { Socket } from "node:net";
 
 /** Handshakes at once: about two of the connect batches' worth (agent-stream.ts). */
@@ -18,6 +25,13 @@ export const MAX_HANDSHAKES = 1000;
  */
 export const HANDSHAKE_SLOT_MS = 10_000;
 
+/**
+ * Once the oldest waiting connection has waited this long, the newest go first. An agent gives up
+ * 15 s after it dialled (agent-connection.ts, WELCOME_TIMEOUT_MS), and a handshake under a storm
+ * takes 1-2 s once admitted: a short queue is served in order, a long one cannot be in time.
+ */
+export const NEWEST_FIRST_AFTER_MS = 2_000;
+
 /** The key a connection and its gRPC call share: grpc-js's getPeer() of a call on it. */
 export function peerOf(socket: Socket): string | undefined {
   if (!socket.remoteAddress) return undefined;
@@ -26,10 +40,53 @@ export function peerOf(socket: Socket): string | undefined {
 
 const ignore = (): void => {};
 
+/**
+ * A connection waiting for a slot. Its bytes are read as they come, so that its peer's close (an
+ * agent at its Welcome timeout closes with a FIN, not a reset) is seen while it waits: unread
+ * bytes hold the stream's end back, and a connection handed over with its end unseen costs an
+ * HTTP/2 session and the whole handshake for an agent that is gone.
+ */
+class Waiter {
+  readonly since = performance.now();
+  #chunks: Buffer[] = [];
+
+  constructor(
+    readonly socket: Socket,
+    readonly onAbandoned: () => void,
+  ) {
+    socket.on("error", ignore); // reset while it waits: it only closes
+    socket.on("readable", this.#read);
+    socket.on("end", this.#end);
+    socket.on("close", onAbandoned);
+    this.#read();
+  }
+
+  readonly #read = (): void => {
+    for (let chunk = this.socket.read(); chunk !== null; chunk = this.socket.read()) this.#chunks.push(chunk);
+  };
+
+  readonly #end = (): void => {
+    this.socket.destroy();
+  };
+
+  /** The socket as it came, its bytes unread again, for whoever takes it now. */
+  release(): Socket {
+    const { socket } = this;
+    socket.off("error", ignore);
+    socket.off("readable", this.#read);
+    socket.off("end", this.#end);
+    socket.off("close", this.onAbandoned);
+    if (this.#chunks.length > 0) socket.unshift(Buffer.concat(this.#chunks));
+    this.#chunks = [];
+    return socket;
+  }
+}
+
 export class HandshakeGate {
   readonly #inProgress = new Map<string, { socket: Socket; timer: NodeJS.Timeout }>();
-  #waiting: Socket[] = [];
+  #waiting: Waiter[] = [];
   #head = 0;
+  #abandoned = 0;
 
   /** Where an admitted connection goes (listener.ts: grpc-js's connection injector). */
   #handOver: (socket: Socket) => void = (socket) => socket.destroy();
@@ -37,6 +94,7 @@ export class HandshakeGate {
   constructor(
     private readonly limit = MAX_HANDSHAKES,
     private readonly slotMs = HANDSHAKE_SLOT_MS,
+    private readonly newestFirstAfterMs = NEWEST_FIRST_AFTER_MS,
   ) {}
 
   bind(handOver: (socket: Socket) => void): void {
@@ -48,10 +106,19 @@ export class HandshakeGate {
     return this.#inProgress.size;
   }
 
-  /** Connections waiting for a slot. */
+  /** Connections waiting for a slot (some of them may have closed since, and are skipped). */
   get waiting(): number {
     return this.#waiting.length - this.#head;
   }
+
+  /** Connections whose peer closed while they waited for a slot, since the gateway started. */
+  get abandoned(): number {
+    return this.#abandoned;
+  }
+
+  readonly #countAbandoned = (): void => {
+    this.#abandoned++;
+  };
 
   /** A connection that sent its first bytes: handed over now, or when a slot is free. */
   admit(socket: Socket): void {
@@ -59,9 +126,7 @@ export class HandshakeGate {
       this.#start(socket);
       return;
     }
-    // Reset while it waits: it only closes (and is skipped when its turn comes).
-    socket.on("error", ignore);
-    this.#waiting.push(socket);
+    this.#waiting.push(new Waiter(socket, this.#countAbandoned));
   }
 
   /** The handshake on the connection of this peer (grpc-js's call.getPeer()) is over. */
@@ -74,7 +139,6 @@ export class HandshakeGate {
   }
 
   #start(socket: Socket): void {
-    socket.off("error", ignore);
     const peer = peerOf(socket);
     if (peer !== undefined && !this.#inProgress.has(peer)) {
       const timer = setTimeout(() => this.done(peer, socket), this.slotMs);
@@ -86,14 +150,29 @@ export class HandshakeGate {
   }
 
   #next(): void {
-    while (this.#inProgress.size < this.limit && this.waiting > 0) {
-      const socket = this.#waiting[this.#head++]!;
-      if (this.#head >= 1024 && this.#head * 2 >= this.#waiting.length) {
-        this.#waiting = this.#waiting.slice(this.#head);
-        this.#head = 0;
-      }
-      if (socket.destroyed) continue;
-      this.#start(socket);
+    while (this.#inProgress.size < this.limit && this.#dropClosedAtHead()) {
+      const newestFirst = performance.now() - this.#waiting[this.#head]!.since >= this.newestFirstAfterMs;
+      const waiter = newestFirst ? this.#waiting.pop()! : this.#waiting[this.#head++]!;
+      this.#compact();
+      if (waiter.socket.destroyed) continue;
+      this.#start(waiter.release());
+    }
+  }
+
+  /** Whether a connection that is still open waits, with the closed ones before it let go. */
+  #dropClosedAtHead(): boolean {
+    while (this.waiting > 0 && this.#waiting[this.#head]!.socket.destroyed) this.#head++;
+    this.#compact();
+    return this.waiting > 0;
+  }
+
+  #compact(): void {
+    if (this.#head === this.#waiting.length) {
+      this.#waiting = [];
+      this.#head = 0;
+    } else if (this.#head >= 1024 && this.#head * 2 >= this.#waiting.length) {
+      this.#waiting = this.#waiting.slice(this.#head);
+      this.#head = 0;
     }
   }
 }

@@ -10,6 +10,7 @@ import { AgentGatewayService } from "@relayctl/proto";
 import { HealthImplementation } from "grpc-health-check";
 import { cleanupDone } from "../applications/cleanup.js";
 import { syncSettler } from "../external-deploy/settle.js";
+import { observeHandshakes } from "../observability/metrics.js";
 import { type GatewayDeps, handleConnect } from "./agent-stream.js";
 import { HandshakeGate, MAX_HANDSHAKES } from "./handshake-gate.js";
 import { listenForGrpc } from "./listener.js";
@@ -68,6 +69,7 @@ export async function startGateway(
   // Its handshakes end at their Welcomes (agent-stream.ts), which give their slots back.
   const gate = new HandshakeGate(maxHandshakes);
   deps.handshakes = gate;
+  observeHandshakes(gate);
   const { listener, port } = await listenForGrpc(server, creds, listen, gate);
   const host = listen.host.includes(":") ? `[${listen.host}]` : listen.host;
   return {

@@ -101,6 +101,31 @@ export function observeAgentsConnected(count: () => number): void {
   });
 }
 
+/** The gateway's agents' handshakes (gateway/handshake-gate.ts), read at scrape time. */
+export function observeHandshakes(gate: { inProgress: number; waiting: number; abandoned: number }): void {
+  registry.removeSingleMetric("relayctl_gateway_handshakes");
+  registry.removeSingleMetric("relayctl_gateway_handshakes_abandoned_total");
+  new Gauge({
+    name: "relayctl_gateway_handshakes",
+    help: "Agents' connections whose handshake is under way (in_progress) or waiting for a slot (waiting; some may have closed since)",
+    labelNames: ["state"] as const,
+    registers: [registry],
+    collect() {
+      this.set({ state: "in_progress" }, gate.inProgress);
+      this.set({ state: "waiting" }, gate.waiting);
+    },
+  });
+  new Counter({
+    name: "relayctl_gateway_handshakes_abandoned_total",
+    help: "Agents' connections that closed while they waited for a handshake slot (an agent that gave up on its Welcome)",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(gate.abandoned);
+    },
+  });
+}
+
 /** Counts the database's failed connection attempts (the pool's) and failed queries (knex's `query-error`). */
 export function countDbErrors(db: Knex): void {
   // A connection that cannot be made fails before any query starts: the pool sees it, knex's event does not.
