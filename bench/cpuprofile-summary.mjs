@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Self time of a V8 .cpuprofile (BENCH_CPU_PROF of exec-throughput / exec-latency) by module or by
-// function: node bench/cpuprofile-summary.mjs <file.cpuprofile> [mod|fn] [top=40].
+// Self time of a V8 .cpuprofile (BENCH_CPU_PROF of exec-throughput / exec-latency / agent-fanin) by
+// module or by function: node bench/cpuprofile-summary.mjs <file.cpuprofile> [mod|fn] [top=40];
+// or through time, each second's busy share and its three busiest modules:
+// node bench/cpuprofile-summary.mjs <file.cpuprofile> timeline [bucket ms=1000].
 // The profile samples wall time: on a busy machine, native frames such as writeBuffer and
 // (program) also hold the time the process waited for a core after waking its peer (MariaDB,
 // NATS); read the process's CPU from /proc (the bench's cpu_ms_per_operation) beside it.
@@ -22,6 +24,34 @@ function moduleOf(url) {
   if (url.startsWith("node:")) return url;
   const ours = url.match(/\/([^/]+)\/dist\/(.*)$/);
   return ours ? `${ours[1]}/${ours[2]}` : url;
+}
+
+if (mode === "timeline") {
+  const bucketUs = Number(process.argv[4] ?? 1000) * 1000;
+  const buckets = [];
+  let at = 0;
+  profile.samples.forEach((id, i) => {
+    const dt = profile.timeDeltas[i] ?? 0;
+    at += dt;
+    const frame = nodes.get(id);
+    const b = (buckets[Math.floor(at / bucketUs)] ??= { total: 0, idle: 0, mods: new Map() });
+    b.total += dt;
+    if (frame.functionName === "(idle)") b.idle += dt;
+    else {
+      const key = frame.url ? moduleOf(frame.url) : frame.functionName || "(native/vm)";
+      b.mods.set(key, (b.mods.get(key) ?? 0) + dt);
+    }
+  });
+  buckets.forEach((b, i) => {
+    if (!b) return;
+    const busy = b.total - b.idle;
+    const tops = [...b.mods]
+      .sort((x, y) => y[1] - x[1])
+      .slice(0, 3)
+      .map(([m, us]) => `${m} ${((100 * us) / Math.max(busy, 1)).toFixed(0)} %`);
+    console.log(`${String((i * bucketUs) / 1e6).padStart(7)} s  busy ${((100 * busy) / b.total).toFixed(0).padStart(3)} %  ${tops.join(", ")}`);
+  });
+  process.exit(0);
 }
 
 const self = new Map();
