@@ -34,7 +34,9 @@ if (mode === "timeline") {
     const dt = profile.timeDeltas[i] ?? 0;
     at += dt;
     const frame = nodes.get(id);
-    const b = (buckets[Math.floor(at / bucketUs)] ??= { total: 0, idle: 0, mods: new Map() });
+    const slot = Math.floor(at / bucketUs);
+    buckets[slot] ??= { total: 0, idle: 0, mods: new Map() };
+    const b = buckets[slot];
     b.total += dt;
     if (frame.functionName === "(idle)") b.idle += dt;
     else {
@@ -49,7 +51,9 @@ if (mode === "timeline") {
       .sort((x, y) => y[1] - x[1])
       .slice(0, 3)
       .map(([m, us]) => `${m} ${((100 * us) / Math.max(busy, 1)).toFixed(0)} %`);
-    console.log(`${String((i * bucketUs) / 1e6).padStart(7)} s  busy ${((100 * busy) / b.total).toFixed(0).padStart(3)} %  ${tops.join(", ")}`);
+    console.log(
+      `${String((i * bucketUs) / 1e6).padStart(7)} s  busy ${((100 * busy) / b.total).toFixed(0).padStart(3)} %  ${tops.join(", ")}`,
+    );
   });
   process.exit(0);
 }
