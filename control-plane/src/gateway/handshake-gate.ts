@@ -12,9 +12,7 @@
 // otherwise spend itself on the agents closest to their Welcome timeout, whose handshakes it
 // finishes after they gave up, while the ones with time left wait until they too are about to
 // give up. Served newest first, the old ones give up while they wait, which costs the gateway
-// nothing, and dial again at the top. A fleet that dialled all at once is one age, though: there
-// the gateway closes, instead of starting, a connection that has waited so long that its agent
-// will give up before a handshake (as long as they take now) could end (HOPELESS_AFTER_MS).
+// nothing, and dial again at the top.
 import type { Socket } from "node:net";
 
 /** Handshakes at once: about two of the connect batches' worth (agent-stream.ts). */
@@ -34,28 +32,6 @@ export const HANDSHAKE_SLOT_MS = 10_000;
  */
 export const NEWEST_FIRST_AFTER_MS = 2_000;
 
-/**
- * A waiting connection whose wait plus a handshake's time (an average of the last ones) comes to
- * more than this is closed, not started: its agent gives up 15 s after it dialled
- * (agent-connection.ts, WELCOME_TIMEOUT_MS; a connection's first bytes come right after its dial),
- * and a handshake it gives up on cost the gateway all its work for nothing. Closed, the agent
- * dials again on its schedule (within 2 s in an outage's first 30 s) and comes in at the top.
- */
-export const HOPELESS_AFTER_MS = 14_000;
-
-export interface HandshakeGateOptions {
-  /** Handshakes at once. @default MAX_HANDSHAKES */
-  limit?: number;
-  /** @default HANDSHAKE_SLOT_MS */
-  slotMs?: number;
-  /** @default NEWEST_FIRST_AFTER_MS */
-  newestFirstAfterMs?: number;
-  /** @default HOPELESS_AFTER_MS */
-  hopelessAfterMs?: number;
-  /** Milliseconds, monotonic (tests set the time). @default performance.now */
-  now?: () => number;
-}
-
 /** The key a connection and its gRPC call share: grpc-js's getPeer() of a call on it. */
 export function peerOf(socket: Socket): string | undefined {
   if (!socket.remoteAddress) return undefined;
@@ -71,11 +47,11 @@ const ignore = (): void => {};
  * HTTP/2 session and the whole handshake for an agent that is gone.
  */
 class Waiter {
+  readonly since = performance.now();
   #chunks: Buffer[] = [];
 
   constructor(
     readonly socket: Socket,
-    readonly since: number,
     readonly onAbandoned: () => void,
   ) {
     socket.on("error", ignore); // reset while it waits: it only closes
@@ -107,29 +83,19 @@ class Waiter {
 }
 
 export class HandshakeGate {
-  readonly #inProgress = new Map<string, { socket: Socket; timer: NodeJS.Timeout; startedAt: number }>();
+  readonly #inProgress = new Map<string, { socket: Socket; timer: NodeJS.Timeout }>();
   #waiting: Waiter[] = [];
   #head = 0;
   #abandoned = 0;
-  #tooLate = 0;
-  /** How long a handshake takes now, from its start to its Welcome: a moving average. */
-  #handshakeMs = 0;
-  readonly #limit: number;
-  readonly #slotMs: number;
-  readonly #newestFirstAfterMs: number;
-  readonly #hopelessAfterMs: number;
-  readonly #now: () => number;
 
   /** Where an admitted connection goes (listener.ts: grpc-js's connection injector). */
   #handOver: (socket: Socket) => void = (socket) => socket.destroy();
 
-  constructor(options: HandshakeGateOptions = {}) {
-    this.#limit = options.limit ?? MAX_HANDSHAKES;
-    this.#slotMs = options.slotMs ?? HANDSHAKE_SLOT_MS;
-    this.#newestFirstAfterMs = options.newestFirstAfterMs ?? NEWEST_FIRST_AFTER_MS;
-    this.#hopelessAfterMs = options.hopelessAfterMs ?? HOPELESS_AFTER_MS;
-    this.#now = options.now ?? (() => performance.now());
-  }
+  constructor(
+    private readonly limit = MAX_HANDSHAKES,
+    private readonly slotMs = HANDSHAKE_SLOT_MS,
+    private readonly newestFirstAfterMs = NEWEST_FIRST_AFTER_MS,
+  ) {}
 
   bind(handOver: (socket: Socket) => void): void {
     this.#handOver = handOver;
@@ -150,37 +116,23 @@ export class HandshakeGate {
     return this.#abandoned;
   }
 
-  /** Connections closed because they waited too long to be welcomed in time (HOPELESS_AFTER_MS). */
-  get tooLate(): number {
-    return this.#tooLate;
-  }
-
   readonly #countAbandoned = (): void => {
     this.#abandoned++;
   };
 
   /** A connection that sent its first bytes: handed over now, or when a slot is free. */
   admit(socket: Socket): void {
-    if (this.#inProgress.size < this.#limit && this.waiting === 0) {
+    if (this.#inProgress.size < this.limit && this.waiting === 0) {
       this.#start(socket);
       return;
     }
-    this.#waiting.push(new Waiter(socket, this.#now(), this.#countAbandoned));
+    this.#waiting.push(new Waiter(socket, this.#countAbandoned));
   }
 
-  /** The agent on the connection of this peer (grpc-js's call.getPeer()) was welcomed. */
-  done(peer: string): void {
+  /** The handshake on the connection of this peer (grpc-js's call.getPeer()) is over. */
+  done(peer: string, socket?: Socket): void {
     const held = this.#inProgress.get(peer);
-    if (!held) return;
-    const took = this.#now() - held.startedAt;
-    this.#handshakeMs = this.#handshakeMs === 0 ? took : 0.8 * this.#handshakeMs + 0.2 * took;
-    this.#free(peer, held.socket);
-  }
-
-  /** Its slot back: the handshake ended (welcomed, its connection closed, or at slotMs). */
-  #free(peer: string, socket: Socket): void {
-    const held = this.#inProgress.get(peer);
-    if (!held || held.socket !== socket) return;
+    if (!held || (socket !== undefined && held.socket !== socket)) return;
     clearTimeout(held.timer);
     this.#inProgress.delete(peer);
     this.#next();
@@ -189,17 +141,17 @@ export class HandshakeGate {
   #start(socket: Socket): void {
     const peer = peerOf(socket);
     if (peer !== undefined && !this.#inProgress.has(peer)) {
-      const timer = setTimeout(() => this.#free(peer, socket), this.#slotMs);
+      const timer = setTimeout(() => this.done(peer, socket), this.slotMs);
       timer.unref();
-      this.#inProgress.set(peer, { socket, timer, startedAt: this.#now() });
-      socket.once("close", () => this.#free(peer, socket));
+      this.#inProgress.set(peer, { socket, timer });
+      socket.once("close", () => this.done(peer, socket));
     }
     this.#handOver(socket);
   }
 
   #next(): void {
-    while (this.#inProgress.size < this.#limit && this.#dropAtHead()) {
-      const newestFirst = this.#now() - this.#waiting[this.#head]!.since >= this.#newestFirstAfterMs;
+    while (this.#inProgress.size < this.limit && this.#dropClosedAtHead()) {
+      const newestFirst = performance.now() - this.#waiting[this.#head]!.since >= this.newestFirstAfterMs;
       const waiter = newestFirst ? this.#waiting.pop()! : this.#waiting[this.#head++]!;
       this.#compact();
       if (waiter.socket.destroyed) continue;
@@ -207,22 +159,9 @@ export class HandshakeGate {
     }
   }
 
-  /**
-   * Whether a connection that can still be welcomed in time waits. Before it, oldest first, the
-   * closed ones are let go and the hopeless ones closed (all the hopeless are older than any other).
-   */
-  #dropAtHead(): boolean {
-    const tooLateBefore = this.#now() + this.#handshakeMs - this.#hopelessAfterMs;
-    while (this.waiting > 0) {
-      const oldest = this.#waiting[this.#head]!;
-      if (oldest.socket.destroyed) {
-        this.#head++;
-      } else if (oldest.since < tooLateBefore) {
-        this.#head++;
-        oldest.release().destroy();
-        this.#tooLate++;
-      } else break;
-    }
+  /** Whether a connection that is still open waits, with the closed ones before it let go. */
+  #dropClosedAtHead(): boolean {
+    while (this.waiting > 0 && this.#waiting[this.#head]!.socket.destroyed) this.#head++;
     this.#compact();
     return this.waiting > 0;
   }

@@ -67,7 +67,7 @@ export async function startGateway(
       ])
     : ServerCredentials.createInsecure();
   // Its handshakes end at their Welcomes (agent-stream.ts), which give their slots back.
-  const gate = new HandshakeGate({ limit: maxHandshakes });
+  const gate = new HandshakeGate(maxHandshakes);
   deps.handshakes = gate;
   observeHandshakes(gate);
   const { listener, port } = await listenForGrpc(server, creds, listen, gate);

@@ -102,14 +102,9 @@ export function observeAgentsConnected(count: () => number): void {
 }
 
 /** The gateway's agents' handshakes (gateway/handshake-gate.ts), read at scrape time. */
-export function observeHandshakes(gate: {
-  inProgress: number;
-  waiting: number;
-  abandoned: number;
-  tooLate: number;
-}): void {
+export function observeHandshakes(gate: { inProgress: number; waiting: number; abandoned: number }): void {
   registry.removeSingleMetric("relayctl_gateway_handshakes");
-  registry.removeSingleMetric("relayctl_gateway_handshakes_not_started_total");
+  registry.removeSingleMetric("relayctl_gateway_handshakes_abandoned_total");
   new Gauge({
     name: "relayctl_gateway_handshakes",
     help: "Agents' connections whose handshake is under way (in_progress) or waiting for a slot (waiting; some may have closed since)",
@@ -121,14 +116,12 @@ export function observeHandshakes(gate: {
     },
   });
   new Counter({
-    name: "relayctl_gateway_handshakes_not_started_total",
-    help: "Agents' connections closed while they waited for a handshake slot: peer_closed (the agent gave up on its Welcome), too_late (waited so long that its agent would give up before a handshake could end)",
-    labelNames: ["reason"] as const,
+    name: "relayctl_gateway_handshakes_abandoned_total",
+    help: "Agents' connections that closed while they waited for a handshake slot (an agent that gave up on its Welcome)",
     registers: [registry],
     collect() {
       this.reset();
-      this.inc({ reason: "peer_closed" }, gate.abandoned);
-      this.inc({ reason: "too_late" }, gate.tooLate);
+      this.inc(gate.abandoned);
     },
   });
 }
