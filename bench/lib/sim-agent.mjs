@@ -5,8 +5,9 @@
 // finished within its ackAfterMs (a duplicate delivery gets a JobAck), ResultAck — and reconnects after the stream
 // ends on the real agent's schedule and channel options: its Backoff class and CHANNEL_OPTIONS
 // (agent/dist). The agent makes a new client per session; a simulated one keeps its client (a
-// channel of its own, whose own backoff those options keep below the schedule's), since 10,000
-// new channels a second would cost this one machine more than the gateway they test. With
+// channel of its own, whose own backoff those options keep below the schedule's) after a session
+// that was welcomed, since 10,000 new channels a second would cost this one machine more than the
+// gateway they test, and closes it after one that was not, as the agent does. With
 // `client: "h2"` it dials its stream over node:http2 alone (sim-h2-call.mjs: the same bytes on the
 // wire, without grpc-js's client machinery). What the control plane sees is an agent; only the
 // command is not run.
@@ -85,11 +86,20 @@ export class SimAgent {
       clearInterval(heartbeat);
       if (this.connected) this.counters.disconnects++;
       else this.counters.failedDials++;
+      const welcomed = this.connected;
       this.connected = false;
       this.call = null;
       try {
         call.cancel();
       } catch {}
+      // The agent closes its client after every session. Kept after a session that was welcomed
+      // (its connection is gone with the gateway); closed after one that was not (a Welcome
+      // timeout, a refusal), whose connection the gateway may still hold: kept, it stayed open with
+      // a cancelled call on it, and the next call came on the same connection, which no agent does.
+      if (!welcomed && this.client) {
+        this.client.close();
+        this.client = null;
+      }
       if (this.stopped) return;
       setTimeout(() => this.#retry(), this.backoff.next());
     };
