@@ -15,6 +15,7 @@ import { type WebContainer, podman, podmanAgentEnv, startWebContainer } from "./
 import { request } from "./harness/http";
 import { proxyGet, waitForBackend } from "./harness/proxy-client";
 import { type RouteStack, startRouteStack } from "./harness/route-stack";
+import { waitForMinuteRoom } from "./harness/wait";
 
 let s: RouteStack;
 let box: WebContainer;
@@ -305,6 +306,9 @@ test.serial(
     // The session's applications are read beside the limit's count (admission.ts): a refused sync
     // must still be refused whole.
     const k = await makeKey({ operations: ["external_deploy"], rate_limit: 3 });
+    // The limit counts per minute of the wall clock: the four requests must fall in one minute
+    // (a CI run saw the last one land in the next minute, and pass).
+    await waitForMinuteRoom(30_000);
     const res = await s.openSession({ container_names: [box.name], workflow_run_id: "run-limit" }, k.key);
     t.is(res.status, 201, describe(res));
     const token = String(res.json.session_token);
