@@ -56,6 +56,22 @@ const metricsUrlOf = async (proc) =>
   (await proc.waitForMsg("gateway metrics listening", { timeoutMs: 60_000 })).url;
 
 /**
+ * How long the gateway takes to answer /metrics with all its agents held and only heartbeats
+ * flowing, asked `n` times one after the other (ms, median and highest): what a Prometheus scrape
+ * costs it, its event loop held for most of it.
+ */
+async function scrapeTimes(metricsUrl, n) {
+  const times = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await (await fetch(new URL("/metrics", metricsUrl))).text();
+    times.push(performance.now() - t0);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: Number(times[n >> 1].toFixed(1)), max: Number(times[n - 1].toFixed(1)) };
+}
+
+/**
  * Where the gateway's RSS is (its /metrics: prom-client's gauges of V8's heap): V8's heap as
  * committed, of which the young generation, and the rest (native: nghttp2's sessions, sockets,
  * the binary's pages). MiB.
@@ -282,6 +298,7 @@ async function main() {
         gateway_peak_rss_mib: Number((s1.hwm / 1024 ** 2).toFixed(0)),
         connected: fleet.connected,
         gateway_memory: await memoryOf(metricsUrl),
+        metrics_answer_ms: await scrapeTimes(metricsUrl, 5),
       };
       log(`steady: ${JSON.stringify(results.steady)}`);
 
@@ -427,6 +444,10 @@ function report(results) {
     ],
     ["gateway CPU while heartbeating (fraction of a core)", s?.gateway_cpu_fraction_of_core ?? "-"],
     ["heartbeats per second", s?.heartbeats_per_s ?? "-"],
+    [
+      "a /metrics answer, steady (ms, median / highest of 5)",
+      s?.metrics_answer_ms ? `${s.metrics_answer_ms.p50} / ${s.metrics_answer_ms.max}` : "-",
+    ],
     ["all reconnected after SIGKILL (s, from kill)", r?.reconnect_all_s_from_kill ?? "-"],
     ["  of which until the gateway listens again (RestartSec 2 s + its start)", r?.gateway_start_s ?? "-"],
     ["  of which its spawn until it listens (s)", r?.gateway_spawn_to_listening_s ?? "-"],

@@ -5,11 +5,12 @@
 // a key or anything a caller chose, so the series count stays bounded and
 // nothing secret can reach a scrape.
 import type { Knex } from "knex";
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { isStoreUnavailable } from "../db/unavailable.js";
+import { collectProcessMetrics } from "./process-metrics.js";
 
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: "relayctl_" });
+collectProcessMetrics(registry, "relayctl_");
 
 /** Seconds, from a fast HTTP answer to a long command. */
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
