@@ -154,6 +154,7 @@ const STATUS = [
   // head's lock (one per tenant, every audited write takes it) serializes the writers.
   "Innodb_row_lock_waits",
   "Innodb_row_lock_time",
+  "Innodb_buffer_pool_reads",
 ];
 async function dbStatus(db) {
   const [rows] = await (db.raw ? db.raw.bind(db) : db.query.bind(db))(
@@ -336,6 +337,7 @@ async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJ
   try {
     for (const [name, t] of Object.entries(targets))
       await load(t.url, { ...t, connections: CONNECTIONS, seconds: 2, title: `alternated warm-up, ${name}` });
+    const poolBefore = await dbStatus(conn);
     const simBefore = await counts(db, targets.sim.serverIds);
     const floorBefore = await floorCounts(conn, floor.database);
     const acc = {};
@@ -358,6 +360,8 @@ async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJ
         a.rounds.push(r.ops_per_s);
       }
     }
+    // Both loads share the one MariaDB: its reads from disk through the rounds, both sides together.
+    const poolReads = (await dbStatus(conn)).Innodb_buffer_pool_reads - poolBefore.Innodb_buffer_pool_reads;
     const simChecks = await settle(db, targets.sim.serverIds, {
       completed_200: acc.sim.completed + simBefore.completed,
     });
@@ -380,6 +384,7 @@ async function alternated(group, tmp, { nats, dbServer, stack, db, keys, createJ
       seconds_per_round: ALT_SECONDS,
       connections: CONNECTIONS,
       agents: SIM_AGENTS,
+      db_buffer_pool_reads: poolReads,
       sim: summary(acc.sim, simChecks),
       floor: summary(acc.floor, floorChecks),
     };
@@ -709,7 +714,8 @@ function report(results) {
   if (alt)
     console.log(
       `alternated, ${alt.rounds} rounds of ${alt.seconds_per_round} s each (ABBA), ops/s by round: control plane ${alt.sim.rounds_ops_per_s.join(", ")}; floor ${alt.floor.rounds_ops_per_s.join(", ")}\n` +
-        `alternated control plane / floor: ops/s ${alternatedRatios.ops}, p99 ${alternatedRatios.p99}\n`,
+        `alternated control plane / floor: ops/s ${alternatedRatios.ops}, p99 ${alternatedRatios.p99}\n` +
+        `MariaDB's reads from disk through the alternated rounds (both loads): ${alt.db_buffer_pool_reads}\n`,
     );
   // The goals read the alternated ratios when that section ran (a drifting machine weighs on both
   // alike there), else the sequential ones.
@@ -767,6 +773,7 @@ function report(results) {
       sections: [...SECTIONS],
       log_level: LOG_LEVEL,
       db_delay_ms_each_way: DB_DELAY_MS,
+      db_buffer_pool: process.env.BENCH_MARIADB_BUFFER_POOL || "2G",
     },
     results,
     ratios: {

@@ -40,8 +40,18 @@ export async function startNats(group, dir) {
 }
 
 /**
+ * InnoDB's buffer pool of the benches' MariaDB: large enough that what a run writes stays in memory,
+ * as a production database's working set does on a server sized for it. With MariaDB's default
+ * (128 MiB) the control plane's tables, carrying the earlier sections' operations, outgrew it in
+ * exec-throughput's alternated rounds while the floor's second database started empty, so those
+ * rounds compared disk reads on one side with none on the other (bench/README.md, exec-throughput).
+ */
+const BUFFER_POOL = process.env.BENCH_MARIADB_BUFFER_POOL || "2G";
+
+/**
  * MariaDB in dir/db with root@127.0.0.1 and no password, plus an empty database `relayctl`;
- * installed and started by @relayctl/devkit, as the test harness does.
+ * installed and started by @relayctl/devkit, as the test harness does, with a buffer pool of
+ * BUFFER_POOL.
  */
 export async function startMariadb(group, dir) {
   const hint = "install the Debian package mariadb-server (make bench does)";
@@ -59,6 +69,7 @@ export async function startMariadb(group, dir) {
       port: p,
       logFile: join(dir, "mariadb.log"),
       launch: group.launch,
+      args: [`--innodb-buffer-pool-size=${BUFFER_POOL}`],
     });
     return p;
   });
