@@ -279,7 +279,7 @@ class AgentStream {
     if (this.closed) return;
     this.closed = true;
     this.live.closed();
-    this.log.info({ reason }, "agent stream closed");
+    this.log.perConnection({ reason }, "agent stream closed");
     try {
       this.call.end();
     } catch {
@@ -376,7 +376,7 @@ class AgentStream {
     const kept = this.beforeWelcome ?? [];
     this.beforeWelcome = undefined;
     for (const m of kept) this.call.write(m);
-    this.log.info({ boot_id: h.bootId, running: h.runningOperationIds.length }, "agent connected");
+    this.log.perConnection({ boot_id: h.bootId, running: h.runningOperationIds.length }, "agent connected");
     await this.sendPendingCleanups();
   }
 

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import test from "ava";
 import pino from "pino";
-import { StreamLog } from "./stream-log.js";
+import { LINES_PER_SECOND, LineBudget, StreamLog } from "./stream-log.js";
 
 /** A logger writing to memory, with a fixed clock so two writers' lines can be compared. */
 function memoryLogger(level: string): { log: pino.Logger; lines: string[] } {
@@ -39,4 +39,48 @@ test("stream log - a line below the level is not written", (t) => {
   mine.info({ reason: "gone" }, "agent stream closed");
   mine.error({ kind: "hello" }, "failed");
   t.is(b.lines.length, 1);
+});
+
+/** Polls `f` until it holds, for at most `ms` (the budget's summary comes when its second ends). */
+async function until(f: () => boolean, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (!f()) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return true;
+}
+
+test("stream log - a storm's per-connection lines: the gateway's budget a second, then one line with the count", async (t) => {
+  const { log, lines } = memoryLogger("info");
+  const streams = Array.from({ length: 500 }, (_, i) => new StreamLog(log, `s${i}`, `c${i}`));
+  // All 500 in one tick: within one second of the clock, or across two at most.
+  for (const s of streams) s.perConnection({ boot_id: "b" }, "agent connected");
+  const connected = () => lines.filter((l) => l.includes('"msg":"agent connected"'));
+  t.true(connected().length >= 1 && connected().length <= 2 * LINES_PER_SECOND, `${connected().length}`);
+  const summaries = () =>
+    lines.filter((l) => l.includes('"msg":"agent connected: ')).map((l) => JSON.parse(l).lines_left_out);
+  t.true(await until(() => summaries().reduce((a, b) => a + b, 0) === 500 - connected().length, 3000));
+  // Each written line still names its own server and connection.
+  t.true(connected().every((l, i) => l.includes(`"server_id":"s${i}"`)));
+  // Another message has a budget of its own.
+  streams[0]!.perConnection({ reason: "gone" }, "agent stream closed");
+  t.is(lines.filter((l) => l.includes('"msg":"agent stream closed"')).length, 1);
+});
+
+test("stream log - a line budget: each second its own, the lines left out said once, when the next second begins", async (t) => {
+  let now = 5_000;
+  const { log, lines } = memoryLogger("info");
+  const budget = new LineBudget(log, "agent connected", 3, () => now);
+  const taken = [budget.take(), budget.take(), budget.take(), budget.take()];
+  t.deepEqual(taken, [true, true, true, false]);
+  // The next second: its own budget, and the one left out of the last is said first.
+  now = 6_000;
+  t.true(budget.take());
+  t.is(lines.length, 1);
+  t.is(JSON.parse(lines[0]!).lines_left_out, 1);
+  t.true(budget.take() && budget.take());
+  now = 7_500;
+  t.true(budget.take());
+  t.is(lines.length, 1);
 });
