@@ -5,11 +5,11 @@
 //
 // The lines every agent writes once per connection ("agent connected", "agent stream closed") are
 // budgeted per gateway: at most LINES_PER_SECOND of each a second. In a reconnect storm 10,000
-// agents wrote 10,000 of each within seconds (2.75 MB), which cost the gateway ~12 % of its CPU
-// through the storm and, on a pipe its reader drained slowly, 100-ms sleeps of its event loop
-// (pino's synchronous write waiting on a full pipe); journald's default rate limit (10,000 lines
-// in 30 s) would drop them anyway, with whatever else came then. The lines past the budget are
-// counted and said in one line when their second ends.
+// agents wrote 10,000 of each within seconds (2.75 MB); on a pipe its reader drained slowly, the
+// gateway's event loop then slept 100 ms at a time (pino's synchronous write waiting on a full
+// pipe), and journald's default rate limit (10,000 lines in 30 s) would drop them anyway, with
+// whatever else came then. The lines past the budget are counted and said in one line when their
+// second ends.
 import type { Logger } from "pino";
 
 type Fields = Record<string, unknown>;
