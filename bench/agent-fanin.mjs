@@ -330,10 +330,9 @@ async function main() {
       const curve = [];
       let peakRss = 0;
       // Where the RSS is near its peak: the gateway's /metrics, asked at most every
-      // METRICS_EVERY_MS while the RSS grows, the highest kept. At 10,000 agents an answer costs
-      // the gateway tens of milliseconds (prom-client reads /proc/self/fd, 20,000 entries, and
-      // lists the active handles): asked once a second it was ~7 % of the gateway's CPU through a
-      // storm (its profile), where a Prometheus scrapes every 15-60 s.
+      // METRICS_EVERY_MS while the RSS grows, the highest kept. At 10,000 agents an answer cost
+      // the gateway ~20 ms before process-metrics.ts (~10 after): asked once a second it was ~7 %
+      // of the gateway's CPU through a storm (its profile), where a Prometheus scrapes every 15-60 s.
       let peakMemory;
       let asking = false;
       let askedAt = 0;
@@ -377,7 +376,8 @@ async function main() {
         // MariaDB statements per reconnect (the exec load's and the bench's own included).
         db_per_agent: perAgent(q1, q2, AGENTS),
         gateway_memory_near_peak: peakMemory,
-        // The slowest of those /metrics answers (ms): what one scrape costs a gateway this size.
+        // The slowest of those /metrics answers (ms), mostly its wait behind the storm's work; what a
+        // scrape itself costs is the steady state's metrics_answer_ms.
         metrics_answer_ms_max: Math.round(metricsAnswerMs),
         connected_every_250ms: curve,
         // The fastest second of the storm: the handshakes the gateway took in its busiest 4 samples.

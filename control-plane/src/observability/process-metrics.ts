@@ -101,13 +101,11 @@ function nameOf(handle: unknown): string | undefined {
 
 function countBy<T>(list: T[], key: (item: T) => string | undefined): Counts {
   const byType = new Map<string, number>();
-  let total = 0;
   for (const item of list) {
-    total++;
     const type = key(item);
     if (type !== undefined) byType.set(type, (byType.get(type) ?? 0) + 1);
   }
-  return { byType, total };
+  return { byType, total: list.length };
 }
 
 /**
