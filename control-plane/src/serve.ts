@@ -21,6 +21,7 @@ import { AckWriter } from "./gateway/ack-writer.js";
 import { startCredentialWatch } from "./gateway/credential-watch.js";
 import { StreamRegistry } from "./gateway/registry.js";
 import { commitStart } from "./operations/store.js";
+import { CountRefusedError } from "./auth/deferred-count.js";
 import { startSweeper } from "./gateway/sweeper.js";
 import { createLogger } from "./lib/logger.js";
 import { OperationService } from "./operations/service.js";
@@ -85,6 +86,11 @@ export async function serve(
         await commitStart(db, start);
         return true;
       } catch (err) {
+        // Its request's count refused by the guard: the api admits it the full way (auth/deferred-count.ts).
+        if (err instanceof CountRefusedError) {
+          gatewayLog.debug({ operation_id: start.row.id }, "operation start's count refused; job refused");
+          return false;
+        }
         gatewayLog.warn({ err, operation_id: start.row.id }, "operation start not committed; job refused");
         return false;
       }

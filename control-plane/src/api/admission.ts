@@ -19,6 +19,7 @@ import { RcError } from "../errors.js";
 import { admitSessionToken } from "../external-deploy/admission.js";
 import { sessionBearer } from "../external-deploy/sessions.js";
 import type { Credential } from "../http/route.js";
+import type { OperationScope } from "../operations/types.js";
 import { USER_AUTOMATION_WINDOWS, accessTokenOf, admitAccessToken } from "../oauth/principal.js";
 
 export interface AdmissionDeps {
@@ -36,7 +37,12 @@ function bearerMatches(req: FastifyRequest, token: string): boolean {
   return given.length === want.length && timingSafeEqual(given, want);
 }
 
-export function admissionFor(deps: AdmissionDeps, credentials: readonly Credential[]): Admit | undefined {
+export function admissionFor(
+  deps: AdmissionDeps,
+  credentials: readonly Credential[],
+  /** The route's operation start carries an automation key's count (auth/deferred-count.ts), and its scope. */
+  countWithStart?: { scope?: OperationScope },
+): Admit | undefined {
   if (credentials.length === 0) return undefined;
   const { db } = deps;
   const takes = (c: Credential) => credentials.includes(c);
@@ -70,6 +76,6 @@ export function admissionFor(deps: AdmissionDeps, credentials: readonly Credenti
     if (management && takes("automation_key") && /^Bearer rca_/.test(req.headers.authorization ?? ""))
       return admitAutomationKey(db, req, reply);
     if (management) return admitApiKey(db, req, reply);
-    return admitAutomationKey(db, req, reply);
+    return admitAutomationKey(db, req, reply, countWithStart);
   };
 }

@@ -7,13 +7,15 @@
 //   onError        refusals of a known key audited (auth/security-audit.ts);
 //   schema         validation (zod) and the OpenAPI description: tag, the
 //                  security schemes of its credentials, its documented answers.
-import type { FastifyInstance, FastifyRequest, RouteOptions } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
 import type { ZodType } from "zod";
 import { acceptForms } from "../accounts/form-body.js";
 import { requireOperation } from "../auth/automation-key.js";
 import { type Needs, personRefusal } from "../auth/roles.js";
 import type { Principal } from "../auth/principal.js";
+import type { OperationScope } from "../operations/types.js";
 import { auditRefusals } from "../auth/security-audit.js";
+import { reconfirmed } from "../auth/deferred-count.js";
 import { RcError } from "../errors.js";
 import { errorBody } from "../http/answers.js";
 import { type Credential, type RouteSpec, credentialsOf, needsOf } from "../http/route.js";
@@ -78,9 +80,10 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
   const { access } = spec;
   const credentials = credentialsOf(access);
   check(spec, credentials);
-  const admit = admissionFor(deps, credentials);
-  const needs = needsOf(spec);
   const scope = "public" in access ? undefined : access.scope;
+  const countWithStart = !("public" in access) && access.countWithStart === true;
+  const admit = admissionFor(deps, credentials, countWithStart ? { scope } : undefined);
+  const needs = needsOf(spec);
   const schema: Record<string, unknown> = { ...spec.schema, tags: [spec.tag] };
   if (spec.summary) schema.summary = spec.summary;
   if (spec.hidden) schema.hide = true;
@@ -91,7 +94,7 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
     method: spec.method,
     url: spec.url,
     schema,
-    handler: spec.handler as RouteOptions["handler"],
+    handler: countWithStart ? rerunOnNewRow(spec.handler, scope) : (spec.handler as RouteOptions["handler"]),
   };
   if (admit) {
     route.onRequest = async (req, reply) => {
@@ -99,11 +102,72 @@ export function fastifyRoute(spec: RouteSpec, deps: AdmissionDeps): RouteOptions
       if (principal) req.principal = principal;
       requireRole(req, needs);
     };
-    route.onError = auditRefusals(deps.db);
+    route.onError = countWithStart
+      ? [admitBeforeRefusal(scope), auditRefusals(deps.db)]
+      : auditRefusals(deps.db);
   }
-  if (scope) route.preValidation = async (req) => requireOperation(req.principal, scope);
+  if (scope)
+    route.preValidation = async (req) => {
+      try {
+        requireOperation(req.principal, scope);
+      } catch (err) {
+        // Admitted on a cached row (countWithStart): the full admission first, then the row as it is.
+        if (!(await admittedBeforeRefusal(req, scope))) throw err;
+      }
+    };
   return route;
 }
+
+/**
+ * A countWithStart route's request admitted on a cached key row, before one of its
+ * refusals is answered: the full admission, then, on a key row other than the
+ * one it was admitted on, the route's scope again. Their refusals are thrown (they
+ * come before the route's own); true when the row changed.
+ */
+async function admittedBeforeRefusal(
+  req: FastifyRequest,
+  scope: OperationScope | undefined,
+): Promise<boolean> {
+  if (!(await reconfirmed(req))) return false;
+  if (scope) requireOperation(req.principal, scope);
+  return true;
+}
+
+/**
+ * A countWithStart route's handler: a refusal it throws while the request's count
+ * is still deferred (before its start took it) is answered only after the full
+ * admission and the scope (admittedBeforeRefusal); when that admission read a key
+ * row other than the one the request was admitted on, the handler runs again,
+ * once, on the new row (what failed had no side effects: nothing was started).
+ */
+function rerunOnNewRow(
+  handler: RouteSpec["handler"],
+  scope: OperationScope | undefined,
+): RouteOptions["handler"] {
+  const run = handler as (req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+  return async function (this: unknown, req: FastifyRequest, reply: FastifyReply) {
+    try {
+      return await run.call(this, req, reply);
+    } catch (err) {
+      if (!(await admittedBeforeRefusal(req, scope))) throw err;
+      return run.call(this, req, reply);
+    }
+  } as RouteOptions["handler"];
+}
+
+/**
+ * onError of a countWithStart route, before the refusals are audited: an error
+ * met while the request's count was still deferred (its body invalid, or never
+ * whole: the caller went away) waits
+ * for the full admission and the scope, whose refusal answers in its place.
+ */
+const admitBeforeRefusal = (scope: OperationScope | undefined) => async (req: FastifyRequest) => {
+  try {
+    await admittedBeforeRefusal(req, scope);
+  } catch (refusal) {
+    req.admissionRefusal = refusal as Error;
+  }
+};
 
 type Accepts = NonNullable<RouteSpec["accepts"]>;
 
@@ -149,7 +213,7 @@ export async function registerRoutes(
   deps: AdmissionDeps,
 ): Promise<void> {
   MANIFESTS.set(app, [...(MANIFESTS.get(app) ?? []), ...routes]);
-  for (const name of ["principal", "keyActor", "deploySession"])
+  for (const name of ["principal", "keyActor", "deploySession", "deferredAdmission", "admissionRefusal"])
     if (!app.hasRequestDecorator(name)) app.decorateRequest(name, null);
   const byBody = Map.groupBy(routes, (r) => r.accepts ?? "json");
   for (const spec of byBody.get("json") ?? []) app.route(fastifyRoute(spec, deps));

@@ -31,6 +31,7 @@
 // gateway was told its operation's row) goes that way too: its update must move
 // exactly the rows it names, or the same refused insert stops it before any event.
 import { AsyncResource } from "node:async_hooks";
+import { isCountRefused } from "../auth/deferred-count.js";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import { auditCommits } from "../observability/metrics.js";
@@ -411,7 +412,8 @@ class GroupCommitter {
     } catch (err) {
       if (!open) throw err;
       // Stale (the next seq is taken), or any other refusal: rolled back below, then the locking way.
-      if (isStoreUnavailable(err)) throw err;
+      // A start's count refused by its guard (auth/deferred-count.ts) is the batch's, not the guess's.
+      if (isStoreUnavailable(err) || isCountRefused(err)) throw err;
       this.stats.stale++;
       auditCommits.inc({ way: "stale" });
       this.#guesses.delete(tenantId);

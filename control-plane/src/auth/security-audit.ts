@@ -118,7 +118,9 @@ export const REFUSAL_WINDOW_SECONDS = 60;
  */
 export const auditRefusals =
   (db: Knex) =>
-  async (req: FastifyRequest, _reply: FastifyReply, err: Error): Promise<void> => {
+  async (req: FastifyRequest, _reply: FastifyReply, error: Error): Promise<void> => {
+    // What is answered: an admission's refusal in the route's error's place (auth/deferred-count.ts).
+    const err = req.admissionRefusal ?? error;
     if (!(err instanceof RcError) || (err.status !== 401 && err.status !== 403) || !req.keyActor) return;
     const actor = req.keyActor;
     let first: boolean;

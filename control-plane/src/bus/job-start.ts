@@ -9,6 +9,7 @@
 // nothing on the stream and refuses, and the api then commits the same row itself.
 import { type MsgHdrs, headers as natsHeaders } from "nats";
 import type { AuditEventInput } from "../audit/audit-log.js";
+import type { CountWithStart } from "../auth/deferred-count.js";
 
 /** An operation's row (operations/store.ts, OPERATION_COLUMNS) and its start event. */
 export interface JobStart {
@@ -27,6 +28,8 @@ export interface JobStart {
     started_at: number;
   };
   event: AuditEventInput;
+  /** The request's count, committed with the start and guarded (auth/deferred-count.ts). */
+  count?: CountWithStart;
 }
 
 const HEADER = "Rc-Job-Start";
@@ -91,5 +94,14 @@ export function startOf(
     e.keyId === r.key_id &&
     e.runId === r.run_id &&
     (e.payload as Record<string, unknown>).operation_id === r.id;
-  return rowOk && eventOk ? (s as JobStart) : undefined;
+  const c = s.count;
+  const countOk =
+    c === undefined ||
+    (c !== null &&
+      typeof c === "object" &&
+      c.key_id === r.key_id &&
+      int(c.window_seconds) &&
+      int(c.window_start) &&
+      str(c.digest));
+  return rowOk && eventOk && countOk ? (s as JobStart) : undefined;
 }

@@ -75,7 +75,8 @@ export function toRcError(err: FastifyError & { validationContext?: string }): R
 
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError & { validationContext?: string }, req, reply) => {
-    const e = toRcError(err);
+    // A refusal of an admission that ran after the route failed answers in its place (auth/deferred-count.ts).
+    const e = toRcError((req.admissionRefusal as FastifyError | null) ?? err);
     if (e.code === "RC_ERR_INTERNAL") req.log.error({ err }, "unhandled error");
     else if (e.status >= 500 && !SWITCHED_OFF.has(e.code)) req.log.error({ err, cause: e.cause }, e.code);
     return reply.status(e.status).send(e.body());

@@ -56,6 +56,14 @@ export type Access =
       grant?: Grant;
       /** The operation scope an automation key needs (403 outside it, checked before the body). */
       scope?: OperationScope;
+      /**
+       * The handler's operation start (callerStart) carries an automation key's request
+       * count, committed with it (auth/deferred-count.ts): no admission round trip for a key
+       * already admitted in its window. Only for a handler whose every path either starts
+       * its operation through the operations service or fails without side effects first
+       * (it may run again once, on the key's new row).
+       */
+      countWithStart?: boolean;
     }
   | {
       /**

@@ -75,6 +75,13 @@ export const auditCommits = new Counter({
   registers: [registry],
 });
 
+export const keyAdmissions = new Counter({
+  name: "relayctl_automation_key_admissions_total",
+  help: "Automation-key requests admitted by this api: full (counted and the key read in a round trip of their own), on_row (on the key's row cached in this window, counted by their operation's start), refused_on_start (counted on the row, their start's guard refused: admitted the full way after)",
+  labelNames: ["way"] as const,
+  registers: [registry],
+});
+
 export const natsErrors = new Counter({
   name: "relayctl_nats_errors_total",
   help: "NATS trouble seen by this process: disconnect, error, publish (failed publish), unavailable (a dispatch or wait refused while NATS was unreachable)",

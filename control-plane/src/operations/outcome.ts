@@ -2,6 +2,7 @@
 // a caller specifies, the operation started, a job handed over, and its outcome.
 // Callers that only speak of operations (routes, deployments, external deploys)
 // import these without the service.
+import type { DeferredCount } from "../auth/deferred-count.js";
 import type { DoneWaiter, Job } from "../bus/job-bus.js";
 import type { JobHint } from "../bus/job-hint.js";
 import type { FinalResult, FinalStatus, NewOperation, OperationResult } from "./store.js";
@@ -28,6 +29,11 @@ export interface StartSpec {
   audit: Record<string, unknown>;
   /** Rows that belong to the operation, written in its transaction (store.ts). */
   together?: NewOperation["together"];
+  /**
+   * The caller's request count, to commit with the start (auth/deferred-count.ts): a start
+   * that cannot carry it, or whose guard refuses it, runs the full admission first.
+   */
+  count?: DeferredCount;
 }
 
 export interface StartedOperation {

@@ -24,6 +24,8 @@ import {
   type OperationDone,
 } from "../bus/job-bus.js";
 import type { JobHint } from "../bus/job-hint.js";
+import type { JobStart } from "../bus/job-start.js";
+import { CountRefusedError } from "../auth/deferred-count.js";
 import type {
   Dispatched,
   DispatchOptions,
@@ -52,6 +54,7 @@ import {
 import {
   completionDuration,
   dispatchDuration,
+  keyAdmissions,
   natsErrors,
   operationDuration,
   operationsFinished,
@@ -121,6 +124,8 @@ export class OperationService {
    * cause itself (a 500) for anything else.
    */
   async start(spec: StartSpec): Promise<StartedOperation> {
+    // This start carries no count: the request is admitted the full way first (refused: thrown).
+    await spec.count?.admit();
     const { id, startedAt } = await createOperation(this.db, this.#newOperation(spec));
     operationsStarted.inc({ type: spec.operationType });
     const head = chainHeadGuess(this.db, spec.tenantId);
@@ -141,7 +146,8 @@ export class OperationService {
    * refusal, the end of the wait, a bus that cannot be reached) has this process commit the same
    * start itself first, unless it is there already: nothing runs, and nothing is answered
    * "running" or "not run", without its start committed. Only a start without rows of its own
-   * (`together`) and with a lease goes with its job.
+   * (`together`) and with a lease goes with its job. A start that carries its request's count
+   * (auth/deferred-count.ts) commits it with the start, whichever side commits it.
    */
   async startAndRun(
     spec: StartSpec,
@@ -153,7 +159,7 @@ export class OperationService {
       const op = await this.start(spec);
       return { op, outcome: await this.run(op, kind, waitMs, opts) };
     }
-    const start = buildOperation(this.#newOperation(spec));
+    const start: JobStart = { ...buildOperation(this.#newOperation(spec)), count: spec.count?.count };
     const { id, started_at: startedAt } = start.row;
     const op: StartedOperation = {
       id,
@@ -164,8 +170,20 @@ export class OperationService {
       hint: { seq: 0, head: null, operationType: spec.operationType, startedAt, runId: spec.runId },
     };
     let committed: Promise<void> | undefined;
+    // With its count when it carries one: a guard that refuses it has the request admitted the
+    // full way (its refusal thrown), then the start committed without (the admission counted it).
+    const commitOwn = async () => {
+      try {
+        await commitStart(this.db, start);
+      } catch (err) {
+        if (!(err instanceof CountRefusedError) || !spec.count) throw err;
+        keyAdmissions.inc({ way: "refused_on_start" });
+        await spec.count.admit();
+        await commitStart(this.db, { ...start, count: undefined });
+      }
+    };
     const ensureStarted = () => {
-      committed ??= commitStart(this.db, start).then(() => {});
+      committed ??= commitOwn();
       return committed;
     };
     const job: Job = { operationId: id, kind, traceContext: {}, requestId: currentRequestId() ?? "" };

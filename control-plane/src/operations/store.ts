@@ -12,6 +12,7 @@ import { isStoreUnavailable } from "../db/unavailable.js";
 import { RcError } from "../errors.js";
 import type { OperationType } from "./types.js";
 import type { JobStart } from "../bus/job-start.js";
+import { CountRefusedError, countStatements, isCountRefused } from "../auth/deferred-count.js";
 
 export type OperationStatus = "running" | "completed" | "failed" | "timeout";
 export type FinalStatus = Exclude<OperationStatus, "running">;
@@ -128,6 +129,8 @@ export async function commitStart(db: Knex, start: JobStart): Promise<"started" 
     await commitAuditedBulk(db, start.event.tenantId, insertOperations, start);
     return "started";
   } catch (err) {
+    // Its count's guard: nothing committed; the request is to be admitted the full way.
+    if (isCountRefused(err)) throw new CountRefusedError(err);
     if (
       (err as { errno?: number } | null)?.errno === 1062 ||
       (err as { code?: string }).code === "SQLITE_CONSTRAINT_PRIMARYKEY"
@@ -140,20 +143,28 @@ export async function commitStart(db: Knex, start: JobStart): Promise<"started" 
   }
 }
 
-/** The operations started together: one multi-row insert, sent with their events. */
-const insertOperations: BulkKind<{ row: JobStart["row"]; event: AuditEventInput }, undefined> = {
-  plan: (_db, items) => ({
-    outcomes: items.map((i) => ({ event: i.event, value: undefined })),
-    // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits. A nullable
-    // column no row of the batch fills is left to its default (NULL): fewer literals to parse.
-    writes: [
-      insertRows(
-        "operations",
-        OPERATION_COLUMNS.filter((c) => !DEFAULT_NULL.has(c) || items.some((i) => i.row[c] != null)),
-        items.map((i) => i.row),
-      ),
-    ],
-  }),
+/**
+ * The operations started together: one multi-row insert, sent with their events. The
+ * counts of starts that carry one come after it (auth/deferred-count.ts): a start
+ * already committed by the other side stops the batch at its row, before its count.
+ */
+const insertOperations: BulkKind<JobStart, undefined> = {
+  plan: (_db, items) => {
+    const counts = items.flatMap((i) => (i.count ? [i.count] : []));
+    return {
+      outcomes: items.map((i) => ({ event: i.event, value: undefined })),
+      // SQLite's bound-parameter cap: 12 columns x 200 rows (the largest batch) fits. A nullable
+      // column no row of the batch fills is left to its default (NULL): fewer literals to parse.
+      writes: [
+        insertRows(
+          "operations",
+          OPERATION_COLUMNS.filter((c) => !DEFAULT_NULL.has(c) || items.some((i) => i.row[c] != null)),
+          items.map((i) => i.row),
+        ),
+        ...countStatements(counts),
+      ],
+    };
+  },
 };
 
 /** Columns of an operation's row that are NULL when not written (migrations 001 and 004). */

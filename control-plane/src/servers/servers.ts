@@ -5,6 +5,7 @@ import type { Knex } from "knex";
 import type { Principal } from "../auth/principal.js";
 import type { JobBus } from "../bus/job-bus.js";
 import { RcError } from "../errors.js";
+import { requireServerScope } from "./scope.js";
 import { placeholders, runStatement } from "../db/statement.js";
 import { Coalescer } from "../lib/coalescer.js";
 import { labelsOf } from "../fleets/labels.js";
@@ -165,8 +166,7 @@ export async function findServer(db: Knex, principal: Principal, serverId: strin
   // Another tenant's server is as unknown as a missing one (checked on every call).
   if (!row || row.tenant_id !== principal.tenantId)
     throw new RcError("RC_ERR_SERVER_NOT_FOUND", `server '${serverId}' not found`);
-  if (principal.servers.length > 0 && !principal.servers.includes(row.id)) {
-    throw new RcError("RC_ERR_FORBIDDEN", `server '${row.name}' is outside this key's server scope`);
-  }
-  return { id: row.id, name: row.name };
+  const server = { id: row.id, name: row.name };
+  requireServerScope(principal, server);
+  return server;
 }

@@ -16,7 +16,7 @@ export const execRoutes = (ctx: ApiContext): RouteSpec[] => [
   route({
     method: "POST",
     url: `${AUTOMATION_API}/exec`,
-    access: { credentials: AUTOMATION, scope: "exec", role: "owner", grant: "exec" },
+    access: { credentials: AUTOMATION, scope: "exec", role: "owner", grant: "exec", countWithStart: true },
     tag: "automation",
     schema: { body: execBody },
     responses: { 200: finished, 202: running },

@@ -3,6 +3,7 @@
 // of its type. The life of the operation itself is the operations service's.
 import type { FastifyRequest } from "fastify";
 import { userActor } from "../../accounts/users.js";
+import { countForStart } from "../../auth/deferred-count.js";
 import type { ServerRef, StartSpec, StartedOperation } from "../../operations/outcome.js";
 import { viaOf } from "../../mcp/marker.js";
 import type { ApiContext } from "../../http/context.js";
@@ -40,6 +41,8 @@ export function callerStart(req: FastifyRequest, spec: CallerOperation): StartSp
     deadlineSeconds: spec.deadlineSeconds,
     leased: spec.leased,
     preBootId: spec.preBootId,
+    // A countWithStart route's deferred count goes with the start (auth/deferred-count.ts).
+    count: countForStart(req, spec.server),
     audit: {
       ...spec.audit,
       key_id: principal.keyId,
