@@ -495,6 +495,15 @@ async function ptyRate(concurrency, seconds) {
 
 // --- main -------------------------------------------------------------------------------------
 
+/** `way` → automation-key admissions counted so far by the api at `baseUrl` (its /metrics). */
+async function keyAdmissions(baseUrl) {
+  const text = await (await fetch(new URL("/metrics", baseUrl))).text();
+  const out = {};
+  for (const m of text.matchAll(/^relayctl_automation_key_admissions_total\{way="(\w+)"\} (\d+)$/gm))
+    out[m[1]] = Number(m[2]);
+  return out;
+}
+
 async function main() {
   const results = {};
   await runBench(BENCH, async (group, tmp) => {
@@ -563,6 +572,7 @@ async function main() {
           };
           const cpuBefore = cpuSeconds(pids);
           const ioBefore = syscalls(pids);
+          const admissionsBefore = await keyAdmissions(stack.baseUrl);
           const r = await load(stack.baseUrl, {
             serverIds,
             keys,
@@ -573,6 +583,7 @@ async function main() {
           const statusAfter = await dbStatus(db);
           const cpuAfter = cpuSeconds(pids);
           const ioAfter = syscalls(pids);
+          const admissionsAfter = await keyAdmissions(stack.baseUrl);
           const after = await settle(db, serverIds, {
             completed_200: r.completed_200 + before.completed,
           });
@@ -589,6 +600,11 @@ async function main() {
               after.operations - before.operations,
             ),
             agent_counters: { ...(fleet.fresh ? await fleet.fresh() : fleet.counters) },
+            // How the api admitted the requests (relayctl_automation_key_admissions_total): on the
+            // key's row, their counts committed with their starts, or the full way.
+            key_admissions: Object.fromEntries(
+              Object.entries(admissionsAfter).map(([way, n]) => [way, n - (admissionsBefore[way] ?? 0)]),
+            ),
           };
         } finally {
           fleet.stop();
