@@ -5,6 +5,8 @@
 //   preValidation  the operation scope a key needs (403 before the body's rules
 //                  are told: a key without the scope learns nothing about them);
 //   onError        refusals of a known key audited (auth/security-audit.ts);
+//                  on a `countWithStart` route, the full admission first when
+//                  the request was admitted on a cached key row (auth/deferred-count.ts);
 //   schema         validation (zod) and the OpenAPI description: tag, the
 //                  security schemes of its credentials, its documented answers.
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
@@ -158,8 +160,8 @@ function rerunOnNewRow(
 /**
  * onError of a countWithStart route, before the refusals are audited: an error
  * met while the request's count was still deferred (its body invalid, or never
- * whole: the caller went away) waits
- * for the full admission and the scope, whose refusal answers in its place.
+ * whole: the caller went away) waits for the full admission and the scope, whose
+ * refusal answers in its place.
  */
 const admitBeforeRefusal = (scope: OperationScope | undefined) => async (req: FastifyRequest) => {
   try {

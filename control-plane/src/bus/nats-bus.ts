@@ -212,12 +212,18 @@ class NatsBus implements JobBus {
     const data = codec.job.encode(job);
     // The PRODUCER span ends once the job is out: what follows is the completion's.
     void tracedJobRequest(subject, job.operationId, async (headers: MsgHdrs | undefined) => {
-      // Published with the others of this turn of the event loop (setImmediate runs once the
-      // turn's I/O callbacks have run): the client writes what is published in one task as one
-      // socket write, and requests parsed in separate I/O callbacks each made a write of their
-      // own (twice the api's writes and four times NATS's reads per exec under load, measured
-      // when the exec's admission round trip, which had lined them up, went).
-      if (this.#outgoing.push({ subject, data, reply, headers: headersOf(headers) }) === 1)
+      const h = headersOf(headers);
+      // Alone (no other job of this process waits for its completion): out at once. Otherwise
+      // with the others of this turn of the event loop (setImmediate runs once the turn's I/O
+      // callbacks have run): the client writes what is published in one task as one socket
+      // write, and requests parsed in separate I/O callbacks each made a write of their own
+      // (twice the api's writes and four times NATS's reads per exec under load, measured when
+      // the exec's admission round trip, which had lined them up, went).
+      if (this.waiters.size <= 1 && this.#outgoing.length === 0) {
+        this.publish(subject, data, { reply, headers: h });
+        return;
+      }
+      if (this.#outgoing.push({ subject, data, reply, headers: h }) === 1)
         setImmediate(() => this.#publishOutgoing());
     });
   }
