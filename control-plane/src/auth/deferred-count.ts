@@ -1,6 +1,6 @@
 // An automation key's request counted in the commit of the operation it starts,
 // instead of in a round trip of its own before the route runs (issue 34: that
-// round trip was the whole gap between an exec and its floor).
+// round trip was the whole gap between an exec and its floor on a fast-fork Intel Xeon).
 //
 // A key this process admitted the full way (admit-automation-key.ts) keeps its
 // row here, with a digest of the admission's columns that MariaDB computes. A
@@ -17,13 +17,15 @@
 //     refuses the start (its digest no longer matches), so nothing runs on a
 //     key's old row;
 //   - every request is counted exactly once: a start that commits carries its
-//     count; anything else (the guard refused, the body was invalid, the server
-//     unknown, the gateway refused, the wait ended) runs the full admission as
-//     before, before the request is answered, and its refusals (429, 401, 403)
-//     answer in the place of whatever the route would have said. An api that
-//     commits the start itself inserts the operation's row first, so a gateway
-//     that committed it (with its count) makes it "already", and one that did
-//     not can no longer.
+//     count, whichever side commits it (the gateway, or the api itself when the
+//     gateway refused the job or the wait ended); anything else (a guard refused,
+//     the body was invalid, the server unknown or out of the key's scope) runs
+//     the full admission as before, before the request is answered, and its
+//     refusals (429, 401, 403) answer in the place of whatever the route would
+//     have said. A start's row is inserted before its count, so when the api
+//     commits a start its gateway committed first, the row makes it "already"
+//     (nothing counted twice), and a gateway that comes after the api fails on
+//     the row the same way.
 //
 // A key near its limit (or in a window this process has not counted in yet) is
 // admitted the full way, so guards rarely refuse: one that does costs its batch a
@@ -49,7 +51,7 @@ export interface CountWithStart {
   key_id: string;
   window_seconds: number;
   window_start: number;
-  /** The key row's digest (KEY_DIGEST) the request was admitted on. */
+  /** The key row's digest (KEY_DIGEST_SQL) the request was admitted on. */
   digest: string;
 }
 
