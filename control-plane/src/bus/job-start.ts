@@ -33,12 +33,18 @@ export interface JobStart {
 }
 
 const HEADER = "Rc-Job-Start";
+/**
+ * A start that carries its request's count goes under a header of its own: a gateway that
+ * does not know counts finds no start it can read, refuses the job, and the api commits the
+ * start with its count itself (a rolling upgrade loses no count; it only takes the slower way).
+ */
+const COUNTED_HEADER = "Rc-Job-Start-Counted";
 
 /** `headers` (made when absent) with the start set. Non-ASCII is escaped: a header is a line of text. */
 export function withStart(headers: MsgHdrs | undefined, start: JobStart): MsgHdrs {
   const h = headers ?? natsHeaders();
   h.set(
-    HEADER,
+    start.count ? COUNTED_HEADER : HEADER,
     JSON.stringify(start).replace(
       /[\u007f-\uffff]/g,
       (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
@@ -61,7 +67,8 @@ export function startOf(
   serverId: string,
   operationId: string,
 ): JobStart | undefined {
-  const raw = headers?.get(HEADER);
+  const counted = headers?.get(COUNTED_HEADER);
+  const raw = counted || headers?.get(HEADER);
   if (!raw) return undefined;
   let s: Partial<JobStart>;
   try {
@@ -95,10 +102,12 @@ export function startOf(
     e.runId === r.run_id &&
     (e.payload as Record<string, unknown>).operation_id === r.id;
   const c = s.count;
+  // A count under the counted header only, and the counted header only with a count.
   const countOk =
-    c === undefined ||
+    (c === undefined && !counted) ||
     (c !== null &&
       typeof c === "object" &&
+      !!counted &&
       c.key_id === r.key_id &&
       int(c.window_seconds) &&
       int(c.window_start) &&
