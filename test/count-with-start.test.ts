@@ -8,9 +8,8 @@
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { connect } from "node:net";
-import { setTimeout as delay } from "node:timers/promises";
 import test from "ava";
-import { waitForMinuteRoom } from "./harness/wait";
+import { pollUntil, waitForMinuteRoom } from "./harness/wait";
 import { assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
@@ -33,6 +32,16 @@ const apiUrls = () => c.apis.map((a) => a.apiUrl);
 async function newKey(rateLimit: number) {
   const { key, keyId } = await c.createKey(["--rate-limit", String(rateLimit)]);
   return { key, id: keyId };
+}
+
+/** A key of limit 1000 whose first exec went through the first api: that api now admits it on its row. */
+async function keyAdmittedOnce(roomMs: number) {
+  const { key, id } = await newKey(1000);
+  await waitForMinuteRoom(roomMs);
+  const url = apiUrls()[0]!;
+  const first = await exec(url, key);
+  if (first.status !== 200) throw new Error(`first exec: ${describe(first)}`);
+  return { key, id, url };
 }
 
 function exec(baseUrl: string, key: string, body: Record<string, unknown> = {}): Promise<ApiResponse> {
@@ -78,15 +87,15 @@ test.serial(
     const { key, id } = await newKey(1000);
     await waitForMinuteRoom(5_000);
     const [url] = apiUrls();
-    const before = await admissions(url!);
-    const first = await exec(url!, key);
+    const before = await admissions(url);
+    const first = await exec(url, key);
     t.is(first.status, 200, describe(first));
     for (let i = 0; i < 5; i++) {
-      const res = await exec(url!, key, { command: `echo run-${i}` });
+      const res = await exec(url, key, { command: `echo run-${i}` });
       t.is(res.status, 200, describe(res));
       t.is(res.json.stdout, `run-${i}\n`);
     }
-    const after = await admissions(url!);
+    const after = await admissions(url);
     t.is(moved(after, before, "full"), 1, "the first request of the window went the full way");
     t.is(moved(after, before, "on_row"), 5, "the others were admitted on the key's row");
     t.is(moved(after, before, "refused_on_start"), 0);
@@ -125,20 +134,17 @@ test.serial("count with start - exactly rate_limit execs pass across two api pro
 test.serial(
   "count with start - a key revoked after its row was cached: the next exec is 401 and runs nothing",
   async (t) => {
-    const { key, id } = await newKey(1000);
-    await waitForMinuteRoom(5_000);
-    const [url] = apiUrls();
-    t.is((await exec(url!, key)).status, 200);
+    const { key, id, url } = await keyAdmittedOnce(5_000);
     const revoke = await request(c, `/api/automation-keys/${id}`, {
       method: "DELETE",
       key: null,
       headers: { "x-api-key": apiKey },
     });
     t.is(revoke.status, 204, describe(revoke));
-    const before = await admissions(url!);
-    const res = await exec(url!, key, { command: "echo must-not-run" });
+    const before = await admissions(url);
+    const res = await exec(url, key, { command: "echo must-not-run" });
     t.regex(assertDetailOnly(t, res, 401), /revoked/);
-    const after = await admissions(url!);
+    const after = await admissions(url);
     t.is(moved(after, before, "on_row"), 1, "admitted on the cached row first");
     t.is(moved(after, before, "refused_on_start"), 1, "its start's guard refused it");
     t.is(await operationsOf(id), 1, "nothing ran");
@@ -196,33 +202,28 @@ test.serial(
 test.serial(
   "count with start - a server that is not connected and a wait that ends: counted once",
   async (t) => {
-    const { key, id } = await newKey(1000);
-    await waitForMinuteRoom(10_000);
-    const [url] = apiUrls();
-    t.is((await exec(url!, key)).status, 200);
+    const { key, id, url } = await keyAdmittedOnce(10_000);
     const offline = await c.addServer({ start: false });
-    const before = await admissions(url!);
-    const notConnected = await exec(url!, key, { server_id: offline.serverId });
+    const before = await admissions(url);
+    const notConnected = await exec(url, key, { server_id: offline.serverId });
     t.is(notConnected.status, 409, describe(notConnected));
-    const slow = await exec(url!, key, { command: "sleep 2; echo late", timeout_seconds: 1 });
+    const slow = await exec(url, key, { command: "sleep 2; echo late", timeout_seconds: 1 });
     t.is(slow.status, 202, describe(slow));
-    const after = await admissions(url!);
+    const after = await admissions(url);
     t.is(moved(after, before, "on_row"), 2);
     t.is(moved(after, before, "full"), 0, "their counts went with their starts");
     // The slow one's start was committed by the gateway or by the api when its wait ended: once.
     const operationId = String(slow.json.operation_id);
     let polls = 0;
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      polls++;
-      const op = await request({ baseUrl: url!, key }, `/api/automation/v1/operations/${operationId}`);
-      if (op.json.status === "completed") {
-        t.is((op.json.result as { stdout?: string } | null)?.stdout, "late\n");
-        break;
-      }
-      if (Date.now() > deadline) t.fail(`still ${describe(op)}`);
-      await delay(100);
-    }
+    const finished = await pollUntil(
+      async () => {
+        polls++;
+        const op = await request({ baseUrl: url, key }, `/api/automation/v1/operations/${operationId}`);
+        return op.json.status === "completed" ? op : undefined;
+      },
+      { what: `operation ${operationId} completed`, timeoutMs: 20_000, intervalMs: 100 },
+    );
+    t.is((finished.json.result as { stdout?: string } | null)?.stdout, "late\n");
     t.is(await operationsOf(id), 3);
     t.is(await startEventsOf(id), 3);
     t.is(await countOf(id), 3 + polls, "three execs and each status read, each counted once");
@@ -232,14 +233,11 @@ test.serial(
 test.serial(
   "count with start - a request that goes away before its handler is counted all the same",
   async (t) => {
-    const { key, id } = await newKey(1000);
-    await waitForMinuteRoom(10_000);
-    const [url] = apiUrls();
-    t.is((await exec(url!, key)).status, 200);
-    const before = await admissions(url!);
+    const { key, id, url } = await keyAdmittedOnce(10_000);
+    const before = await admissions(url);
     // Headers admit it on the key's row; its body never comes whole, and the caller hangs up: the
     // body's error (onError) counts it the full way.
-    const { hostname, port } = new URL(url!);
+    const { hostname, port } = new URL(url);
     const socket = connect(Number(port), hostname);
     await once(socket, "connect");
     socket.write(
@@ -253,18 +251,18 @@ test.serial(
         "{",
       ].join("\r\n"),
     );
-    const deadline = Date.now() + 10_000;
-    while (moved(await admissions(url!), before, "on_row") < 1) {
-      if (Date.now() > deadline) return t.fail("the request was never admitted");
-      await delay(50);
-    }
+    await pollUntil(async () => moved(await admissions(url), before, "on_row") >= 1 || undefined, {
+      what: "the request admitted on the key's row",
+      timeoutMs: 10_000,
+      intervalMs: 50,
+    });
     socket.destroy();
-    while ((await countOf(id)) < 2) {
-      if (Date.now() > deadline)
-        return t.fail(`count ${await countOf(id)}: the abandoned request was not counted`);
-      await delay(50);
-    }
-    t.is(moved(await admissions(url!), before, "full"), 1, "counted the full way when it ended");
+    await pollUntil(async () => (await countOf(id)) >= 2 || undefined, {
+      what: "the abandoned request counted",
+      timeoutMs: 10_000,
+      intervalMs: 50,
+    });
+    t.is(moved(await admissions(url), before, "full"), 1, "counted the full way when it ended");
     t.is(await countOf(id), 2);
     t.is(await operationsOf(id), 1);
   },

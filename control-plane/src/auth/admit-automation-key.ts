@@ -59,16 +59,20 @@ interface Admitted {
   known: number;
 }
 
-/** Key id → its last full admission, per database; emptied when full. */
-const admittedKeys = new WeakMap<Knex, Map<string, Admitted>>();
+/**
+ * Per database: token hash → key id (a miss costs one lookup), and key id → its last full
+ * admission. Each is emptied when full.
+ */
+const caches = new WeakMap<Knex, { ids: Map<string, string>; admitted: Map<string, Admitted> }>();
+const MAX_CACHED_KEYS = 10_000;
 
-function admittedOf(db: Knex): Map<string, Admitted> {
-  let m = admittedKeys.get(db);
-  if (!m) {
-    m = new Map();
-    admittedKeys.set(db, m);
+function cacheOf(db: Knex) {
+  let c = caches.get(db);
+  if (!c) {
+    c = { ids: new Map(), admitted: new Map() };
+    caches.set(db, c);
   }
-  return m;
+  return c;
 }
 
 /**
@@ -78,22 +82,9 @@ function admittedOf(db: Knex): Map<string, Admitted> {
  */
 const onRowCeiling = (limit: number) => limit - Math.max(1, Math.ceil(limit / 10));
 
-/** Token hash → key id, per database; emptied when full (a miss costs one lookup). */
-const keyIds = new WeakMap<Knex, Map<string, string>>();
-const MAX_CACHED_KEYS = 10_000;
-
-function idCache(db: Knex): Map<string, string> {
-  let ids = keyIds.get(db);
-  if (!ids) {
-    ids = new Map();
-    keyIds.set(db, ids);
-  }
-  return ids;
-}
-
 /** The key id of a token hash: cached, or looked up (401 for an unknown key, never cached). */
 async function keyIdOf(db: Knex, hash: string): Promise<string> {
-  const ids = idCache(db);
+  const ids = cacheOf(db).ids;
   const cached = ids.get(hash);
   if (cached) return cached;
   const row = await db("automation_keys").where({ token_hash: hash }).first<{ id: string } | undefined>("id");
@@ -134,10 +125,10 @@ async function admitFully(
     bindings: [keyId],
   }));
   const row = counted.rows[0];
-  const admitted = admittedOf(db);
+  const { ids, admitted } = cacheOf(db);
   if (!row) {
     // The key is gone (its tenant deleted): unknown from now on.
-    idCache(db).delete(hash);
+    ids.delete(hash);
     admitted.delete(keyId);
     throw new RcError("RC_ERR_UNAUTHENTICATED", "invalid automation key");
   }
@@ -168,7 +159,7 @@ function admitOnRow(
   keyId: string,
   scope: OperationScope | undefined,
 ): Principal | undefined {
-  const admitted = admittedOf(db).get(keyId);
+  const admitted = cacheOf(db).admitted.get(keyId);
   if (!admitted) return undefined;
   const { row } = admitted;
   if (row.key_digest === null) return undefined;
@@ -191,7 +182,7 @@ function admitOnRow(
   const full = async (r: FastifyRequest, rep: FastifyReply) => {
     const hash = presentedKeyHash(r);
     r.principal = await admitFully(db, r, rep, hash, await keyIdOf(db, hash));
-    return { changed: admittedOf(db).get(keyId)?.row.key_digest !== count.digest };
+    return { changed: cacheOf(db).admitted.get(keyId)?.row.key_digest !== count.digest };
   };
   req.deferredAdmission = new DeferredAdmission(count, req, reply, full, scope);
   noteUse(db, req.log, "automation_keys", row.id);
