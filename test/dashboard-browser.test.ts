@@ -4,116 +4,44 @@
 // creates an automation key with scopes (secret shown once), revokes it and the
 // API refuses it; adds a server by running the enroll command the page shows and
 // sees it turn connected; creates an application, sets an env variable that never
-// comes back, deploys and follows the live log to success; finds a CI run's
-// operations by run_id. Every page passes axe-core (no serious or critical
-// violation) and is screenshotted, at laptop and at phone width, where no page scrolls
-// sideways; the set is copied to docs/screenshots/.
+// comes back, deploys and follows the live log to success; rolls back a release;
+// finds a CI run's operations by run_id. Every page passes axe-core (no serious or
+// critical violation) and is screenshotted, at laptop and at phone width, where no
+// page scrolls sideways; the set is copied to docs/screenshots/ (harness/dashboard-browser.ts).
+// API keys, registry credentials, sessions and members: dashboard-browser-settings.test.ts.
 // One browser, one stack, tests in order (each builds on the one before).
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import test, { type ExecutionContext } from "ava";
-import type { Page } from "playwright-core";
+import test from "ava";
 import { Agent } from "./harness/agent";
-import {
-  LAPTOP,
-  PHONE,
-  type Session,
-  axeViolations,
-  describeViolations,
-  launchBrowser,
-  publishScreenshots,
-  screenshot,
-} from "./harness/browser";
-import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
+import { makeTempDir, onCleanup } from "./harness/cleanup";
 import { removeAppContainers, removeAppImages } from "./harness/containers";
-import { type DeployStack, startDeployStack } from "./harness/deploy-stack";
-import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
-import { api, request } from "./harness/http";
-import { type Person, createOwner } from "./harness/people";
+import {
+  LIVE_MS,
+  b,
+  checkPage,
+  dashboardBrowser,
+  open,
+  owner,
+  page,
+  repo,
+  row,
+  s,
+  uniq,
+} from "./harness/dashboard-browser";
+import { APP_PORT, createAppRepo } from "./harness/git-repo";
+import { api } from "./harness/http";
 import { AGENT_MAIN } from "./harness/programs";
 import { proxyGet } from "./harness/proxy-client";
 import { pollUntil } from "./harness/wait";
 
 const sh = promisify(execFile);
 const DEPLOY_MS = 150_000;
-const LIVE_MS = 20_000;
 
-let s: DeployStack;
-let repo: AppRepo;
-let owner: Person;
-let b: Session;
-let page: Page;
-let shots: string;
-const FAILURES = join(tmpdir(), "relayctl-dashboard-failures");
-const uniq = (p: string) => `${p}-${randomBytes(3).toString("hex")}`;
-
-test.before(async () => {
-  [repo, s] = await Promise.all([createAppRepo({ first: "1" }), startDeployStack()]);
-  owner = await createOwner(s.c.db.url, s.c.tenantId);
-  b = await launchBrowser(s.c.baseUrl);
-  page = b.page;
-  shots = makeTempDir("dashboard-shots");
-});
-test.after.always(cleanupAll);
-let allPassed = true;
-// What the page showed when a test failed, kept after the run (temp dirs are not).
-test.afterEach.always(async (t) => {
-  if (!t.passed) allPassed = false;
-  if (!t.passed && page) {
-    mkdirSync(FAILURES, { recursive: true });
-    const file = join(
-      FAILURES,
-      `failed-${t.title
-        .replace(/^.* hook for /, "")
-        .replace(/\W+/g, "-")
-        .slice(0, 60)}.png`,
-    );
-    await page.screenshot({ path: file }).catch(() => undefined);
-    t.log(`screenshot of the failure: ${file}`);
-  }
-});
-
-/** Opens a dashboard path and waits for its page heading. */
-async function open(path: string, heading: string) {
-  const res = await page.goto(path);
-  await page.getByRole("heading", { level: 1, name: heading }).waitFor();
-  return res;
-}
-
-/**
- * The page as shown, at laptop and at phone width: no serious or critical axe violation,
- * nothing sticking out sideways on the phone, and a screenshot of each (<name>.png, the
- * viewport, and <name>-phone.png, the whole page: the set docs/screenshots/ gets).
- */
-async function checkPage(t: ExecutionContext, name: string) {
-  await page.locator(".loading").first().waitFor({ state: "detached" });
-  for (const [size, shot] of [
-    [LAPTOP, name],
-    [PHONE, `${name}-phone`],
-  ] as const) {
-    await page.setViewportSize(size);
-    const violations = await axeViolations(page);
-    t.deepEqual(violations, [], `${shot}: ${describeViolations(violations)}`);
-    if (size === PHONE) {
-      const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
-      // On failure, name the elements that stick out (outside a scrollable region).
-      const wide = await page.evaluate(`[...document.querySelectorAll("body *")]
-      .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
-      .filter((e) => { for (let p = e.parentElement; p; p = p.parentElement)
-        if (["auto", "scroll", "hidden"].includes(getComputedStyle(p).overflowX)) return false; return true; })
-      .slice(0, 5).map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).join(", ")`);
-      t.true(Number(overflow) <= 0, `${name} scrolls sideways at ${size.width} px by ${overflow}px: ${wide}`);
-    }
-    await screenshot(b, shots, shot, size === PHONE);
-  }
-  await page.setViewportSize(LAPTOP);
-}
-
-const row = (name: string) => page.locator("tr", { has: page.locator("th", { hasText: name }) });
+dashboardBrowser(test);
 
 test.serial("dashboard - / sends a signed-out person to sign in, and back to /app/ after it", async (t) => {
   await page.goto("/");
@@ -411,110 +339,6 @@ test.serial("dashboard - Activity finds a CI run's operations by run_id, with it
     .getByTestId("audit-chain")
     .getByText(/^Audit chain verified: \d+ events/)
     .waitFor();
-});
-
-test.serial(
-  "dashboard - an API key (rck_) shown once and revoked; a registry password never comes back",
-  async (t) => {
-    await open("/app/keys", "API Keys");
-    const name = uniq("ops-key");
-    await page.getByRole("form", { name: "New API key" }).getByLabel("Name").fill(name);
-    await page.getByRole("button", { name: "Create API key" }).click();
-    const key = await page.getByRole("textbox", { name: "API key", exact: true }).inputValue();
-    t.regex(key, /^rck_/);
-    const tenant = () => request(s.c, "/api/tenant", { key: null, headers: { "x-api-key": key } });
-    t.is((await tenant()).status, 200);
-    await page.getByRole("button", { name: "Done" }).click();
-    await row(name)
-      .getByRole("button", { name: `Revoke ${name}` })
-      .click();
-    await page.getByRole("dialog").getByRole("button", { name: "Revoke key" }).click();
-    await row(name).waitFor({ state: "detached" });
-    t.is((await tenant()).status, 401, "the revoked API key is refused");
-    await checkPage(t, "api-keys");
-
-    await open("/app/registry", "Registry credentials");
-    const password = `pw-${randomBytes(12).toString("hex")}`;
-    const form = page.getByRole("form", { name: "Add a registry credential" });
-    const cred = uniq("ghcr");
-    await form.getByLabel("Name", { exact: true }).fill(cred);
-    await form.getByLabel(/Registry/).fill("ghcr.io");
-    await form.getByLabel("User name").fill("ci-bot");
-    await form.getByLabel("Password or token").fill(password);
-    await form.getByRole("button", { name: "Add credential" }).click();
-    await row(cred).waitFor();
-    t.regex((await row(cred).textContent()) ?? "", /ghcr\.io.*ghcr.*ci-bot/);
-    t.is(await form.getByLabel("Password or token").inputValue(), "");
-    t.false((await page.content()).includes(password), "password in the DOM");
-    t.deepEqual(
-      b.bodies.filter((body) => body.includes(password)),
-      [],
-      "password in a response",
-    );
-    await checkPage(t, "registry-credentials");
-    await row(cred)
-      .getByRole("button", { name: `Remove ${cred}` })
-      .click();
-    await page.getByRole("dialog").getByRole("button", { name: "Remove credential" }).click();
-    await row(cred).waitFor({ state: "detached" });
-  },
-);
-
-test.serial(
-  "dashboard - Account: another browser's session is revoked from here and is signed out",
-  async (t) => {
-    const other = await b.browser.newContext({ baseURL: s.c.baseUrl });
-    onCleanup(() => other.close());
-    const phone = await other.newPage();
-    await phone.goto("/login?next=/app/");
-    await phone.getByLabel("E-mail").fill(owner.email);
-    await phone.getByLabel("Password").fill(owner.password);
-    await phone.getByRole("button", { name: "Sign in" }).click();
-    await phone.waitForURL(/\/app\/$/);
-    t.is((await phone.request.get("/api/me")).status(), 200);
-
-    await open("/app/account", "Account");
-    const sessions = page.getByRole("list", { name: "Browser sessions" }).locator("li");
-    await sessions.nth(1).waitFor();
-    t.is(await sessions.count(), 2);
-    t.is(await sessions.filter({ hasText: "(this browser)" }).count(), 1);
-    await checkPage(t, "account");
-    await sessions
-      .filter({ hasNotText: "(this browser)" })
-      .getByRole("button", { name: /^Revoke/ })
-      .click();
-    await page.getByRole("dialog").getByRole("button", { name: "Revoke session" }).click();
-    await sessions.nth(1).waitFor({ state: "detached" });
-    t.is((await phone.request.get("/api/me")).status(), 401, "the revoked browser is signed out");
-    t.is((await page.request.get("/api/me")).status(), 200, "this one is not");
-  },
-);
-
-test.serial("dashboard - Members invites by a link shown once; Sign out ends the session", async (t) => {
-  await open("/app/members", "Members");
-  await row(owner.email).waitFor();
-  const form = page.getByRole("form", { name: "Invite someone" });
-  await form.getByLabel("E-mail").fill(`${uniq("dev")}@example.test`);
-  await form.getByRole("button", { name: "Create invite link" }).click();
-  const link = await page.getByRole("textbox", { name: "Invite link" }).inputValue();
-  t.regex(link, /\/invite\/\S+$/);
-  const invited = await fetch(link);
-  t.is(invited.status, 200, "the link opens the invite page");
-  await checkPage(t, "members");
-
-  // Every page so far was checked at phone width too (checkPage).
+  // No page of this file logged an error (dashboard-browser-settings' Members test checks its own).
   t.deepEqual(b.consoleErrors, [], "no script error and no CSP refusal in the console");
-
-  // Sign out ends the session: the pages lead to sign-in again.
-  await page.getByRole("button", { name: "Sign out" }).click();
-  await page.waitForURL(/\/login$/);
-  await page.goto("/app/servers");
-  t.regex(page.url(), /\/login\?next=%2Fapp%2Fservers$/);
-  t.is((await page.request.get("/api/me")).status(), 401);
-});
-
-// Only a run where every test passed replaces the set the docs show (ava runs test.after
-// after a failed test too; before test.after.always, so before cleanupAll removes the shots).
-test.after(() => {
-  if (allPassed) publishScreenshots(b);
 });

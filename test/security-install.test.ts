@@ -2,7 +2,7 @@
 // `sudo sh`. When relayctl's URL is plain http on an address that is not this
 // machine, anyone on the way could change that script, so no command (and no
 // token) is handed out: 409 saying to set an https public URL. Over https the
-// command pins the key the agent bundles are signed with (install-agent.test.ts
+// command pins the key the agent bundles are signed with (install-agent-bundles.test.ts
 // runs the installer against a tampered bundle and checksum).
 import test from "ava";
 import { describe } from "./harness/assertions";

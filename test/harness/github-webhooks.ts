@@ -59,13 +59,13 @@ export async function githubWebhooks(baseUrl: string, db: Database, secret: stri
 /**
  * The App's installation on one repository as its `installation` `created` delivery (GitHub's
  * example payload, `created`) tells it, bound to the stack's tenant as the setup URL's flow
- * (github-app.test.ts's subject) leaves it, and the application linked to the repository.
+ * (github-app.test.ts's subject) leaves it.
  */
-export async function installAndLink(
+export async function bindInstallation(
   s: DeployStack,
   hooks: GitHubWebhooks,
   created: Json,
-  o: { installation: number; repositoryId: number; fullName: string; applicationId: string },
+  o: { installation: number; repositoryId: number; fullName: string },
 ): Promise<void> {
   const payload = structuredClone(created);
   payload.installation = { ...payload.installation, id: o.installation };
@@ -77,6 +77,16 @@ export async function installAndLink(
     s.tenantId,
     o.installation,
   ]);
+}
+
+/** The installation bound (bindInstallation), and the application linked to the repository. */
+export async function installAndLink(
+  s: DeployStack,
+  hooks: GitHubWebhooks,
+  created: Json,
+  o: { installation: number; repositoryId: number; fullName: string; applicationId: string },
+): Promise<void> {
+  await bindInstallation(s, hooks, created, o);
   const linked = await s.manage(s.appPath(o.applicationId, "/github-repository"), {
     method: "PUT",
     body: { repository_id: o.repositoryId },
