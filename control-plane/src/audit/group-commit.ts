@@ -14,84 +14,20 @@
 // a write that fails does not take the others with it (the batch is rolled
 // back and each write is retried alone, so only the failing one fails).
 //
-// The keyed chain needs the head in Node (the HMAC key never goes to the
-// database), which costs a round trip to lock and read it before the writes.
-// When this process has a recent guess of the head (noteChainHead: the
-// automation key's admission reads it in its own round trip, and every commit
-// here leaves its new head), a batch of bulk writes without reads goes in ONE
-// round trip instead: the head's UPDATE comes first and moves it only from the
-// guessed seq, so it takes the head's lock in the order every append does; when
-// it moved nothing (ROW_COUNT() = 0: the guess was stale) the next statement
-// inserts the tenant's head row again, which its primary key refuses, and the
-// refused statement stops the multi-statement before any event and before
-// COMMIT. A stale guess is rolled back whole and the batch goes the locking
-// way; the guesses of that tenant then rest a second, so a busy chain written
-// by several processes pays for at most one miss a second. A kind whose items
-// carry what its locking read would return (planKnown: a completion whose
-// gateway was told its operation's row) goes that way too: its update must move
-// exactly the rows it names, or the same refused insert stops it before any event.
+// The MySQL ways of a batch of bulk writes, and the guessed chain head that saves
+// them a round trip, are in group-commit-mysql.ts; what a write is, in audited-write.ts.
 import { AsyncResource } from "node:async_hooks";
-import { isCountRefused } from "../auth/deferred-count.js";
 import { isRetryableLockError } from "../db/retry.js";
 import { isStoreUnavailable } from "../db/unavailable.js";
 import { auditCommits } from "../observability/metrics.js";
 import type { Knex } from "knex";
-import { type Statement, compiled, isStatement, queryOn, runStatement } from "../db/statement.js";
-import {
-  type AuditEventInput,
-  type Write,
-  chainRows,
-  chainWrites,
-  lockChainHead,
-  sendInOrder,
-  writeChainedEvents,
-} from "./audit-log.js";
+import { isStatement, runStatement } from "../db/statement.js";
+import { type Write, lockChainHead, sendInOrder, writeChainedEvents } from "./audit-log.js";
+import { type AuditedWrite, type BulkKind, type WriteOutcome, eventsOf } from "./audited-write.js";
+import { type ChainHead, HeadGuesses, oneRoundTrip, twoRoundTrips } from "./group-commit-mysql.js";
 
-/** One audited write: its rows, then the event that records it (null: nothing to audit, e.g. a lost race). */
-export type AuditedWrite<T> = (trx: Knex.Transaction) => Promise<{ event: AuditEventInput | null; value: T }>;
-
-/** What a bulk write gives back per item: as an AuditedWrite's answer. */
-export interface WriteOutcome<T> {
-  event: AuditEventInput | null;
-  /** Events of the same write after `event`, chained right behind it (a completion's settlement). */
-  more?: AuditEventInput[];
-  value: T;
-}
-
-/** The events of `done`, in order. */
-const eventsOf = (done: WriteOutcome<unknown>[]): AuditEventInput[] =>
-  done.flatMap((d) => (d.event ? [d.event, ...(d.more ?? [])] : (d.more ?? [])));
-
-/**
- * Writes of one kind that are made many at once (one multi-row insert, one
- * read of all the rows...). One stable object per kind: consecutive items of
- * the same kind in a batch are handled together.
- */
-export interface BulkKind<I, T> {
-  /**
-   * An optional locking read of what the items need (SELECT ... FOR UPDATE): on
-   * MySQL it goes in the same round trip as the chain head's lock.
-   */
-  read?(db: Knex, items: I[]): Knex.QueryBuilder | Statement;
-  /**
-   * Given the rows read (locked until the commit), what each item answers and
-   * the statements to run (no answers needed from them: they are sent with the
-   * events, and the commit on MySQL).
-   */
-  plan(db: Knex, items: I[], rows: unknown[]): { outcomes: WriteOutcome<T>[]; writes: Write[] };
-  /**
-   * Optional, for a kind with a read: the plan when the items carry what the
-   * read would return (the completion of a job whose facts its gateway was
-   * told). Used only on a guessed head, in one round trip: each write must
-   * change exactly `rows` rows, or the statement stops before the events and
-   * COMMIT and the batch goes the locking way (read, then plan); a write
-   * without `rows` is not checked.
-   */
-  planKnown?(
-    db: Knex,
-    items: I[],
-  ): { outcomes: WriteOutcome<T>[]; writes: { write: Write; rows?: number }[] };
-}
+export type { AuditedWrite, BulkKind, WriteOutcome } from "./audited-write.js";
+export type { ChainHead } from "./group-commit-mysql.js";
 
 interface Pending {
   write?: AuditedWrite<unknown>;
@@ -105,15 +41,6 @@ const LOCK_ATTEMPTS = 4;
 
 /** Writes per transaction at most (bounded statement size and lock time). */
 const MAX_BATCH = 200;
-
-/** How long a tenant's guessed head is not used after one turned out stale. */
-const GUESS_REST_MS = 1000;
-
-/** A tenant's chain head as this process last read or wrote it. */
-export interface ChainHead {
-  head: string | null;
-  seq: number;
-}
 
 /** Consecutive items of one bulk kind, in batch order. */
 function runsOf(batch: Pending[]): { kind: BulkKind<unknown, unknown>; items: unknown[] }[] {
@@ -129,45 +56,17 @@ function runsOf(batch: Pending[]): { kind: BulkKind<unknown, unknown>; items: un
 class GroupCommitter {
   readonly #queues = new Map<string, Pending[]>();
   readonly #mysql: boolean;
-  /** Tenant → the newest head seen (read by admission or left by a commit here). */
-  readonly #guesses = new Map<string, ChainHead>();
-  /** Tenant → until when its guesses rest after a stale one. */
-  readonly #resting = new Map<string, number>();
-  /** Batches committed in one round trip on a guessed head, and guesses found stale (tests read them). */
-  readonly stats = { guessed: 0, stale: 0 };
+  readonly heads: HeadGuesses;
 
   constructor(readonly db: Knex) {
     this.#mysql = db.client.config.client === "mysql2";
+    this.heads = new HeadGuesses(this.#mysql);
   }
 
   submit<T>(tenantId: string, write: AuditedWrite<T>): Promise<T> {
     // The write runs in its caller's async context, whoever drains the batch: its
     // queries belong to its own request (trace spans, request id), not the drainer's.
     return this.#enqueue(tenantId, { write: AsyncResource.bind(write) });
-  }
-
-  /** Keeps `head` as the tenant's guess when it is newer than the one kept. */
-  note(tenantId: string, head: ChainHead): void {
-    if (!this.#mysql) return;
-    const kept = this.#guesses.get(tenantId);
-    if (kept && kept.seq > head.seq) return;
-    if (!kept && this.#guesses.size >= MAX_GUESSES) this.#guesses.clear();
-    this.#guesses.set(tenantId, head);
-  }
-
-  /** The newest head kept for the tenant, resting or not. */
-  guessOf(tenantId: string): ChainHead | undefined {
-    return this.#guesses.get(tenantId);
-  }
-
-  /** The tenant's guess, unless none is kept or they rest after a stale one. */
-  #guess(tenantId: string): ChainHead | undefined {
-    const until = this.#resting.get(tenantId);
-    if (until !== undefined) {
-      if (Date.now() < until) return undefined;
-      this.#resting.delete(tenantId);
-    }
-    return this.#guesses.get(tenantId);
   }
 
   /** A bulk item is written with the others of its kind, in the drainer's context (one statement for all). */
@@ -207,16 +106,19 @@ class GroupCommitter {
       // One round trip when every write is a bulk one without reads and the head is guessed;
       // two when only the first kind reads (a later kind's read must see the earlier kinds' writes).
       const runs = this.#mysql && batch.every((p) => p.bulk) ? runsOf(batch) : null;
-      const guess = runs?.every((r) => !r.kind.read || r.kind.planKnown) ? this.#guess(tenantId) : undefined;
-      const guessed = runs && guess ? await this.#oneRoundTrip(tenantId, runs, guess) : undefined;
+      const guess = runs?.every((r) => !r.kind.read || r.kind.planKnown)
+        ? this.heads.guess(tenantId)
+        : undefined;
+      const guessed =
+        runs && guess ? await oneRoundTrip(this.db, this.heads, tenantId, runs, guess) : undefined;
       // Known facts take the place of the locking read: the head alone is read under its lock,
       // and a guarded write that misses its rows undoes the batch, which then reads them.
       const known = runs?.every((r) => !r.kind.read || r.kind.planKnown);
       values =
         guessed ??
-        (runs && known ? await this.#twoRoundTrips(tenantId, runs, true) : undefined) ??
+        (runs && known ? await twoRoundTrips(this.db, this.heads, tenantId, runs, true) : undefined) ??
         (runs?.every((r, i) => i === 0 || !r.kind.read)
-          ? (await this.#twoRoundTrips(tenantId, runs, false))!
+          ? (await twoRoundTrips(this.db, this.heads, tenantId, runs, false))!
           : await this.#inTransaction(tenantId, batch));
       if (!guessed) auditCommits.inc({ way: "locking" });
     } catch (err) {
@@ -275,181 +177,7 @@ class GroupCommitter {
       return done.map((d) => d.value);
     });
   }
-
-  /**
-   * A batch of bulk writes on MySQL in two round trips: (1) start the
-   * transaction, lock the chain head and take the kinds' locking reads; (2) every
-   * write, the chained events, the head's move and COMMIT, as one multi-statement.
-   * The server runs a multi-statement in order and stops at the first error, so
-   * either COMMIT ran after everything or nothing after the failure did (and the
-   * transaction is rolled back here). Against the knex transaction this saves
-   * BEGIN, COMMIT and a round trip per kind.
-   */
-  async #twoRoundTrips(
-    tenantId: string,
-    runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[],
-    known: boolean,
-  ): Promise<unknown[] | undefined> {
-    const db = this.db;
-    const reads = runs.map((r) => (known ? undefined : r.kind.read?.(db, r.items)));
-    const conn = await db.client.acquireConnection();
-    let open = false;
-    try {
-      const first = [lockHead(tenantId), ...reads.flatMap((r) => (r ? [compiled(r)] : []))];
-      open = true;
-      const [results] = (await queryOn(
-        db,
-        conn,
-        ["START TRANSACTION", ...first.map((c) => c.sql)].join(";\n"),
-        first.flatMap((c) => c.bindings),
-      )) as [unknown[], unknown];
-      const headRows = results[1] as { head: string | null; seq: number }[];
-      const chainRow = headRows[0];
-      if (!chainRow) throw new Error(`audit: tenant ${tenantId} has no audit chain`);
-      let nextRead = 2;
-      let guarded = false;
-      const done: WriteOutcome<unknown>[] = [];
-      const writes: Write[] = [];
-      runs.forEach((r, i) => {
-        const planKnown = known ? r.kind.planKnown?.(db, r.items) : undefined;
-        const rows = reads[i] ? (results[nextRead++] as unknown[]) : [];
-        const out = planKnown ?? r.kind.plan(db, r.items, rows);
-        if (out.outcomes.length !== r.items.length)
-          throw new Error("audit: a bulk write answered the wrong count");
-        done.push(...out.outcomes);
-        if (!planKnown) writes.push(...(out.writes as Write[]));
-        // Each known write must move exactly its rows, or the refused insert stops it here.
-        for (const w of planKnown?.writes ?? []) {
-          writes.push(w.write);
-          if (w.rows === undefined) continue;
-          writes.push(rowsOrStop(tenantId, w.rows));
-          guarded = true;
-        }
-      });
-      const events = eventsOf(done);
-      if (events.some((e) => e.tenantId !== tenantId))
-        throw new Error("audit: the event belongs to another tenant's chain");
-      const chained = chainRows({ head: chainRow.head, seq: Number(chainRow.seq) }, events);
-      writes.push(...chainWrites(tenantId, chained));
-      try {
-        await sendInOrder(db, writes, conn, "COMMIT");
-      } catch (err) {
-        // A known write that missed its rows (the refused insert of the head's row): rolled back
-        // below; the caller reads the rows. Anything else is the caller's, as on the locking read.
-        if (guarded && isDuplicateKey(err)) return undefined;
-        throw err;
-      }
-      open = false;
-      this.note(tenantId, { head: chained.head, seq: chained.seq });
-      return done.map((d) => d.value);
-    } finally {
-      try {
-        if (open) await queryOn(db, conn, "ROLLBACK");
-      } catch {
-        // A broken connection: the server rolls back when it goes.
-      }
-      await db.client.releaseConnection(conn);
-    }
-  }
-
-  /**
-   * A batch of bulk writes without reads on MySQL in ONE round trip, chained
-   * after `guess`: START TRANSACTION, the head moved only from the guessed seq,
-   * the events, the writes, COMMIT. Undefined when the guess was stale (or the
-   * attempt failed otherwise): nothing of it was committed, and the caller
-   * takes the locking way, whose own errors are the caller's to handle.
-   */
-  async #oneRoundTrip(
-    tenantId: string,
-    runs: { kind: BulkKind<unknown, unknown>; items: unknown[] }[],
-    guess: ChainHead,
-  ): Promise<unknown[] | undefined> {
-    const db = this.db;
-    const done: WriteOutcome<unknown>[] = [];
-    const writes: Statement[] = [];
-    for (const r of runs) {
-      const known = r.kind.planKnown?.(db, r.items);
-      const plain = known ? undefined : r.kind.plan(db, r.items, []);
-      const outcomes = known?.outcomes ?? plain!.outcomes;
-      if (outcomes.length !== r.items.length) throw new Error("audit: a bulk write answered the wrong count");
-      done.push(...outcomes);
-      for (const w of plain?.writes ?? []) writes.push(compiled(w));
-      for (const w of known?.writes ?? [])
-        writes.push(compiled(w.write), ...(w.rows === undefined ? [] : [rowsOrStop(tenantId, w.rows)]));
-    }
-    const events = eventsOf(done);
-    if (events.length === 0) return undefined;
-    if (events.some((e) => e.tenantId !== tenantId))
-      throw new Error("audit: the event belongs to another tenant's chain");
-    const chained = chainRows(guess, events);
-    const [insertEvents] = chainWrites(tenantId, chained);
-    const moveHead: Statement = {
-      sql: "UPDATE `audit_chain_heads` SET `head` = ?, `seq` = ? WHERE `tenant_id` = ? AND `seq` = ?",
-      bindings: [chained.head, chained.seq, tenantId, guess.seq],
-    };
-    // The head did not move (it is past the guess): a duplicate of its row, refused, ends it here.
-    const staleStops: Statement = {
-      sql: "INSERT INTO `audit_chain_heads` (`tenant_id`, `seq`) SELECT ?, 0 FROM DUAL WHERE ROW_COUNT() = 0",
-      bindings: [tenantId],
-    };
-    // The writes before the events: a known plan's write that missed its rows stops before any event.
-    const statements = [moveHead, staleStops, ...writes, insertEvents!];
-    const conn = await db.client.acquireConnection();
-    let open = false;
-    try {
-      open = true;
-      await queryOn(
-        db,
-        conn,
-        ["START TRANSACTION", ...statements.map((c) => c.sql), "COMMIT"].join(";\n"),
-        statements.flatMap((c) => c.bindings),
-      );
-      open = false;
-      this.stats.guessed++;
-      auditCommits.inc({ way: "guessed" });
-      this.note(tenantId, { head: chained.head, seq: chained.seq });
-      return done.map((d) => d.value);
-    } catch (err) {
-      if (!open) throw err;
-      // Stale (the next seq is taken), or any other refusal: rolled back below, then the locking way.
-      // A start's count refused by its guard (auth/deferred-count.ts) is the batch's, not the guess's.
-      if (isStoreUnavailable(err) || isCountRefused(err)) throw err;
-      this.stats.stale++;
-      auditCommits.inc({ way: "stale" });
-      this.#guesses.delete(tenantId);
-      this.#resting.set(tenantId, Date.now() + GUESS_REST_MS);
-      return undefined;
-    } finally {
-      try {
-        if (open) await queryOn(db, conn, "ROLLBACK");
-      } catch {
-        // A broken connection: the server rolls back when it goes.
-      }
-      await db.client.releaseConnection(conn);
-    }
-  }
 }
-
-/** MySQL's duplicate-key refusal (ER_DUP_ENTRY): how the guard statements stop a multi-statement. */
-const isDuplicateKey = (err: unknown): boolean => (err as { errno?: number } | null)?.errno === 1062;
-
-/** The chain head's lock (MySQL), as lockChainHead takes it. */
-const lockHead = (tenantId: string): Statement => ({
-  sql: "SELECT `head`, `seq` FROM `audit_chain_heads` WHERE `tenant_id` = ? FOR UPDATE",
-  bindings: [tenantId],
-});
-
-/**
- * Stops a multi-statement unless the write before it changed exactly `rows`
- * rows: the tenant's head row inserted again, which its primary key refuses.
- */
-const rowsOrStop = (tenantId: string, rows: number): Statement => ({
-  sql: "INSERT INTO `audit_chain_heads` (`tenant_id`, `seq`) SELECT ?, 0 FROM DUAL WHERE ROW_COUNT() <> ?",
-  bindings: [tenantId, rows],
-});
-
-/** Tenants whose guessed heads one process keeps at most. */
-const MAX_GUESSES = 10_000;
 
 const committers = new WeakMap<Knex, GroupCommitter>();
 
@@ -468,17 +196,17 @@ function committerOf(db: Knex): GroupCommitter {
  * only a retry the locking way; it can never fork the chain.
  */
 export function noteChainHead(db: Knex, tenantId: string, head: ChainHead): void {
-  committerOf(db).note(tenantId, head);
+  committerOf(db).heads.note(tenantId, head);
 }
 
 /** The tenant's chain head as this process last read or wrote it (what a job tells its gateway). */
 export function chainHeadGuess(db: Knex, tenantId: string): ChainHead | undefined {
-  return committerOf(db).guessOf(tenantId);
+  return committerOf(db).heads.guessOf(tenantId);
 }
 
 /** Batches committed on a guessed head, and guesses found stale, in this process (for tests). */
 export function guessStats(db: Knex): { guessed: number; stale: number } {
-  return committerOf(db).stats;
+  return committerOf(db).heads.stats;
 }
 
 /**
