@@ -44,7 +44,7 @@ const setupQuery = z.object({
   setup_action: z.string().optional(),
 });
 
-/** What an operator sets to turn the App on (config.ts; all or none), named to owners. */
+/** What an operator sets to turn the App on (config-schema.ts; all or none), named to owners. */
 const UNCONFIGURED_SETTINGS = [
   "RELAYCTL_GITHUB_APP_ID",
   "RELAYCTL_GITHUB_APP_SLUG",
