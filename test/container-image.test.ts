@@ -217,7 +217,7 @@ test("container image - runs as uid 1000 and holds only the runtime tree", async
 
 test("container image - compose.yaml builds this Dockerfile and sets only real variables", (t) => {
   const compose = parse(readFileSync(join(REPO_ROOT, "deploy/compose.yaml"), "utf8"), { merge: true });
-  const config = readFileSync(join(REPO_ROOT, "control-plane/src/config.ts"), "utf8");
+  const config = readFileSync(join(REPO_ROOT, "control-plane/src/config-schema.ts"), "utf8");
   const services = Object.entries(compose.services as Record<string, Record<string, unknown>>).filter(
     ([, s]) => (s.build as { dockerfile?: string } | undefined)?.dockerfile === "deploy/Dockerfile",
   );
