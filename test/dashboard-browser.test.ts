@@ -179,10 +179,9 @@ test.serial(
     const agent = new Agent(stateDir, dir);
     onCleanup(() => agent.stop());
     await agent.start();
-    await row(name)
-      .locator(".badge", { hasText: /^connected$/ })
-      .waitFor({ timeout: LIVE_MS });
-    t.pass();
+    const connected = row(name).locator(".badge", { hasText: /^connected$/ });
+    await connected.waitFor({ timeout: LIVE_MS });
+    t.true(await connected.isVisible(), "the server's row says connected once its agent runs");
   },
 );
 
