@@ -11,7 +11,7 @@ import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv, publishedPort } from "./harness/containers";
+import { podman, podmanAgentEnv, publishArgs, publishedPort } from "./harness/containers";
 import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { startGitHttp } from "./harness/git-http";
 import { startRegistry } from "./harness/registry";
@@ -72,7 +72,7 @@ test.serial(
     const name = `relayctl-test-harness-${suffix}`;
     await run(
       "podman",
-      ["run", "-d", "--init", "--name", name, "--env", "GREETING", "-p", `127.0.0.1::${APP_PORT}`, image],
+      ["run", "-d", "--init", "--name", name, "--env", "GREETING", ...(await publishArgs(APP_PORT)), image],
       { env: { ...process.env, ...podmanAgentEnv, GREETING: "hello from env" } },
     );
     onCleanup(() => podman(["rm", "-f", "-t", "0", name]).then(() => undefined));

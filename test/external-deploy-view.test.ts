@@ -12,7 +12,14 @@ import test from "ava";
 import { podmanEventsLogPath } from "../agent/src/engine/events-file";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, publishedPort } from "./harness/containers";
+import {
+  BASE_IMAGE,
+  buildBaseImage,
+  podman,
+  podmanAgentEnv,
+  publishArgs,
+  publishedPort,
+} from "./harness/containers";
 import { EngineRelay } from "./harness/engine-relay";
 import { waitForBackend } from "./harness/proxy-client";
 import { type RouteStack, startRouteStack } from "./harness/route-stack";
@@ -54,14 +61,17 @@ test.before(async () => {
 });
 test.after.always(cleanupAll);
 
-/** `name` serving `backend <backend>` on container port 8001, published on a host port podman picks. */
+/** `name` serving `backend <backend>` on container port 8001, published on a host port of its own. */
 async function runWeb(backend: string): Promise<number> {
   const serve = `mkdir -p /www && printf 'backend ${backend}' > /www/index.html && httpd -p 8001 -h /www`;
   await podman([
-    ...["run", "-d", "--init", "--name", name, "-p", "127.0.0.1::8001", BASE_IMAGE],
+    ...["run", "-d", "--init", "--name", name, ...(await publishArgs(8001)), BASE_IMAGE],
     ...["sh", "-c", `${serve} && exec sleep 2147483647`],
   ]);
-  return publishedPort(name, 8001);
+  const port = await publishedPort(name, 8001);
+  // Serving on its own port first: the proxy's answers below are then about the route alone.
+  await waitForBackend(port, "direct.example.test", backend, 20_000);
+  return port;
 }
 
 const entry = (image: string) => ({

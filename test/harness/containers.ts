@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
 import { promisify } from "node:util";
 import { makeTempDir, onCleanup } from "./cleanup";
+import { freePort } from "./ports";
 import { proxyGet } from "./proxy-client";
 import { pollUntil } from "./wait";
 
@@ -69,10 +70,20 @@ export async function podmanOn(
 }
 
 /**
- * The host port podman published `containerPort` on, for a container run with
- * `-p 127.0.0.1::<containerPort>`: podman binds a port of its choosing and holds it, so none is
- * picked here beforehand for another process to take in between.
+ * `-p` arguments publishing `containerPort` on 127.0.0.1:<a claimed port below the kernel's
+ * ephemeral range> (freePort). Not `-p 127.0.0.1::<port>`: podman 4 picks that port by binding
+ * port 0, from the ephemeral range, where a container podman restarted or stopped can still hold
+ * DNAT rules for a port its conmon no longer binds (start-step.ts: the agent's deployed containers,
+ * in tests with the container watcher off, keep podman's restart policy). A port handed out there
+ * is then cut off: the proxy's connections to it go to the dead container's address and are
+ * refused (a CI run's external-deploy-view answered 502 for 10 s). A claimed port below the range
+ * is no other process's pick.
  */
+export async function publishArgs(containerPort: number): Promise<string[]> {
+  return ["-p", `127.0.0.1:${await freePort()}:${containerPort}`];
+}
+
+/** The host port podman published `containerPort` on, read back from podman. */
 export async function publishedPort(name: string, containerPort: number): Promise<number> {
   const { stdout } = await podman(["port", name, `${containerPort}/tcp`]);
   const m = /^127\.0\.0\.1:(\d+)$/m.exec(stdout);
@@ -171,7 +182,7 @@ export async function startWebContainer(
       `mkdir -p /www/${b} && printf 'backend ${b}' > /www/${b}/index.html && httpd -p ${port} -h /www/${b}`,
   );
   const args = ["run", "-d", "--init", "--name", name];
-  for (const port of containerPorts.values()) args.push("-p", `127.0.0.1::${port}`);
+  for (const port of containerPorts.values()) args.push(...(await publishArgs(port)));
   for (const port of opts.expose ?? []) args.push("--expose", String(port));
   for (const [k, v] of Object.entries(opts.labels ?? {})) args.push("--label", `${k}=${v}`);
   await podman([...args, IMAGE, "sh", "-c", `${serve.join(" && ")} && exec sleep 2147483647`]);
