@@ -42,9 +42,14 @@ export const podmanAgentEnv: Record<string, string> = {
  */
 const STORE_RACE = /layer not known|image not known|identifier is not a layer/;
 const RACY = new Set(["build", "images", "ps", "run"]);
-/** Tries of a call that met the race, waiting 0.25, 0.5, 1 and 2 s between them. */
-const STORE_RACE_ATTEMPTS = 5;
+/**
+ * Tries of a call that met the race, waiting 0.25, 0.5, 1, 2, 4 and then 5 s between them (~18 s
+ * in all): on the slow-fork machine, under a full run, a `podman run` of an image built a moment
+ * before met "image not known" five times over 3.75 s of waits (2026-12-02).
+ */
+const STORE_RACE_ATTEMPTS = 8;
 const STORE_RACE_FIRST_WAIT_MS = 250;
+const STORE_RACE_MAX_WAIT_MS = 5_000;
 
 export function podman(args: string[]): Promise<{ stdout: string; stderr: string }> {
   return podmanOn({ CONTAINERS_CONF }, args);
@@ -64,7 +69,7 @@ export async function podmanOn(
       if (!RACY.has(args[0] ?? "") || !raced || attempt >= STORE_RACE_ATTEMPTS) throw err;
       // Backing off: on a loaded machine another file's removal holds the store for a while,
       // and three tries in a row met it each time (a CI run's `podman run` of a just-built image).
-      await delay(STORE_RACE_FIRST_WAIT_MS * 2 ** (attempt - 1));
+      await delay(Math.min(STORE_RACE_FIRST_WAIT_MS * 2 ** (attempt - 1), STORE_RACE_MAX_WAIT_MS));
     }
   }
 }
