@@ -11,7 +11,7 @@ import { basename, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import { podman, podmanAgentEnv, publishArgs, publishedPort } from "./harness/containers";
+import { podman, podmanAgentEnv, publishOnFreePort } from "./harness/containers";
 import { APP_PORT, type AppRepo, createAppRepo } from "./harness/git-repo";
 import { startGitHttp } from "./harness/git-http";
 import { startRegistry } from "./harness/registry";
@@ -70,13 +70,11 @@ test.serial(
     await podman(["build", "-q", "--pull=never", "-t", image, ctx]);
     onCleanup(() => podman(["rmi", "-f", image]).then(() => undefined));
     const name = `relayctl-test-harness-${suffix}`;
-    await run(
-      "podman",
-      ["run", "-d", "--init", "--name", name, "--env", "GREETING", ...(await publishArgs(APP_PORT)), image],
-      { env: { ...process.env, ...podmanAgentEnv, GREETING: "hello from env" } },
-    );
+    const { args, hostPort: port } = await publishOnFreePort(APP_PORT);
+    await run("podman", ["run", "-d", "--init", "--name", name, "--env", "GREETING", ...args, image], {
+      env: { ...process.env, ...podmanAgentEnv, GREETING: "hello from env" },
+    });
     onCleanup(() => podman(["rm", "-f", "-t", "0", name]).then(() => undefined));
-    const port = await publishedPort(name, APP_PORT);
     await waitForBody(port, "app.test", "version 2");
     t.is((await proxyGet(port, "app.test", "/cgi-bin/env?GREETING")).body, "hello from env");
     t.is((await proxyGet(port, "app.test", "/cgi-bin/env?NOT_SET")).body, "<unset>");

@@ -12,14 +12,7 @@ import test from "ava";
 import { podmanEventsLogPath } from "../agent/src/engine/events-file";
 import { describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
-import {
-  BASE_IMAGE,
-  buildBaseImage,
-  podman,
-  podmanAgentEnv,
-  publishArgs,
-  publishedPort,
-} from "./harness/containers";
+import { BASE_IMAGE, buildBaseImage, podman, podmanAgentEnv, publishOnFreePort } from "./harness/containers";
 import { EngineRelay } from "./harness/engine-relay";
 import { waitForBackend } from "./harness/proxy-client";
 import { type RouteStack, startRouteStack } from "./harness/route-stack";
@@ -64,14 +57,14 @@ test.after.always(cleanupAll);
 /** `name` serving `backend <backend>` on container port 8001, published on a host port of its own. */
 async function runWeb(backend: string): Promise<number> {
   const serve = `mkdir -p /www && printf 'backend ${backend}' > /www/index.html && httpd -p 8001 -h /www`;
+  const { args, hostPort } = await publishOnFreePort(8001);
   await podman([
-    ...["run", "-d", "--init", "--name", name, ...(await publishArgs(8001)), BASE_IMAGE],
+    ...["run", "-d", "--init", "--name", name, ...args, BASE_IMAGE],
     ...["sh", "-c", `${serve} && exec sleep 2147483647`],
   ]);
-  const port = await publishedPort(name, 8001);
   // Serving on its own port first: the proxy's answers below are then about the route alone.
-  await waitForBackend(port, "direct.example.test", backend, 20_000);
-  return port;
+  await waitForBackend(hostPort, "direct.example.test", backend, 20_000);
+  return hostPort;
 }
 
 const entry = (image: string) => ({

@@ -75,7 +75,7 @@ export async function podmanOn(
 }
 
 /**
- * `-p` arguments publishing `containerPort` on 127.0.0.1:<a claimed port below the kernel's
+ * `-p` arguments publishing `containerPort` on 127.0.0.1:<hostPort, a claimed port below the kernel's
  * ephemeral range> (freePort). Not `-p 127.0.0.1::<port>`: podman 4 picks that port by binding
  * port 0, from the ephemeral range, where a container podman restarted or stopped can still hold
  * DNAT rules for a port its conmon no longer binds (start-step.ts: the agent's deployed containers,
@@ -84,11 +84,14 @@ export async function podmanOn(
  * refused (a CI run's external-deploy-view answered 502 for 10 s). A claimed port below the range
  * is no other process's pick.
  */
-export async function publishArgs(containerPort: number): Promise<string[]> {
-  return ["-p", `127.0.0.1:${await freePort()}:${containerPort}`];
+export async function publishOnFreePort(
+  containerPort: number,
+): Promise<{ args: string[]; hostPort: number }> {
+  const hostPort = await freePort();
+  return { args: ["-p", `127.0.0.1:${hostPort}:${containerPort}`], hostPort };
 }
 
-/** The host port podman published `containerPort` on, read back from podman. */
+/** The host port podman published `containerPort` on, for a container run with podman's pick. */
 export async function publishedPort(name: string, containerPort: number): Promise<number> {
   const { stdout } = await podman(["port", name, `${containerPort}/tcp`]);
   const m = /^127\.0\.0\.1:(\d+)$/m.exec(stdout);
@@ -187,15 +190,17 @@ export async function startWebContainer(
       `mkdir -p /www/${b} && printf 'backend ${b}' > /www/${b}/index.html && httpd -p ${port} -h /www/${b}`,
   );
   const args = ["run", "-d", "--init", "--name", name];
-  for (const port of containerPorts.values()) args.push(...(await publishArgs(port)));
+  const ports = new Map<string, { container: number; host: number }>();
+  for (const [b, container] of containerPorts) {
+    const published = await publishOnFreePort(container);
+    args.push(...published.args);
+    ports.set(b, { container, host: published.hostPort });
+  }
   for (const port of opts.expose ?? []) args.push("--expose", String(port));
   for (const [k, v] of Object.entries(opts.labels ?? {})) args.push("--label", `${k}=${v}`);
   await podman([...args, IMAGE, "sh", "-c", `${serve.join(" && ")} && exec sleep 2147483647`]);
   const stop = () => podman(["rm", "-f", "-t", "0", name]).then(() => undefined);
   onCleanup(stop);
-  const ports = new Map<string, { container: number; host: number }>();
-  for (const [b, container] of containerPorts)
-    ports.set(b, { container, host: await publishedPort(name, container) });
   for (const [b, p] of ports) {
     await pollUntil(
       async () =>
