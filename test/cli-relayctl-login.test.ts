@@ -15,6 +15,7 @@ import type { Cluster } from "./harness/cluster";
 import { request } from "./harness/http";
 import { type Browser, type Person, postForm } from "./harness/people";
 import { pollUntil } from "./harness/wait";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 let c: Cluster;
 let owner: Person;
@@ -122,7 +123,7 @@ async function duplicatingProxy() {
     res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "text/plain" });
     res.end(text);
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(server);
   onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, polls };
 }

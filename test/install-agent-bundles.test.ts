@@ -7,7 +7,7 @@ import { createHash, generateKeyPairSync } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { type Server, createServer } from "node:http";
 import { join } from "node:path";
-import { run } from "@relayctl/devkit";
+import { listenOnFreePort, run } from "@relayctl/devkit";
 import test from "ava";
 import { makeTempDir, onCleanup } from "./harness/cleanup";
 import { request } from "./harness/http";
@@ -40,7 +40,7 @@ test.serial(
       if (req.url === `/${file}`) res.end(tampered);
       else res.writeHead(404).end();
     });
-    await new Promise<void>((resolve) => mirror.listen(0, "127.0.0.1", resolve));
+    await listenOnFreePort(mirror);
     onCleanup(() => new Promise<void>((resolve) => mirror.close(() => resolve())));
     const port = (mirror.address() as { port: number }).port;
 
@@ -93,7 +93,7 @@ test.serial(
         body = Buffer.from(body.toString("utf8").replaceAll(sha(real), sha(tampered)));
       res.writeHead(upstream.status).end(body);
     });
-    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    await listenOnFreePort(proxy);
     onCleanup(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
     const via = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
 

@@ -13,6 +13,7 @@ import { assertDetailOnly, describe } from "./harness/assertions";
 import { cleanupAll, makeTempDir } from "./harness/cleanup";
 import { type Cluster, startCluster } from "./harness/cluster";
 import { type RequestOptions, api, request, waitForOperationEnd } from "./harness/http";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 interface Seen {
   method: string;
@@ -101,7 +102,7 @@ async function fakeProvider(kind: "hetzner" | "digitalocean"): Promise<FakeProvi
       },
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(server);
   const port = (server.address() as AddressInfo).port;
   return { url: `http://127.0.0.1:${port}/${kind === "hetzner" ? "v1" : "v2"}`, seen, server };
 }

@@ -3,7 +3,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test from "ava";
-import { freePort, onFreePort } from "./ports.js";
+import { freePort, listenOnFreePort, onFreePort } from "./ports.js";
 
 const ephemeralStart = Number(
   readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0],
@@ -102,4 +102,13 @@ test("ports - a port another live process claimed is never picked; a killed proc
     after.some((p) => child.ports.has(p)),
     "a dead process's claims are taken over",
   );
+});
+
+test("ports - listenOnFreePort binds a server below the ephemeral range and tries another port when one is taken", async (t) => {
+  const server = createServer();
+  const port = await listenOnFreePort(server);
+  t.true(port >= 10_000 && port < ephemeralStart, `port ${port}`);
+  const address = server.address();
+  t.is(typeof address === "object" && address !== null ? address.port : -1, port);
+  await new Promise<void>((done) => server.close(() => done()));
 });

@@ -1,10 +1,11 @@
-// Ports for throwaway servers. The race-free way is to let the server bind port 0 (or its own
-// "any port" value) and report the port it got: our control plane logs it ("api listening",
-// "gateway listening"), nats-server with `-p -1` logs "Listening for client connections on
-// host:port" (see listenPortOf). Some servers cannot report one: mariadbd takes port 0 as
-// "the default, 3306", and Caddy's admin API logs the configured address, not the bound one,
-// and binds again at every config load. For those, freePort picks a port that was free a
-// moment ago, and onFreePort starts again on another one when it was taken in between.
+// Ports for throwaway servers, picked below the kernel's ephemeral range (freePort). Not port 0,
+// although a server that binds port 0 and reports what it got cannot lose its port to a race:
+// listen(0) hands out ports of the ephemeral range, and on a machine running podman containers
+// such a port can be one a stopped container's DNAT rules still send elsewhere for a few seconds
+// (listenOnFreePort says how), so a server given it is cut off from its clients. An in-process
+// server binds with listenOnFreePort; a server process is started on a pick with onFreePort, which
+// starts it again on another one when the pick was taken in between (mariadbd, Caddy, nginx,
+// nats-server, the control plane, docker-registry).
 //
 // A port freePort hands out stays claimed until its process ends, so no other pick, in this
 // process or another one, hands it out again: a Caddy's http port is bound only when routes are
@@ -12,7 +13,7 @@
 // be one a server of a test running beside it is about to take (two of 25 Caddys started at once
 // in one file collided in one run out of 75: one's admin calls reached the other's http routes).
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from "node:fs";
-import { createServer } from "node:net";
+import { type Server, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -156,4 +157,33 @@ export function listenPortOf(text: string, marker: string): number | undefined {
   if (at < 0) return undefined;
   const m = /:(\d{1,5})\b/.exec(text.slice(at + marker.length));
   return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * Binds `server` (an http, https or net server) on a freePort() of `host` and resolves with the
+ * port; a port taken between the pick and the bind is given up for another one. For a test's
+ * own servers in place of listen(0): a port of the ephemeral range can be one a stopped
+ * container's DNAT rules still send elsewhere. Podman 4 picks a published container's host port
+ * from that range (it binds port 0), and its cleanup removes the container's rules seconds after
+ * conmon released the port (watched in CI runs: "Exited (143) 3 seconds ago" with the rules in
+ * place), so a server given that port by listen(0) meanwhile is cut off: its clients' connections
+ * go to the dead container's address and are refused ("Failed to connect ... after 0 ms").
+ */
+export async function listenOnFreePort(server: Server, host = "127.0.0.1", attempts = 5): Promise<number> {
+  for (let i = 1; ; i++) {
+    const port = await freePort();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const onError = (err: Error) => reject(err);
+        server.once("error", onError);
+        server.listen(port, host, () => {
+          server.off("error", onError);
+          resolve();
+        });
+      });
+      return port;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || i >= attempts) throw err;
+    }
+  }
 }

@@ -10,6 +10,9 @@ import { SERVER_MAIN, parseJsonOutput } from "./programs";
  */
 const START_MS = 60_000;
 
+/** Starts made when a port picked for one was taken before the server bound it. */
+const START_ATTEMPTS = 3;
+
 export type Role = "api" | "gateway" | "all";
 
 export interface ControlPlaneOptions {
@@ -50,7 +53,18 @@ export const TEST_TIMINGS = {
  */
 export const SHORT_LEASE = { RELAYCTL_LEASE_MS: "3000" };
 
-function serverEnv(opts: ControlPlaneOptions, gatewayPort: number, picked: boolean): NodeJS.ProcessEnv {
+/** The api's and the gateway metrics' ports, picked anew at each start (see ControlPlane.start). */
+interface HttpPorts {
+  api: number;
+  metrics: number;
+}
+
+function serverEnv(
+  opts: ControlPlaneOptions,
+  gatewayPort: number,
+  picked: boolean,
+  ports: HttpPorts,
+): NodeJS.ProcessEnv {
   const gateway = `127.0.0.1:${gatewayPort}`;
   // Role all with port 0 announces the port its own gateway got.
   // A port picked for the first start leaves the public URL to the server (grpcs:// with TLS).
@@ -60,10 +74,10 @@ function serverEnv(opts: ControlPlaneOptions, gatewayPort: number, picked: boole
     RELAYCTL_DATABASE_URL: opts.databaseUrl,
     RELAYCTL_BUS: opts.bus ?? "nats",
     ...(opts.natsUrl ? { RELAYCTL_NATS_URL: opts.natsUrl } : {}),
-    RELAYCTL_API_LISTEN: "127.0.0.1:0",
+    RELAYCTL_API_LISTEN: `127.0.0.1:${ports.api}`,
     RELAYCTL_GATEWAY_LISTEN: gateway,
     // Several gateways run side by side: each /metrics listener on a free port.
-    RELAYCTL_GATEWAY_METRICS_LISTEN: "127.0.0.1:0",
+    RELAYCTL_GATEWAY_METRICS_LISTEN: `127.0.0.1:${ports.metrics}`,
     ...(publicUrl ? { RELAYCTL_PUBLIC_GATEWAY_URLS: publicUrl } : {}),
     RELAYCTL_LOG_LEVEL: "debug",
     // A fixed test-only master key for stored registry credentials (and the audit chain key).
@@ -92,19 +106,39 @@ export class ControlPlane {
     return this.generations[this.generations.length - 1]!;
   }
 
-  /** Starts `serve` and waits for its "listening" lines. */
+  /**
+   * Starts `serve` and waits for its "listening" lines. The api and the gateway's /metrics listen
+   * on freePort picks, not port 0: a port of the ephemeral range can be one a stopped container's
+   * DNAT rules still send elsewhere (devkit's listenOnFreePort), and a start whose pick was taken
+   * in between is made again on new ones.
+   */
   async start(): Promise<this> {
+    const gatewayPort = this.opts.gatewayPort;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.startOnce();
+      } catch (err) {
+        const taken = /EADDRINUSE/.test(this.proc.text());
+        if (!taken || attempt >= START_ATTEMPTS) throw err;
+        await this.proc.stop("SIGKILL");
+        this.opts.gatewayPort = gatewayPort; // a gateway port picked for this start is picked again
+      }
+    }
+  }
+
+  private async startOnce(): Promise<this> {
     // A gateway keeps its port across restarts (agents look for it there). Port 0 would give
     // it one of the kernel's ephemeral range, which any outgoing connection may hold while the
     // gateway is down (CI saw a restart fail with EADDRINUSE): pick one below that range.
     const picked = this.opts.role !== "api" && this.opts.gatewayPort === undefined;
     if (picked) this.opts.gatewayPort = await freePort();
+    const ports = { api: await freePort(), metrics: await freePort() };
     const n = this.generations.length + 1;
     const proc = new ManagedProcess({
       name: `server-${this.opts.role}#${n}`,
       command: process.execPath,
       args: [SERVER_MAIN, "serve"],
-      env: serverEnv(this.opts, this.opts.gatewayPort ?? 0, picked),
+      env: serverEnv(this.opts, this.opts.gatewayPort ?? 0, picked, ports),
       logFile: join(this.opts.dir, `server-${this.opts.role}-${n}.log`),
     });
     this.generations.push(proc);

@@ -5,6 +5,7 @@
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { onCleanup } from "./cleanup";
 import type { Database, MariaDbServer } from "./mariadb";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 export interface DbLink {
   /** The server as seen through the link (give it to startCluster as `mariadb`). */
@@ -57,10 +58,7 @@ export async function startDbLink(real: MariaDbServer): Promise<DbLink> {
     upstream.once("close", () => client.destroy());
   };
   const server: Server = createServer(relay);
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", resolve);
-  });
+  await listenOnFreePort(server);
   const address = server.address();
   if (address === null || typeof address === "string") throw new Error("db link: no port");
   onCleanup(

@@ -9,6 +9,7 @@
 import { spawn } from "node:child_process";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { onCleanup } from "./cleanup";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 export interface GitHttpRequest {
   method: string;
@@ -133,12 +134,9 @@ export async function startGitHttp(
     }
     serveCgi(root, user, req, res, log);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
+  await listenOnFreePort(server);
   const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("git http: no port from listen(0)");
+  if (address === null || typeof address === "string") throw new Error("git http: no port");
   const stop = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();

@@ -30,6 +30,7 @@ import { writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { join } from "node:path";
 import { makeTempDir, onCleanup } from "./cleanup";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 export interface StandInRepository {
   id: number;
@@ -367,7 +368,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
       notFound(res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(server);
   const port = (server.address() as { port: number }).port;
   const stop = () => new Promise<void>((resolve) => server.close(() => resolve()));
   onCleanup(stop);

@@ -1,11 +1,12 @@
-// A throwaway nats-server (JetStream on, store in a temp dir) on a loopback port it picks
-// itself (`-p -1`) and reports in its log, which a test can kill and restart on that same
-// port. NATS_URL, when set, is used instead for tests that do not kill the server.
+// A throwaway nats-server (JetStream on, store in a temp dir) on a loopback port picked below
+// the ephemeral range (freePort; one of that range can be one a stopped container's DNAT rules
+// still send elsewhere, see devkit's listenOnFreePort), which a test can kill and restart on that
+// same port. NATS_URL, when set, is used instead for tests that do not kill the server.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { launchNats as launchNatsServer } from "@relayctl/devkit";
 import { makeTempDir } from "./cleanup";
-import { freePort } from "./ports";
+import { freePort, onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 
 const READY_MS = 15_000;
@@ -53,7 +54,7 @@ async function startOwned(): Promise<Nats> {
     proc = started.proc;
     return started.port;
   };
-  const port = await launch(-1);
+  const port = await onFreePort(launch);
   return {
     url: `nats://127.0.0.1:${port}`,
     owned: true,
@@ -102,8 +103,8 @@ const CLUSTER_ATTEMPTS = 3;
  * Three (or `size`) nats-server nodes in one cluster with JetStream, as DESIGN.md's recipe:
  * each node `-n nX -js -sd D/nX --cluster_name c --cluster nats://127.0.0.1:RPx --routes <all>`.
  * A JetStream cluster needs its routes configured at start, so route ports are picked ahead
- * (freePort) and the whole start is tried again when one was taken in between; client ports
- * are nats-server's own pick (`-p -1`), kept across restarts.
+ * (freePort) and the whole start is tried again when one was taken in between; so are client
+ * ports, kept across restarts.
  */
 export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   for (let attempt = 1; ; attempt++) {
@@ -135,7 +136,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
 function clusterNode(dir: string, name: string, routePort: number, routes: string): Nats {
   const storeDir = join(dir, name);
   let generation = 0;
-  let port = -1;
+  let port = 0; // picked at the first start
   let proc: ManagedProcess | undefined;
   const node: Nats = {
     url: "",
@@ -147,6 +148,7 @@ function clusterNode(dir: string, name: string, routePort: number, routes: strin
     restart: async () => {
       await proc?.stop("SIGKILL");
       generation += 1;
+      if (port === 0) port = await freePort();
       const started = await launchNats(
         `nats-${name}#${generation}`,
         port,

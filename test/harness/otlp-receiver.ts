@@ -6,6 +6,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { onCleanup } from "./cleanup";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 export interface ReceivedSpan {
   service: string;
@@ -108,7 +109,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(server);
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   receiver.stop = () =>
     new Promise<void>((resolve) => {

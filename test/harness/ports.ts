@@ -1,3 +1,3 @@
-// Ports for the throwaway servers the tests start. Servers that can report their port bind
-// port 0 (see @relayctl/devkit ports.ts for which can and which cannot, and why).
-export { freePort, listenPortOf, onFreePort } from "@relayctl/devkit";
+// Ports for the throwaway servers the tests start: picked below the ephemeral range, never port 0
+// (see @relayctl/devkit ports.ts for why).
+export { freePort, listenOnFreePort, listenPortOf, onFreePort } from "@relayctl/devkit";

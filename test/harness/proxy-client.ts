@@ -2,7 +2,7 @@
 // proxy's port with `Host: <fqdn>`, and backends that say who they are, so a
 // test sees which upstream a domain reaches.
 import { type Server, createServer } from "node:http";
-import { type ProxyResponse, proxyGet } from "@relayctl/devkit";
+import { listenOnFreePort, proxyGet, type ProxyResponse } from "@relayctl/devkit";
 import { onCleanup } from "./cleanup";
 import { pollUntil } from "./wait";
 
@@ -26,12 +26,9 @@ export async function startBackend(name: string): Promise<Backend> {
     res.writeHead(200, { "content-type": "text/plain" });
     res.end(`backend ${name}`);
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
+  await listenOnFreePort(server);
   const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("backend: no port from listen(0)");
+  if (address === null || typeof address === "string") throw new Error("backend: no port");
   const stop = () => close(server);
   onCleanup(stop);
   return { port: address.port, stop };

@@ -10,7 +10,7 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeTempDir } from "./cleanup";
 import { podman, podmanAgentEnv } from "./containers";
-import { listenPortOf } from "./ports";
+import { listenPortOf, onFreePort } from "./ports";
 import { ManagedProcess } from "./process";
 import { waitForTcp } from "./wait";
 
@@ -33,7 +33,7 @@ interface RegistryOptions {
   open?: boolean;
 }
 
-function writeConfig(dir: string, opts: RegistryOptions): string {
+function writeConfig(dir: string, opts: RegistryOptions, port: number): string {
   if (!opts.open)
     writeFileSync(join(dir, "htpasswd"), execFileSync("htpasswd", ["-Bbn", opts.username, opts.password]));
   const file = join(dir, "config.yml");
@@ -43,8 +43,9 @@ function writeConfig(dir: string, opts: RegistryOptions): string {
       "version: 0.1",
       "log: { level: info }",
       `storage: { filesystem: { rootdirectory: ${join(dir, "data")} } }`,
-      // Port 0: the registry binds a port and logs it ("listening on 127.0.0.1:P").
-      `http: { addr: "127.0.0.1:0", secret: test-only-secret }`,
+      // A freePort pick, not port 0: one of the ephemeral range can be one a stopped container's
+      // DNAT rules still send elsewhere (devkit's listenOnFreePort).
+      `http: { addr: "127.0.0.1:${port}", secret: test-only-secret }`,
       opts.open ? "" : `auth: { htpasswd: { realm: relayctl-test, path: ${join(dir, "htpasswd")} } }`,
       "",
     ].join("\n"),
@@ -83,20 +84,24 @@ export async function startRegistry(
 ): Promise<Registry> {
   const opts: RegistryOptions = { username, password, open: options.open };
   const dir = makeTempDir("registry");
-  const config = writeConfig(dir, opts);
-  const proc = new ManagedProcess({
-    name: "docker-registry",
-    command: "docker-registry",
-    args: ["serve", config],
-    logFile: join(dir, "registry.log"),
+  // The registry exits when its port was taken in between: it starts again on another one.
+  const { proc, port } = await onFreePort(async (pick) => {
+    const config = writeConfig(dir, opts, pick);
+    const proc = new ManagedProcess({
+      name: "docker-registry",
+      command: "docker-registry",
+      args: ["serve", config],
+      logFile: join(dir, `registry-${pick}.log`),
+    });
+    const marker = "listening on";
+    const listening = await proc.waitForLine((l) => listenPortOf(l.text, marker) !== undefined, {
+      what: `docker-registry "${marker} 127.0.0.1:P"`,
+      timeoutMs: 15_000,
+    });
+    const port = listenPortOf(listening.text, marker)!;
+    await waitForTcp("127.0.0.1", port, 15_000);
+    return { proc, port };
   });
-  const marker = "listening on";
-  const listening = await proc.waitForLine((l) => listenPortOf(l.text, marker) !== undefined, {
-    what: `docker-registry "${marker} 127.0.0.1:P"`,
-    timeoutMs: 15_000,
-  });
-  const port = listenPortOf(listening.text, marker)!;
-  await waitForTcp("127.0.0.1", port, 15_000);
   const host = `127.0.0.1:${port}`;
   const registriesConf = join(dir, "registries.conf");
   writeFileSync(registriesConf, `[[registry]]\nlocation = "${host}"\ninsecure = true\n`);
