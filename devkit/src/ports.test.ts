@@ -104,7 +104,7 @@ test("ports - a port another live process claimed is never picked; a killed proc
   );
 });
 
-test("ports - listenOnFreePort binds a server below the ephemeral range and tries another port when one is taken", async (t) => {
+test("ports - listenOnFreePort binds a server below the ephemeral range and resolves with its port", async (t) => {
   const server = createServer();
   const port = await listenOnFreePort(server);
   t.true(port >= 10_000 && port < ephemeralStart, `port ${port}`);

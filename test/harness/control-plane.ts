@@ -115,12 +115,14 @@ export class ControlPlane {
   async start(): Promise<this> {
     const gatewayPort = this.opts.gatewayPort;
     for (let attempt = 1; ; attempt++) {
+      const before = this.generations.length;
       try {
         return await this.startOnce();
       } catch (err) {
-        const taken = /EADDRINUSE/.test(this.proc.text());
+        const proc = this.generations.length > before ? this.proc : undefined;
+        const taken = proc !== undefined && /EADDRINUSE/.test(proc.text());
         if (!taken || attempt >= START_ATTEMPTS) throw err;
-        await this.proc.stop("SIGKILL");
+        await proc.stop("SIGKILL");
         this.opts.gatewayPort = gatewayPort; // a gateway port picked for this start is picked again
       }
     }
