@@ -13,6 +13,7 @@ import { proxyGet, startBackend, waitForBackend } from "../../test/harness/proxy
 import { pollUntil } from "../../test/harness/wait";
 import { NginxWriter } from "./nginx-writer.js";
 import { HEALTH_PATH } from "./route.js";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 test.after.always(cleanupAll);
 
@@ -84,7 +85,7 @@ test("nginx - a websocket upgrade passes through to the backend", async (t) => {
     );
     socket.on("data", (d) => socket.write(d));
   });
-  await new Promise<void>((resolve) => backend.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(backend);
   t.teardown(() => {
     backend.closeAllConnections();
     backend.close();

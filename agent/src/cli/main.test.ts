@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 const MAIN = join(__dirname, "main.ts");
 
@@ -35,7 +36,7 @@ async function controlPlane(t: ExecutionContext, handle: (body: unknown, res: Se
       handle(JSON.parse(text), res);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await listenOnFreePort(server);
   t.teardown(() => server.close());
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }

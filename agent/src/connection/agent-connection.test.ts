@@ -10,6 +10,7 @@ import { Dispatcher } from "../jobs/dispatcher.js";
 import { silentLogger } from "../log.js";
 import { PtyRunner } from "../runner/pty-runner.js";
 import { AgentConnection } from "./agent-connection.js";
+import { freePort } from "@relayctl/devkit";
 
 const CREDENTIAL = "rag_test_credential";
 type Stream = ServerDuplexStream<AgentMessage, GatewayMessage>;
@@ -27,8 +28,9 @@ async function startGateway(t: ExecutionContext, onStream: (stream: Stream, inde
       onStream(stream, count++);
     },
   });
+  const picked = await freePort(); // not port 0: see @relayctl/devkit's listenOnFreePort
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (err, p) =>
+    server.bindAsync(`127.0.0.1:${picked}`, ServerCredentials.createInsecure(), (err, p) =>
       err ? reject(err) : resolve(p),
     ),
   );

@@ -16,6 +16,7 @@ import { AckWriter } from "./ack-writer.js";
 import { agentSilenceLimitMs } from "./agent-stream.js";
 import { StreamRegistry } from "./registry.js";
 import { startGateway } from "./server.js";
+import { freePort } from "@relayctl/devkit";
 
 const INTERVAL_MS = 150;
 /** 6 intervals: 900 ms (the floor taken away for the test). */
@@ -48,7 +49,7 @@ async function gatewayWithOneServer() {
       leaseMs: 60_000,
       agentSilenceFloorMs: 0,
     },
-    { host: "127.0.0.1", port: 0 },
+    { host: "127.0.0.1", port: await freePort() },
     undefined,
   );
   return { db, registry, gateway, credential };

@@ -13,6 +13,7 @@ import {
   releaseDecodedBytes,
 } from "./grpc-decoder.js";
 import { listenForGrpc } from "./listener.js";
+import { freePort } from "@relayctl/devkit";
 
 /** gRPC's framing: a compress flag byte, a 4-byte length, the message. */
 function frame(body: string): Buffer {
@@ -178,7 +179,7 @@ async function echoServer(onCall: (call: ServerDuplexStream<string, string>) => 
   );
   const { listener, port } = await listenForGrpc(server, ServerCredentials.createInsecure(), {
     host: "127.0.0.1",
-    port: 0,
+    port: await freePort(),
   });
   return {
     port,

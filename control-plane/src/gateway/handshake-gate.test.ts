@@ -2,13 +2,13 @@ import { once } from "node:events";
 import { type Socket, connect, createServer } from "node:net";
 import test, { type ExecutionContext } from "ava";
 import { HandshakeGate, peerOf } from "./handshake-gate.js";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 /** `n` real loopback connections: the server's side of each (what the gateway's listener admits). */
 async function connections(t: ExecutionContext, n: number): Promise<{ server: Socket[]; client: Socket[] }> {
   const server: Socket[] = [];
   const listener = createServer((s) => server.push(s));
-  listener.listen(0, "127.0.0.1");
-  await once(listener, "listening");
+  await listenOnFreePort(listener);
   const { port } = listener.address() as { port: number };
   const client: Socket[] = [];
   for (let i = 0; i < n; i++) {

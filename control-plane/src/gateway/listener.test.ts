@@ -4,6 +4,7 @@ import { type Socket, connect, createServer } from "node:net";
 import { Server, ServerCredentials } from "@grpc/grpc-js";
 import test from "ava";
 import { handOverOnFirstBytes, listenForGrpc } from "./listener.js";
+import { freePort, listenOnFreePort } from "@relayctl/devkit";
 
 /** A TCP server whose connections go through handOverOnFirstBytes; `handed` gets what is handed. */
 async function firstBytesServer(timeoutMs?: number) {
@@ -13,8 +14,7 @@ async function firstBytesServer(timeoutMs?: number) {
     accepted.push(socket);
     handOverOnFirstBytes(socket, (s) => handed.push(s), timeoutMs);
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
+  await listenOnFreePort(server);
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
   return { server, port, handed, accepted };
@@ -62,7 +62,7 @@ test("listener - grpc-js serves through it with no dynamic header table (SETTING
   const server = new Server();
   const { listener, port } = await listenForGrpc(server, ServerCredentials.createInsecure(), {
     host: "127.0.0.1",
-    port: 0,
+    port: await freePort(),
   });
   t.teardown(() => {
     listener.close();

@@ -4,6 +4,7 @@ import { type Socket, connect, createServer } from "node:net";
 import test from "ava";
 import { Registry, collectDefaultMetrics } from "prom-client";
 import { collectProcessMetrics } from "./process-metrics.js";
+import { listenOnFreePort } from "@relayctl/devkit";
 
 /** The value of the series `name` (labels included in the name) in a text scrape. */
 function seriesValue(text: string, name: string): number {
@@ -27,8 +28,7 @@ test.serial("process metrics - open fds, handles and resources follow the connec
 
   const accepted: Socket[] = [];
   const listener = createServer((s) => accepted.push(s));
-  listener.listen(0, "127.0.0.1");
-  await once(listener, "listening");
+  await listenOnFreePort(listener);
   const { port } = listener.address() as { port: number };
   const sockets: Socket[] = [];
   for (let i = 0; i < 100; i++) {
