@@ -5,7 +5,6 @@
 // The other command groups: cli-relayctl.test.ts, cli-relayctl-help.test.ts.
 import { existsSync, readFileSync, statSync, chmodSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import test from "ava";
 import { cleanupAll, makeTempDir, onCleanup } from "./harness/cleanup";
@@ -123,9 +122,9 @@ async function duplicatingProxy() {
     res.writeHead(answer.status, { "content-type": answer.headers.get("content-type") ?? "text/plain" });
     res.end(text);
   });
-  await listenOnFreePort(server);
+  const port = await listenOnFreePort(server);
   onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, polls };
+  return { url: `http://127.0.0.1:${port}`, polls };
 }
 
 test.serial("cli - login honours slow_down: its polls are 5 s further apart from then on", async (t) => {

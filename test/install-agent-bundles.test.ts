@@ -40,9 +40,8 @@ test.serial(
       if (req.url === `/${file}`) res.end(tampered);
       else res.writeHead(404).end();
     });
-    await listenOnFreePort(mirror);
+    const port = await listenOnFreePort(mirror);
     onCleanup(() => new Promise<void>((resolve) => mirror.close(() => resolve())));
-    const port = (mirror.address() as { port: number }).port;
 
     const root = scratchRoot("tampered");
     const name = `tampered-${Math.random().toString(36).slice(2, 8)}`;
@@ -93,9 +92,8 @@ test.serial(
         body = Buffer.from(body.toString("utf8").replaceAll(sha(real), sha(tampered)));
       res.writeHead(upstream.status).end(body);
     });
-    await listenOnFreePort(proxy);
+    const via = `http://127.0.0.1:${await listenOnFreePort(proxy)}`;
     onCleanup(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
-    const via = `http://127.0.0.1:${(proxy.address() as { port: number }).port}`;
 
     const root = scratchRoot("resigned");
     const name = `resigned-${Math.random().toString(36).slice(2, 8)}`;

@@ -5,7 +5,6 @@
 import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { type IncomingMessage, type Server, createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import test from "ava";
 import { Agent } from "./harness/agent";
@@ -102,8 +101,7 @@ async function fakeProvider(kind: "hetzner" | "digitalocean"): Promise<FakeProvi
       },
     });
   });
-  await listenOnFreePort(server);
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenOnFreePort(server);
   return { url: `http://127.0.0.1:${port}/${kind === "hetzner" ? "v1" : "v2"}`, seen, server };
 }
 

@@ -169,21 +169,16 @@ export function listenPortOf(text: string, marker: string): number | undefined {
  * place), so a server given that port by listen(0) meanwhile is cut off: its clients' connections
  * go to the dead container's address and are refused ("Failed to connect ... after 0 ms").
  */
-export async function listenOnFreePort(server: Server, host = "127.0.0.1", attempts = 5): Promise<number> {
-  for (let i = 1; ; i++) {
-    const port = await freePort();
-    try {
-      await new Promise<void>((resolve, reject) => {
-        const onError = (err: Error) => reject(err);
-        server.once("error", onError);
+export function listenOnFreePort(server: Server, host = "127.0.0.1", attempts = 5): Promise<number> {
+  return onFreePort(
+    (port) =>
+      new Promise<number>((resolve, reject) => {
+        server.once("error", reject);
         server.listen(port, host, () => {
-          server.off("error", onError);
-          resolve();
+          server.off("error", reject);
+          resolve(port);
         });
-      });
-      return port;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || i >= attempts) throw err;
-    }
-  }
+      }),
+    attempts,
+  );
 }

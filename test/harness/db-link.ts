@@ -5,7 +5,7 @@
 import { type Server, type Socket, connect, createServer } from "node:net";
 import { onCleanup } from "./cleanup";
 import type { Database, MariaDbServer } from "./mariadb";
-import { listenOnFreePort } from "@relayctl/devkit";
+import { listenOnFreePort } from "./ports";
 
 export interface DbLink {
   /** The server as seen through the link (give it to startCluster as `mariadb`). */
@@ -58,9 +58,7 @@ export async function startDbLink(real: MariaDbServer): Promise<DbLink> {
     upstream.once("close", () => client.destroy());
   };
   const server: Server = createServer(relay);
-  await listenOnFreePort(server);
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("db link: no port");
+  const port = await listenOnFreePort(server);
   onCleanup(
     () =>
       new Promise<void>((resolve) => {
@@ -70,7 +68,7 @@ export async function startDbLink(real: MariaDbServer): Promise<DbLink> {
   );
   const viaLink = (url: string) => {
     const u = new URL(url);
-    u.port = String(address.port);
+    u.port = String(port);
     return u.toString().replace(/\/$/, "");
   };
   return {

@@ -16,7 +16,7 @@
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { onCleanup } from "./cleanup";
 import { type GitHttpRequest, serveCgi } from "./git-http";
-import { listenOnFreePort } from "@relayctl/devkit";
+import { listenOnFreePort } from "./ports";
 
 export interface PostedStatus {
   project: string;
@@ -216,10 +216,7 @@ export async function startForgeStandIn(
     }
     serveCgi(root, "oauth2", req, res, log);
   });
-  await listenOnFreePort(server);
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("forge stand-in: no port");
-  url = `http://127.0.0.1:${address.port}`;
+  url = `http://127.0.0.1:${await listenOnFreePort(server)}`;
   onCleanup(
     () =>
       new Promise<void>((resolve) => {

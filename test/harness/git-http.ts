@@ -9,7 +9,7 @@
 import { spawn } from "node:child_process";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { onCleanup } from "./cleanup";
-import { listenOnFreePort } from "@relayctl/devkit";
+import { listenOnFreePort } from "./ports";
 
 export interface GitHttpRequest {
   method: string;
@@ -134,15 +134,12 @@ export async function startGitHttp(
     }
     serveCgi(root, user, req, res, log);
   });
-  await listenOnFreePort(server);
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("git http: no port");
+  const port = await listenOnFreePort(server);
   const stop = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
     });
   onCleanup(stop);
-  const port = address.port;
   return { url: (name) => `http://127.0.0.1:${port}/${name}`, port, requests, stop };
 }

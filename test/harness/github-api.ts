@@ -30,7 +30,7 @@ import { writeFileSync } from "node:fs";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import { join } from "node:path";
 import { makeTempDir, onCleanup } from "./cleanup";
-import { listenOnFreePort } from "@relayctl/devkit";
+import { listenOnFreePort } from "./ports";
 
 export interface StandInRepository {
   id: number;
@@ -368,8 +368,7 @@ export async function startGitHubApi(appId = "424242"): Promise<GitHubApiStandIn
       notFound(res);
     });
   });
-  await listenOnFreePort(server);
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnFreePort(server);
   const stop = () => new Promise<void>((resolve) => server.close(() => resolve()));
   onCleanup(stop);
   const api: GitHubApiStandIn = {

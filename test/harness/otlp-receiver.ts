@@ -3,10 +3,9 @@
 // too) and keeps every span, flattened. OTLP/protobuf is answered 415, which the OTLP spec
 // allows a receiver that does not support an encoding.
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { gunzipSync } from "node:zlib";
 import { onCleanup } from "./cleanup";
-import { listenOnFreePort } from "@relayctl/devkit";
+import { listenOnFreePort } from "./ports";
 
 export interface ReceivedSpan {
   service: string;
@@ -109,8 +108,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
     });
   });
-  await listenOnFreePort(server);
-  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  receiver.url = `http://127.0.0.1:${await listenOnFreePort(server)}`;
   receiver.stop = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();

@@ -2,9 +2,10 @@
 // proxy's port with `Host: <fqdn>`, and backends that say who they are, so a
 // test sees which upstream a domain reaches.
 import { type Server, createServer } from "node:http";
-import { listenOnFreePort, proxyGet, type ProxyResponse } from "@relayctl/devkit";
+import { type ProxyResponse, proxyGet } from "@relayctl/devkit";
 import { onCleanup } from "./cleanup";
 import { pollUntil } from "./wait";
+import { listenOnFreePort } from "./ports";
 
 // proxyGet (a fresh connection per request) is @relayctl/devkit's, shared with bench/deploy.mjs.
 export { type ProxyResponse, proxyGet };
@@ -26,12 +27,10 @@ export async function startBackend(name: string): Promise<Backend> {
     res.writeHead(200, { "content-type": "text/plain" });
     res.end(`backend ${name}`);
   });
-  await listenOnFreePort(server);
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error("backend: no port");
+  const port = await listenOnFreePort(server);
   const stop = () => close(server);
   onCleanup(stop);
-  return { port: address.port, stop };
+  return { port, stop };
 }
 
 /** Polls proxyGet until `host` answers `backend <name>`; the error says what it answered last. */

@@ -3,7 +3,6 @@
 import { execFile } from "node:child_process";
 import { mkdtemp, readFile, stat } from "node:fs/promises";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import test, { type ExecutionContext } from "ava";
@@ -36,9 +35,9 @@ async function controlPlane(t: ExecutionContext, handle: (body: unknown, res: Se
       handle(JSON.parse(text), res);
     });
   });
-  await listenOnFreePort(server);
+  const port = await listenOnFreePort(server);
   t.teardown(() => server.close());
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return `http://127.0.0.1:${port}`;
 }
 
 const json = (res: ServerResponse, code: number, body: unknown) =>

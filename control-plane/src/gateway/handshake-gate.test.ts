@@ -8,8 +8,7 @@ import { listenOnFreePort } from "@relayctl/devkit";
 async function connections(t: ExecutionContext, n: number): Promise<{ server: Socket[]; client: Socket[] }> {
   const server: Socket[] = [];
   const listener = createServer((s) => server.push(s));
-  await listenOnFreePort(listener);
-  const { port } = listener.address() as { port: number };
+  const port = await listenOnFreePort(listener);
   const client: Socket[] = [];
   for (let i = 0; i < n; i++) {
     const c = connect(port, "127.0.0.1");

@@ -14,9 +14,7 @@ async function firstBytesServer(timeoutMs?: number) {
     accepted.push(socket);
     handOverOnFirstBytes(socket, (s) => handed.push(s), timeoutMs);
   });
-  await listenOnFreePort(server);
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const port = await listenOnFreePort(server);
   return { server, port, handed, accepted };
 }
 

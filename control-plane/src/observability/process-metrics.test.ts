@@ -28,8 +28,7 @@ test.serial("process metrics - open fds, handles and resources follow the connec
 
   const accepted: Socket[] = [];
   const listener = createServer((s) => accepted.push(s));
-  await listenOnFreePort(listener);
-  const { port } = listener.address() as { port: number };
+  const port = await listenOnFreePort(listener);
   const sockets: Socket[] = [];
   for (let i = 0; i < 100; i++) {
     const s = connect(port, "127.0.0.1");
