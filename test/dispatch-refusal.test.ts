@@ -5,6 +5,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { queryObjects, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import test from "ava";
 import pino from "pino";
 import { resolveAuditKeys, useAuditKeys } from "../control-plane/src/audit/chain-key";
@@ -141,5 +143,61 @@ test.serial(
     const outcome = await ops.run(op, job(), 10_000);
     t.like(outcome, { state: "not_run", cause: "not_connected", reason: "server 'web-1' is not connected" });
     t.is(await status(op.id), "failed");
+  },
+);
+
+test.serial(
+  "a wait that heard a refusal and then its completion keeps nothing of it once answered",
+  async (t) => {
+    const api = await bus("refusal-api-3");
+    const stale = await bus("refusal-stale-3");
+    const holder = await bus("refusal-holder-3");
+    const ops = new OperationService(db, api, log, 60_000);
+    const delivered = new Set<string>();
+    t.teardown(stale.serveServer(server.id, async () => false));
+    t.teardown(
+      holder.serveServer(server.id, async (j) => {
+        // Completed once, on the second delivery (the request that asked again after the refusal).
+        if (delivered.has(j.operationId)) {
+          void ops.complete(
+            j.operationId,
+            { status: "completed", exit_code: 0, stdout: "ran\n", stderr: "", duration_ms: 1 },
+            server.id,
+            tenantId,
+          );
+        }
+        delivered.add(j.operationId);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        return true;
+      }),
+    );
+    await pollUntil(
+      async () => {
+        const probe = await startExec(ops);
+        const outcome = await ops.run(probe, job(), 5000);
+        return outcome.state === "finished" ? true : undefined;
+      },
+      { what: "both gateways subscribed", timeoutMs: 10_000 },
+    );
+    // A wait's race against a promise that never settles (a module-wide one) would keep each
+    // race's outcome, its result included, for the life of the process: count what is left.
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const livePromises = () => {
+      gc();
+      return queryObjects(Promise, { format: "count" }) as number;
+    };
+    const runs = 40;
+    const before = livePromises();
+    for (let i = 0; i < runs; i++) {
+      const op = await startExec(ops);
+      const outcome = await ops.run(op, job(), 10_000);
+      t.like(outcome, { state: "finished", status: "completed" });
+    }
+    const after = livePromises();
+    t.true(
+      after - before < runs / 2,
+      `${after - before} promises more after ${runs} refused-then-completed waits`,
+    );
   },
 );

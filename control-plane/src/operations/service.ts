@@ -69,9 +69,6 @@ const REFUSAL_GRACE_MS = 10_000;
 
 const REFUSED = Symbol("refused");
 
-/** Never settles: what is raced once a refusal has been asked about. */
-const NEVER = new Promise<never>(() => {});
-
 const STATUS_OF: Record<FinalStatus, JobStatus> = {
   completed: JobStatus.JOB_STATUS_COMPLETED,
   failed: JobStatus.JOB_STATUS_FAILED,
@@ -280,7 +277,10 @@ export class OperationService {
         throw err;
       }
     };
-    let refused: Promise<typeof REFUSED> = waiter.refused.then((): typeof REFUSED => REFUSED);
+    // Undefined once a refusal has been asked about. Not a promise that never settles: every race
+    // adds a reaction to each promise it is given, and a pending one shared by the process would
+    // keep each race and its outcome (the result, stdout included) for the life of the process.
+    let refused: Promise<typeof REFUSED> | undefined = waiter.refused.then((): typeof REFUSED => REFUSED);
     const deadline = Date.now() + waitMs;
     for (;;) {
       let timer: NodeJS.Timeout | undefined;
@@ -289,17 +289,17 @@ export class OperationService {
       });
       let event: OperationDone | typeof REFUSED | undefined;
       try {
-        event = await Promise.race([waiter.done, refused, late]);
+        event = await Promise.race(refused ? [waiter.done, refused, late] : [waiter.done, late]);
       } finally {
         clearTimeout(timer);
       }
       if (event === undefined) {
         // "running" names an operation that is recorded: its start, unless its gateway's is there.
         await started();
-        // Answered "running": a refusal may still be on its way.
+        // Answered "running": a refusal may still be on its way (unless one was asked about already).
         const grace = setTimeout(() => waiter.cancel(), REFUSAL_GRACE_MS);
         grace.unref();
-        void refused.then(async () => {
+        void refused?.then(async () => {
           clearTimeout(grace);
           waiter.cancel();
           if ((await this.#askAgain(op, job)) === "not_connected")
@@ -317,7 +317,7 @@ export class OperationService {
         waiter.cancel();
         return this.#notRunOf(op, "not_connected", notConnected(op), opts);
       }
-      refused = NEVER; // on a stream after all: its completion, or the budget, ends the wait
+      refused = undefined; // on a stream after all: its completion, or the budget, ends the wait
     }
   }
 
