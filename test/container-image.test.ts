@@ -99,7 +99,7 @@ test.before(async () => {
   const ctx = makeTempDir("image-context");
   await run("bash", [join(REPO_ROOT, "deploy/image-context.sh"), ctx], { timeoutMs: 120_000 });
   onCleanup(() => podman(["rmi", "-f", APP_IMAGE]).then(() => undefined));
-  const build = () =>
+  buildImage = () =>
     podman([
       "build",
       "-q",
@@ -113,8 +113,7 @@ test.before(async () => {
       join(REPO_ROOT, "deploy/Dockerfile"),
       ctx,
     ]);
-  buildImage = build;
-  await build();
+  await buildImage();
 
   const db = await mariadb.createDatabase();
   const port = await freePort();
